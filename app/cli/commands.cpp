@@ -1,0 +1,406 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "cli/progress.h"
+#include "cli/report.h"
+#include "engine/networks/network_json.h"
+#include "engine/networks/presets.h"
+#include "engine/npy.h"
+#include "engine/units.h"
+#include "strategies/evaluate.h"
+
+namespace rl::cli {
+
+int exit_code_for(const std::exception& e) {
+    if (dynamic_cast<const Cancelled*>(&e)) return kExitInterrupted;
+    if (dynamic_cast<const CapExceeded*>(&e)) return kExitCapExceeded;
+    if (dynamic_cast<const Infeasible*>(&e)) return kExitInfeasible;
+    return kExitUserError;
+}
+
+std::vector<std::string> split_strategy_list(const std::string& text) {
+    auto trim = [](std::string s) {
+        const auto first = s.find_first_not_of(" \t");
+        if (first == std::string::npos) return std::string();
+        return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+    };
+    // A piece continues the previous spec when it is a bare `key=value` (an '=' before any ':').
+    auto continues = [](const std::string& piece) {
+        const auto eq = piece.find('=');
+        return eq != std::string::npos && piece.find(':') > eq;
+    };
+    std::vector<std::string> specs;
+    size_t group_start = 0;
+    while (group_start <= text.size()) {
+        size_t group_end = text.find(';', group_start);
+        if (group_end == std::string::npos) group_end = text.size();
+        const std::string group = text.substr(group_start, group_end - group_start);
+        bool fresh_group = true;
+        size_t pos = 0;
+        while (pos <= group.size()) {
+            size_t comma = group.find(',', pos);
+            if (comma == std::string::npos) comma = group.size();
+            const std::string piece = trim(group.substr(pos, comma - pos));
+            if (!piece.empty()) {
+                if (!fresh_group && !specs.empty() && continues(piece))
+                    specs.back() += "," + piece;
+                else
+                    specs.push_back(piece);
+                fresh_group = false;
+            }
+            pos = comma + 1;
+        }
+        group_start = group_end + 1;
+    }
+    return specs;
+}
+
+namespace {
+
+// Ctrl-C cancels the run between instructions (a clean exit, no partial file); a second one
+// kills the process as usual.
+std::atomic<bool> g_interrupted{false};
+
+void on_interrupt(int) {
+    g_interrupted.store(true);
+    std::signal(SIGINT, SIG_DFL);
+}
+
+const std::atomic<bool>* cancel_on_interrupt() {
+    std::signal(SIGINT, on_interrupt);
+    return &g_interrupted;
+}
+
+uint64_t saturating_add(uint64_t a, uint64_t b) {
+    return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                        : a + b;
+}
+
+// Memory the kernel says a new allocation can get without swapping: MemAvailable (free memory
+// plus reclaimable caches), else free physical pages.
+uint64_t available_memory_bytes() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    const long pages = sysconf(_SC_AVPHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return std::numeric_limits<uint64_t>::max();
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+uint64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return std::numeric_limits<uint64_t>::max();
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+// Refuses, before anything is allocated, a run that cannot fit in this machine's memory. Every
+// executed strategy is checked against `none` (the Evaluator runs it as the gradient reference),
+// so none's predicted peak is what must fit, plus the host copies of parameters, inputs and the
+// reference and measured gradients.
+void check_fits_in_memory(const Graph& g, const std::string& network) {
+    const CostModel no_costs;  // the peak does not depend on costs
+    const Plan reference = plan_with(g, CostModel::analytic(g, DeviceRates{}), Spec{"none", {}});
+    SimulateOptions so;
+    so.record_timeline = false;
+    const Simulation sim = simulate(g, reference.schedule, no_costs, so);
+    uint64_t host_copies = saturating_add(g.param_bytes(), g.input_bytes());
+    host_copies = saturating_add(host_copies, g.param_bytes());  // reference gradients
+    host_copies = saturating_add(host_copies, g.param_bytes());  // measured gradients
+    const uint64_t need = saturating_add(sim.peak_bytes, host_copies);
+    const uint64_t available = std::min(available_memory_bytes(), physical_memory_bytes());
+    if (need <= available) return;
+    throw Error("network '" + network + "' needs about " + format_bytes(need) + " (" +
+                std::to_string(need) + " bytes: a predicted peak of " +
+                format_bytes(sim.peak_bytes) + " under 'none', the gradient reference every run " +
+                "is checked against, plus " + format_bytes(host_copies) +
+                " of host copies of parameters, inputs and gradients), but only " +
+                format_bytes(available) +
+                " of physical memory is available; choose a smaller network (fewer layers, a " +
+                "smaller width or batch), or use `rematlab-cli plan` to inspect it without " +
+                "running it");
+}
+
+// Parses a strategy spec and checks it against the strategy's schema, so that a typo fails
+// before any long work.
+Spec checked_strategy(const std::string& text) {
+    Spec spec = parse_spec(text);
+    const Strategy& s = find_strategy(spec.name);
+    (void)ParamValues::resolve(s.schema(), spec);
+    return spec;
+}
+
+std::string infeasible_message(const std::string& strategy, const Plan& plan) {
+    std::string msg = plan.message.empty()
+                          ? "strategy '" + strategy + "' cannot meet its budget on this network"
+                          : plan.message;
+    if (plan.min_feasible_budget) {
+        const std::string smallest = format_bytes(*plan.min_feasible_budget);
+        if (msg.find(smallest) == std::string::npos &&
+            msg.find(std::to_string(*plan.min_feasible_budget)) == std::string::npos)
+            msg += " (the smallest feasible budget is " + smallest + ")";
+    }
+    return msg;
+}
+
+// Creates the --dump-grads directory up front, so a bad path fails before the run.
+void prepare_directory(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw Error("--dump-grads: cannot create directory '" + dir + "': " + ec.message());
+    if (!fs::is_directory(dir, ec))
+        throw Error("--dump-grads: '" + dir + "' exists and is not a directory");
+}
+
+std::string file_name_for(const std::string& param_name) {
+    std::string s = param_name;
+    for (char& c : s)
+        if (c == '/' || c == '\\' || c == '\0') c = '_';
+    if (s.empty() || s == "." || s == "..") s = "_" + s;
+    return s + ".npy";
+}
+
+void dump_gradients(const Graph& g, const Execution& m, const std::string& dir) {
+    if (m.param_grads.size() != static_cast<size_t>(g.num_params()))
+        throw Error("--dump-grads: the run kept no parameter gradients");
+    for (ParamId p = 0; p < g.num_params(); ++p) {
+        const Param& param = g.param(p);
+        const auto& grad = m.param_grads[static_cast<size_t>(p)];
+        if (grad.size() != static_cast<size_t>(param.shape.numel()))
+            throw Error("--dump-grads: gradient of '" + param.name + "' has " +
+                        std::to_string(grad.size()) + " values, expected " +
+                        std::to_string(param.shape.numel()));
+        const std::string path = (std::filesystem::path(dir) / file_name_for(param.name)).string();
+        write_npy(path, grad.data(), param.shape);
+    }
+}
+
+ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
+                          int threads, int repeat, uint64_t cap) {
+    return ReportContext{g, network, costs.kind(), threads, repeat, cap};
+}
+
+void print_line(const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+}
+
+std::unique_ptr<ProgressBar> progress_bar(bool json) {
+    if (json || !ProgressBar::wanted()) return nullptr;
+    return std::make_unique<ProgressBar>();
+}
+
+}  // namespace
+
+int run_command(const RunOptions& opt) {
+    Graph g = load_network(opt.network);
+    const Spec spec = checked_strategy(opt.strategy);
+    if (!opt.dump_grads.empty()) prepare_directory(opt.dump_grads);
+    check_fits_in_memory(g, opt.network);
+
+    auto bar = progress_bar(opt.json);
+    EvaluateOptions eo;
+    eo.threads = opt.threads;
+    eo.repeat = opt.repeat;
+    eo.cap = opt.cap;
+    eo.execute = true;
+    eo.observer = bar.get();
+    eo.cancel = cancel_on_interrupt();
+    Evaluator ev(g, opt.network, eo);
+    const ReportContext ctx =
+        context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
+    if (bar) bar->begin(opt.strategy);
+    Evaluation e = ev.evaluate(spec);
+    if (bar) bar->clear();
+
+    if (e.plan.status == PlanStatus::Infeasible) {
+        CompareRow row{opt.strategy,    std::nullopt,
+                       "infeasible",    infeasible_message(opt.strategy, e.plan),
+                       kExitInfeasible, e.plan.min_feasible_budget};
+        if (opt.json) print_line(failure_json(ctx, row));
+        throw Infeasible(row.message);
+    }
+    if (!opt.dump_grads.empty()) {
+        if (!e.measured) throw Error("--dump-grads: the strategy was not executed");
+        dump_gradients(g, *e.measured, opt.dump_grads);
+    }
+    if (opt.json)
+        print_line(evaluation_json(ctx, e));
+    else
+        std::cout << evaluation_text(ctx, e) << std::flush;
+    return kExitOk;
+}
+
+int plan_command(const PlanOptions& opt) {
+    Graph g = load_network(opt.network);
+    const Spec spec = checked_strategy(opt.strategy);
+    EvaluateOptions eo;
+    eo.threads = opt.threads;
+    eo.execute = false;  // plan and simulate: nothing is allocated, so any size may be planned
+    Evaluator ev(g, opt.network, eo);
+    const ReportContext ctx = context_for(g, opt.network, ev.costs(), opt.threads, 1, 0);
+
+    const Evaluation e = ev.evaluate(spec);
+    if (e.plan.status == PlanStatus::Infeasible) {
+        CompareRow row{opt.strategy,    std::nullopt,
+                       "infeasible",    infeasible_message(opt.strategy, e.plan),
+                       kExitInfeasible, e.plan.min_feasible_budget};
+        if (opt.json) print_line(failure_json(ctx, row));
+        throw Infeasible(row.message);
+    }
+    if (opt.json) {
+        print_line(evaluation_json(ctx, e));
+    } else {
+        std::cout << to_text(g, e.plan.schedule) << '\n' << evaluation_text(ctx, e) << std::flush;
+    }
+    return kExitOk;
+}
+
+int compare_command(const CompareOptions& opt) {
+    Graph g = load_network(opt.network);
+    std::vector<std::string> texts;
+    if (opt.strategies.empty()) {
+        for (const Strategy* s : strategies()) texts.emplace_back(s->name());
+    } else {
+        texts = split_strategy_list(opt.strategies);
+    }
+    if (texts.empty()) throw Error("--strategies: the list is empty; give at least one strategy");
+    std::vector<Spec> specs;
+    for (const auto& t : texts) specs.push_back(checked_strategy(t));
+    check_fits_in_memory(g, opt.network);
+
+    auto bar = progress_bar(opt.json);
+    EvaluateOptions eo;
+    eo.threads = opt.threads;
+    eo.repeat = opt.repeat;
+    eo.cap = opt.cap;
+    eo.execute = true;
+    eo.observer = bar.get();
+    eo.cancel = cancel_on_interrupt();
+    Evaluator ev(g, opt.network, eo);
+    const ReportContext ctx =
+        context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
+
+    // The overhead column is relative to `none`; run it even when it is not listed.
+    std::optional<Evaluation> hidden_baseline;
+    const bool none_listed = std::any_of(specs.begin(), specs.end(), [](const Spec& s) {
+        return s.name == "none" && s.args.empty();
+    });
+    if (!none_listed) {
+        try {
+            if (bar) bar->begin("none (baseline)");
+            hidden_baseline = ev.evaluate(Spec{"none", {}});
+        } catch (const Error&) {
+            // Reported with the listed strategies, which hit the same problem.
+        }
+        if (bar) bar->clear();
+    }
+
+    std::vector<CompareRow> rows;
+    int exit_code = kExitOk;
+    for (size_t i = 0; i < specs.size(); ++i) {
+        CompareRow row;
+        row.strategy = texts[i];
+        try {
+            if (bar) bar->begin(texts[i]);
+            Evaluation e = ev.evaluate(specs[i]);
+            if (e.plan.status == PlanStatus::Infeasible) {
+                row.status = "infeasible";
+                row.message = infeasible_message(texts[i], e.plan);
+                row.exit_code = kExitInfeasible;
+                row.min_feasible_budget = e.plan.min_feasible_budget;
+            } else {
+                row.status = plan_status_name(e.plan.status);
+                row.eval = std::move(e);
+            }
+        } catch (const CapExceeded& err) {
+            row.status = "cap exceeded";
+            row.message = err.what();
+            row.exit_code = kExitCapExceeded;
+        } catch (const Infeasible& err) {
+            row.status = "infeasible";
+            row.message = err.what();
+            row.exit_code = kExitInfeasible;
+        } catch (const Error& err) {
+            row.status = "error";
+            row.message = err.what();
+            row.exit_code = kExitUserError;
+        }
+        if (bar) bar->clear();
+        if (opt.json)
+            print_line(row.eval ? evaluation_json(ctx, *row.eval) : failure_json(ctx, row));
+        if (exit_code == kExitOk) exit_code = row.exit_code;
+        rows.push_back(std::move(row));
+    }
+
+    if (!opt.json) {
+        const Evaluation* baseline = hidden_baseline ? &*hidden_baseline : nullptr;
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (specs[i].name == "none" && specs[i].args.empty() && rows[i].eval)
+                baseline = &*rows[i].eval;
+        std::cout << compare_table(ctx, rows, baseline) << std::flush;
+    }
+    return exit_code;
+}
+
+int strategies_command() {
+    for (const Strategy* s : strategies()) {
+        std::cout << s->name() << " - " << s->about() << '\n';
+        const ParamSchema schema = s->schema();
+        if (schema.empty())
+            std::cout << "  (no parameters)\n";
+        else
+            std::cout << describe_schema(schema);
+        std::cout << '\n';
+    }
+    std::cout << "A strategy SPEC is 'name' or 'name:key=value,key=value'; sizes accept units "
+                 "(512MiB, 1.5GiB, 64KB).\n";
+    return kExitOk;
+}
+
+int networks_command() {
+    for (const PresetInfo& p : presets()) {
+        std::cout << p.name << " - " << p.about << '\n';
+        if (p.schema.empty())
+            std::cout << "  (no parameters)\n";
+        else
+            std::cout << describe_schema(p.schema);
+        std::cout << '\n';
+    }
+    std::cout << "A network SPEC is a preset with parameters ('mlp:depth=32,width=1024') or the "
+                 "path of a\nnetwork file (anything with a '/' or ending in .json; see "
+                 "docs/network-format.md).\n";
+    return kExitOk;
+}
+
+int network_command(const NetworkOptions& opt) {
+    const Graph g = load_network(opt.network);
+    if (opt.out.empty()) {
+        std::cout << network_to_json(g) << std::flush;
+        return kExitOk;
+    }
+    save_network_file(g, opt.out);
+    std::cout << "wrote " << opt.out << ": network '" << g.name() << "', " << g.num_nodes()
+              << " nodes, parameters " << format_bytes(g.param_bytes()) << '\n';
+    return kExitOk;
+}
+
+}  // namespace rl::cli

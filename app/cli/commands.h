@@ -1,0 +1,74 @@
+#pragma once
+// The subcommands of rematlab-cli, free of any argument-parsing library: cli_main.cpp parses the
+// command line with CLI11 and calls these. Each returns the process exit code or throws: rl::Error
+// (a user error, exit 1), rl::CapExceeded (exit 4) or cli::Infeasible (exit 3).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/errors.h"
+
+namespace rl::cli {
+
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitUserError = 1,     // bad file, bad spec, out of memory, I/O
+    kExitUsage = 2,         // the command line itself is malformed
+    kExitInfeasible = 3,    // a budgeted strategy cannot meet its budget
+    kExitCapExceeded = 4,   // the run needed more than --cap
+    kExitInterrupted = 130  // Ctrl-C: the run was cancelled between instructions
+};
+
+// A budgeted strategy could not meet its budget (Plan status Infeasible).
+class Infeasible : public Error {
+  public:
+    using Error::Error;
+};
+
+// Maps an exception to its exit code (see ExitCode).
+int exit_code_for(const std::exception& e);
+
+struct RunOptions {
+    std::string network;
+    std::string strategy;
+    int threads = 1;
+    int repeat = 1;
+    uint64_t cap = 0;  // bytes, 0 = none
+    bool json = false;
+    std::string dump_grads;  // directory, "" = none
+};
+
+struct PlanOptions {
+    std::string network;
+    std::string strategy;
+    int threads = 1;  // the cost model's rates are measured at this thread count
+    bool json = false;
+};
+
+struct CompareOptions {
+    std::string network = "mlp:depth=16,width=256,batch=64";
+    std::string strategies;  // "" = every registered strategy
+    int threads = 1;
+    int repeat = 1;
+    uint64_t cap = 0;
+    bool json = false;
+};
+
+struct NetworkOptions {
+    std::string network;
+    std::string out;  // "" = print the JSON to stdout
+};
+
+int run_command(const RunOptions& opt);
+int plan_command(const PlanOptions& opt);
+int compare_command(const CompareOptions& opt);
+int strategies_command();
+int networks_command();
+int network_command(const NetworkOptions& opt);
+
+// Splits a --strategies list. ';' always separates; ',' separates only where the next piece is
+// not a `key=value` continuing the previous spec, so "none,sqrt-n:budget=1MiB,segments=3,
+// periodic:k=2" is three specs. Empty pieces are ignored.
+std::vector<std::string> split_strategy_list(const std::string& text);
+
+}  // namespace rl::cli

@@ -1,0 +1,46 @@
+#pragma once
+// What rematlab-cli prints: one JSON object per evaluation (report_json.cpp) and the human
+// summaries and comparison table (report_text.cpp).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strategies/evaluate.h"
+
+namespace rl::cli {
+
+// What every line of a report shares.
+struct ReportContext {
+    const Graph& graph;
+    std::string network;     // the spec as given
+    std::string cost_model;  // CostModel::kind()
+    int threads = 1;
+    int repeat = 1;
+    uint64_t cap = 0;
+};
+
+// One strategy's outcome in `compare`: an evaluation, or why there is none.
+struct CompareRow {
+    std::string strategy;  // the spec as given
+    std::optional<Evaluation> eval;
+    std::string status;   // plan status name, or "infeasible", "cap exceeded", "error"
+    std::string message;  // for a failure
+    int exit_code = 0;
+    std::optional<uint64_t> min_feasible_budget;  // for an infeasible budget
+};
+
+// Whether the schedule passes rl::validate.
+bool schedule_valid(const Graph& g, const Schedule& s);
+
+// One line of JSON (no trailing newline).
+std::string evaluation_json(const ReportContext& ctx, const Evaluation& e);
+std::string failure_json(const ReportContext& ctx, const CompareRow& row);
+
+// Human summaries: `run` (executed) and `plan` (predicted only).
+std::string evaluation_text(const ReportContext& ctx, const Evaluation& e);
+// The side-by-side table of `compare`; `baseline` (none's evaluation) gives the overhead column.
+std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow>& rows,
+                          const Evaluation* baseline);
+
+}  // namespace rl::cli

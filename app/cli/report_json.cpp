@@ -1,0 +1,78 @@
+// The --json output: one object per evaluation, one per line.
+#include <nlohmann/json.hpp>
+
+#include "cli/report.h"
+
+namespace rl::cli {
+
+namespace {
+
+nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
+    nlohmann::json j;
+    j["network"] = ctx.network;
+    j["strategy"] = strategy;
+    j["params"] = ctx.graph.param_bytes();
+    j["threads"] = ctx.threads;
+    j["repeat"] = ctx.repeat;
+    j["cap"] = ctx.cap;
+    j["cost_model"] = ctx.cost_model;
+    return j;
+}
+
+std::string describe_at(const Graph& g, const Schedule& s, int32_t index) {
+    if (index < 0 || static_cast<size_t>(index) >= s.size()) return {};
+    return describe(g, s.code[static_cast<size_t>(index)]);
+}
+
+}  // namespace
+
+std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
+    const Graph& g = ctx.graph;
+    const Plan& plan = e.plan;
+    const Simulation& sim = e.predicted;
+    nlohmann::json j = common(ctx, e.strategy);
+    j["valid"] = schedule_valid(g, plan.schedule);
+    j["status"] = plan_status_name(plan.status);
+    j["solve_ms"] = plan.solve_ms;
+    if (plan.budget) j["budget"] = *plan.budget;
+    if (plan.min_feasible_budget) j["min_feasible_budget"] = *plan.min_feasible_budget;
+    j["instructions"] = plan.schedule.size();
+    j["computes"] = sim.computes;
+    j["recomputes"] = sim.recomputes;
+    j["backwards"] = sim.backwards;
+    j["frees"] = sim.frees;
+    j["predicted_peak_bytes"] = sim.peak_bytes;
+    j["predicted_activation_peak_bytes"] = sim.activation_peak_bytes();
+    j["predicted_forward_ms"] = sim.forward_ms;
+    j["predicted_recompute_ms"] = sim.recompute_ms;
+    j["predicted_backward_ms"] = sim.backward_ms;
+    j["predicted_total_ms"] = sim.total_ms();
+    j["peak_instruction_index"] = sim.peak_instruction;
+    j["peak_instruction"] = describe_at(g, plan.schedule, sim.peak_instruction);
+    if (e.measured) {
+        const Execution& m = *e.measured;
+        j["measured_peak_bytes"] = m.peak_bytes;
+        j["measured_peak_instruction"] = describe_at(g, plan.schedule, m.peak_instruction);
+        j["activation_peak_bytes"] = m.activation_peak_bytes();
+        j["forward_ms"] = m.forward_ms;
+        j["recompute_ms"] = m.recompute_ms;
+        j["backward_ms"] = m.backward_ms;
+        j["total_ms"] = m.total_ms;
+        j["loss"] = m.loss;
+        j["grads_bitwise_equal_to_none"] = e.grads_bitwise_equal_to_none;
+        j["max_abs_grad_diff_vs_none"] = e.max_abs_grad_diff_vs_none;
+    }
+    return j.dump();
+}
+
+std::string failure_json(const ReportContext& ctx, const CompareRow& row) {
+    nlohmann::json j = common(ctx, row.strategy);
+    j["valid"] = false;
+    j["status"] = row.status;
+    j["error"] = row.message;
+    j["exit_code"] = row.exit_code;
+    if (row.min_feasible_budget) j["min_feasible_budget"] = *row.min_feasible_budget;
+    return j.dump();
+}
+
+}  // namespace rl::cli

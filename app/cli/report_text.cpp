@@ -1,0 +1,198 @@
+// Human output: the summary of one evaluation and the side-by-side table of `compare`.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/report.h"
+#include "engine/errors.h"
+#include "engine/units.h"
+
+namespace rl::cli {
+
+namespace {
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+std::string ms(double v) {
+    return fixed(v, v < 10 ? 3 : v < 1000 ? 2 : 1);
+}
+
+// Terminal columns taken by a UTF-8 string (every code point counts one; our marks are narrow).
+size_t display_width(const std::string& s) {
+    return static_cast<size_t>(std::count_if(
+        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string describe_at(const Graph& g, const Schedule& s, int32_t index) {
+    if (index < 0 || static_cast<size_t>(index) >= s.size()) return "outside any instruction";
+    // Appended piecewise: g++ 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    std::string text = "#";
+    text += std::to_string(index);
+    text += ' ';
+    text += describe(g, s.code[static_cast<size_t>(index)]);
+    return text;
+}
+
+class Table {
+  public:
+    explicit Table(std::vector<std::string> header, std::vector<bool> left_aligned)
+        : left_(std::move(left_aligned)) {
+        rows_.push_back(std::move(header));
+    }
+    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+    std::string render() const {
+        std::vector<size_t> width(rows_.front().size(), 0);
+        for (const auto& r : rows_)
+            for (size_t c = 0; c < r.size(); ++c)
+                width[c] = std::max(width[c], display_width(r[c]));
+        std::ostringstream out;
+        auto line = [&](const std::vector<std::string>& r) {
+            std::string text;
+            for (size_t c = 0; c < r.size(); ++c) {
+                const std::string pad(width[c] - display_width(r[c]), ' ');
+                if (c > 0) text += "  ";
+                text += left_[c] ? r[c] + pad : pad + r[c];
+            }
+            while (!text.empty() && text.back() == ' ') text.pop_back();
+            out << text << '\n';
+        };
+        line(rows_.front());
+        size_t total = 0;
+        for (size_t w : width) total += w;
+        out << std::string(total + 2 * (width.size() - 1), '-') << '\n';
+        for (size_t i = 1; i < rows_.size(); ++i) line(rows_[i]);
+        return out.str();
+    }
+
+  private:
+    std::vector<bool> left_;
+    std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace
+
+bool schedule_valid(const Graph& g, const Schedule& s) {
+    try {
+        validate(g, s);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
+    const Graph& g = ctx.graph;
+    const Plan& plan = e.plan;
+    const Simulation& sim = e.predicted;
+    std::ostringstream out;
+    out << "network      " << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
+        << format_bytes(g.param_bytes()) << ", inputs " << format_bytes(g.input_bytes()) << '\n';
+    out << "strategy     " << e.strategy << " (" << plan_status_name(plan.status) << ", planned in "
+        << ms(plan.solve_ms) << " ms";
+    if (plan.budget) out << ", budget " << format_bytes(*plan.budget);
+    out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"
+        << (ctx.threads == 1 ? "" : "s") << ")\n";
+    out << "schedule     " << plan.schedule.size() << " instructions: " << sim.computes
+        << " computes (" << sim.recomputes << " recomputes), " << sim.backwards << " backwards, "
+        << sim.frees << " frees; " << (schedule_valid(g, plan.schedule) ? "valid" : "INVALID")
+        << '\n';
+    if (e.measured) {
+        const Execution& m = *e.measured;
+        out << "peak         predicted " << format_bytes(sim.peak_bytes) << ", measured "
+            << format_bytes(m.peak_bytes)
+            << (m.peak_bytes == sim.peak_bytes
+                    ? " (equal to the byte)"
+                    : " (DIFFERENT: " + std::to_string(sim.peak_bytes) + " vs " +
+                          std::to_string(m.peak_bytes) + " bytes)")
+            << ", at " << describe_at(g, plan.schedule, m.peak_instruction) << '\n';
+        out << "activations  peak predicted " << format_bytes(sim.activation_peak_bytes())
+            << ", measured " << format_bytes(m.activation_peak_bytes()) << '\n';
+        out << "time (ms)    forward " << ms(m.forward_ms) << ", recompute " << ms(m.recompute_ms)
+            << ", backward " << ms(m.backward_ms) << ", total " << ms(m.total_ms);
+        if (ctx.repeat > 1) out << " (median of " << ctx.repeat << ")";
+        out << "; predicted " << ms(sim.forward_ms) << " / " << ms(sim.recompute_ms) << " / "
+            << ms(sim.backward_ms) << '\n';
+        out << "loss         " << fixed(m.loss, 6) << '\n';
+        out << "gradients    "
+            << (e.grads_bitwise_equal_to_none ? "bitwise equal to none's \u2713"
+                                              : "differ from none's \u2717")
+            << " (max |diff| " << e.max_abs_grad_diff_vs_none << ")\n";
+    } else {
+        out << "peak         predicted " << format_bytes(sim.peak_bytes) << " (" << sim.peak_bytes
+            << " bytes), at " << describe_at(g, plan.schedule, sim.peak_instruction) << '\n';
+        out << "activations  predicted peak " << format_bytes(sim.activation_peak_bytes()) << '\n';
+        out << "time (ms)    predicted forward " << ms(sim.forward_ms) << ", recompute "
+            << ms(sim.recompute_ms) << ", backward " << ms(sim.backward_ms) << ", total "
+            << ms(sim.total_ms()) << '\n';
+    }
+    return out.str();
+}
+
+std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow>& rows,
+                          const Evaluation* baseline) {
+    const Graph& g = ctx.graph;
+    std::ostringstream out;
+    out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
+        << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"
+        << (ctx.threads == 1 ? "" : "s") << ", cost model " << ctx.cost_model;
+    if (ctx.repeat > 1) out << ", times are medians of " << ctx.repeat << " runs";
+    if (ctx.cap) out << ", cap " << format_bytes(ctx.cap);
+    out << "\n\n";
+
+    Table t(
+        {"strategy", "status", "computes", "recomputes", "pred. peak", "meas. peak", "act. peak",
+         "fwd ms", "recomp ms", "bwd ms", "total ms", "overhead", "grads=none"},
+        {true, true, false, false, false, false, false, false, false, false, false, false, true});
+    const double base_ms = baseline && baseline->measured ? baseline->measured->total_ms : 0.0;
+    for (const CompareRow& r : rows) {
+        if (!r.eval) {
+            t.add({r.strategy, r.status, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
+            continue;
+        }
+        const Evaluation& e = *r.eval;
+        const Simulation& sim = e.predicted;
+        std::vector<std::string> cells = {r.strategy, r.status, std::to_string(sim.computes),
+                                          std::to_string(sim.recomputes),
+                                          format_bytes(sim.peak_bytes)};
+        if (e.measured) {
+            const Execution& m = *e.measured;
+            cells.push_back(format_bytes(m.peak_bytes) +
+                            (m.peak_bytes == sim.peak_bytes ? "" : " !"));
+            cells.push_back(format_bytes(m.activation_peak_bytes()));
+            cells.push_back(ms(m.forward_ms));
+            cells.push_back(ms(m.recompute_ms));
+            cells.push_back(ms(m.backward_ms));
+            cells.push_back(ms(m.total_ms));
+            cells.push_back(base_ms > 0 ? fixed((m.total_ms / base_ms - 1.0) * 100.0, 1) + " %"
+                                        : "-");
+            cells.push_back(e.grads_bitwise_equal_to_none ? "\u2713" : "\u2717");
+        } else {
+            for (int i = 0; i < 8; ++i) cells.push_back("-");
+        }
+        t.add(std::move(cells));
+    }
+    out << t.render();
+
+    bool any_mismatch = false;
+    for (const CompareRow& r : rows)
+        if (r.eval && r.eval->measured &&
+            r.eval->measured->peak_bytes != r.eval->predicted.peak_bytes)
+            any_mismatch = true;
+    if (any_mismatch)
+        out << "\n! measured peak differs from the predicted one (a bug: please report)\n";
+    bool header = false;
+    for (const CompareRow& r : rows) {
+        if (r.message.empty()) continue;
+        if (!header) out << '\n';
+        header = true;
+        out << r.strategy << ": " << r.message << '\n';
+    }
+    return out.str();
+}
+
+}  // namespace rl::cli

@@ -1,0 +1,141 @@
+// rematlab-cli: the headless front-end. This file only parses the command line (the one place
+// CLI11 is included: it is slow to compile) and maps errors to exit codes; the commands live in
+// cli/commands.cpp.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cli/commands.h"
+#include "engine/errors.h"
+#include "engine/units.h"
+
+namespace {
+
+const char* const kProgram = "rematlab-cli";
+
+void print_error(const std::string& message) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, message.c_str());
+}
+
+// Accepts "512MiB"-style sizes; the message is parse_bytes' own.
+const CLI::Validator kSize(
+    [](std::string& text) {
+        try {
+            (void)rl::parse_bytes(text);
+            return std::string();
+        } catch (const std::exception& e) {
+            return std::string(e.what());
+        }
+    },
+    "SIZE", "size");
+
+uint64_t size_or_zero(const std::string& text) {
+    return text.empty() ? 0 : rl::parse_bytes(text);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace rl::cli;
+    CLI::App app{
+        "RematLab: gradient checkpointing strategies planned, simulated and run for real.\n"
+        "Exit codes: 0 ok, 1 error, 2 usage, 3 infeasible budget, 4 memory cap exceeded.",
+        kProgram};
+    app.set_version_flag("--version", std::string(kProgram) + " " + REMATLAB_VERSION);
+    app.require_subcommand(1);
+    app.fallthrough(false);
+
+    const std::string network_help =
+        "preset with parameters (mlp:depth=32,width=1024) or a network .json file";
+    const std::string strategy_help =
+        "strategy spec: name or name:key=value,... (see `strategies`)";
+
+    RunOptions run_opt;
+    std::string run_cap;
+    auto* run = app.add_subcommand("run", "plan, simulate and execute one strategy on a network");
+    run->add_option("--network,-n", run_opt.network, network_help)->required();
+    run->add_option("--strategy,-s", run_opt.strategy, strategy_help)->required();
+    run->add_option("--threads,-t", run_opt.threads, "CPU threads for the kernels")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    run->add_option("--repeat,-r", run_opt.repeat, "run the step N times and report medians")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
+    run->add_option("--cap", run_cap, "memory cap (e.g. 512MiB): fail the run above it")
+        ->check(kSize);
+    run->add_flag("--json", run_opt.json, "print one JSON object instead of the summary");
+    run->add_option("--dump-grads", run_opt.dump_grads,
+                    "write each parameter's gradient to DIR/<parameter>.npy");
+
+    PlanOptions plan_opt;
+    auto* plan = app.add_subcommand(
+        "plan", "plan and simulate only: print the schedule and the predicted figures");
+    plan->add_option("--network,-n", plan_opt.network, network_help)->required();
+    plan->add_option("--strategy,-s", plan_opt.strategy, strategy_help)->required();
+    plan->add_option("--threads,-t", plan_opt.threads,
+                     "CPU threads the cost model's rates are measured with")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    plan->add_flag("--json", plan_opt.json, "print one JSON object instead of the schedule");
+
+    CompareOptions cmp_opt;
+    std::string cmp_cap;
+    auto* compare = app.add_subcommand(
+        "compare", "run every strategy (or the listed ones) on a network, side by side");
+    compare->add_option("--network,-n", cmp_opt.network, network_help)->capture_default_str();
+    compare->add_option("--strategies,-s", cmp_opt.strategies,
+                        "strategy specs separated by ';' or ',' (a ',' followed by key=value "
+                        "continues the previous spec); default: all");
+    compare->add_option("--threads,-t", cmp_opt.threads, "CPU threads for the kernels")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    compare->add_option("--repeat,-r", cmp_opt.repeat, "run each step N times, report medians")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
+    compare->add_option("--cap", cmp_cap, "memory cap (e.g. 512MiB) for every run")->check(kSize);
+    compare->add_flag("--json", cmp_opt.json, "print one JSON object per strategy, one per line");
+
+    auto* list_strategies =
+        app.add_subcommand("strategies", "list the strategies and their parameters");
+    auto* list_networks =
+        app.add_subcommand("networks", "list the preset networks and their parameters");
+
+    NetworkOptions net_opt;
+    auto* network =
+        app.add_subcommand("network", "write a network (preset or file) in RematLab's JSON format");
+    network->add_option("--network,-n", net_opt.network, network_help)->required();
+    network->add_option("--out,-o", net_opt.out, "output .json file (default: standard output)");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+        print_error(std::string(e.what()) + "\nRun '" + kProgram + " --help' for usage.");
+        return kExitUsage;
+    }
+
+    try {
+        run_opt.cap = size_or_zero(run_cap);
+        cmp_opt.cap = size_or_zero(cmp_cap);
+        if (run->parsed()) return run_command(run_opt);
+        if (plan->parsed()) return plan_command(plan_opt);
+        if (compare->parsed()) return compare_command(cmp_opt);
+        if (list_strategies->parsed()) return strategies_command();
+        if (list_networks->parsed()) return networks_command();
+        if (network->parsed()) return network_command(net_opt);
+        print_error("no command given; run '" + std::string(kProgram) + " --help'");
+        return kExitUsage;
+    } catch (const std::bad_alloc&) {
+        print_error("out of memory; try a smaller network or a strategy with a lower peak");
+        return kExitUserError;
+    } catch (const rl::Error& e) {
+        print_error(e.what());
+        return exit_code_for(e);
+    } catch (const std::exception& e) {
+        print_error(std::string("unexpected failure: ") + e.what());
+        return kExitUserError;
+    }
+}

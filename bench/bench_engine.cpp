@@ -1,0 +1,131 @@
+// Engine benchmarks (results and machine in docs/benchmarks.md; regenerate with scripts/bench):
+//  - a linear layer's forward+backward through our kernels against raw Eigen GEMMs of the same
+//    shapes, in the same run (target: >= 85 % of the raw throughput);
+//  - the executor's overhead per instruction with kernels off (target: < 5 us);
+//  - the simulator's speed in instructions per second (target: >= 5 million).
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/executor.h"
+#include "engine/networks/presets.h"
+#include "engine/simulator.h"
+#include "strategies/strategy.h"
+
+namespace rl {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Shapes: batch, in, out.
+void LinearShapes(benchmark::internal::Benchmark* b) {
+    b->Args({256, 1024, 1024})->Args({1024, 1024, 1024})->Args({512, 512, 2048});
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+// The three GEMMs of a linear layer's step (Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X), raw Eigen.
+void BM_RawEigenGemm(benchmark::State& state) {
+    const int64_t n = state.range(0), in = state.range(1), out = state.range(2);
+    set_cpu_threads(1);
+    RowMat x = RowMat::Random(n, in), w = RowMat::Random(out, in), dy = RowMat::Random(n, out);
+    RowMat y(n, out), dx(n, in), dw(out, in);
+    for (auto _ : state) {
+        y.noalias() = x * w.transpose();
+        dx.noalias() = dy * w;
+        dw.noalias() = dy.transpose() * x;
+        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(dx.data());
+        benchmark::DoNotOptimize(dw.data());
+    }
+    state.counters["GFLOPs"] =
+        benchmark::Counter(6.0 * n * in * out, benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_RawEigenGemm)->Apply(LinearShapes);
+
+// Our linear kernel (with bias) forward + backward through the CPU backend.
+void BM_LinearForwardBackward(benchmark::State& state) {
+    const int64_t n = state.range(0), in = state.range(1), out = state.range(2);
+    Graph g("linear");
+    g.add_input("x", DType::F32, {n, in});
+    const NodeId fc =
+        g.add_node("fc", OpKind::Linear, std::vector<std::string>{"x"}, {{"out_features", out}});
+    g.add_node("loss", OpKind::SumSquares, std::vector<std::string>{"fc"});
+    g.finalize();
+    auto backend = make_cpu_backend(1);
+    RowMat x = RowMat::Random(n, in), w = RowMat::Random(out, in), dy = RowMat::Random(n, out);
+    std::vector<float> b(static_cast<size_t>(out), 0.1f), db(static_cast<size_t>(out));
+    RowMat y(n, out), dx(n, in), dw(out, in);
+    const Node& node = g.node(fc);
+    const void* inputs[] = {x.data()};
+    float* params[] = {w.data(), b.data()};
+    float* grad_in[] = {dx.data()};
+    float* grad_params[] = {dw.data(), db.data()};
+    const bool acc[] = {false};
+    for (auto _ : state) {
+        backend->forward(ForwardCall{g, node, inputs, params, y.data(), nullptr});
+        backend->backward(BackwardCall{g, node, inputs, nullptr, params, dy.data(), grad_in, acc,
+                                       grad_params, nullptr});
+        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(dx.data());
+    }
+    state.counters["GFLOPs"] =
+        benchmark::Counter(6.0 * n * in * out, benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_LinearForwardBackward)->Apply(LinearShapes);
+
+// Executor overhead: a deep, tiny network walked with the kernels switched off, so what is
+// timed is the liveness rules, the tracking allocator and the per-instruction bookkeeping.
+void BM_ExecutorOverheadPerInstruction(benchmark::State& state) {
+    const Graph g = load_network("mlp:depth=500,width=4,batch=1");
+    const Plan plan = plan_with(g, CostModel{}, parse_spec(state.range(0) ? "sqrt-n" : "none"));
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    ExecuteOptions opt;
+    opt.run_kernels = false;
+    opt.keep_gradients = false;
+    for (auto _ : state) benchmark::DoNotOptimize(execute(g, plan.schedule, *backend, data, opt));
+    state.counters["us_per_instruction"] = benchmark::Counter(
+        static_cast<double>(plan.schedule.size()) * 1e-6,
+        benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    state.SetLabel(std::to_string(plan.schedule.size()) + " instructions");
+}
+BENCHMARK(BM_ExecutorOverheadPerInstruction)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Executor overhead with real (tiny) kernels: what a user's small network pays per instruction.
+void BM_ExecutorTinyKernels(benchmark::State& state) {
+    const Graph g = load_network("mlp:depth=500,width=4,batch=1");
+    const Plan plan = plan_with(g, CostModel{}, parse_spec("sqrt-n"));
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    ExecuteOptions opt;
+    opt.keep_gradients = false;
+    for (auto _ : state) benchmark::DoNotOptimize(execute(g, plan.schedule, *backend, data, opt));
+    state.counters["us_per_instruction"] = benchmark::Counter(
+        static_cast<double>(plan.schedule.size()) * 1e-6,
+        benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ExecutorTinyKernels)->Unit(benchmark::kMillisecond);
+
+// Simulator throughput on a long schedule (sqrt-n on a 4,000-layer MLP), no timeline.
+void BM_SimulatorInstructionsPerSecond(benchmark::State& state) {
+    const Graph g = load_network("mlp:depth=4000,width=4,batch=1");
+    const Plan plan = plan_with(g, CostModel{}, parse_spec("sqrt-n"));
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const LivenessTables tables(g);
+    SimulateOptions opt;
+    opt.record_timeline = state.range(0) != 0;
+    for (auto _ : state) benchmark::DoNotOptimize(simulate(g, tables, plan.schedule, costs, opt));
+    state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(plan.schedule.size()));
+    state.SetLabel(std::to_string(plan.schedule.size()) + " instructions" +
+                   (opt.record_timeline ? ", with timeline" : ""));
+}
+BENCHMARK(BM_SimulatorInstructionsPerSecond)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace rl
+
+BENCHMARK_MAIN();

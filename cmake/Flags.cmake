@@ -1,0 +1,23 @@
+# Warnings: zero under -Wall -Wextra is the project's rule.
+add_library(rematlab_warnings INTERFACE)
+target_compile_options(rematlab_warnings INTERFACE -Wall -Wextra -Wpedantic)
+# GCC 12's AVX-512 intrinsics headers trip a false -Wmaybe-uninitialized when Eigen inlines them
+# (GCC bug 105593, fixed in GCC 13): silence that one warning for GCC < 13 only.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(rematlab_warnings INTERFACE -Wno-maybe-uninitialized)
+endif()
+if(REMATLAB_WERROR)
+  target_compile_options(rematlab_warnings INTERFACE -Werror)
+endif()
+
+# Kernel speed: the compiler's default (SSE2) costs ~3x in Eigen GEMM on these machines
+# (../shared/STACK.md). Native for a source build, x86-64-v3 (AVX2+FMA) when portable.
+add_library(rematlab_tuning INTERFACE)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  if(REMATLAB_NATIVE)
+    target_compile_options(rematlab_tuning INTERFACE -march=native)
+  else()
+    target_compile_options(rematlab_tuning INTERFACE -march=x86-64-v3)
+  endif()
+endif()
+target_compile_options(rematlab_tuning INTERFACE $<$<CONFIG:Release,RelWithDebInfo>:-O3>)

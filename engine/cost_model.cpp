@@ -1,0 +1,221 @@
+#include "engine/cost_model.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "engine/backend.h"
+#include "engine/liveness.h"
+#include "engine/ops/op.h"
+#include "engine/rng.h"
+
+namespace rl {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+DeviceRates measure_now() {
+    DeviceRates r;
+    {  // GEMM rate: best of several 512³ products (the shape class of our linear layers)
+        constexpr int n = 512;
+        Eigen::MatrixXf a = Eigen::MatrixXf::Constant(n, n, 0.5f);
+        Eigen::MatrixXf b = Eigen::MatrixXf::Constant(n, n, 0.25f);
+        Eigen::MatrixXf c(n, n);
+        double best = 1e30;
+        for (int rep = 0; rep < 5; ++rep) {
+            const auto t0 = Clock::now();
+            c.noalias() = a * b;
+            best = std::min(best, ms_since(t0));
+        }
+        r.gflops = 2.0 * n * n * n / (best * 1e6);
+    }
+    {  // bandwidth: best of several 32 MiB copies (read + write)
+        constexpr size_t bytes = size_t{32} << 20;
+        std::vector<char> src(bytes, 1), dst(bytes, 0);
+        double best = 1e30;
+        for (int rep = 0; rep < 5; ++rep) {
+            const auto t0 = Clock::now();
+            std::memcpy(dst.data(), src.data(), bytes);
+            best = std::min(best, ms_since(t0));
+        }
+        r.gbps = 2.0 * static_cast<double>(bytes) / (best * 1e6);
+    }
+    r.launch_us = 1.0;
+    return r;
+}
+
+}  // namespace
+
+DeviceRates DeviceRates::measure_cpu() {
+    static std::mutex mu;
+    static std::map<int, DeviceRates> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    const int threads = cpu_threads();
+    auto it = cache.find(threads);
+    if (it == cache.end()) it = cache.emplace(threads, measure_now()).first;
+    return it->second;
+}
+
+CostModel CostModel::analytic(const Graph& g, const DeviceRates& rates) {
+    CostModel m;
+    m.kind_ = "analytic";
+    m.fwd_.resize(static_cast<size_t>(g.num_nodes()));
+    m.bwd_.resize(static_cast<size_t>(g.num_nodes()));
+    const double flops_per_ms = rates.gflops * 1e6, bytes_per_ms = rates.gbps * 1e6;
+    const double launch_ms = rates.launch_us * 1e-3;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const OpCost c = op_def(g.node(n).op).cost(g, g.node(n));
+        const auto i = static_cast<size_t>(n);
+        m.fwd_[i] = std::max(c.fwd_flops / flops_per_ms, c.fwd_bytes / bytes_per_ms) + launch_ms;
+        m.bwd_[i] = std::max(c.bwd_flops / flops_per_ms, c.bwd_bytes / bytes_per_ms) + launch_ms;
+    }
+    return m;
+}
+
+namespace {
+
+// A stand-alone run of one node: its inputs, parameters and output, filled with valid data.
+struct NodeBench {
+    NodeBench(const Graph& g, NodeId id, Backend& b, const LivenessTables& t) : g_(g), b_(b) {
+        const Node& n = g.node(id);
+        SplitMix64 rng(0xc057 + static_cast<uint64_t>(id));
+        auto fill = [&](DType dt, uint64_t bytes, int64_t classes) {
+            std::vector<float> host(bytes / 4);
+            if (dt == DType::F32) {
+                for (float& x : host) x = rng.symmetric();
+            } else {
+                auto* l = reinterpret_cast<int32_t*>(host.data());
+                for (size_t k = 0; k < host.size(); ++k)
+                    l[k] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+            }
+            void* p = own(bytes);
+            b.copy_from_host(p, host.data(), bytes);
+            return p;
+        };
+        for (ValueId in : n.inputs) {
+            const Value& v = g.value(in);
+            // Labels of a derived (non-input) i32 value do not occur; inputs carry their classes.
+            inputs.push_back(fill(v.dtype, v.bytes, std::max<int64_t>(v.label_classes, 1)));
+            grad_in.push_back(v.requires_grad ? static_cast<float*>(own(v.bytes)) : nullptr);
+        }
+        for (ParamId p : n.params) {
+            params.push_back(static_cast<float*>(fill(DType::F32, g.param(p).bytes, 1)));
+            grad_params.push_back(static_cast<float*>(own(g.param(p).bytes)));
+        }
+        const Value& out = g.value(n.output);
+        output = own(out.bytes);
+        grad_out = static_cast<float*>(fill(DType::F32, out.bytes, 1));
+        const auto ni = static_cast<size_t>(id);
+        const uint64_t ws = std::max(t.fwd_workspace[ni], t.bwd_workspace[ni]);
+        workspace = ws ? own(ws) : nullptr;
+        accumulate.assign(n.inputs.size(), 0);
+        res_inputs.resize(n.inputs.size());
+        for (size_t k = 0; k < n.inputs.size(); ++k)
+            res_inputs[k] = ((t.residual_inputs[ni] >> k) & 1u) ? inputs[k] : nullptr;
+        res_output = t.residual_output[ni] ? output : nullptr;
+    }
+    ~NodeBench() {
+        for (void* p : owned_) b_.release(p);
+    }
+    void* own(uint64_t bytes) {
+        void* p = b_.allocate(bytes);
+        owned_.push_back(p);
+        return p;
+    }
+
+    std::vector<const void*> inputs, res_inputs;
+    std::vector<float*> grad_in, params, grad_params;
+    std::vector<unsigned char> accumulate;
+    void *output = nullptr, *workspace = nullptr;
+    const void* res_output = nullptr;
+    float* grad_out = nullptr;
+
+  private:
+    const Graph& g_;
+    Backend& b_;
+    std::vector<void*> owned_;
+};
+
+// Nodes with the same op, attributes and input shapes cost the same: time each kind once.
+std::string signature(const Graph& g, const Node& n) {
+    std::string s(op_name(n.op));
+    for (ValueId in : n.inputs) s += format_type(g.value(in).dtype, g.value(in).shape);
+    for (const auto& [k, v] : n.attrs.items()) {
+        s += ";" + k + "=";
+        if (auto* i = std::get_if<int64_t>(&v))
+            s += std::to_string(*i);
+        else if (auto* d = std::get_if<double>(&v))
+            s += std::to_string(*d);
+        else if (auto* str = std::get_if<std::string>(&v))
+            s += *str;
+        else
+            for (int64_t x : std::get<std::vector<int64_t>>(v)) s += std::to_string(x) + ",";
+    }
+    s += g.value(n.output).requires_grad ? "+g" : "";
+    for (ValueId in : n.inputs) s += g.value(in).requires_grad ? "1" : "0";
+    return s;
+}
+
+}  // namespace
+
+CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
+    CostModel m;
+    m.kind_ = "profiled";
+    m.fwd_.resize(static_cast<size_t>(g.num_nodes()));
+    m.bwd_.resize(static_cast<size_t>(g.num_nodes()));
+    const LivenessTables t(g);
+    std::map<std::string, std::pair<double, double>> seen;
+    repeats = std::max(repeats, 1);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+        const Node& n = g.node(id);
+        const auto i = static_cast<size_t>(id);
+        const std::string sig = signature(g, n);
+        if (auto it = seen.find(sig); it != seen.end()) {
+            std::tie(m.fwd_[i], m.bwd_[i]) = it->second;
+            continue;
+        }
+        NodeBench nb(g, id, backend, t);
+        std::vector<double> fwd, bwd;
+        for (int r = 0; r <= repeats; ++r) {  // the first run warms caches and is dropped
+            auto t0 = Clock::now();
+            backend.forward(
+                ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
+            backend.synchronize();
+            if (r) fwd.push_back(ms_since(t0));
+            if (!t.needs_backward[i]) continue;
+            t0 = Clock::now();
+            backend.backward(BackwardCall{g, n, nb.res_inputs.data(), nb.res_output,
+                                          nb.params.data(), nb.grad_out, nb.grad_in.data(),
+                                          reinterpret_cast<const bool*>(nb.accumulate.data()),
+                                          nb.grad_params.data(), nb.workspace});
+            backend.synchronize();
+            if (r) bwd.push_back(ms_since(t0));
+        }
+        m.fwd_[i] = median(fwd);
+        m.bwd_[i] = median(bwd);
+        seen.emplace(sig, std::make_pair(m.fwd_[i], m.bwd_[i]));
+    }
+    return m;
+}
+
+double CostModel::total_forward_ms() const {
+    return std::accumulate(fwd_.begin(), fwd_.end(), 0.0);
+}
+
+}  // namespace rl

@@ -1,0 +1,43 @@
+#pragma once
+// Per-node forward and backward cost in milliseconds, which strategies plan with and the
+// simulator turns into predicted forward / recompute / backward times.
+//  - analytic: a roofline, max(FLOPs / peak FLOP rate, bytes / bandwidth), with rates measured
+//    on this machine (a GEMM and a large copy) or given;
+//  - profiled: each op timed on the backend, median of several runs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/graph.h"
+
+namespace rl {
+
+class Backend;
+
+struct DeviceRates {
+    double gflops = 100.0;   // sustained float32 GEMM rate
+    double gbps = 20.0;      // sustained memory bandwidth
+    double launch_us = 1.0;  // fixed cost per kernel
+    // Measures this CPU with the current thread setting (about 50 ms; cached per thread count).
+    static DeviceRates measure_cpu();
+};
+
+class CostModel {
+  public:
+    CostModel() = default;
+    static CostModel analytic(const Graph& g, const DeviceRates& rates);
+    // Times each node's forward and backward on the backend (median of `repeats`).
+    static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5);
+
+    double forward_ms(NodeId n) const { return fwd_[static_cast<size_t>(n)]; }
+    double backward_ms(NodeId n) const { return bwd_[static_cast<size_t>(n)]; }
+    const std::string& kind() const { return kind_; }
+    size_t size() const { return fwd_.size(); }
+    double total_forward_ms() const;
+
+  private:
+    std::string kind_ = "none";
+    std::vector<double> fwd_, bwd_;
+};
+
+}  // namespace rl

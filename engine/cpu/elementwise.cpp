@@ -1,0 +1,119 @@
+// add and the pointwise activations, over fixed chunks split across threads.
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include <cmath>
+
+#include "engine/cpu/kernels.h"
+
+namespace rl::cpu {
+namespace {
+
+int64_t numel_out(const ForwardCall& c) {
+    return output_shape(c.graph, c.node).numel();
+}
+int64_t numel_out(const BackwardCall& c) {
+    return output_shape(c.graph, c.node).numel();
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+// Applies dX (+)= f(dY, residual) chunk by chunk; f receives Eigen array maps.
+template <class F>
+void unary_backward(const BackwardCall& c, const float* residual, F&& f) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const bool acc = c.accumulate[0];
+    for_chunks(numel_out(c), [&](int64_t b, int64_t n) {
+        store(ArrMap(dx + b, n), f(ConstArrMap(c.grad_output + b, n), ConstArrMap(residual + b, n)),
+              acc);
+    });
+}
+
+}  // namespace
+
+void add_forward(const ForwardCall& c) {
+    const float* a = as_f32(c.inputs[0]);
+    const float* b = as_f32(c.inputs[1]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        ArrMap(y + s, n) = ConstArrMap(a + s, n) + ConstArrMap(b + s, n);
+    });
+}
+
+void add_backward(const BackwardCall& c) {
+    // add(x, x) passes one buffer in both slots; slot 0 is finished before slot 1 adds to it.
+    for (int i = 0; i < 2; ++i) {
+        float* dx = c.grad_inputs[i];
+        if (!dx) continue;
+        const bool acc = c.accumulate[i];
+        for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+            store(ArrMap(dx + s, n), ConstArrMap(c.grad_output + s, n), acc);
+        });
+    }
+}
+
+void relu_forward(const ForwardCall& c) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c),
+               [&](int64_t s, int64_t n) { ArrMap(y + s, n) = ConstArrMap(x + s, n).max(0.0f); });
+}
+
+void relu_backward(const BackwardCall& c) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const float* y = as_f32(c.output);
+    const float* dy = c.grad_output;
+    const bool acc = c.accumulate[0];
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        // Plain loops: the compiler vectorises these into blends.
+        if (acc)
+            for (int64_t i = s; i < s + n; ++i) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        else
+            for (int64_t i = s; i < s + n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    });
+}
+
+void gelu_forward(const ForwardCall& c) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        ConstArrMap xs(x + s, n);
+        ArrMap(y + s, n) = xs * 0.5f * (1.0f + (xs * kInvSqrt2).erf());
+    });
+}
+
+void gelu_backward(const BackwardCall& c) {
+    unary_backward(c, as_f32(c.inputs[0]), [](const auto& dy, const auto& x) {
+        return dy * (0.5f * (1.0f + (x * kInvSqrt2).erf()) +
+                     x * (-0.5f * x.square()).exp() * kInvSqrt2Pi);
+    });
+}
+
+void tanh_forward(const ForwardCall& c) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c),
+               [&](int64_t s, int64_t n) { ArrMap(y + s, n) = ConstArrMap(x + s, n).tanh(); });
+}
+
+void tanh_backward(const BackwardCall& c) {
+    unary_backward(c, as_f32(c.output),
+                   [](const auto& dy, const auto& y) { return dy * (1.0f - y.square()); });
+}
+
+void sigmoid_forward(const ForwardCall& c) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        ArrMap(y + s, n) = (1.0f + (-ConstArrMap(x + s, n)).exp()).inverse();
+    });
+}
+
+void sigmoid_backward(const BackwardCall& c) {
+    unary_backward(c, as_f32(c.output),
+                   [](const auto& dy, const auto& y) { return dy * y * (1.0f - y); });
+}
+
+}  // namespace rl::cpu

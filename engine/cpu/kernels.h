@@ -1,0 +1,111 @@
+#pragma once
+// Internal to the CPU backend: the float32 kernels (one forward and one backward per op, grouped
+// by family in dense.cpp, elementwise.cpp, norm.cpp, shape_ops.cpp, losses.cpp) and the helpers
+// they share. cpu_backend.cpp dispatches to them through a table indexed by OpKind.
+//
+// Every kernel works on Eigen Maps over the caller's buffers (row-major) with noalias() and
+// lazy array expressions, so nothing is allocated. Parallel loops split independent output rows
+// or columns statically; no reduction's order depends on the thread count or on timing, so a
+// kernel gives bitwise the same result every time (for most kernels, for any thread count).
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 GEMM packing
+// (_mm512_unpacklo_ps in gemm_pack_lhs); the pragma covers Eigen's headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/backend.h"
+
+namespace rl::cpu {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatMap = Eigen::Map<RowMat>;
+using ConstMatMap = Eigen::Map<const RowMat>;
+using ArrMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrMap = Eigen::Map<const Eigen::ArrayXf>;
+
+inline const Shape& input_shape(const Graph& g, const Node& n, int i) {
+    return g.value(n.inputs[static_cast<size_t>(i)]).shape;
+}
+inline const Shape& output_shape(const Graph& g, const Node& n) {
+    return g.value(n.output).shape;
+}
+inline const float* as_f32(const void* p) {
+    return static_cast<const float*>(p);
+}
+inline float* as_f32(void* p) {
+    return static_cast<float*>(p);
+}
+
+// dst = e, or dst += e when accumulating into an existing gradient.
+template <class Dst, class Expr>
+inline void store(Dst&& dst, const Expr& e, bool accumulate) {
+    if (accumulate)
+        dst += e;
+    else
+        dst = e;
+}
+
+// Runs body(i) for i in [0, n), split statically over the CPU threads when the total work
+// (n · work_per_item, in elements) is worth a parallel region.
+template <class F>
+void parallel_for(int64_t n, int64_t work_per_item, F&& body) {
+    constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+    const int threads = cpu_threads();
+    const bool parallel = threads > 1 && n > 1 && n * work_per_item >= kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+    for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// Runs body(begin, length) over fixed chunks of [0, n), for elementwise kernels.
+template <class F>
+void for_chunks(int64_t n, F&& body) {
+    constexpr int64_t kChunk = int64_t{1} << 14;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    parallel_for(chunks, kChunk, [&](int64_t c) {
+        const int64_t begin = c * kChunk;
+        body(begin, std::min(kChunk, n - begin));
+    });
+}
+
+// dst[j] = Σ_r src[r, j] over a row-major [rows, cols] matrix; each column is summed in row order
+// by one thread.
+void column_sums(const float* src, int64_t rows, int64_t cols, float* dst);
+
+using ForwardKernel = void (*)(const ForwardCall&);
+using BackwardKernel = void (*)(const BackwardCall&);
+
+void linear_forward(const ForwardCall& c);
+void linear_backward(const BackwardCall& c);
+void matmul_forward(const ForwardCall& c);
+void matmul_backward(const BackwardCall& c);
+
+void add_forward(const ForwardCall& c);
+void add_backward(const BackwardCall& c);
+void relu_forward(const ForwardCall& c);
+void relu_backward(const BackwardCall& c);
+void gelu_forward(const ForwardCall& c);
+void gelu_backward(const BackwardCall& c);
+void tanh_forward(const ForwardCall& c);
+void tanh_backward(const BackwardCall& c);
+void sigmoid_forward(const ForwardCall& c);
+void sigmoid_backward(const BackwardCall& c);
+
+void layernorm_forward(const ForwardCall& c);
+void layernorm_backward(const BackwardCall& c);
+void softmax_forward(const ForwardCall& c);
+void softmax_backward(const BackwardCall& c);
+
+void reshape_forward(const ForwardCall& c);
+void reshape_backward(const BackwardCall& c);
+void transpose_forward(const ForwardCall& c);
+void transpose_backward(const BackwardCall& c);
+
+void sum_squares_forward(const ForwardCall& c);
+void sum_squares_backward(const BackwardCall& c);
+void cross_entropy_forward(const ForwardCall& c);
+void cross_entropy_backward(const BackwardCall& c);
+
+}  // namespace rl::cpu

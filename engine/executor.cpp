@@ -1,0 +1,276 @@
+#include "engine/executor.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/backend.h"
+#include "engine/errors.h"
+#include "engine/liveness.h"
+#include "engine/rng.h"
+
+namespace rl {
+
+RunData RunData::seeded(const Graph& g) {
+    RunData d;
+    d.params.resize(static_cast<size_t>(g.num_params()));
+    for (ParamId p = 0; p < g.num_params(); ++p) {
+        const Param& par = g.param(p);
+        auto& buf = d.params[static_cast<size_t>(p)];
+        buf.resize(par.bytes / sizeof(float));
+        switch (par.init) {
+            case ParamInit::Ones:
+                std::fill(buf.begin(), buf.end(), 1.0f);
+                break;
+            case ParamInit::Zeros:
+                std::fill(buf.begin(), buf.end(), 0.0f);
+                break;
+            case ParamInit::FanInUniform: {
+                SplitMix64 rng(g.seed() ^ stable_hash(par.name));
+                const float scale = 1.0f / std::sqrt(static_cast<float>(par.fan_in));
+                for (float& x : buf) x = rng.symmetric() * scale;
+                break;
+            }
+        }
+    }
+    d.inputs.resize(g.inputs().size());
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+        const Value& v = g.value(g.inputs()[i]);
+        auto& buf = d.inputs[i];
+        buf.resize(v.bytes);
+        SplitMix64 rng(g.seed() ^ stable_hash(v.name) ^ 0x5eedull);
+        const size_t n = v.bytes / 4;
+        if (v.dtype == DType::F32) {
+            auto* f = reinterpret_cast<float*>(buf.data());
+            for (size_t k = 0; k < n; ++k) f[k] = rng.symmetric();
+        } else {
+            auto* l = reinterpret_cast<int32_t*>(buf.data());
+            for (size_t k = 0; k < n; ++k)
+                l[k] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(v.label_classes)));
+        }
+    }
+    return d;
+}
+
+namespace {
+
+// Holds the buffers of a run; on an error midway its destructor returns what is still held.
+class RunVisitor final : public MemoryVisitor {
+  public:
+    RunVisitor(const Graph& g, Backend& backend, TrackingAllocator& alloc, const RunData& data,
+               const Liveness& live, const ExecuteOptions& opt, Execution& result)
+        : g_(g),
+          backend_(backend),
+          alloc_(alloc),
+          data_(data),
+          live_(live),
+          opt_(opt),
+          result_(result) {
+        act_.assign(static_cast<size_t>(g.num_values()), nullptr);
+        grad_.assign(static_cast<size_t>(g.num_values()), nullptr);
+        par_.assign(static_cast<size_t>(g.num_params()), nullptr);
+        pgrad_.assign(static_cast<size_t>(g.num_params()), nullptr);
+        size_t max_in = 0, max_par = 0;
+        for (const Node& n : g.nodes()) {
+            max_in = std::max(max_in, n.inputs.size());
+            max_par = std::max(max_par, n.params.size());
+        }
+        in_ptrs_.resize(max_in);
+        gin_ptrs_.resize(max_in);
+        acc_.resize(max_in);
+        par_ptrs_.resize(max_par);
+        pgrad_ptrs_.resize(max_par);
+        input_index_.assign(static_cast<size_t>(g.num_values()), -1);
+        for (size_t i = 0; i < g.inputs().size(); ++i)
+            input_index_[static_cast<size_t>(g.inputs()[i])] = static_cast<int>(i);
+        if (opt.keep_gradients) result.param_grads.resize(static_cast<size_t>(g.num_params()));
+    }
+
+    ~RunVisitor() override {
+        for (auto* table : {&act_, &grad_, &par_, &pgrad_})
+            for (void* p : *table)
+                if (p) backend_.release(p);
+        if (workspace_) backend_.release(workspace_);
+    }
+
+    int32_t instruction = -1;
+    const std::vector<uint8_t>* residual_output = nullptr;
+    const std::vector<uint32_t>* residual_inputs = nullptr;
+
+    void allocate(BufferRef b, uint64_t bytes) override {
+        void*& slot = slot_of(b);
+        const std::string& what =
+            b.category == Category::Parameters || b.category == Category::ParamGrads
+                ? g_.param(b.id).name
+            : b.category == Category::Workspace ? g_.node(b.id).name
+                                                : g_.value(b.id).name;
+        slot = alloc_.allocate(bytes, b.category, instruction, what);
+        if (!opt_.run_kernels) return;
+        if (b.category == Category::Parameters)
+            backend_.copy_from_host(slot, data_.params[static_cast<size_t>(b.id)].data(), bytes);
+        else if (b.category == Category::Inputs)
+            backend_.copy_from_host(
+                slot,
+                data_.inputs[static_cast<size_t>(input_index_[static_cast<size_t>(b.id)])].data(),
+                bytes);
+        else if (b.category == Category::ActivationGrads &&
+                 b.id == g_.node(g_.loss_node()).output) {
+            const float one = 1.0f;
+            backend_.copy_from_host(slot, &one, sizeof(float));
+        }
+    }
+
+    void release(BufferRef b, uint64_t bytes) override {
+        void*& slot = slot_of(b);
+        if (b.category == Category::ParamGrads && opt_.keep_gradients && opt_.run_kernels) {
+            auto& out = result_.param_grads[static_cast<size_t>(b.id)];
+            out.resize(bytes / sizeof(float));
+            backend_.copy_to_host(out.data(), slot, bytes);
+        }
+        alloc_.release(slot, bytes, b.category, instruction);
+        slot = nullptr;
+    }
+
+    void run_kernel(const Instruction& ins, bool recompute) override {
+        if (!opt_.run_kernels) return;
+        const Node& n = g_.node(ins.target);
+        const auto ni = static_cast<size_t>(ins.target);
+        for (size_t k = 0; k < n.params.size(); ++k)
+            par_ptrs_[k] = static_cast<float*>(par_[static_cast<size_t>(n.params[k])]);
+        if (ins.kind == InstrKind::Compute) {
+            for (size_t k = 0; k < n.inputs.size(); ++k)
+                in_ptrs_[k] = act_[static_cast<size_t>(n.inputs[k])];
+            backend_.forward(ForwardCall{g_, n, in_ptrs_.data(), par_ptrs_.data(),
+                                         act_[static_cast<size_t>(n.output)], workspace_});
+            if (ins.target == g_.loss_node() && !recompute) {
+                float loss = 0;
+                backend_.copy_to_host(&loss, act_[static_cast<size_t>(n.output)], sizeof(float));
+                result_.loss = loss;
+            }
+            return;
+        }
+        const uint32_t mask = (*residual_inputs)[ni];
+        const auto& acc = live_.accumulate_flags();
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+            const auto v = static_cast<size_t>(n.inputs[k]);
+            in_ptrs_[k] = ((mask >> k) & 1u) ? act_[v] : nullptr;
+            gin_ptrs_[k] =
+                g_.value(n.inputs[k]).requires_grad ? static_cast<float*>(grad_[v]) : nullptr;
+            acc_[k] = acc[k] != 0;
+        }
+        for (size_t k = 0; k < n.params.size(); ++k)
+            pgrad_ptrs_[k] = static_cast<float*>(pgrad_[static_cast<size_t>(n.params[k])]);
+        const void* out = (*residual_output)[ni] ? act_[static_cast<size_t>(n.output)] : nullptr;
+        backend_.backward(BackwardCall{
+            g_, n, in_ptrs_.data(), out, par_ptrs_.data(),
+            static_cast<const float*>(grad_[static_cast<size_t>(n.output)]), gin_ptrs_.data(),
+            reinterpret_cast<const bool*>(acc_.data()), pgrad_ptrs_.data(), workspace_});
+    }
+
+  private:
+    void*& slot_of(BufferRef b) {
+        switch (b.category) {
+            case Category::Parameters:
+                return par_[static_cast<size_t>(b.id)];
+            case Category::ParamGrads:
+                return pgrad_[static_cast<size_t>(b.id)];
+            case Category::Inputs:
+            case Category::Activations:
+                return act_[static_cast<size_t>(b.id)];
+            case Category::ActivationGrads:
+                return grad_[static_cast<size_t>(b.id)];
+            case Category::Workspace:
+            case Category::Count:
+                break;
+        }
+        return workspace_;
+    }
+
+    const Graph& g_;
+    Backend& backend_;
+    TrackingAllocator& alloc_;
+    const RunData& data_;
+    const Liveness& live_;
+    const ExecuteOptions& opt_;
+    Execution& result_;
+    std::vector<void*> act_, grad_, par_, pgrad_;
+    void* workspace_ = nullptr;
+    std::vector<const void*> in_ptrs_;
+    std::vector<float*> gin_ptrs_, par_ptrs_, pgrad_ptrs_;
+    std::vector<unsigned char> acc_;  // bool-sized flags (not vector<bool>)
+    std::vector<int> input_index_;
+};
+
+}  // namespace
+
+Execution execute(const Graph& g, const Schedule& s, Backend& backend, const RunData& data,
+                  const ExecuteOptions& opt) {
+    static_assert(sizeof(bool) == sizeof(unsigned char));
+    if (opt.run_kernels && (data.params.size() != static_cast<size_t>(g.num_params()) ||
+                            data.inputs.size() != g.inputs().size()))
+        throw Error("run data does not match the network: expected " +
+                    std::to_string(g.num_params()) + " parameters and " +
+                    std::to_string(g.inputs().size()) + " inputs");
+    const LivenessTables t(g);
+    Execution result;
+    TrackingAllocator alloc(backend, opt.cap);
+    alloc.set_record_timeline(opt.record_timeline);
+    Liveness live(g, t);
+    RunVisitor v(g, backend, alloc, data, live, opt, result);
+    v.residual_inputs = &t.residual_inputs;
+    v.residual_output = &t.residual_output;
+    result.instruction_ms.resize(s.size());
+
+    auto cap_context = [&](long i, const CapExceeded& e) {
+        return CapExceeded("memory cap exceeded at instruction " + std::to_string(i) +
+                           (i >= 0 && static_cast<size_t>(i) < s.size()
+                                ? " (" + describe(g, s.code[static_cast<size_t>(i)]) + ")"
+                                : std::string()) +
+                           ": " + e.what() +
+                           "; raise the cap or choose a strategy with a lower peak");
+    };
+    try {
+        live.begin(v);
+    } catch (const CapExceeded& e) {
+        throw cap_context(-1, e);
+    }
+    backend.synchronize();
+    alloc.reset_epoch();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        const Instruction& ins = s.code[i];
+        const bool recompute = ins.kind == InstrKind::Compute && live.compute_count(ins.target) > 0;
+        v.instruction = static_cast<int32_t>(i);
+        try {
+            live.step(static_cast<long>(i), ins, v);
+        } catch (const CapExceeded& e) {
+            throw cap_context(static_cast<long>(i), e);
+        }
+        backend.synchronize();
+        const auto now = std::chrono::steady_clock::now();
+        const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+        result.instruction_ms[i] = ms;
+        if (ins.kind == InstrKind::Compute)
+            (recompute ? result.recompute_ms : result.forward_ms) += ms;
+        else if (ins.kind == InstrKind::Backward)
+            result.backward_ms += ms;
+        if (opt.observer)
+            opt.observer->on_instruction(
+                static_cast<long>(i), alloc.live_bytes(),
+                std::chrono::duration<double, std::milli>(now - t0).count());
+    }
+    result.total_ms = std::chrono::duration<double, std::milli>(last - t0).count();
+    v.instruction = -1;
+    live.end(static_cast<long>(s.size()), v);
+    result.peak_bytes = alloc.peak_bytes();
+    result.peak_instruction = alloc.peak_instruction();
+    for (int c = 0; c < kNumCategories; ++c)
+        result.peak_by_category[static_cast<size_t>(c)] =
+            alloc.peak_bytes(static_cast<Category>(c));
+    result.timeline = alloc.timeline();
+    return result;
+}
+
+}  // namespace rl

@@ -1,0 +1,55 @@
+#pragma once
+// Runs a schedule for real on a backend: every buffer from the tracking allocator, each
+// instruction timed, an observer told after each one, cancellable between instructions.
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/schedule.h"
+
+namespace rl {
+
+class Backend;
+
+class ExecutionObserver {
+  public:
+    virtual ~ExecutionObserver() = default;
+    // After instruction `index` finished: live bytes now, milliseconds since the step began.
+    virtual void on_instruction(long index, uint64_t live_bytes, double elapsed_ms) = 0;
+};
+
+struct ExecuteOptions {
+    uint64_t cap = 0;  // bytes; 0 = no cap
+    ExecutionObserver* observer = nullptr;
+    const std::atomic<bool>* cancel = nullptr;
+    bool record_timeline = true;
+    bool keep_gradients = true;  // copy parameter gradients out at the end
+    bool run_kernels = true;     // false: walk and allocate only (measures executor overhead)
+};
+
+struct Execution {
+    uint64_t peak_bytes = 0;
+    int32_t peak_instruction = -1;
+    std::array<uint64_t, kNumCategories> peak_by_category{};
+    uint64_t activation_peak_bytes() const {
+        return peak_by_category[static_cast<size_t>(Category::Activations)];
+    }
+    double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
+    double loss = 0;
+    std::vector<TimelinePoint> timeline;
+    std::vector<double> instruction_ms;           // per instruction
+    std::vector<std::vector<float>> param_grads;  // per ParamId
+};
+
+// Parameter and input data for a run: drawn deterministically from the graph's seed, or given.
+struct RunData {
+    std::vector<std::vector<float>> params;    // per ParamId
+    std::vector<std::vector<uint8_t>> inputs;  // per graph input (raw f32/i32 bytes)
+    static RunData seeded(const Graph& g);
+};
+
+Execution execute(const Graph& g, const Schedule& s, Backend& backend, const RunData& data,
+                  const ExecuteOptions& opt = {});
+
+}  // namespace rl

@@ -1,0 +1,186 @@
+#include "engine/graph.h"
+
+#include <algorithm>
+
+#include "engine/errors.h"
+#include "engine/ops/op.h"
+
+namespace rl {
+
+bool Node::has_tag(std::string_view t) const {
+    return std::find(tags.begin(), tags.end(), t) != tags.end();
+}
+
+Graph::Graph(std::string name, uint64_t seed) : name_(std::move(name)), seed_(seed) {}
+
+namespace {
+void check_name(const std::string& name, const char* what) {
+    if (name.empty())
+        throw Error(std::string(what) + " with an empty name; give every " + what +
+                    " a unique name");
+}
+}  // namespace
+
+ValueId Graph::add_input(const std::string& name, DType dtype, const Shape& shape,
+                         int64_t label_classes) {
+    check_name(name, "input");
+    if (finalized_) throw Error("input '" + name + "': the graph is already finalized");
+    if (find_value(name)) throw Error("input '" + name + "': the name is already used");
+    Value v;
+    v.name = name;
+    v.dtype = dtype;
+    v.shape = shape;
+    v.bytes = checked_bytes(dtype, shape, "input '" + name + "'");
+    v.label_classes = label_classes;
+    if (dtype == DType::I32 && label_classes <= 0)
+        throw Error("input '" + name + "': an i32 (labels) input needs classes > 0");
+    values_.push_back(std::move(v));
+    const auto id = static_cast<ValueId>(values_.size() - 1);
+    inputs_.push_back(id);
+    value_index_.emplace(name, id);
+    return id;
+}
+
+NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<std::string>& inputs,
+                       Attrs attrs, std::vector<std::string> tags) {
+    std::vector<ValueId> ids;
+    for (const auto& in : inputs) {
+        auto v = find_value(in);
+        if (!v)
+            throw Error("node '" + name + "': input '" + in +
+                        "' is not defined before it (inputs must name a graph input or an "
+                        "earlier node)");
+        ids.push_back(*v);
+    }
+    return add_node(name, op, ids, std::move(attrs), std::move(tags));
+}
+
+NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<ValueId>& inputs,
+                       Attrs attrs, std::vector<std::string> tags) {
+    check_name(name, "node");
+    if (finalized_) throw Error("node '" + name + "': the graph is already finalized");
+    if (find_value(name) || find_node(name))
+        throw Error("node '" + name + "': the name is already used; node names must be unique");
+    const OpDef& def = op_def(op);
+    const int n_in = static_cast<int>(inputs.size());
+    if (n_in < def.min_inputs || n_in > def.max_inputs)
+        throw Error("node '" + name + "' (" + std::string(def.name) + "): takes " +
+                    std::to_string(def.min_inputs) +
+                    (def.max_inputs != def.min_inputs ? "-" + std::to_string(def.max_inputs)
+                                                      : std::string()) +
+                    " inputs, got " + std::to_string(n_in));
+    for (ValueId v : inputs)
+        if (v < 0 || v >= num_values())
+            throw Error("node '" + name + "': input id " + std::to_string(v) + " does not exist");
+
+    Node node;
+    node.name = name;
+    node.op = op;
+    node.attrs = std::move(attrs);
+    node.inputs = inputs;
+    node.tags = std::move(tags);
+    Inferred inf;
+    try {
+        inf = def.infer(*this, node);
+    } catch (const Error& e) {
+        throw Error("node '" + name + "' (" + std::string(def.name) + "): " + e.what());
+    }
+    const auto id = static_cast<NodeId>(nodes_.size());
+    Value out;
+    out.name = name;
+    out.dtype = inf.dtype;
+    out.shape = inf.shape;
+    out.bytes = checked_bytes(inf.dtype, inf.shape, "node '" + name + "' output");
+    out.producer = id;
+    values_.push_back(std::move(out));
+    node.output = static_cast<ValueId>(values_.size() - 1);
+    value_index_.emplace(name, node.output);
+    for (auto& pd : inf.params) {
+        Param p;
+        p.name = name + "." + pd.suffix;
+        p.shape = pd.shape;
+        p.bytes = checked_bytes(DType::F32, pd.shape, "parameter '" + p.name + "'");
+        p.init = pd.init;
+        p.fan_in = pd.fan_in;
+        p.owner = id;
+        params_.push_back(std::move(p));
+        node.params.push_back(static_cast<ParamId>(params_.size() - 1));
+    }
+    nodes_.push_back(std::move(node));
+    return id;
+}
+
+void Graph::finalize() {
+    if (finalized_) return;
+    if (nodes_.empty()) throw Error("network '" + name_ + "' has no nodes");
+    for (auto& v : values_) v.consumers.clear();
+    for (NodeId n = 0; n < num_nodes(); ++n) {
+        const Node& node = nodes_[static_cast<size_t>(n)];
+        const bool loss = op_def(node.op).is_loss;
+        if (loss && n != loss_node())
+            throw Error("node '" + node.name + "' is a loss (" + std::string(op_name(node.op)) +
+                        ") but not the last node; a network has exactly one loss, at the end");
+        if (!loss && n == loss_node())
+            throw Error("the last node '" + node.name + "' (" + std::string(op_name(node.op)) +
+                        ") is not a loss; end the network with sum_squares or cross_entropy");
+        for (ValueId in : node.inputs) {
+            auto& cons = values_[static_cast<size_t>(in)].consumers;
+            if (cons.empty() || cons.back() != n) cons.push_back(n);
+        }
+    }
+    for (const Node& node : nodes_) {
+        const Value& out = values_[static_cast<size_t>(node.output)];
+        if (out.consumers.empty() && &node != &nodes_.back())
+            throw Error("node '" + node.name +
+                        "': its output is never used; every node must lead to the loss");
+    }
+    for (ValueId in : inputs_)
+        if (values_[static_cast<size_t>(in)].consumers.empty())
+            throw Error("input '" + values_[static_cast<size_t>(in)].name + "' is never used");
+    if (params_.empty())
+        throw Error("network '" + name_ + "' has no parameters, so there is nothing to train");
+    for (Node& node : nodes_) {
+        bool rg = !node.params.empty();
+        for (ValueId in : node.inputs) rg = rg || values_[static_cast<size_t>(in)].requires_grad;
+        values_[static_cast<size_t>(node.output)].requires_grad = rg;
+    }
+    finalized_ = true;
+}
+
+std::optional<ValueId> Graph::find_value(std::string_view name) const {
+    auto it = value_index_.find(std::string(name));
+    if (it == value_index_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<NodeId> Graph::find_node(std::string_view name) const {
+    auto v = find_value(name);
+    if (!v || value(*v).is_input()) return std::nullopt;
+    return value(*v).producer;
+}
+
+uint64_t Graph::param_bytes() const {
+    uint64_t b = 0;
+    for (const auto& p : params_) b += p.bytes;
+    return b;
+}
+
+uint64_t Graph::input_bytes() const {
+    uint64_t b = 0;
+    for (ValueId v : inputs_) b += value(v).bytes;
+    return b;
+}
+
+uint64_t Graph::activation_bytes() const {
+    uint64_t b = 0;
+    for (const auto& n : nodes_) b += value(n.output).bytes;
+    return b;
+}
+
+double Graph::forward_flops() const {
+    double f = 0;
+    for (const auto& n : nodes_) f += op_def(n.op).cost(*this, n).fwd_flops;
+    return f;
+}
+
+}  // namespace rl

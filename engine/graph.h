@@ -1,0 +1,120 @@
+#pragma once
+// The graph IR: a DAG of forward ops. Nodes are stored in a topological order (a node's inputs
+// are always defined before it), so "reverse node index" is the canonical backward order.
+//
+// A *value* is a tensor: a graph input (data or labels; always live, never recomputed) or the
+// single output of a node. A *node* has an op kind, attributes, input values, one output value,
+// parameters it owns (created from the op's declaration), a unique name and free-form tags (the
+// analog of jax.ad_checkpoint.checkpoint_name). The last node is the loss, with a scalar output.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/attrs.h"
+#include "engine/ops/op_kind.h"
+#include "engine/shape.h"
+
+namespace rl {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+using ParamId = int32_t;
+constexpr int32_t kNoId = -1;
+
+// How a parameter's initial values are drawn (deterministically, from the graph seed and the
+// parameter's name).
+enum class ParamInit : uint8_t { FanInUniform, Ones, Zeros };
+
+struct Param {
+    std::string name;  // "<node>.<suffix>", e.g. "block0.fc.weight"
+    Shape shape;
+    uint64_t bytes = 0;
+    ParamInit init = ParamInit::FanInUniform;
+    int64_t fan_in = 1;
+    NodeId owner = kNoId;
+};
+
+struct Value {
+    std::string name;  // graph inputs: their own name; node outputs: the node's name
+    DType dtype = DType::F32;
+    Shape shape;
+    uint64_t bytes = 0;
+    NodeId producer = kNoId;        // kNoId for graph inputs
+    bool requires_grad = false;     // some parameter lies upstream of it
+    int64_t label_classes = 0;      // i32 inputs: labels are drawn from [0, label_classes)
+    std::vector<NodeId> consumers;  // each consuming node once, in node order
+    bool is_input() const { return producer == kNoId; }
+};
+
+struct Node {
+    std::string name;
+    OpKind op = OpKind::Linear;
+    Attrs attrs;
+    std::vector<ValueId> inputs;
+    ValueId output = kNoId;
+    std::vector<ParamId> params;
+    std::vector<std::string> tags;
+    bool has_tag(std::string_view t) const;
+};
+
+class Graph {
+  public:
+    explicit Graph(std::string name = "network", uint64_t seed = 0);
+
+    // --- building (throws rl::Error naming the node and the problem) ---
+    ValueId add_input(const std::string& name, DType dtype, const Shape& shape,
+                      int64_t label_classes = 0);
+    // Infers the output shape and creates the op's parameters. Inputs by value name or id.
+    NodeId add_node(const std::string& name, OpKind op, const std::vector<ValueId>& inputs,
+                    Attrs attrs = {}, std::vector<std::string> tags = {});
+    NodeId add_node(const std::string& name, OpKind op, const std::vector<std::string>& inputs,
+                    Attrs attrs = {}, std::vector<std::string> tags = {});
+    // Checks the whole graph (last node is the only loss, every value is used, a parameter
+    // exists) and computes consumers and requires_grad. Must be called before use.
+    void finalize();
+    bool finalized() const { return finalized_; }
+
+    // --- queries ---
+    const std::string& name() const { return name_; }
+    void set_name(std::string n) { name_ = std::move(n); }
+    uint64_t seed() const { return seed_; }
+    void set_seed(uint64_t s) { seed_ = s; }
+
+    int num_nodes() const { return static_cast<int>(nodes_.size()); }
+    int num_values() const { return static_cast<int>(values_.size()); }
+    int num_params() const { return static_cast<int>(params_.size()); }
+    const Node& node(NodeId n) const { return nodes_[static_cast<size_t>(n)]; }
+    const Value& value(ValueId v) const { return values_[static_cast<size_t>(v)]; }
+    const Param& param(ParamId p) const { return params_[static_cast<size_t>(p)]; }
+    const std::vector<Node>& nodes() const { return nodes_; }
+    const std::vector<Value>& values() const { return values_; }
+    const std::vector<Param>& params() const { return params_; }
+    const std::vector<ValueId>& inputs() const { return inputs_; }
+
+    const Value& output_of(NodeId n) const { return value(node(n).output); }
+    std::optional<ValueId> find_value(std::string_view name) const;
+    std::optional<NodeId> find_node(std::string_view name) const;
+    NodeId loss_node() const { return num_nodes() - 1; }
+    // Whether the schedule must run this node's Backward (its output needs a gradient).
+    bool needs_backward(NodeId n) const { return output_of(n).requires_grad; }
+
+    uint64_t param_bytes() const;
+    uint64_t input_bytes() const;
+    uint64_t activation_bytes() const;  // sum of all node outputs
+    double forward_flops() const;
+
+  private:
+    std::string name_;
+    uint64_t seed_;
+    bool finalized_ = false;
+    std::vector<Node> nodes_;
+    std::vector<Value> values_;
+    std::vector<Param> params_;
+    std::vector<ValueId> inputs_;
+    std::unordered_map<std::string, ValueId> value_index_;  // names are unique across values
+};
+
+}  // namespace rl

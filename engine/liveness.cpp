@@ -1,0 +1,212 @@
+#include "engine/liveness.h"
+
+#include "engine/errors.h"
+#include "engine/ops/op.h"
+
+namespace rl {
+
+const char* category_name(Category c) {
+    switch (c) {
+        case Category::Parameters:
+            return "parameters";
+        case Category::ParamGrads:
+            return "parameter gradients";
+        case Category::Inputs:
+            return "inputs";
+        case Category::Activations:
+            return "activations";
+        case Category::ActivationGrads:
+            return "activation gradients";
+        case Category::Workspace:
+            return "workspace";
+        case Category::Count:
+            break;
+    }
+    return "?";
+}
+
+LivenessTables::LivenessTables(const Graph& g) {
+    const auto n_nodes = static_cast<size_t>(g.num_nodes());
+    fwd_workspace.resize(n_nodes);
+    bwd_workspace.resize(n_nodes);
+    residual_inputs.resize(n_nodes);
+    residual_output.resize(n_nodes);
+    needs_backward.resize(n_nodes);
+    grad_contributions.assign(static_cast<size_t>(g.num_values()), 0);
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const Node& node = g.node(n);
+        const OpDef& def = op_def(node.op);
+        const auto i = static_cast<size_t>(n);
+        fwd_workspace[i] = def.fwd_workspace ? def.fwd_workspace(g, node) : 0;
+        bwd_workspace[i] = def.bwd_workspace ? def.bwd_workspace(g, node) : 0;
+        const Residuals r = def.residuals(g, node);
+        residual_inputs[i] = r.inputs;
+        residual_output[i] = r.output;
+        needs_backward[i] = g.needs_backward(n);
+        if (needs_backward[i]) {
+            ++backward_count;
+            for (ValueId in : node.inputs)
+                if (g.value(in).requires_grad) ++grad_contributions[static_cast<size_t>(in)];
+        }
+    }
+}
+
+Liveness::Liveness(const Graph& g, const LivenessTables& t)
+    : g_(g),
+      t_(t),
+      act_live_(static_cast<size_t>(g.num_values()), 0),
+      grad_live_(static_cast<size_t>(g.num_values()), 0),
+      backwarded_(static_cast<size_t>(g.num_nodes()), 0),
+      computes_(static_cast<size_t>(g.num_nodes()), 0),
+      pending_(t.grad_contributions),
+      last_backward_(g.num_nodes()) {
+    size_t max_inputs = 0;
+    for (const Node& n : g.nodes()) max_inputs = std::max(max_inputs, n.inputs.size());
+    accumulate_.assign(max_inputs, 0);
+}
+
+void Liveness::begin(MemoryVisitor& v) {
+    for (ParamId p = 0; p < g_.num_params(); ++p)
+        v.allocate({Category::Parameters, p}, g_.param(p).bytes);
+    for (ValueId in : g_.inputs()) {
+        act_live_[static_cast<size_t>(in)] = 1;
+        v.allocate({Category::Inputs, in}, g_.value(in).bytes);
+    }
+}
+
+namespace {
+std::string quoted(const std::string& s) {
+    return "'" + s + "'";
+}
+}  // namespace
+
+void Liveness::step(long index, const Instruction& ins, MemoryVisitor& v) {
+    const int32_t target = ins.target;
+    if (ins.kind == InstrKind::Free) {
+        if (target < 0 || target >= g_.num_values())
+            throw ScheduleError(
+                index, "free of value id " + std::to_string(target) + ", which does not exist");
+        const Value& val = g_.value(target);
+        if (val.is_input())
+            throw ScheduleError(
+                index, "free " + quoted(val.name) + ": graph inputs stay live for the whole step");
+        if (!act_live_[static_cast<size_t>(target)]) {
+            const bool never = computes_[static_cast<size_t>(val.producer)] == 0;
+            throw ScheduleError(
+                index, "free " + quoted(val.name) + ": " +
+                           (never ? "it was never computed" : "it is not live (double free)"));
+        }
+        act_live_[static_cast<size_t>(target)] = 0;
+        v.release({Category::Activations, target}, val.bytes);
+        return;
+    }
+    if (target < 0 || target >= g_.num_nodes())
+        throw ScheduleError(index, "node id " + std::to_string(target) + " does not exist");
+    const Node& node = g_.node(target);
+    const auto ni = static_cast<size_t>(target);
+    const Value& out = g_.value(node.output);
+
+    if (ins.kind == InstrKind::Compute) {
+        for (ValueId in : node.inputs)
+            if (!act_live_[static_cast<size_t>(in)])
+                throw ScheduleError(index, "compute " + quoted(node.name) + ": its input " +
+                                               quoted(g_.value(in).name) +
+                                               " is not live (never computed, or freed)");
+        if (act_live_[static_cast<size_t>(node.output)])
+            throw ScheduleError(index, "compute " + quoted(node.name) +
+                                           ": its output is already live; free it before "
+                                           "computing it again");
+        act_live_[static_cast<size_t>(node.output)] = 1;
+        v.allocate({Category::Activations, node.output}, out.bytes);
+        const uint64_t ws = t_.fwd_workspace[ni];
+        if (ws) v.allocate({Category::Workspace, target}, ws);
+        v.run_kernel(ins, computes_[ni] > 0);
+        if (ws) v.release({Category::Workspace, target}, ws);
+        ++computes_[ni];
+        return;
+    }
+
+    // Backward
+    if (!t_.needs_backward[ni])
+        throw ScheduleError(index, "backward " + quoted(node.name) +
+                                       ": no parameter lies upstream of it, so it has no backward");
+    if (backwarded_[ni])
+        throw ScheduleError(index, "backward " + quoted(node.name) + " runs a second time");
+    if (target >= last_backward_)
+        throw ScheduleError(index, "backward " + quoted(node.name) +
+                                       " is out of the canonical order: backwards run in "
+                                       "decreasing node order, and " +
+                                       quoted(g_.node(last_backward_).name) + " already ran");
+    if (pending_[static_cast<size_t>(node.output)] != 0) {
+        std::string missing;
+        for (NodeId c : out.consumers)
+            if (!backwarded_[static_cast<size_t>(c)]) {
+                missing = g_.node(c).name;
+                break;
+            }
+        throw ScheduleError(index, "backward " + quoted(node.name) +
+                                       ": its gradient is incomplete; consumer " + quoted(missing) +
+                                       " has not run its backward");
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const ValueId in = node.inputs[i];
+        if (((t_.residual_inputs[ni] >> i) & 1u) && !act_live_[static_cast<size_t>(in)])
+            throw ScheduleError(index, "backward " + quoted(node.name) + " needs its input " +
+                                           quoted(g_.value(in).name) +
+                                           ", which is not live; recompute it first");
+    }
+    if (t_.residual_output[ni] && !act_live_[static_cast<size_t>(node.output)])
+        throw ScheduleError(index, "backward " + quoted(node.name) +
+                                       " needs its own output, which is not live; recompute "
+                                       "it first");
+
+    if (target == g_.loss_node()) {
+        grad_live_[static_cast<size_t>(node.output)] = 1;
+        v.allocate({Category::ActivationGrads, node.output}, out.bytes);  // the seed dL/dL = 1
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const ValueId in = node.inputs[i];
+        const auto vi = static_cast<size_t>(in);
+        accumulate_[i] = 0;
+        if (!g_.value(in).requires_grad) continue;
+        if (grad_live_[vi]) {
+            accumulate_[i] = 1;
+        } else {
+            grad_live_[vi] = 1;
+            v.allocate({Category::ActivationGrads, in}, g_.value(in).bytes);
+        }
+        --pending_[vi];
+    }
+    for (ParamId p : node.params) v.allocate({Category::ParamGrads, p}, g_.param(p).bytes);
+    const uint64_t ws = t_.bwd_workspace[ni];
+    if (ws) v.allocate({Category::Workspace, target}, ws);
+    v.run_kernel(ins, false);
+    if (ws) v.release({Category::Workspace, target}, ws);
+    grad_live_[static_cast<size_t>(node.output)] = 0;
+    v.release({Category::ActivationGrads, node.output}, out.bytes);
+    backwarded_[ni] = 1;
+    last_backward_ = target;
+    ++backwards_done_;
+}
+
+void Liveness::end(long index, MemoryVisitor& v) {
+    if (backwards_done_ != t_.backward_count) {
+        for (NodeId n = g_.num_nodes() - 1; n >= 0; --n)
+            if (t_.needs_backward[static_cast<size_t>(n)] && !backwarded_[static_cast<size_t>(n)])
+                throw ScheduleError(
+                    index, "the schedule ends without the backward of " + quoted(g_.node(n).name));
+    }
+    for (const Node& node : g_.nodes())
+        if (act_live_[static_cast<size_t>(node.output)]) {
+            act_live_[static_cast<size_t>(node.output)] = 0;
+            v.release({Category::Activations, node.output}, g_.value(node.output).bytes);
+        }
+    for (ParamId p = 0; p < g_.num_params(); ++p)
+        if (backwarded_[static_cast<size_t>(g_.param(p).owner)])
+            v.release({Category::ParamGrads, p}, g_.param(p).bytes);
+    for (ValueId in : g_.inputs()) v.release({Category::Inputs, in}, g_.value(in).bytes);
+    for (ParamId p = 0; p < g_.num_params(); ++p)
+        v.release({Category::Parameters, p}, g_.param(p).bytes);
+}
+
+}  // namespace rl

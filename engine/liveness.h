@@ -1,0 +1,88 @@
+#pragma once
+// The memory rules, written once and shared by the simulator and the executor (as ggml's
+// allocator shares its measure and allocate passes). Both walk a schedule through Liveness; the
+// simulator's visitor adds up bytes, the executor's allocates real buffers and runs kernels. So
+// the predicted timeline and the measured one are the same sequence of events, and predicted
+// peak == measured peak, to the byte.
+//
+// Rules: parameters and graph inputs are live for the whole run; an activation is live from its
+// Compute to its Free; a value's gradient is live from its first accumulation until its
+// producer's Backward ends; a parameter gradient from its owner's Backward to the end of the run;
+// workspace only inside its instruction. Inside an instruction the order is: allocate the output
+// or the new gradients, allocate workspace, run the kernel, release workspace, release the dead
+// output gradient.
+#include <cstdint>
+#include <vector>
+
+#include "engine/graph.h"
+#include "engine/schedule.h"
+
+namespace rl {
+
+enum class Category : uint8_t {
+    Parameters,
+    ParamGrads,
+    Inputs,
+    Activations,
+    ActivationGrads,
+    Workspace,
+    Count
+};
+constexpr int kNumCategories = static_cast<int>(Category::Count);
+const char* category_name(Category c);
+
+// Which buffer an event is about. `id` is a ValueId (Inputs, Activations, ActivationGrads), a
+// ParamId (Parameters, ParamGrads) or the node id (Workspace).
+struct BufferRef {
+    Category category;
+    int32_t id;
+};
+
+class MemoryVisitor {
+  public:
+    virtual ~MemoryVisitor() = default;
+    virtual void allocate(BufferRef b, uint64_t bytes) = 0;
+    virtual void release(BufferRef b, uint64_t bytes) = 0;
+    // The kernel of the current instruction runs now (Compute or Backward only).
+    virtual void run_kernel(const Instruction& ins, bool recompute) = 0;
+};
+
+// Per-graph tables the rules need, computed once.
+struct LivenessTables {
+    explicit LivenessTables(const Graph& g);
+    std::vector<uint64_t> fwd_workspace, bwd_workspace;  // per node
+    std::vector<uint32_t> residual_inputs;               // per node, bit mask
+    std::vector<uint8_t> residual_output;                // per node
+    std::vector<uint8_t> needs_backward;                 // per node
+    std::vector<int32_t> grad_contributions;             // per value: consumers that need backward
+    int32_t backward_count = 0;                          // nodes that need a backward
+};
+
+class Liveness {
+  public:
+    Liveness(const Graph& g, const LivenessTables& t);
+
+    // Parameters and inputs come alive.
+    void begin(MemoryVisitor& v);
+    // Applies one instruction; throws ScheduleError(index, reason) when it is illegal.
+    void step(long index, const Instruction& ins, MemoryVisitor& v);
+    // Checks that every needed Backward ran; releases what is still live (activations left
+    // over, parameter gradients, inputs, parameters).
+    void end(long index, MemoryVisitor& v);
+
+    bool activation_live(ValueId v) const { return act_live_[static_cast<size_t>(v)] != 0; }
+    // During a Backward's run_kernel: whether input slot i's gradient accumulates.
+    const std::vector<uint8_t>& accumulate_flags() const { return accumulate_; }
+    int compute_count(NodeId n) const { return computes_[static_cast<size_t>(n)]; }
+
+  private:
+    const Graph& g_;
+    const LivenessTables& t_;
+    std::vector<uint8_t> act_live_, grad_live_, backwarded_;
+    std::vector<int32_t> computes_, pending_;
+    std::vector<uint8_t> accumulate_;
+    NodeId last_backward_;
+    int32_t backwards_done_ = 0;
+};
+
+}  // namespace rl

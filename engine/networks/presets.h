@@ -1,0 +1,27 @@
+#pragma once
+// Built-in networks with parameters and a deterministic seed. Every node carries tags later
+// policies use: "dot" for matmul-like ops, its block ("block3"), and its role ("mlp", "attn").
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/graph.h"
+#include "engine/params.h"
+
+namespace rl {
+
+struct PresetInfo {
+    std::string name;
+    std::string about;
+    ParamSchema schema;  // every parameter has a default: small enough for a CPU run in seconds
+};
+
+const std::vector<PresetInfo>& presets();
+// Throws rl::Error for an unknown preset (listing the valid names) or a bad parameter.
+Graph build_preset(const Spec& spec);
+
+// A network SPEC is a preset spec ("mlp:depth=32,width=1024") or the path of a network file
+// (anything with a '/' or ending in ".json"). Throws rl::Error with what was wrong and where.
+Graph load_network(const std::string& spec);
+
+}  // namespace rl

@@ -1,0 +1,16 @@
+#pragma once
+// NumPy .npy files (format 1.0, little-endian float32 / int32, C order).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/shape.h"
+
+namespace rl {
+
+// Writes atomically (temporary file, then rename). Throws rl::Error naming the path on failure.
+void write_npy(const std::string& path, const float* data, const Shape& shape);
+// Throws rl::Error naming the path and the problem (not a .npy, wrong dtype, Fortran order, ...).
+std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out);
+
+}  // namespace rl

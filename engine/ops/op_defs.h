@@ -1,0 +1,39 @@
+#pragma once
+// Internal to engine/ops: the per-family OpDef tables (dense.cpp, elementwise.cpp, norm.cpp,
+// shape_ops.cpp, losses.cpp) and the checks they share. op.cpp indexes them by OpKind.
+#include <string>
+
+#include "engine/errors.h"
+#include "engine/ops/op.h"
+
+namespace rl::ops {
+
+inline const Value& input(const Graph& g, const Node& n, int i) {
+    return g.value(n.inputs[static_cast<size_t>(i)]);
+}
+inline const Shape& in_shape(const Graph& g, const Node& n, int i) {
+    return input(g, n, i).shape;
+}
+inline double numel_d(const Shape& s) {
+    return static_cast<double>(s.numel());
+}
+
+// Throws unless input i has dtype `t`: "input 1 is f32 but cross_entropy expects i32 labels".
+void require_dtype(const Graph& g, const Node& n, int i, DType t, const char* what = "");
+// Every input f32.
+void require_f32(const Graph& g, const Node& n);
+// Throws unless input i has at least `rank` axes.
+void require_rank_at_least(const Graph& g, const Node& n, int i, int rank);
+
+// Rows of a tensor viewed as [rows, last axis].
+inline int64_t rows_of(const Shape& s) {
+    return s.rank() == 0 ? 1 : s.numel() / s[-1];
+}
+
+extern const OpDef kLinearDef, kMatMulDef;                              // dense.cpp
+extern const OpDef kAddDef, kReluDef, kGeluDef, kTanhDef, kSigmoidDef;  // elementwise.cpp
+extern const OpDef kLayerNormDef, kSoftmaxDef;                          // norm.cpp
+extern const OpDef kReshapeDef, kTransposeDef;                          // shape_ops.cpp
+extern const OpDef kSumSquaresDef, kCrossEntropyDef;                    // losses.cpp
+
+}  // namespace rl::ops

@@ -1,0 +1,36 @@
+#pragma once
+// A small deterministic generator (SplitMix64, Steele et al. 2014), so that seeded parameters and
+// inputs are the same bits on every platform and standard library.
+#include <cstdint>
+#include <string_view>
+
+namespace rl {
+
+class SplitMix64 {
+  public:
+    explicit SplitMix64(uint64_t seed) : state_(seed) {}
+    uint64_t next() {
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    // Uniform in [-1, 1), exactly representable in float (24 random bits).
+    float symmetric() { return static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+    uint64_t below(uint64_t n) { return next() % n; }
+
+  private:
+    uint64_t state_;
+};
+
+// FNV-1a: a stable hash of a name, to derive one stream per parameter.
+constexpr uint64_t stable_hash(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : s) {
+        h ^= static_cast<unsigned char>(c);
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+}  // namespace rl

@@ -1,0 +1,89 @@
+#include "engine/schedule.h"
+
+#include <algorithm>
+
+#include "engine/errors.h"
+#include "engine/liveness.h"
+#include "engine/ops/op.h"
+
+namespace rl {
+
+std::string describe(const Graph& g, const Instruction& ins) {
+    switch (ins.kind) {
+        case InstrKind::Compute:
+            return "compute " + g.node(ins.target).name;
+        case InstrKind::Free:
+            return "free " + g.value(ins.target).name;
+        case InstrKind::Backward:
+            return "backward " + g.node(ins.target).name;
+    }
+    return "?";
+}
+
+std::string to_text(const Graph& g, const Schedule& s) {
+    std::string out;
+    const int width = static_cast<int>(std::to_string(s.size()).size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        std::string idx = std::to_string(i);
+        out += std::string(static_cast<size_t>(width) - idx.size(), ' ') + idx + "  " +
+               describe(g, s.code[i]) + "\n";
+    }
+    return out;
+}
+
+Schedule ScheduleBuilder::finish() const {
+    const LivenessTables t(g_);
+    // Walk backwards: the first read met (from the end) of a value instance is its last read;
+    // the Free goes right after it. A Compute of a value with no later read frees it at once.
+    std::vector<uint8_t> read_later(static_cast<size_t>(g_.num_values()), 0);
+    std::vector<std::vector<ValueId>> frees_after(seq_.size());
+    auto read = [&](size_t pos, ValueId v) {
+        if (g_.value(v).is_input() || read_later[static_cast<size_t>(v)]) return;
+        read_later[static_cast<size_t>(v)] = 1;
+        frees_after[pos].push_back(v);
+    };
+    for (size_t pos = seq_.size(); pos-- > 0;) {
+        const Instruction& ins = seq_[pos];
+        const Node& n = g_.node(ins.target);
+        if (ins.kind == InstrKind::Compute) {
+            if (!read_later[static_cast<size_t>(n.output)]) frees_after[pos].push_back(n.output);
+            read_later[static_cast<size_t>(n.output)] = 0;  // earlier instances are distinct
+            for (ValueId in : n.inputs) read(pos, in);
+        } else {
+            const uint32_t mask = t.residual_inputs[static_cast<size_t>(ins.target)];
+            if (t.residual_output[static_cast<size_t>(ins.target)]) read(pos, n.output);
+            for (size_t i = 0; i < n.inputs.size(); ++i)
+                if ((mask >> i) & 1u) read(pos, n.inputs[i]);
+        }
+    }
+    Schedule s;
+    s.code.reserve(seq_.size() * 2);
+    for (size_t pos = 0; pos < seq_.size(); ++pos) {
+        s.code.push_back(seq_[pos]);
+        // Frees in value order, so equal sequences always give equal schedules.
+        auto& f = frees_after[pos];
+        std::sort(f.begin(), f.end());
+        for (ValueId v : f) s.code.push_back({InstrKind::Free, v});
+    }
+    return s;
+}
+
+namespace {
+class NullVisitor final : public MemoryVisitor {
+  public:
+    void allocate(BufferRef, uint64_t) override {}
+    void release(BufferRef, uint64_t) override {}
+    void run_kernel(const Instruction&, bool) override {}
+};
+}  // namespace
+
+void validate(const Graph& g, const Schedule& s) {
+    const LivenessTables t(g);
+    Liveness live(g, t);
+    NullVisitor v;
+    live.begin(v);
+    for (size_t i = 0; i < s.size(); ++i) live.step(static_cast<long>(i), s.code[i], v);
+    live.end(static_cast<long>(s.size()), v);
+}
+
+}  // namespace rl

@@ -1,0 +1,60 @@
+#pragma once
+// The one format every strategy produces and every consumer (simulator, executor, views) reads:
+// a flat list of instructions over the network's values.
+//
+//   Compute(n)   run node n's forward; the first time is the forward pass, again = recompute
+//   Free(v)      release activation v (a node output)
+//   Backward(n)  consume n's output gradient and its residuals; accumulate the gradients of its
+//                inputs and write its parameter gradients; the output gradient dies here
+//
+// Every schedule issues its Backwards in one canonical order — decreasing node index, a reverse
+// topological order — so gradients accumulate in the same order under every strategy.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/graph.h"
+
+namespace rl {
+
+enum class InstrKind : uint8_t { Compute, Free, Backward };
+
+struct Instruction {
+    InstrKind kind;
+    int32_t target;  // node for Compute/Backward, value for Free
+    bool operator==(const Instruction&) const = default;
+};
+
+struct Schedule {
+    std::vector<Instruction> code;
+    size_t size() const { return code.size(); }
+};
+
+// "compute block3.mlp.act", "free block3.mlp.fc1", "backward block3.mlp.fc1"
+std::string describe(const Graph& g, const Instruction& ins);
+// One instruction per line, numbered.
+std::string to_text(const Graph& g, const Schedule& s);
+
+// Builds a schedule from the order of Computes and Backwards a strategy chooses, then inserts
+// each Free right after the last read of that value's instance (a value is read by the Computes
+// that consume it and by the Backwards that hold it as a residual). Everything a strategy keeps
+// or drops follows from where it places its (re)computations — as in Checkmate, where the S
+// matrix follows from R.
+class ScheduleBuilder {
+  public:
+    explicit ScheduleBuilder(const Graph& g) : g_(g) {}
+    void compute(NodeId n) { seq_.push_back({InstrKind::Compute, n}); }
+    void backward(NodeId n) { seq_.push_back({InstrKind::Backward, n}); }
+    Schedule finish() const;
+
+  private:
+    const Graph& g_;
+    std::vector<Instruction> seq_;
+};
+
+// Throws rl::ScheduleError (instruction index and reason) for an illegal schedule: an input not
+// live, a double compute or free, an incomplete gradient, a backward out of canonical order, a
+// residual not live, or a missing backward.
+void validate(const Graph& g, const Schedule& s);
+
+}  // namespace rl

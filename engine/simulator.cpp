@@ -1,0 +1,81 @@
+#include "engine/simulator.h"
+
+namespace rl {
+
+namespace {
+
+class CountingVisitor final : public MemoryVisitor {
+  public:
+    CountingVisitor(Simulation& sim, const CostModel& costs, bool record)
+        : sim_(sim), costs_(costs), has_costs_(costs.size() > 0), record_(record) {}
+
+    int32_t instruction = -1;
+
+    void allocate(BufferRef b, uint64_t bytes) override {
+        live_ += bytes;
+        auto& c = by_category_[static_cast<size_t>(b.category)];
+        c += bytes;
+        auto& cp = sim_.peak_by_category[static_cast<size_t>(b.category)];
+        if (c > cp) cp = c;
+        if (live_ > sim_.peak_bytes) {
+            sim_.peak_bytes = live_;
+            sim_.peak_instruction = instruction;
+        }
+        if (record_) sim_.timeline.push_back({instruction, live_});
+    }
+    void release(BufferRef b, uint64_t bytes) override {
+        live_ -= bytes;
+        by_category_[static_cast<size_t>(b.category)] -= bytes;
+        if (record_) sim_.timeline.push_back({instruction, live_});
+    }
+    void run_kernel(const Instruction& ins, bool recompute) override {
+        if (ins.kind == InstrKind::Compute) {
+            const double ms = has_costs_ ? costs_.forward_ms(ins.target) : 0.0;
+            if (recompute) {
+                ++sim_.recomputes;
+                sim_.recompute_ms += ms;
+            } else {
+                sim_.forward_ms += ms;
+            }
+            ++sim_.computes;
+        } else {
+            ++sim_.backwards;
+            if (has_costs_) sim_.backward_ms += costs_.backward_ms(ins.target);
+        }
+    }
+
+  private:
+    Simulation& sim_;
+    const CostModel& costs_;
+    bool has_costs_, record_;
+    uint64_t live_ = 0;
+    std::array<uint64_t, kNumCategories> by_category_{};
+};
+
+}  // namespace
+
+Simulation simulate(const Graph& g, const Schedule& s, const CostModel& costs,
+                    const SimulateOptions& opt) {
+    const LivenessTables t(g);
+    return simulate(g, t, s, costs, opt);
+}
+
+Simulation simulate(const Graph& g, const LivenessTables& t, const Schedule& s,
+                    const CostModel& costs, const SimulateOptions& opt) {
+    Simulation sim;
+    if (opt.record_timeline) sim.timeline.reserve(s.size() + 2 * g.num_values());
+    CountingVisitor v(sim, costs, opt.record_timeline);
+    Liveness live(g, t);
+    live.begin(v);
+    for (size_t i = 0; i < s.size(); ++i) {
+        v.instruction = static_cast<int32_t>(i);
+        const Instruction& ins = s.code[i];
+        if (ins.kind == InstrKind::Free) ++sim.frees;
+        live.step(static_cast<long>(i), ins, v);
+    }
+    v.instruction = -1;
+    live.end(static_cast<long>(s.size()), v);
+    return sim;
+}
+
+}  // namespace rl

@@ -1,0 +1,13 @@
+#pragma once
+// The built-in strategies, registered in one place (registry.cpp). Each lives in its own file.
+#include <memory>
+
+#include "strategies/strategy.h"
+
+namespace rl {
+
+std::unique_ptr<Strategy> make_none_strategy();
+std::unique_ptr<Strategy> make_sqrt_n_strategy();
+std::unique_ptr<Strategy> make_periodic_strategy();
+
+}  // namespace rl

@@ -1,0 +1,113 @@
+#include "strategies/evaluate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/backend.h"
+#include "engine/errors.h"
+#include "engine/units.h"
+
+namespace rl {
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+uint64_t available_memory() {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return UINT64_MAX;
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions opt)
+    : g_(g), network_spec_(std::move(network_spec)), opt_(opt) {
+    set_cpu_threads(opt_.threads);
+    opt_.repeat = std::max(opt_.repeat, 1);
+    // Refuse before allocating anything: even plain backprop's parameters and inputs must fit.
+    const uint64_t floor = g.param_bytes() * 2 + g.input_bytes();
+    if (opt_.execute && floor > available_memory())
+        throw Error("network '" + network_spec_ + "' needs at least " + format_bytes(floor) + " (" +
+                    std::to_string(floor) +
+                    " bytes) for parameters, their gradients and "
+                    "inputs, but only " +
+                    format_bytes(available_memory()) +
+                    " of memory is available; use smaller sizes");
+    if (opt_.execute) {
+        auto backend = make_cpu_backend(opt_.threads);
+        costs_ = CostModel::profiled(g, *backend);
+        data_ = RunData::seeded(g);
+    } else {
+        costs_ = CostModel::analytic(g, DeviceRates::measure_cpu());
+    }
+}
+
+Evaluation Evaluator::evaluate(const Spec& strategy) {
+    Evaluation ev;
+    ev.network = network_spec_;
+    ev.strategy = format_spec(strategy);
+    ev.plan = plan_with(g_, costs_, strategy);
+    if (ev.plan.status == PlanStatus::Infeasible) return ev;
+    ev.predicted = simulate(g_, ev.plan.schedule, costs_);
+    if (!opt_.execute) return ev;
+
+    if (ev.predicted.peak_bytes > available_memory())
+        throw Error("strategy '" + ev.strategy + "' needs a peak of " +
+                    format_bytes(ev.predicted.peak_bytes) + " (" +
+                    std::to_string(ev.predicted.peak_bytes) + " bytes) but only " +
+                    format_bytes(available_memory()) +
+                    " of memory is available; use smaller sizes or a strategy with a lower peak");
+
+    auto backend = make_cpu_backend(opt_.threads);
+    if (!reference_grads_) {
+        const Plan none = plan_with(g_, costs_, Spec{"none", {}});
+        ExecuteOptions ro;
+        ro.record_timeline = false;
+        ro.cancel = opt_.cancel;
+        reference_grads_ = execute(g_, none.schedule, *backend, data_, ro).param_grads;
+    }
+    ExecuteOptions eo;
+    eo.cap = opt_.cap;
+    eo.observer = opt_.observer;
+    eo.cancel = opt_.cancel;
+    std::vector<double> fwd, rec, bwd, tot;
+    for (int r = 0; r < opt_.repeat; ++r) {
+        eo.keep_gradients = r == 0;
+        eo.record_timeline = r == 0;
+        Execution e = execute(g_, ev.plan.schedule, *backend, data_, eo);
+        fwd.push_back(e.forward_ms);
+        rec.push_back(e.recompute_ms);
+        bwd.push_back(e.backward_ms);
+        tot.push_back(e.total_ms);
+        if (r == 0) ev.measured = std::move(e);
+    }
+    Execution& m = *ev.measured;
+    m.forward_ms = median(fwd);
+    m.recompute_ms = median(rec);
+    m.backward_ms = median(bwd);
+    m.total_ms = median(tot);
+
+    bool equal = true;
+    double diff = 0;
+    for (size_t p = 0; p < m.param_grads.size(); ++p) {
+        const auto& a = m.param_grads[p];
+        const auto& b = (*reference_grads_)[p];
+        if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0)
+            equal = false;
+        for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+            diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    ev.grads_bitwise_equal_to_none = equal;
+    ev.max_abs_grad_diff_vs_none = diff;
+    return ev;
+}
+
+}  // namespace rl

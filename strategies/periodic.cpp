@@ -1,0 +1,38 @@
+// `periodic:k=K`: a checkpoint at every K-th segment boundary — what PyTorch's
+// checkpoint_sequential does with segments of K layers (here K boundaries).
+#include "engine/graph_algorithms.h"
+#include "strategies/builtin.h"
+#include "strategies/segments.h"
+
+namespace rl {
+
+namespace {
+
+class PeriodicStrategy final : public Strategy {
+  public:
+    std::string_view name() const override { return "periodic"; }
+    std::string_view about() const override {
+        return "checkpoint every k-th segment boundary (torch checkpoint_sequential)";
+    }
+    ParamSchema schema() const override {
+        return {{"k", ParamType::Int, "4", "keep every k-th boundary", {}, 1, 1000000}};
+    }
+    Plan plan(const Graph& g, const CostModel&, const ParamValues& params) const override {
+        const std::vector<NodeId> candidates = segment_boundaries(g);
+        const auto k = static_cast<size_t>(params.get_int("k"));
+        Plan p;
+        p.status = PlanStatus::Heuristic;
+        for (size_t i = k - 1; i < candidates.size(); i += k)
+            p.checkpoints.push_back(candidates[i]);
+        p.schedule = segment_schedule(g, p.checkpoints);
+        return p;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_periodic_strategy() {
+    return std::make_unique<PeriodicStrategy>();
+}
+
+}  // namespace rl

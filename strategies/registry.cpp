@@ -1,0 +1,72 @@
+#include <chrono>
+#include <mutex>
+
+#include "engine/errors.h"
+#include "strategies/builtin.h"
+#include "strategies/strategy.h"
+
+namespace rl {
+
+const char* plan_status_name(PlanStatus s) {
+    switch (s) {
+        case PlanStatus::Optimal:
+            return "optimal";
+        case PlanStatus::Feasible:
+            return "feasible";
+        case PlanStatus::Heuristic:
+            return "heuristic";
+        case PlanStatus::Infeasible:
+            return "infeasible";
+    }
+    return "?";
+}
+
+namespace {
+
+std::vector<std::unique_ptr<Strategy>>& registry() {
+    static std::vector<std::unique_ptr<Strategy>> r;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        r.push_back(make_none_strategy());
+        r.push_back(make_sqrt_n_strategy());
+        r.push_back(make_periodic_strategy());
+    });
+    return r;
+}
+
+}  // namespace
+
+void register_strategy(std::unique_ptr<Strategy> s) {
+    for (const auto& existing : registry())
+        if (existing->name() == s->name())
+            throw Error("a strategy named '" + std::string(s->name()) + "' is already registered");
+    registry().push_back(std::move(s));
+}
+
+std::vector<const Strategy*> strategies() {
+    std::vector<const Strategy*> out;
+    for (const auto& s : registry()) out.push_back(s.get());
+    return out;
+}
+
+const Strategy& find_strategy(std::string_view name) {
+    std::string names;
+    for (const auto& s : registry()) {
+        if (s->name() == name) return *s;
+        names += (names.empty() ? "" : ", ") + std::string(s->name());
+    }
+    throw Error("unknown strategy '" + std::string(name) + "'; valid strategies: " + names +
+                " (see `rematlab-cli strategies`)");
+}
+
+Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec) {
+    const Strategy& s = find_strategy(spec.name);
+    const ParamValues params = ParamValues::resolve(s.schema(), spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    Plan p = s.plan(g, costs, params);
+    p.solve_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return p;
+}
+
+}  // namespace rl

@@ -1,0 +1,51 @@
+#pragma once
+// A strategy turns a network (and a cost model) into a Plan: the schedule plus what kind of
+// answer it is. One strategy per file, each registered under a stable name with a parameter
+// schema (as Checkmate's solvers/strategy_*.py; KDE Step's solver factory).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/cost_model.h"
+#include "engine/graph.h"
+#include "engine/params.h"
+#include "engine/schedule.h"
+
+namespace rl {
+
+enum class PlanStatus { Optimal, Feasible, Heuristic, Infeasible };
+const char* plan_status_name(PlanStatus s);
+
+struct Plan {
+    Schedule schedule;
+    PlanStatus status = PlanStatus::Heuristic;
+    double solve_ms = 0;
+    std::optional<uint64_t> budget;               // the byte budget asked for, if any
+    std::optional<uint64_t> min_feasible_budget;  // when the budget could not be met
+    std::vector<NodeId> checkpoints;  // nodes whose outputs are kept across the backward
+    std::string message;              // for Infeasible: what was wrong and what to do
+};
+
+class Strategy {
+  public:
+    virtual ~Strategy() = default;
+    virtual std::string_view name() const = 0;
+    virtual std::string_view about() const = 0;
+    virtual ParamSchema schema() const = 0;
+    virtual Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const = 0;
+};
+
+// --- registry ---
+void register_strategy(std::unique_ptr<Strategy> s);
+std::vector<const Strategy*> strategies();  // in registration order
+// Throws rl::Error listing the valid names for an unknown strategy.
+const Strategy& find_strategy(std::string_view name);
+
+// Parses "name:key=value,…", checks it against the strategy's schema, and plans. solve_ms is
+// filled in. Throws rl::Error for a bad spec.
+Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec);
+
+}  // namespace rl

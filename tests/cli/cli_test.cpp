@@ -1,0 +1,492 @@
+// End-to-end tests of rematlab-cli: the built binary (REMATLAB_CLI, set by tests/CMakeLists.txt)
+// is run as a child process and its exit code, stdout and stderr are checked.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSmallMlp = "mlp:depth=4,width=32,batch=8";
+
+struct Result {
+    int code = -1;  // exit status; 128 + signal number when killed by a signal
+    bool signaled = false;
+    std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) lines.push_back(line);
+    return lines;
+}
+
+class CliTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        const char* cli = std::getenv("REMATLAB_CLI");
+        ASSERT_NE(cli, nullptr) << "REMATLAB_CLI is not set (tests/CMakeLists.txt sets it)";
+        cli_ = cli;
+        ASSERT_TRUE(fs::exists(cli_)) << cli_;
+        std::string tmpl = (fs::temp_directory_path() / "rematlab-cli-test-XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override {
+        std::error_code ec;
+        if (!dir_.empty()) fs::remove_all(dir_, ec);
+    }
+
+    // Runs the CLI with `args`; stdout and stderr go to files in the temp dir (no pipe deadlock).
+    Result run(const std::vector<std::string>& args) {
+        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
+        std::vector<char*> argv;
+        argv.push_back(cli_.data());
+        std::vector<std::string> copy = args;
+        for (auto& a : copy) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int in = open("/dev/null", O_RDONLY);
+            if (out < 0 || err < 0 || in < 0) _exit(126);
+            dup2(in, STDIN_FILENO);
+            dup2(out, STDOUT_FILENO);
+            dup2(err, STDERR_FILENO);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        Result r;
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid) return r;
+        if (WIFEXITED(status)) {
+            r.code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+            r.signaled = true;
+            r.code = 128 + WTERMSIG(status);
+        }
+        r.out = read_file(out_path);
+        r.err = read_file(err_path);
+        return r;
+    }
+
+    // One JSON object: the only line of a successful --json run.
+    json run_json(const std::vector<std::string>& args) {
+        const Result r = run(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        const auto lines = lines_of(r.out);
+        EXPECT_EQ(lines.size(), 1u) << r.out;
+        if (lines.size() != 1) return json::object();
+        return json::parse(lines[0]);
+    }
+
+    std::string cli_;
+    fs::path dir_;
+};
+
+// A clean failure: a non-zero exit (not a crash), the error line on stderr, nothing on stdout.
+#define EXPECT_CLEAN_FAILURE(r, expected_code)                                          \
+    do {                                                                                \
+        EXPECT_FALSE((r).signaled) << "killed by a signal: " << (r).err;                \
+        EXPECT_EQ((r).code, expected_code) << (r).err;                                  \
+        EXPECT_NE((r).err.find("rematlab-cli: error: "), std::string::npos) << (r).err; \
+    } while (0)
+
+const std::vector<std::string> kRequiredKeys = {"network",
+                                                "strategy",
+                                                "valid",
+                                                "params",
+                                                "computes",
+                                                "recomputes",
+                                                "predicted_peak_bytes",
+                                                "predicted_activation_peak_bytes",
+                                                "predicted_forward_ms",
+                                                "predicted_recompute_ms",
+                                                "predicted_backward_ms",
+                                                "status",
+                                                "solve_ms",
+                                                "threads",
+                                                "peak_instruction",
+                                                "cost_model"};
+const std::vector<std::string> kExecutedKeys = {"measured_peak_bytes",
+                                                "activation_peak_bytes",
+                                                "forward_ms",
+                                                "recompute_ms",
+                                                "backward_ms",
+                                                "total_ms",
+                                                "loss",
+                                                "grads_bitwise_equal_to_none",
+                                                "max_abs_grad_diff_vs_none"};
+
+void expect_keys(const json& j, const std::vector<std::string>& keys) {
+    for (const auto& k : keys) EXPECT_TRUE(j.contains(k)) << "missing key '" << k << "' in " << j;
+}
+
+std::vector<std::string> listed_strategies(const std::string& listing) {
+    // `strategies` prints "name - about" lines at the start of a line.
+    std::vector<std::string> names;
+    for (const auto& line : lines_of(listing)) {
+        const auto dash = line.find(" - ");
+        if (dash != std::string::npos && line[0] != ' ') names.push_back(line.substr(0, dash));
+    }
+    return names;
+}
+
+}  // namespace
+
+TEST_F(CliTest, VersionAndHelp) {
+    const Result v = run({"--version"});
+    EXPECT_EQ(v.code, 0);
+    EXPECT_NE(v.out.find("rematlab-cli"), std::string::npos) << v.out;
+    const Result h = run({"--help"});
+    EXPECT_EQ(h.code, 0);
+    for (const char* cmd : {"run", "plan", "compare", "strategies", "networks", "network"})
+        EXPECT_NE(h.out.find(cmd), std::string::npos) << cmd;
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+    Result r = run({"run", "--strategy", "none"});  // --network is required
+    EXPECT_CLEAN_FAILURE(r, 2);
+    EXPECT_NE(r.err.find("--network"), std::string::npos) << r.err;
+    r = run({"frobnicate"});
+    EXPECT_CLEAN_FAILURE(r, 2);
+    r = run({});
+    EXPECT_CLEAN_FAILURE(r, 2);
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "0"});
+    EXPECT_CLEAN_FAILURE(r, 2);
+}
+
+TEST_F(CliTest, ListsStrategiesAndNetworks) {
+    const Result s = run({"strategies"});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const auto names = listed_strategies(s.out);
+    for (const char* name : {"none", "sqrt-n", "periodic"})
+        EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << s.out;
+    const Result n = run({"networks"});
+    ASSERT_EQ(n.code, 0) << n.err;
+    for (const char* name : {"mlp", "chain", "resmlp", "transformer"})
+        EXPECT_NE(n.out.find(std::string(name) + " - "), std::string::npos) << n.out;
+    EXPECT_NE(n.out.find("depth"), std::string::npos) << "mlp's parameters are listed";
+}
+
+TEST_F(CliTest, CompareJsonHasOneValidLinePerStrategyAndBothInvariants) {
+    const auto names = listed_strategies(run({"strategies"}).out);
+    ASSERT_GE(names.size(), 3u);
+    const Result r = run({"compare", "--network", kSmallMlp, "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), names.size()) << r.out;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        SCOPED_TRACE(lines[i]);
+        const json j = json::parse(lines[i]);
+        expect_keys(j, kRequiredKeys);
+        expect_keys(j, kExecutedKeys);
+        EXPECT_EQ(j["network"], kSmallMlp);
+        EXPECT_EQ(j["strategy"].get<std::string>().substr(0, names[i].size()), names[i]);
+        EXPECT_TRUE(j["valid"].get<bool>());
+        EXPECT_GT(j["params"].get<uint64_t>(), 0u);
+        EXPECT_GT(j["computes"].get<long>(), 0);
+        EXPECT_EQ(j["predicted_peak_bytes"].get<uint64_t>(),
+                  j["measured_peak_bytes"].get<uint64_t>());
+        EXPECT_EQ(j["predicted_activation_peak_bytes"].get<uint64_t>(),
+                  j["activation_peak_bytes"].get<uint64_t>());
+        EXPECT_TRUE(j["grads_bitwise_equal_to_none"].get<bool>());
+        EXPECT_EQ(j["max_abs_grad_diff_vs_none"].get<double>(), 0.0);
+    }
+}
+
+TEST_F(CliTest, CompareTableShowsEveryListedStrategy) {
+    const Result r =
+        run({"compare", "--network", kSmallMlp, "--strategies", "sqrt-n,periodic:k=2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* s : {"strategy", "meas. peak", "overhead", "sqrt-n", "periodic:k=2", "\u2713"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+    EXPECT_EQ(r.out.find("\u2717"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, CompareSplitsStrategyListsOnSemicolonsAndCommas) {
+    for (const std::string list :
+         {"none;periodic:k=2", "none,periodic:k=2", " none ; periodic:k=2 "}) {
+        SCOPED_TRACE(list);
+        const Result r = run({"compare", "--network", kSmallMlp, "--strategies", list, "--json"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        const auto lines = lines_of(r.out);
+        ASSERT_EQ(lines.size(), 2u) << r.out;
+        EXPECT_EQ(json::parse(lines[0])["strategy"], "none");
+        EXPECT_EQ(json::parse(lines[1])["strategy"], "periodic:k=2");
+    }
+}
+
+TEST_F(CliTest, RunPrintsSummaryWithEqualPeaks) {
+    const Result r = run({"run", "--network", kSmallMlp, "--strategy", "sqrt-n", "--repeat", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("equal to the byte"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bitwise equal"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, RunJsonReportsOneExecutedStrategy) {
+    const json j = run_json(
+        {"run", "--network", kSmallMlp, "--strategy", "periodic:k=2", "--threads", "2", "--json"});
+    expect_keys(j, kRequiredKeys);
+    expect_keys(j, kExecutedKeys);
+    EXPECT_EQ(j["threads"], 2);
+    EXPECT_EQ(j["predicted_peak_bytes"], j["measured_peak_bytes"]);
+    EXPECT_TRUE(j["grads_bitwise_equal_to_none"].get<bool>());
+}
+
+TEST_F(CliTest, PlanPrintsTheScheduleAndPredictionsOnly) {
+    const Result r = run({"plan", "--network", kSmallMlp, "--strategy", "sqrt-n"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("compute"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("backward"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("free"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("predicted"), std::string::npos) << r.out;
+
+    const json j = run_json({"plan", "--network", kSmallMlp, "--strategy", "none", "--json"});
+    expect_keys(j, kRequiredKeys);
+    EXPECT_FALSE(j.contains("measured_peak_bytes")) << "plan does not execute";
+    EXPECT_EQ(j["recomputes"], 0);
+}
+
+TEST_F(CliTest, PlanOfAHugeNetworkAllocatesNothing) {
+    // About 160 GB per weight: planning and simulating it must not touch that memory.
+    const json j = run_json({"plan", "--network", "mlp:depth=2,width=200000,batch=200000",
+                             "--strategy", "none", "--json"});
+    EXPECT_GT(j.value("predicted_peak_bytes", uint64_t{0}), uint64_t{100} << 30);
+}
+
+TEST_F(CliTest, NetworkFileRoundTripsThroughTheCli) {
+    const fs::path file = dir_ / "net.json";
+    const Result w = run({"network", "--network", kSmallMlp, "--out", file.string()});
+    ASSERT_EQ(w.code, 0) << w.err;
+    ASSERT_TRUE(fs::exists(file));
+    const json from_file =
+        run_json({"plan", "--network", file.string(), "--strategy", "sqrt-n", "--json"});
+    const json from_preset =
+        run_json({"plan", "--network", kSmallMlp, "--strategy", "sqrt-n", "--json"});
+    EXPECT_EQ(from_file["predicted_peak_bytes"], from_preset["predicted_peak_bytes"]);
+    EXPECT_EQ(from_file["params"], from_preset["params"]);
+    EXPECT_EQ(from_file["computes"], from_preset["computes"]);
+}
+
+TEST_F(CliTest, MalformedJsonFileNamesLineAndColumn) {
+    const fs::path file = dir_ / "broken.json";
+    write_file(file, "{\n  \"format\": \"rematlab-network\",\n  \"version\": 1,,\n}\n");
+    const Result r = run({"plan", "--network", file.string(), "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("line"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("column"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("broken.json"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST_F(CliTest, UnknownOpInAFileListsTheValidOps) {
+    const fs::path file = dir_ / "unknown-op.json";
+    write_file(file, R"({"format": "rematlab-network", "version": 1, "name": "t", "seed": 1,
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],
+  "nodes": [{"name": "fc0", "op": "conv9", "inputs": ["x"], "attrs": {"out_features": 8}},
+            {"name": "loss", "op": "sum_squares", "inputs": ["fc0"]}]}
+)");
+    const Result r = run({"run", "--network", file.string(), "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("conv9"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("linear"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("relu"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, MissingFileIsAClearError) {
+    const Result r =
+        run({"plan", "--network", (dir_ / "nope.json").string(), "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("nope.json"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UnknownPresetListsThePresets) {
+    const Result r = run({"run", "--network", "nosuchnet:depth=2", "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("nosuchnet"), std::string::npos) << r.err;
+    for (const char* name : {"mlp", "chain", "transformer"})
+        EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UnknownStrategyListsTheStrategies) {
+    const Result r = run({"run", "--network", kSmallMlp, "--strategy", "bogus"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    for (const char* name : {"bogus", "none", "sqrt-n", "periodic"})
+        EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+    // compare checks every spec before running anything
+    const Result c =
+        run({"compare", "--network", kSmallMlp, "--strategies", "none,bogus", "--json"});
+    EXPECT_CLEAN_FAILURE(c, 1);
+    EXPECT_TRUE(c.out.empty()) << c.out;
+}
+
+TEST_F(CliTest, BadStrategyParameterNamesTheKey) {
+    const Result r = run({"plan", "--network", kSmallMlp, "--strategy", "periodic:frobs=3"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("frobs"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, BadSizeIsAUsageError) {
+    const Result r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--cap", "12XB"});
+    EXPECT_CLEAN_FAILURE(r, 2);
+    EXPECT_NE(r.err.find("12XB"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, SizesAcceptUnits) {
+    const Result r =
+        run({"run", "--network", kSmallMlp, "--strategy", "none", "--cap", "1GiB", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CliTest, CapExceededNamesTheInstructionAndExitsWithFour) {
+    const json plan = run_json({"plan", "--network", kSmallMlp, "--strategy", "none", "--json"});
+    const uint64_t peak = plan.value("predicted_peak_bytes", uint64_t{0});
+    ASSERT_GT(peak, 0u);
+    const Result r = run(
+        {"run", "--network", kSmallMlp, "--strategy", "none", "--cap", std::to_string(peak - 1)});
+    EXPECT_CLEAN_FAILURE(r, 4);
+    EXPECT_NE(r.err.find("instruction"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    // exactly the predicted peak fits
+    const Result ok = run({"run", "--network", kSmallMlp, "--strategy", "none", "--cap",
+                           std::to_string(peak), "--json"});
+    EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST_F(CliTest, InfeasibleBudgetNamesTheSmallestFeasibleOneAndExitsWithThree) {
+    for (const char* cmd : {"run", "plan"}) {
+        SCOPED_TRACE(cmd);
+        const Result r = run({cmd, "--network", kSmallMlp, "--strategy", "sqrt-n:budget=1KiB"});
+        EXPECT_CLEAN_FAILURE(r, 3);
+        EXPECT_NE(r.err.find("budget"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("iB"), std::string::npos) << "names a size: " << r.err;
+    }
+    const Result c = run(
+        {"compare", "--network", kSmallMlp, "--strategies", "none;sqrt-n:budget=1KiB", "--json"});
+    EXPECT_EQ(c.code, 3) << c.err;
+    const auto lines = lines_of(c.out);
+    ASSERT_EQ(lines.size(), 2u) << c.out;
+    EXPECT_TRUE(json::parse(lines[0])["valid"].get<bool>());
+    const json bad = json::parse(lines[1]);
+    EXPECT_EQ(bad["status"], "infeasible");
+    EXPECT_FALSE(bad["valid"].get<bool>());
+    EXPECT_TRUE(bad.contains("error"));
+}
+
+TEST_F(CliTest, OverflowingSizeIsRefusedBeforeAllocating) {
+    const Result r =
+        run({"run", "--network", "mlp:width=2000000000,batch=2000000000", "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    const bool names_size = r.err.find("iB") != std::string::npos ||
+                            r.err.find("bytes") != std::string::npos ||
+                            r.err.find("2000000000") != std::string::npos;
+    EXPECT_TRUE(names_size) << r.err;
+}
+
+TEST_F(CliTest, NetworkLargerThanMemoryIsRefusedBeforeAllocating) {
+    const Result r =
+        run({"run", "--network", "mlp:depth=2,width=200000,batch=200000", "--strategy", "sqrt-n"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("iB"), std::string::npos) << "names the size: " << r.err;
+    EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
+}
+
+namespace {
+
+// Reads a .npy header: the shape's element count and where the data starts.
+bool npy_layout(const std::string& bytes, int64_t& numel, size_t& data_offset) {
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return false;
+    const auto major = static_cast<unsigned char>(bytes[6]);
+    size_t header_len = 0, start = 0;
+    if (major == 1) {
+        header_len = static_cast<unsigned char>(bytes[8]) |
+                     static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+        start = 10;
+    } else {
+        if (bytes.size() < 12) return false;
+        for (int i = 0; i < 4; ++i)
+            header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+        start = 12;
+    }
+    const std::string header = bytes.substr(start, header_len);
+    if (header.find("'descr': '<f4'") == std::string::npos) return false;
+    const auto open = header.find("'shape': (");
+    if (open == std::string::npos) return false;
+    const auto close = header.find(')', open);
+    std::istringstream dims(header.substr(open + 10, close - open - 10));
+    numel = 1;
+    std::string dim;
+    while (std::getline(dims, dim, ','))
+        if (dim.find_first_not_of(' ') != std::string::npos) numel *= std::stoll(dim);
+    data_offset = start + header_len;
+    return true;
+}
+
+}  // namespace
+
+TEST_F(CliTest, DumpGradsWritesOneNpyPerParameter) {
+    const fs::path out = dir_ / "grads" / "nested";
+    const json j = run_json({"run", "--network", kSmallMlp, "--strategy", "sqrt-n", "--json",
+                             "--dump-grads", out.string()});
+    ASSERT_TRUE(fs::is_directory(out));
+    uint64_t total = 0;
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(out)) {
+        SCOPED_TRACE(entry.path().string());
+        EXPECT_EQ(entry.path().extension(), ".npy");
+        const std::string bytes = read_file(entry.path());
+        int64_t numel = 0;
+        size_t offset = 0;
+        ASSERT_TRUE(npy_layout(bytes, numel, offset));
+        EXPECT_EQ(offset % 16, 0u) << "npy data is aligned";
+        EXPECT_EQ(bytes.size() - offset, static_cast<size_t>(numel) * 4);
+        total += bytes.size() - offset;
+        ++files;
+    }
+    EXPECT_GE(files, 2 * 4) << "weight and bias of every layer";
+    EXPECT_EQ(total, j.value("params", uint64_t{0})) << "one gradient per parameter byte";
+}
+
+TEST_F(CliTest, DumpGradsIntoAFileIsAClearError) {
+    const fs::path file = dir_ / "not-a-dir";
+    write_file(file, "x");
+    const Result r =
+        run({"run", "--network", kSmallMlp, "--strategy", "none", "--dump-grads", file.string()});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("not-a-dir"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, NetworkWriteFailureLeavesNoFile) {
+    const fs::path file = dir_ / "missing-dir" / "net.json";
+    const Result r = run({"network", "--network", kSmallMlp, "--out", file.string()});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_FALSE(fs::exists(file));
+}

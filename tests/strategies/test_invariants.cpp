@@ -1,0 +1,113 @@
+// The project's two invariants, for every strategy on every preset at small sizes:
+//  1. predicted peak == measured peak, to the byte (and the whole timelines agree event by event);
+//  2. parameter gradients are bitwise identical to those of `none` (CPU, fixed thread count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/executor.h"
+#include "engine/networks/presets.h"
+#include "engine/simulator.h"
+#include "strategies/strategy.h"
+
+namespace rl {
+namespace {
+
+struct Case {
+    std::string network;
+    std::string strategy;
+};
+
+std::vector<std::string> small_networks() {
+    return {"mlp:depth=6,width=16,batch=4",
+            "mlp:depth=5,width=12,batch=3,act=gelu",
+            "mlp:depth=4,width=8,batch=2,act=tanh",
+            "mlp:depth=4,width=8,batch=2,act=sigmoid",
+            "chain:l=9,width=16,batch=4",
+            "resmlp:depth=3,width=16,batch=4",
+            "transformer:layers=2,d_model=16,heads=2,seq=4,batch=2,vocab=8"};
+}
+
+std::vector<std::string> strategy_specs() {
+    std::vector<std::string> out;
+    for (const Strategy* s : strategies()) out.emplace_back(s->name());
+    out.push_back("sqrt-n:segments=2");
+    out.push_back("periodic:k=1");
+    out.push_back("periodic:k=3");
+    return out;
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    for (const auto& n : small_networks())
+        for (const auto& s : strategy_specs()) cases.push_back({n, s});
+    return cases;
+}
+
+class Invariants : public ::testing::TestWithParam<Case> {};
+
+std::vector<std::vector<float>> none_grads(const Graph& g, Backend& b, const RunData& data) {
+    const Plan none = plan_with(g, CostModel{}, Spec{"none", {}});
+    return execute(g, none.schedule, b, data).param_grads;
+}
+
+TEST_P(Invariants, PredictedPeakEqualsMeasuredAndGradientsMatchNone) {
+    const Case& c = GetParam();
+    const Graph g = load_network(c.network);
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+
+    const Plan plan = plan_with(g, costs, parse_spec(c.strategy));
+    ASSERT_NE(plan.status, PlanStatus::Infeasible) << plan.message;
+    ASSERT_NO_THROW(validate(g, plan.schedule));
+
+    const Simulation sim = simulate(g, plan.schedule, costs);
+    const Execution run = execute(g, plan.schedule, *backend, data);
+    EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
+    EXPECT_EQ(sim.peak_instruction, run.peak_instruction);
+    EXPECT_EQ(sim.activation_peak_bytes(), run.activation_peak_bytes());
+    ASSERT_EQ(sim.timeline.size(), run.timeline.size());
+    for (size_t i = 0; i < sim.timeline.size(); ++i) {
+        ASSERT_EQ(sim.timeline[i].bytes, run.timeline[i].bytes) << "event " << i;
+        ASSERT_EQ(sim.timeline[i].instruction, run.timeline[i].instruction) << "event " << i;
+    }
+
+    const auto reference = none_grads(g, *backend, data);
+    ASSERT_EQ(reference.size(), run.param_grads.size());
+    for (size_t p = 0; p < reference.size(); ++p) {
+        ASSERT_EQ(reference[p].size(), run.param_grads[p].size());
+        EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
+                                 reference[p].size() * sizeof(float)))
+            << "gradient of " << g.param(static_cast<ParamId>(p)).name << " differs";
+    }
+    EXPECT_TRUE(std::isfinite(run.loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryStrategyOnEveryPreset, Invariants, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                             std::string s = info.param.network + "__" + info.param.strategy;
+                             for (char& ch : s)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return s;
+                         });
+
+TEST(InvariantsThreads, GradientsMatchNoneWithTwoThreads) {
+    const Graph g = load_network("mlp:depth=8,width=64,batch=32");
+    auto backend = make_cpu_backend(2);
+    const RunData data = RunData::seeded(g);
+    const auto reference = none_grads(g, *backend, data);
+    const Plan plan = plan_with(g, CostModel{}, parse_spec("sqrt-n"));
+    const Execution run = execute(g, plan.schedule, *backend, data);
+    for (size_t p = 0; p < reference.size(); ++p)
+        EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
+                                 reference[p].size() * sizeof(float)));
+    set_cpu_threads(1);
+}
+
+}  // namespace
+}  // namespace rl
