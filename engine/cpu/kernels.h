@@ -7,6 +7,10 @@
 // lazy array expressions, so nothing is allocated. Parallel loops split independent output rows
 // or columns statically; no reduction's order depends on the thread count or on timing, so a
 // kernel gives bitwise the same result every time (for most kernels, for any thread count).
+// One caveat: Eigen's vectorised loops over dynamic Maps peel scalar elements up to the first
+// 64-byte boundary, and the scalar and packet paths of exp/tanh/erf and of sums round
+// differently, so results are reproducible for a given buffer alignment. The allocator hands
+// out 64-byte aligned buffers, one per tensor, so a tensor always has the same alignment.
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 GEMM packing
 // (_mm512_unpacklo_ps in gemm_pack_lhs); the pragma covers Eigen's headers only.
 #pragma GCC diagnostic push

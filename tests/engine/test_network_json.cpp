@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "engine/errors.h"
@@ -66,6 +67,13 @@ std::string load_error(const std::string& text) {
 }
 
 // The preset specs written to resources/networks/ as examples.
+// The source tree (a compile definition set by tests/CMakeLists.txt).
+std::optional<fs::path> source_dir() {
+    const fs::path src = REMATLAB_SOURCE_DIR;
+    if (fs::exists(src / "resources")) return src;
+    return std::nullopt;
+}
+
 const std::vector<std::pair<std::string, std::string>> kExamples = {
     {"tiny-mlp.json", "mlp:depth=3,width=16,batch=4"},
     {"tiny-transformer.json", "transformer:layers=1,d_model=16,heads=2,seq=4,batch=2,vocab=8"},
@@ -293,9 +301,9 @@ TEST_F(NetworkFiles, RefusesHugeFiles) {
 // The example networks in resources/networks/ are written by our writer. This test keeps them
 // current; run it with REMATLAB_UPDATE_EXAMPLES=1 to regenerate them after a format change.
 TEST(NetworkExamples, ResourceFilesAreCurrent) {
-    const char* src = std::getenv("REMATLAB_SOURCE_DIR");
-    if (!src) GTEST_SKIP() << "REMATLAB_SOURCE_DIR is not set (run through ctest)";
-    const fs::path dir = fs::path(src) / "resources" / "networks";
+    const auto src = source_dir();
+    if (!src) GTEST_SKIP() << "the source tree moved since this test was built: rebuild it";
+    const fs::path dir = *src / "resources" / "networks";
     const bool update = std::getenv("REMATLAB_UPDATE_EXAMPLES") != nullptr;
     for (const auto& [file, spec] : kExamples) {
         SCOPED_TRACE(file);
@@ -309,6 +317,19 @@ TEST(NetworkExamples, ResourceFilesAreCurrent) {
             << "stale example; run with REMATLAB_UPDATE_EXAMPLES=1";
         testing::expect_same_graph(g, load_network_file((dir / file).string()));
     }
+}
+
+TEST(NetworkExamples, DocumentationExampleLoads) {
+    const auto src = source_dir();
+    if (!src) GTEST_SKIP() << "the source tree moved since this test was built: rebuild it";
+    const std::string doc = read_text(*src / "docs" / "network-format.md");
+    const size_t begin = doc.find("```json\n");
+    ASSERT_NE(begin, std::string::npos);
+    const size_t end = doc.find("```", begin + 8);
+    ASSERT_NE(end, std::string::npos);
+    const Graph g = network_from_json(doc.substr(begin + 8, end - begin - 8), "network-format.md");
+    EXPECT_EQ(g.name(), "two-layer");
+    EXPECT_EQ(g.num_nodes(), 4);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <random>
 #include <set>
 #include <string>
@@ -23,11 +24,27 @@ namespace rl {
 namespace {
 
 using Ids = std::vector<ValueId>;
+
+// Buffers are 64-byte aligned, as the backends' allocations are: Eigen's vectorised loops peel
+// to an aligned boundary, so a kernel's rounding is reproducible for a given alignment.
+template <class T>
+struct Aligned64 {
+    using value_type = T;
+    Aligned64() = default;
+    template <class U>
+    Aligned64(const Aligned64<U>&) {}
+    T* allocate(size_t n) {
+        return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+    }
+    void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
+    bool operator==(const Aligned64&) const = default;
+};
+using Floats = std::vector<float, Aligned64<float>>;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 struct Buffer {
     DType dtype = DType::F32;
-    std::vector<float> f;
+    Floats f;
     std::vector<int32_t> i;
     const void* data() const {
         return dtype == DType::F32 ? static_cast<const void*>(f.data()) : i.data();
@@ -35,13 +52,13 @@ struct Buffer {
 };
 
 struct Grads {
-    std::map<ValueId, std::vector<float>> inputs;  // per f32 graph input
-    std::vector<std::vector<float>> params;
+    std::map<ValueId, Floats> inputs;  // per f32 graph input
+    std::vector<Floats> params;
 };
 
-std::vector<float> workspace_for(uint64_t bytes) {
+Floats workspace_for(uint64_t bytes) {
     // Garbage (NaN) content: kernels must not depend on what the workspace held before.
-    return std::vector<float>((bytes + 3) / 4, kNaN);
+    return Floats((bytes + 3) / 4, kNaN);
 }
 
 // One node under test over graph inputs, with host buffers for everything, run through the CPU
@@ -76,7 +93,7 @@ class OpCase {
     void op(OpKind k, std::vector<ValueId> ins, Attrs attrs = {}) {
         node = g.add_node("op", k, ins, std::move(attrs));
         for (ParamId p : g.node(node).params) {
-            std::vector<float> w(static_cast<size_t>(g.param(p).shape.numel()));
+            Floats w(static_cast<size_t>(g.param(p).shape.numel()));
             for (float& x : w) x = uniform();
             params.push_back(std::move(w));
         }
@@ -85,12 +102,11 @@ class OpCase {
     const Node& n() const { return g.node(node); }
     const OpDef& def() const { return op_def(n().op); }
 
-    std::vector<float> forward() {
+    Floats forward() {
         std::vector<const void*> ins;
         for (ValueId v : n().inputs) ins.push_back(values.at(v).data());
-        std::vector<float> out(static_cast<size_t>(g.output_of(node).shape.numel()), kNaN);
-        std::vector<float> ws =
-            workspace_for(def().fwd_workspace ? def().fwd_workspace(g, n()) : 0);
+        Floats out(static_cast<size_t>(g.output_of(node).shape.numel()), kNaN);
+        Floats ws = workspace_for(def().fwd_workspace ? def().fwd_workspace(g, n()) : 0);
         const std::vector<float*> ps = param_ptrs();
         backend_->forward(
             {g, n(), ins.data(), ps.data(), out.data(), ws.empty() ? nullptr : ws.data()});
@@ -100,12 +116,12 @@ class OpCase {
     // Backward with output gradient dy. Input gradient buffers start as `initial` (when given,
     // with the accumulate flag set) or as NaN (overwrite expected). A value in two input slots
     // gets one buffer; its second slot accumulates, as the executor does it.
-    Grads backward(const std::vector<float>& dy, const Grads* initial = nullptr) {
+    Grads backward(const Floats& dy, const Grads* initial = nullptr) {
         const Residuals res = def().residuals(g, n());
         std::vector<const void*> ins(n().inputs.size(), nullptr);
         for (size_t i = 0; i < ins.size(); ++i)
             if (res.reads_input(static_cast<int>(i))) ins[i] = values.at(n().inputs[i]).data();
-        std::vector<float> out;
+        Floats out;
         if (res.output) out = forward();
 
         Grads gr;
@@ -116,8 +132,8 @@ class OpCase {
             const ValueId v = n().inputs[i];
             if (g.value(v).dtype != DType::F32) continue;
             if (!gr.inputs.count(v))
-                gr.inputs[v] = initial ? initial->inputs.at(v)
-                                       : std::vector<float>(values.at(v).f.size(), kNaN);
+                gr.inputs[v] =
+                    initial ? initial->inputs.at(v) : Floats(values.at(v).f.size(), kNaN);
             gi[i] = gr.inputs[v].data();
             acc[i] = seen.count(v) ? true : initial != nullptr;
             seen.insert(v);
@@ -125,8 +141,7 @@ class OpCase {
         std::vector<float*> gp;
         for (const auto& p : params) gr.params.emplace_back(p.size(), kNaN);
         for (auto& p : gr.params) gp.push_back(p.data());
-        std::vector<float> ws =
-            workspace_for(def().bwd_workspace ? def().bwd_workspace(g, n()) : 0);
+        Floats ws = workspace_for(def().bwd_workspace ? def().bwd_workspace(g, n()) : 0);
         const std::vector<float*> ps = param_ptrs();
         backend_->backward({g, n(), ins.data(), res.output ? out.data() : nullptr, ps.data(),
                             dy.data(), gi.data(), acc, gp.data(),
@@ -135,8 +150,8 @@ class OpCase {
     }
 
     float uniform() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_); }
-    std::vector<float> random(size_t n) {
-        std::vector<float> r(n);
+    Floats random(size_t n) {
+        Floats r(n);
         for (float& x : r) x = uniform();
         return r;
     }
@@ -144,7 +159,7 @@ class OpCase {
     Graph g{"ops", 1};
     NodeId node = kNoId;
     std::map<ValueId, Buffer> values;
-    std::vector<std::vector<float>> params;
+    std::vector<Floats> params;
 
   private:
     std::vector<float*> param_ptrs() {
@@ -160,16 +175,15 @@ class OpCase {
 // Checks every input and parameter gradient against central differences of L = Σ r·y (in
 // double), with fixed random r.
 void check_gradients(OpCase& c, double eps = 1e-2, double atol = 1e-3, double rtol = 1e-2) {
-    const std::vector<float> r = c.random(c.forward().size());
+    const Floats r = c.random(c.forward().size());
     auto loss = [&] {
-        const std::vector<float> y = c.forward();
+        const Floats y = c.forward();
         double s = 0;
         for (size_t k = 0; k < y.size(); ++k) s += static_cast<double>(r[k]) * y[k];
         return s;
     };
     const Grads an = c.backward(r);
-    auto check = [&](std::vector<float>& x, const std::vector<float>& grad,
-                     const std::string& what) {
+    auto check = [&](Floats& x, const Floats& grad, const std::string& what) {
         ASSERT_EQ(x.size(), grad.size()) << what;
         for (size_t k = 0; k < x.size(); ++k) {
             const float saved = x[k];
@@ -190,13 +204,13 @@ void check_gradients(OpCase& c, double eps = 1e-2, double atol = 1e-3, double rt
 
 // Forward output against a float64 reference.
 void check_forward(OpCase& c, const std::vector<double>& want, double tol = 1e-4) {
-    const std::vector<float> y = c.forward();
+    const Floats y = c.forward();
     ASSERT_EQ(y.size(), want.size());
     for (size_t k = 0; k < y.size(); ++k)
         EXPECT_NEAR(y[k], want[k], tol * (1 + std::abs(want[k]))) << "output element " << k;
 }
 
-const std::vector<float>& data(OpCase& c, ValueId v) {
+const Floats& data(OpCase& c, ValueId v) {
     return c.values.at(v).f;
 }
 
@@ -322,8 +336,8 @@ TEST(OpGradient, LinearWithoutBias) {
     check_gradients(c);
 }
 
-std::vector<double> matmul_reference(const std::vector<float>& a, const std::vector<float>& b,
-                                     int batch, int m, int k, int n, bool tb, double alpha) {
+std::vector<double> matmul_reference(const Floats& a, const Floats& b, int batch, int m, int k,
+                                     int n, bool tb, double alpha) {
     std::vector<double> y;
     for (int q = 0; q < batch; ++q)
         for (int i = 0; i < m; ++i)
@@ -383,7 +397,7 @@ TEST(OpGradient, AddSameInputTwice) {
     OpCase c;
     const ValueId x = c.input("x", Shape{3, 4});
     c.op(OpKind::Add, {x, x});
-    const Grads gr = c.backward(std::vector<float>(12, 1.5f));
+    const Grads gr = c.backward(Floats(12, 1.5f));
     for (float v : gr.inputs.at(x)) EXPECT_EQ(v, 3.0f);
     check_gradients(c);
 }
@@ -551,7 +565,7 @@ TEST(OpForward, SoftmaxIsStableForLargeLogits) {
     const ValueId x = c.input("x", Shape{1, 3});
     c.values.at(x).f = {1000.0f, 1000.0f, -1000.0f};
     c.op(OpKind::Softmax, {x});
-    const std::vector<float> y = c.forward();
+    const Floats y = c.forward();
     EXPECT_FLOAT_EQ(y[0], 0.5f);
     EXPECT_FLOAT_EQ(y[1], 0.5f);
     EXPECT_EQ(y[2], 0.0f);
@@ -629,14 +643,14 @@ TEST(OpContract, AccumulateAddsToExistingGradient) {
         SCOPED_TRACE(m.name);
         OpCase c;
         m.build(c);
-        const std::vector<float> dy = c.random(c.forward().size());
+        const Floats dy = c.random(c.forward().size());
         const Grads fresh = c.backward(dy);
         Grads initial;
         for (const auto& [v, g] : fresh.inputs) initial.inputs[v] = c.random(g.size());
         const Grads summed = c.backward(dy, &initial);
         for (const auto& [v, g] : fresh.inputs) {
-            const std::vector<float>& got = summed.inputs.at(v);
-            const std::vector<float>& before = initial.inputs.at(v);
+            const Floats& got = summed.inputs.at(v);
+            const Floats& before = initial.inputs.at(v);
             for (size_t k = 0; k < g.size(); ++k) {
                 ASSERT_FALSE(std::isnan(g[k])) << "overwrite left element " << k << " unwritten";
                 EXPECT_NEAR(got[k], before[k] + g[k], 1e-5f * (1 + std::abs(g[k]))) << k;
@@ -653,7 +667,7 @@ TEST(OpContract, NullGradientSlotsAreSkipped) {
     OpCase c;
     const ValueId x = c.input("x", Shape{4, 6});
     c.op(OpKind::Linear, {x}, {{"out_features", int64_t{3}}});
-    std::vector<float> dy = c.random(12), dw(18, kNaN), db(3, kNaN);
+    Floats dy = c.random(12), dw(18, kNaN), db(3, kNaN);
     const void* ins[] = {data(c, x).data()};
     float* ps[] = {c.params[0].data(), c.params[1].data()};
     float* gi[] = {nullptr};
@@ -701,9 +715,9 @@ TEST(OpContract, RepeatedRunsAreBitwiseIdentical) {
         OpCase c;
         build(c);
         SCOPED_TRACE(std::string(op_name(c.n().op)));
-        const std::vector<float> y1 = c.forward(), y2 = c.forward();
+        const Floats y1 = c.forward(), y2 = c.forward();
         ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
-        const std::vector<float> dy = c.random(y1.size());
+        const Floats dy = c.random(y1.size());
         const Grads g1 = c.backward(dy), g2 = c.backward(dy);
         for (const auto& [v, g] : g1.inputs)
             EXPECT_EQ(std::memcmp(g.data(), g2.inputs.at(v).data(), g.size() * 4), 0);
