@@ -139,12 +139,37 @@ void Graph::finalize() {
             throw Error("input '" + values_[static_cast<size_t>(in)].name + "' is never used");
     if (params_.empty())
         throw Error("network '" + name_ + "' has no parameters, so there is nothing to train");
+    check_total_bytes();
     for (Node& node : nodes_) {
         bool rg = !node.params.empty();
         for (ValueId in : node.inputs) rg = rg || values_[static_cast<size_t>(in)].requires_grad;
         values_[static_cast<size_t>(node.output)].requires_grad = rg;
     }
     finalized_ = true;
+}
+
+// Every peak is a sum of tensor sizes: refuse a network whose tensors and their gradients do not
+// add up well inside 64 bits, naming the largest tensor, before anything is planned or allocated.
+void Graph::check_total_bytes() const {
+    constexpr uint64_t kLimit = uint64_t{1} << 62;
+    uint64_t total = 0, largest = 0;
+    std::string largest_name, largest_type;
+    auto add = [&](const std::string& name, DType t, const Shape& shape, uint64_t bytes) {
+        total = bytes > kLimit / 2 || total > kLimit ? kLimit + 1 : total + 2 * bytes;
+        if (bytes > largest) {
+            largest = bytes;
+            largest_name = name;
+            largest_type = format_type(t, shape);
+        }
+    };
+    for (const Param& p : params_) add(p.name, DType::F32, p.shape, p.bytes);
+    for (const Value& v : values_) add(v.name, v.dtype, v.shape, v.bytes);
+    if (total <= kLimit) return;
+    throw Error("network '" + name_ +
+                "' is too large: its tensors and their gradients add up to more than 2^62 "
+                "bytes; the largest, '" +
+                largest_name + "' " + largest_type + ", alone takes " + std::to_string(largest) +
+                " bytes; use smaller sizes");
 }
 
 std::optional<ValueId> Graph::find_value(std::string_view name) const {

@@ -107,6 +107,8 @@ class Graph {
     double forward_flops() const;
 
   private:
+    void check_total_bytes() const;
+
     std::string name_;
     uint64_t seed_;
     bool finalized_ = false;

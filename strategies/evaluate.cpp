@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "engine/backend.h"
 #include "engine/errors.h"
@@ -20,7 +21,14 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// What a new allocation can get without swapping: MemAvailable (free memory plus reclaimable
+// caches), else free physical pages.
 uint64_t available_memory() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key, unit;
+    uint64_t kib = 0;
+    while (meminfo >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0) return UINT64_MAX;
     return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);

@@ -83,60 +83,6 @@ const std::atomic<bool>* cancel_on_interrupt() {
     return &g_interrupted;
 }
 
-uint64_t saturating_add(uint64_t a, uint64_t b) {
-    return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
-                                                        : a + b;
-}
-
-// Memory the kernel says a new allocation can get without swapping: MemAvailable (free memory
-// plus reclaimable caches), else free physical pages.
-uint64_t available_memory_bytes() {
-    std::ifstream meminfo("/proc/meminfo");
-    std::string key;
-    uint64_t kib = 0;
-    std::string unit;
-    while (meminfo >> key >> kib >> unit)
-        if (key == "MemAvailable:") return kib * 1024;
-    const long pages = sysconf(_SC_AVPHYS_PAGES);
-    const long page_size = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page_size <= 0) return std::numeric_limits<uint64_t>::max();
-    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-}
-
-uint64_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page_size = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page_size <= 0) return std::numeric_limits<uint64_t>::max();
-    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-}
-
-// Refuses, before anything is allocated, a run that cannot fit in this machine's memory. Every
-// executed strategy is checked against `none` (the Evaluator runs it as the gradient reference),
-// so none's predicted peak is what must fit, plus the host copies of parameters, inputs and the
-// reference and measured gradients.
-void check_fits_in_memory(const Graph& g, const std::string& network) {
-    const CostModel no_costs;  // the peak does not depend on costs
-    const Plan reference = plan_with(g, CostModel::analytic(g, DeviceRates{}), Spec{"none", {}});
-    SimulateOptions so;
-    so.record_timeline = false;
-    const Simulation sim = simulate(g, reference.schedule, no_costs, so);
-    uint64_t host_copies = saturating_add(g.param_bytes(), g.input_bytes());
-    host_copies = saturating_add(host_copies, g.param_bytes());  // reference gradients
-    host_copies = saturating_add(host_copies, g.param_bytes());  // measured gradients
-    const uint64_t need = saturating_add(sim.peak_bytes, host_copies);
-    const uint64_t available = std::min(available_memory_bytes(), physical_memory_bytes());
-    if (need <= available) return;
-    throw Error("network '" + network + "' needs about " + format_bytes(need) + " (" +
-                std::to_string(need) + " bytes: a predicted peak of " +
-                format_bytes(sim.peak_bytes) + " under 'none', the gradient reference every run " +
-                "is checked against, plus " + format_bytes(host_copies) +
-                " of host copies of parameters, inputs and gradients), but only " +
-                format_bytes(available) +
-                " of physical memory is available; choose a smaller network (fewer layers, a " +
-                "smaller width or batch), or use `rematlab-cli plan` to inspect it without " +
-                "running it");
-}
-
 // Parses a strategy spec and checks it against the strategy's schema, so that a typo fails
 // before any long work.
 Spec checked_strategy(const std::string& text) {
@@ -214,7 +160,6 @@ int run_command(const RunOptions& opt) {
     Graph g = load_network(opt.network);
     const Spec spec = checked_strategy(opt.strategy);
     if (!opt.dump_grads.empty()) prepare_directory(opt.dump_grads);
-    check_fits_in_memory(g, opt.network);
 
     auto bar = progress_bar(opt.json);
     EvaluateOptions eo;
@@ -227,7 +172,7 @@ int run_command(const RunOptions& opt) {
     Evaluator ev(g, opt.network, eo);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
-    if (bar) bar->begin(opt.strategy);
+    if (bar) bar->begin(opt.strategy, opt.repeat);
     Evaluation e = ev.evaluate(spec);
     if (bar) bar->clear();
 
@@ -285,7 +230,6 @@ int compare_command(const CompareOptions& opt) {
     if (texts.empty()) throw Error("--strategies: the list is empty; give at least one strategy");
     std::vector<Spec> specs;
     for (const auto& t : texts) specs.push_back(checked_strategy(t));
-    check_fits_in_memory(g, opt.network);
 
     auto bar = progress_bar(opt.json);
     EvaluateOptions eo;
@@ -306,7 +250,7 @@ int compare_command(const CompareOptions& opt) {
     });
     if (!none_listed) {
         try {
-            if (bar) bar->begin("none (baseline)");
+            if (bar) bar->begin("none (baseline)", opt.repeat);
             hidden_baseline = ev.evaluate(Spec{"none", {}});
         } catch (const Error&) {
             // Reported with the listed strategies, which hit the same problem.
@@ -320,7 +264,10 @@ int compare_command(const CompareOptions& opt) {
         CompareRow row;
         row.strategy = texts[i];
         try {
-            if (bar) bar->begin(texts[i]);
+            if (bar)
+                bar->begin(texts[i] + " (" + std::to_string(i + 1) + "/" +
+                               std::to_string(specs.size()) + ")",
+                           opt.repeat);
             Evaluation e = ev.evaluate(specs[i]);
             if (e.plan.status == PlanStatus::Infeasible) {
                 row.status = "infeasible";

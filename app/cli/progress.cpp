@@ -26,8 +26,9 @@ bool ProgressBar::wanted() {
     return isatty(STDERR_FILENO) == 1;
 }
 
-void ProgressBar::begin(const std::string& label, long expected_instructions) {
+void ProgressBar::begin(const std::string& label, int runs, long expected_instructions) {
     label_ = label;
+    runs_ = runs;
     expected_ = expected_instructions;
     last_index_ = -1;
     longest_run_ = 0;
@@ -36,7 +37,7 @@ void ProgressBar::begin(const std::string& label, long expected_instructions) {
 
 void ProgressBar::on_instruction(long index, uint64_t live_bytes, double /*elapsed_ms*/) {
     if (index <= last_index_ || run_ == 0) {
-        // A new execution began (the `none` reference, a repeat, or the strategy itself).
+        // A new execution began (the next repeat).
         longest_run_ = std::max(longest_run_, last_index_ + 1);
         ++run_;
     }
@@ -53,8 +54,9 @@ void ProgressBar::draw(long index, uint64_t live_bytes) {
         static_cast<int>(static_cast<double>(index + 1) / static_cast<double>(total) * kBarWidth);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(kBarWidth, '.');
-    std::fprintf(stderr, "\r\033[K%s  run %d  [%s] %ld/%ld  live %s", label_.c_str(), run_,
-                 bar.c_str(), index + 1, total, format_bytes(live_bytes).c_str());
+    std::fprintf(stderr, "\r\033[K%s  run %d/%d  [%s] %ld/%ld  live %s", label_.c_str(), run_,
+                 std::max(run_, runs_), bar.c_str(), index + 1, total,
+                 format_bytes(live_bytes).c_str());
     std::fflush(stderr);
     drawn_ = true;
 }

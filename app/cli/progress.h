@@ -17,8 +17,9 @@ class ProgressBar : public ExecutionObserver {
     ProgressBar(const ProgressBar&) = delete;
     ProgressBar& operator=(const ProgressBar&) = delete;
 
-    // What runs next (a strategy name) and its schedule length when known (0: unknown).
-    void begin(const std::string& label, long expected_instructions = 0);
+    // What runs next (a strategy name), how many times (--repeat), and its schedule length when
+    // known (0: learnt from the first run).
+    void begin(const std::string& label, int runs, long expected_instructions = 0);
     void on_instruction(long index, uint64_t live_bytes, double elapsed_ms) override;
     // Erases the bar.
     void clear();
@@ -33,7 +34,7 @@ class ProgressBar : public ExecutionObserver {
     long expected_ = 0;
     long last_index_ = -1;
     long longest_run_ = 0;
-    int run_ = 0;
+    int run_ = 0, runs_ = 1;
     bool drawn_ = false;
     std::chrono::steady_clock::time_point start_, last_draw_;
 };
