@@ -221,10 +221,12 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     result.instruction_ms.resize(s.size());
 
     auto cap_context = [&](long i, const CapExceeded& e) {
-        return CapExceeded("memory cap exceeded at instruction " + std::to_string(i) +
+        return CapExceeded("memory cap exceeded " +
                            (i >= 0 && static_cast<size_t>(i) < s.size()
-                                ? " (" + describe(g, s.code[static_cast<size_t>(i)]) + ")"
-                                : std::string()) +
+                                ? "at instruction " + std::to_string(i) + " (" +
+                                      describe(g, s.code[static_cast<size_t>(i)]) + ")"
+                                : std::string("before the first instruction, while loading the "
+                                              "parameters and inputs")) +
                            ": " + e.what() +
                            "; raise the cap or choose a strategy with a lower peak");
     };

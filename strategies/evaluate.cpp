@@ -40,15 +40,26 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     : g_(g), network_spec_(std::move(network_spec)), opt_(opt) {
     set_cpu_threads(opt_.threads);
     opt_.repeat = std::max(opt_.repeat, 1);
-    // Refuse before allocating anything: even plain backprop's parameters and inputs must fit.
-    const uint64_t floor = g.param_bytes() * 2 + g.input_bytes();
-    if (opt_.execute && floor > available_memory())
-        throw Error("network '" + network_spec_ + "' needs at least " + format_bytes(floor) + " (" +
-                    std::to_string(floor) +
-                    " bytes) for parameters, their gradients and "
-                    "inputs, but only " +
-                    format_bytes(available_memory()) +
-                    " of memory is available; use smaller sizes");
+    if (opt_.execute) {
+        // Refuse before allocating anything. Every strategy's gradients are checked against a
+        // run of `none`, so none's peak must fit, plus the host copies of parameters, inputs and
+        // two sets of gradients (graph sizes are bounded by 2^62 bytes in Graph::finalize).
+        SimulateOptions so;
+        so.record_timeline = false;
+        const Plan none = plan_with(g, CostModel{}, Spec{"none", {}});
+        const uint64_t none_peak = simulate(g, none.schedule, CostModel{}, so).peak_bytes;
+        const uint64_t host = 3 * g.param_bytes() + g.input_bytes();
+        const uint64_t need = none_peak + host, available = available_memory();
+        if (need > available)
+            throw Error(
+                "network '" + network_spec_ + "' needs about " + format_bytes(need) + " (" +
+                std::to_string(need) + " bytes: a predicted peak of " + format_bytes(none_peak) +
+                " under 'none', the gradient reference of every run, plus " + format_bytes(host) +
+                " of host copies of parameters, inputs and gradients), but only " +
+                format_bytes(available) +
+                " of memory is available; use smaller sizes, or `rematlab-cli plan` to "
+                "inspect it without running it");
+    }
     if (opt_.execute) {
         auto backend = make_cpu_backend(opt_.threads);
         costs_ = CostModel::profiled(g, *backend);

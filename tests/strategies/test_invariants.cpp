@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct Case {
     std::string network;
     std::string strategy;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.network << " / " << c.strategy; }
 
 std::vector<std::string> small_networks() {
     return {"mlp:depth=6,width=16,batch=4",
