@@ -98,6 +98,27 @@ int main(int argc, char** argv) {
     compare->add_option("--cap", cmp_cap, "memory cap (e.g. 512MiB) for every run")->check(kSize);
     compare->add_flag("--json", cmp_opt.json, "print one JSON object per strategy, one per line");
 
+    SweepOptions sweep_opt;
+    std::vector<std::string> sweep_budgets;
+    auto* sweep = app.add_subcommand(
+        "sweep", "trace each strategy's memory/compute curve: budgets, or its own parameter range");
+    sweep->add_option("--network,-n", sweep_opt.network, network_help)->required();
+    sweep->add_option("--strategies,-s", sweep_opt.strategies,
+                      "strategy specs separated by ';' or ','; default: all");
+    sweep
+        ->add_option("--budgets", sweep_opt.budgets,
+                     "points of a budget sweep, from the smallest feasible budget to none's peak")
+        ->check(CLI::Range(1, 10000))
+        ->capture_default_str();
+    sweep->add_option("--budget-list", sweep_budgets, "explicit budgets (e.g. 1MiB,2MiB)")
+        ->delimiter(',')
+        ->check(kSize);
+    sweep->add_flag("--execute", sweep_opt.execute, "also run every point and measure it");
+    sweep->add_option("--threads,-t", sweep_opt.threads, "CPU threads for the kernels")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    sweep->add_option("--out,-o", sweep_opt.out, "write the points to FILE.csv or FILE.json");
+
     auto* list_strategies =
         app.add_subcommand("strategies", "list the strategies and their parameters");
     auto* list_networks =
@@ -122,6 +143,8 @@ int main(int argc, char** argv) {
         cmp_opt.cap = size_or_zero(cmp_cap);
         if (run->parsed()) return run_command(run_opt);
         if (plan->parsed()) return plan_command(plan_opt);
+        for (const auto& b : sweep_budgets) sweep_opt.budget_list.push_back(rl::parse_bytes(b));
+        if (sweep->parsed()) return sweep_command(sweep_opt);
         if (compare->parsed()) return compare_command(cmp_opt);
         if (list_strategies->parsed()) return strategies_command();
         if (list_networks->parsed()) return networks_command();

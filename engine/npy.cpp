@@ -1,14 +1,12 @@
 #include "engine/npy.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 
+#include "engine/atomic_file.h"
 #include "engine/errors.h"
 
 namespace rl {
@@ -29,12 +27,6 @@ std::string header_dict(const Shape& shape) {
     }
     if (shape.dims.size() == 1) dims += ",";
     return "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
-}
-
-// A temporary name beside `path`, unique per process and call.
-std::string temp_path_for(const std::string& path) {
-    static std::atomic<unsigned> counter{0};
-    return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
@@ -75,32 +67,12 @@ void write_npy(const std::string& path, const float* data, const Shape& shape) {
     header += '\n';
     if (header.size() > 65535) fail(path, "the shape is too long for a .npy 1.0 header");
 
-    const std::string tmp = temp_path_for(path);
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) fail(path, std::string("cannot create the file: ") + std::strerror(errno));
-        const auto len = static_cast<uint16_t>(header.size());
-        const char prefix[] = {1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-        out.write(kMagic, kMagicLen);
-        out.write(prefix, sizeof prefix);
-        out.write(header.data(), static_cast<std::streamsize>(header.size()));
-        out.write(
-            reinterpret_cast<const char*>(data),
-            static_cast<std::streamsize>(numel) * static_cast<std::streamsize>(sizeof(float)));
-        out.close();
-        if (!out) {
-            std::error_code ec;
-            std::filesystem::remove(tmp, ec);
-            fail(path, "writing failed (disk full or no permission?)");
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        fail(path, "cannot move the written file into place: " + ec.message());
-    }
+    const auto len = static_cast<uint16_t>(header.size());
+    const char prefix[] = {1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    write_file_atomically(
+        path, {std::string_view(kMagic, kMagicLen), std::string_view(prefix, sizeof prefix), header,
+               std::string_view(reinterpret_cast<const char*>(data),
+                                static_cast<size_t>(numel) * sizeof(float))});
 }
 
 std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {

@@ -9,5 +9,6 @@ namespace rl {
 std::unique_ptr<Strategy> make_none_strategy();
 std::unique_ptr<Strategy> make_sqrt_n_strategy();
 std::unique_ptr<Strategy> make_periodic_strategy();
+std::unique_ptr<Strategy> make_revolve_strategy();
 
 }  // namespace rl

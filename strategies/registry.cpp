@@ -30,6 +30,7 @@ std::vector<std::unique_ptr<Strategy>>& registry() {
         r.push_back(make_none_strategy());
         r.push_back(make_sqrt_n_strategy());
         r.push_back(make_periodic_strategy());
+        r.push_back(make_revolve_strategy());
     });
     return r;
 }
@@ -57,6 +58,12 @@ const Strategy& find_strategy(std::string_view name) {
     }
     throw Error("unknown strategy '" + std::string(name) + "'; valid strategies: " + names +
                 " (see `rematlab-cli strategies`)");
+}
+
+bool is_budgeted(const Strategy& s) {
+    for (const ParamSpec& p : s.schema())
+        if (p.key == "budget" && p.type == ParamType::Bytes) return true;
+    return false;
 }
 
 Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec) {

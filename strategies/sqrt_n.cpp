@@ -66,6 +66,22 @@ class SqrtNStrategy final : public Strategy {
         };
     }
 
+    // Segment counts from 1 (no checkpoint) to one segment per boundary, thinned to about 24
+    // points spread geometrically.
+    std::vector<Spec> sweep_range(const Graph& g) const override {
+        const int n = static_cast<int>(segment_boundaries(g).size()) + 1;
+        std::vector<Spec> out;
+        int last = 0;
+        for (double k = 1; k <= n; k *= 1.2) {
+            const int segments = static_cast<int>(std::lround(k));
+            if (segments == last) continue;
+            last = segments;
+            out.push_back(Spec{"sqrt-n", {{"segments", std::to_string(segments)}}});
+        }
+        if (last != n) out.push_back(Spec{"sqrt-n", {{"segments", std::to_string(n)}}});
+        return out;
+    }
+
     Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const override {
         const std::vector<NodeId> candidates = segment_boundaries(g);
         Plan p;

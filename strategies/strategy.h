@@ -36,7 +36,17 @@ class Strategy {
     virtual std::string_view about() const = 0;
     virtual ParamSchema schema() const = 0;
     virtual Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const = 0;
+    // For a sweep of a strategy without a `budget` parameter: the parameter settings that trace
+    // its own memory/compute trade-off on `g` (sqrt-n's segment counts, periodic's k, every
+    // policy). Budgeted strategies are swept over budgets instead; the default is no range.
+    virtual std::vector<Spec> sweep_range(const Graph& g) const {
+        (void)g;
+        return {};
+    }
 };
+
+// Whether a strategy takes a byte budget (a `budget` parameter of type Bytes).
+bool is_budgeted(const Strategy& s);
 
 // --- registry ---
 void register_strategy(std::unique_ptr<Strategy> s);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,11 +17,13 @@
 
 #include "cli/progress.h"
 #include "cli/report.h"
+#include "engine/atomic_file.h"
 #include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
 #include "engine/units.h"
 #include "strategies/evaluate.h"
+#include "strategies/sweep.h"
 
 namespace rl::cli {
 
@@ -347,6 +351,125 @@ int network_command(const NetworkOptions& opt) {
     save_network_file(g, opt.out);
     std::cout << "wrote " << opt.out << ": network '" << g.name() << "', " << g.num_nodes()
               << " nodes, parameters " << format_bytes(g.param_bytes()) << '\n';
+    return kExitOk;
+}
+
+namespace {
+
+std::string csv_escape(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+std::string fixed(double v, int digits = 3) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string ends_with_lower(const std::string& path) {
+    const auto dot = path.rfind('.');
+    std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return ext;
+}
+
+}  // namespace
+
+int sweep_command(const SweepOptions& opt) {
+    const std::string ext = opt.out.empty() ? "" : ends_with_lower(opt.out);
+    if (!opt.out.empty() && ext != "csv" && ext != "json")
+        throw Error("--out '" + opt.out + "': the file must end in .csv or .json");
+    Graph g = load_network(opt.network);
+    std::vector<std::string> texts;
+    if (opt.strategies.empty()) {
+        for (const Strategy* s : strategies()) texts.emplace_back(s->name());
+    } else {
+        texts = split_strategy_list(opt.strategies);
+    }
+    std::vector<Spec> specs;
+    for (const auto& t : texts) specs.push_back(checked_strategy(t));
+
+    EvaluateOptions eo;
+    eo.threads = opt.threads;
+    eo.execute = opt.execute;
+    eo.cancel = cancel_on_interrupt();
+    Evaluator ev(g, opt.network, eo);
+    const ReportContext ctx = context_for(g, opt.network, ev.costs(), opt.threads, 1, 0);
+    rl::SweepOptions so;
+    so.budgets = opt.budgets;
+    so.budget_list = opt.budget_list;
+
+    std::vector<SweepPoint> points;
+    for (const Spec& spec : specs) {
+        if (ProgressBar::wanted())
+            std::fprintf(stderr, "sweeping %s...\n", format_spec(spec).c_str());
+        for (SweepPoint& p : sweep(g, ev, spec, so)) points.push_back(std::move(p));
+    }
+
+    std::string csv =
+        "strategy,budget,status,predicted_peak_bytes,predicted_activation_peak_bytes,"
+        "predicted_recompute_ms,predicted_total_ms,measured_peak_bytes,activation_peak_bytes,"
+        "recompute_ms,total_ms,grads_bitwise_equal_to_none\n";
+    std::string json = "[\n";
+    std::string table;
+    char line[512];
+    std::snprintf(line, sizeof line, "%-36s %12s %-10s %12s %12s %12s %12s %12s %5s\n", "strategy",
+                  "budget", "status", "pred. peak", "pred. recomp", "pred. total", "meas. peak",
+                  "meas. recomp", "grads");
+    table += line;
+    table += std::string(std::strlen(line) - 1, '-') + "\n";
+    for (size_t i = 0; i < points.size(); ++i) {
+        const Evaluation& e = points[i].eval;
+        const bool ok = e.plan.status != PlanStatus::Infeasible;
+        const std::string budget = points[i].budget ? std::to_string(*points[i].budget) : "";
+        const std::string status = plan_status_name(e.plan.status);
+        csv += csv_escape(e.strategy) + "," + budget + "," + status + ",";
+        if (ok) {
+            csv += std::to_string(e.predicted.peak_bytes) + "," +
+                   std::to_string(e.predicted.activation_peak_bytes()) + "," +
+                   fixed(e.predicted.recompute_ms, 6) + "," + fixed(e.predicted.total_ms(), 6);
+        } else {
+            csv += ",,,";
+        }
+        csv += ",";
+        if (e.measured)
+            csv += std::to_string(e.measured->peak_bytes) + "," +
+                   std::to_string(e.measured->activation_peak_bytes()) + "," +
+                   fixed(e.measured->recompute_ms, 6) + "," + fixed(e.measured->total_ms, 6) + "," +
+                   (e.grads_bitwise_equal_to_none ? "true" : "false");
+        else
+            csv += ",,,,";
+        csv += "\n";
+        json += "  " + (ok ? evaluation_json(ctx, e)
+                           : failure_json(ctx, CompareRow{e.strategy, std::nullopt, "infeasible",
+                                                          e.plan.message, kExitInfeasible,
+                                                          e.plan.min_feasible_budget}));
+        json += i + 1 < points.size() ? ",\n" : "\n";
+        std::snprintf(line, sizeof line, "%-36s %12s %-10s %12s %12s %12s %12s %12s %5s\n",
+                      e.strategy.c_str(),
+                      points[i].budget ? format_bytes(*points[i].budget).c_str() : "",
+                      status.c_str(), ok ? format_bytes(e.predicted.peak_bytes).c_str() : "",
+                      ok ? fixed(e.predicted.recompute_ms).c_str() : "",
+                      ok ? fixed(e.predicted.total_ms()).c_str() : "",
+                      e.measured ? format_bytes(e.measured->peak_bytes).c_str() : "",
+                      e.measured ? fixed(e.measured->recompute_ms).c_str() : "",
+                      e.measured ? (e.grads_bitwise_equal_to_none ? "yes" : "NO") : "");
+        table += line;
+    }
+    json += "]\n";
+    if (opt.out.empty()) {
+        std::cout << opt.network << ": " << points.size() << " points (times in ms, "
+                  << (opt.execute ? "predicted and measured"
+                                  : "predicted; add --execute to run them")
+                  << ")\n\n"
+                  << table << std::flush;
+    } else {
+        write_file_atomically(opt.out, {ext == "csv" ? csv : json});
+        std::cout << "wrote " << points.size() << " points to " << opt.out << "\n";
+    }
     return kExitOk;
 }
 

@@ -60,7 +60,18 @@ struct NetworkOptions {
     std::string out;  // "" = print the JSON to stdout
 };
 
+struct SweepOptions {
+    std::string network;
+    std::string strategies;  // "" = every registered strategy
+    int budgets = 12;
+    std::vector<uint64_t> budget_list;  // bytes; overrides `budgets`
+    bool execute = false;
+    int threads = 1;
+    std::string out;  // .csv or .json; "" = a table on stdout
+};
+
 int run_command(const RunOptions& opt);
+int sweep_command(const SweepOptions& opt);
 int plan_command(const PlanOptions& opt);
 int compare_command(const CompareOptions& opt);
 int strategies_command();

@@ -1,9 +1,6 @@
 #include "engine/networks/network_json.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +9,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "engine/atomic_file.h"
 #include "engine/errors.h"
 #include "engine/ops/op.h"
 
@@ -345,11 +343,6 @@ void emit(const Json& j, int depth, std::string& out) {
     out += j.is_object() ? '}' : ']';
 }
 
-std::string temp_path_for(const std::string& path) {
-    static std::atomic<unsigned> counter{0};
-    return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
-
 }  // namespace
 
 Graph network_from_json(const std::string& text, const std::string& origin) {
@@ -394,26 +387,7 @@ std::string network_to_json(const Graph& g) {
 }
 
 void save_network_file(const Graph& g, const std::string& path) {
-    const std::string text = network_to_json(g);
-    const std::string tmp = temp_path_for(path);
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error("cannot write network file '" + path + "': " + std::strerror(errno));
-        out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        out.close();
-        if (!out) {
-            std::error_code ec;
-            std::filesystem::remove(tmp, ec);
-            throw Error("writing network file '" + path + "' failed (disk full or no permission?)");
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        throw Error("cannot write network file '" + path + "': " + ec.message());
-    }
+    write_file_atomically(path, {network_to_json(g)});
 }
 
 }  // namespace rl
