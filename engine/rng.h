@@ -33,4 +33,27 @@ constexpr uint64_t stable_hash(std::string_view s) {
     return h;
 }
 
+// The index-th number of the stream `key`, computed directly (SplitMix64's output function of
+// key + (index + 1)·γ, the state it would reach after index + 1 steps). Counter-based, so any
+// element's draw is a function of (key, index) alone: dropout recomputes its mask from it.
+constexpr uint64_t counter_hash(uint64_t key, uint64_t index) {
+    uint64_t z = key + (index + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Dropout's mask: element `index` of the node keyed by dropout_key(graph seed, node name) is
+// kept when the top 24 bits of its hash are at least dropout_threshold(p), so with probability
+// 1 - threshold / 2^24 (p rounded to a multiple of 2^-24).
+constexpr uint64_t dropout_key(uint64_t seed, std::string_view node_name) {
+    return counter_hash(seed, 0) ^ stable_hash(node_name);
+}
+constexpr uint32_t dropout_threshold(double p) {
+    return static_cast<uint32_t>(p * 16777216.0 + 0.5);
+}
+constexpr bool dropout_keeps(uint64_t key, uint64_t index, uint32_t threshold) {
+    return (counter_hash(key, index) >> 40) >= threshold;
+}
+
 }  // namespace rl

@@ -50,6 +50,16 @@ constexpr std::array<Kernels, kNumOpKinds> kTable = [] {
     t[index(OpKind::Transpose)] = {transpose_forward, transpose_backward};
     t[index(OpKind::SumSquares)] = {sum_squares_forward, sum_squares_backward};
     t[index(OpKind::CrossEntropy)] = {cross_entropy_forward, cross_entropy_backward};
+    t[index(OpKind::Sin)] = {sin_forward, sin_backward};
+    t[index(OpKind::Cos)] = {cos_forward, cos_backward};
+    t[index(OpKind::Conv2d)] = {conv2d_forward, conv2d_backward};
+    t[index(OpKind::MaxPool2d)] = {maxpool2d_forward, maxpool2d_backward};
+    t[index(OpKind::AvgPool2d)] = {avgpool2d_forward, avgpool2d_backward};
+    t[index(OpKind::BatchNorm)] = {batchnorm_forward, batchnorm_backward};
+    t[index(OpKind::UpsampleNearest2d)] = {upsample_nearest2d_forward, upsample_nearest2d_backward};
+    t[index(OpKind::Concat)] = {concat_forward, concat_backward};
+    t[index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
+    t[index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
     return t;
 }();
 

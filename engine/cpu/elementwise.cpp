@@ -116,4 +116,47 @@ void sigmoid_backward(const BackwardCall& c) {
                    [](const auto& dy, const auto& y) { return dy * y * (1.0f - y); });
 }
 
+// sin and cos as plain std:: loops: Eigen's AVX-512 sin/cos packets trip a false GCC 12
+// -Wuninitialized inside <avx512fintrin.h>, and these ops are not on any hot path.
+template <class F>
+void pointwise_forward(const ForwardCall& c, F&& f) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        for (int64_t i = s; i < s + n; ++i) y[i] = f(x[i]);
+    });
+}
+
+// dX (+)= dY · f'(x), with f' computed from the input.
+template <class D>
+void pointwise_backward(const BackwardCall& c, D&& derivative) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const float* x = as_f32(c.inputs[0]);
+    const float* dy = c.grad_output;
+    const bool acc = c.accumulate[0];
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        if (acc)
+            for (int64_t i = s; i < s + n; ++i) dx[i] += dy[i] * derivative(x[i]);
+        else
+            for (int64_t i = s; i < s + n; ++i) dx[i] = dy[i] * derivative(x[i]);
+    });
+}
+
+void sin_forward(const ForwardCall& c) {
+    pointwise_forward(c, [](float x) { return std::sin(x); });
+}
+
+void sin_backward(const BackwardCall& c) {
+    pointwise_backward(c, [](float x) { return std::cos(x); });
+}
+
+void cos_forward(const ForwardCall& c) {
+    pointwise_forward(c, [](float x) { return std::cos(x); });
+}
+
+void cos_backward(const BackwardCall& c) {
+    pointwise_backward(c, [](float x) { return -std::sin(x); });
+}
+
 }  // namespace rl::cpu

@@ -96,6 +96,10 @@ void tanh_forward(const ForwardCall& c);
 void tanh_backward(const BackwardCall& c);
 void sigmoid_forward(const ForwardCall& c);
 void sigmoid_backward(const BackwardCall& c);
+void sin_forward(const ForwardCall& c);
+void sin_backward(const BackwardCall& c);
+void cos_forward(const ForwardCall& c);
+void cos_backward(const BackwardCall& c);
 
 void layernorm_forward(const ForwardCall& c);
 void layernorm_backward(const BackwardCall& c);
@@ -111,5 +115,22 @@ void sum_squares_forward(const ForwardCall& c);
 void sum_squares_backward(const BackwardCall& c);
 void cross_entropy_forward(const ForwardCall& c);
 void cross_entropy_backward(const BackwardCall& c);
+
+void conv2d_forward(const ForwardCall& c);  // conv.cpp
+void conv2d_backward(const BackwardCall& c);
+void maxpool2d_forward(const ForwardCall& c);  // pool.cpp
+void maxpool2d_backward(const BackwardCall& c);
+void avgpool2d_forward(const ForwardCall& c);
+void avgpool2d_backward(const BackwardCall& c);
+void upsample_nearest2d_forward(const ForwardCall& c);
+void upsample_nearest2d_backward(const BackwardCall& c);
+void batchnorm_forward(const ForwardCall& c);  // batchnorm.cpp
+void batchnorm_backward(const BackwardCall& c);
+void concat_forward(const ForwardCall& c);  // tensor_ops.cpp
+void concat_backward(const BackwardCall& c);
+void flatten_forward(const ForwardCall& c);
+void flatten_backward(const BackwardCall& c);
+void dropout_forward(const ForwardCall& c);
+void dropout_backward(const BackwardCall& c);
 
 }  // namespace rl::cpu

@@ -1,6 +1,7 @@
 #include "engine/networks/presets.h"
 
 #include <cmath>
+#include <map>
 
 #include "engine/errors.h"
 #include "engine/networks/network_json.h"
@@ -183,6 +184,264 @@ Graph build_transformer(const Spec& spec, const ParamValues& v) {
     return g;
 }
 
+// --- convolutional networks (NCHW) ---------------------------------------------------------
+
+ParamSpec choice_param(std::string key, std::string def, std::string help,
+                       std::vector<std::string> choices) {
+    ParamSpec p;
+    p.key = std::move(key);
+    p.type = ParamType::Choice;
+    p.default_value = std::move(def);
+    p.help = std::move(help);
+    p.choices = std::move(choices);
+    return p;
+}
+
+// Adds the layers of a CNN with the conventional tags: "dot" first on conv2d and linear, then
+// the node's block (or "stem"/"head"), then its roles.
+class Cnn {
+  public:
+    explicit Cnn(Graph& g) : g_(g) {}
+
+    // A square convolution with "same" padding (kernel/2); without bias when a batchnorm
+    // follows.
+    ValueId conv(const std::string& name, ValueId x, int64_t out, int64_t kernel, int64_t stride,
+                 Tags tags, int64_t groups = 1, bool bias = false) {
+        Attrs a{{"out_channels", out}, {"kernel", kernel}};
+        if (stride != 1) a.set("stride", stride);
+        if (kernel / 2 != 0) a.set("padding", kernel / 2);
+        if (groups != 1) a.set("groups", groups);
+        if (!bias) a.set("bias", int64_t{0});
+        tags.insert(tags.begin(), "dot");
+        return node(name, OpKind::Conv2d, {x}, std::move(a), std::move(tags));
+    }
+    ValueId node(const std::string& name, OpKind op, const std::vector<ValueId>& inputs,
+                 Attrs attrs, Tags tags) {
+        return g_.node(add(g_, name, op, inputs, std::move(attrs), std::move(tags))).output;
+    }
+    ValueId bn(const std::string& name, ValueId x, const Tags& tags) {
+        return node(name, OpKind::BatchNorm, {x}, {}, with(tags, "bn"));
+    }
+    ValueId relu(const std::string& name, ValueId x, const Tags& tags) {
+        return node(name, OpKind::Relu, {x}, {}, with(tags, "act"));
+    }
+    // conv (no bias), batchnorm, relu: names <p>conv<s>, <p>bn<s>, <p>relu<s>.
+    ValueId conv_bn_relu(const std::string& p, const std::string& s, ValueId x, int64_t out,
+                         int64_t kernel, int64_t stride, const Tags& tags, int64_t groups = 1) {
+        x = conv(p + "conv" + s, x, out, kernel, stride, with(tags, "conv"), groups);
+        x = bn(p + "bn" + s, x, tags);
+        return relu(p + "relu" + s, x, tags);
+    }
+    // Global average pooling, flatten, a linear classifier and cross-entropy on `labels`.
+    void classifier_head(ValueId x, ValueId labels, int64_t classes) {
+        x = node("head.pool", OpKind::AvgPool2d, {x}, {{"global", int64_t{1}}},
+                 Tags{"head", "pool"});
+        x = node("head.flatten", OpKind::Flatten, {x}, {}, Tags{"head", "flatten"});
+        x = node("head.fc", OpKind::Linear, {x}, linear_attrs(classes), Tags{"dot", "head", "fc"});
+        node("loss", OpKind::CrossEntropy, {x, labels}, {}, Tags{"loss"});
+    }
+    int64_t spatial(ValueId v) const { return g_.value(v).shape[2]; }
+
+    static Tags with(Tags t, std::string role) {
+        t.push_back(std::move(role));
+        return t;
+    }
+
+  private:
+    Graph& g_;
+};
+
+struct ImageInputs {
+    ValueId x, labels;
+};
+
+ImageInputs image_inputs(Graph& g, const ParamValues& v, bool with_labels) {
+    const int64_t batch = v.get_int("batch"), size = v.get_int("size"),
+                  channels = v.get_int("in_channels");
+    ImageInputs in{g.add_input("x", DType::F32, {batch, channels, size, size}), kNoId};
+    if (with_labels) in.labels = g.add_input("labels", DType::I32, {batch}, v.get_int("classes"));
+    return in;
+}
+
+// VGG (Simonyan & Zisserman 2014): stages of 3x3 convolutions + relu, each ending in a 2x2 max
+// pool (skipped once the image is 1x1, so small sizes work), then three linear layers with
+// dropout. Channels are width·(1, 2, 4, 8, 8) per stage (width=64 is the paper's).
+Graph build_vgg(const Spec& spec, const ParamValues& v) {
+    static const std::map<std::string, std::vector<std::vector<int64_t>>, std::less<>> configs = {
+        {"11", {{1}, {2}, {4, 4}, {8, 8}, {8, 8}}},
+        {"13", {{1, 1}, {2, 2}, {4, 4}, {8, 8}, {8, 8}}},
+        {"16", {{1, 1}, {2, 2}, {4, 4, 4}, {8, 8, 8}, {8, 8, 8}}},
+        {"19", {{1, 1}, {2, 2}, {4, 4, 4, 4}, {8, 8, 8, 8}, {8, 8, 8, 8}}},
+    };
+    const int64_t width = v.get_int("width"), classes = v.get_int("classes");
+    const int64_t hidden = v.get_int("hidden") == 0 ? 8 * width : v.get_int("hidden");
+    const bool use_bn = v.get_int("bn") != 0;
+    Graph g = start(spec, v);
+    Cnn net(g);
+    auto [x, labels] = image_inputs(g, v, true);
+    const auto& stages = configs.at(v.get_string("depth"));
+    for (size_t s = 0; s < stages.size(); ++s) {
+        const std::string b = block(static_cast<int64_t>(s));
+        const Tags tags{b};
+        for (size_t j = 0; j < stages[s].size(); ++j) {
+            const std::string k = std::to_string(j + 1);
+            x = net.conv(b + ".conv" + k, x, width * stages[s][j], 3, 1, Tags{b, "conv"}, 1,
+                         !use_bn);
+            if (use_bn) x = net.bn(b + ".bn" + k, x, tags);
+            x = net.relu(b + ".relu" + k, x, tags);
+        }
+        if (net.spatial(x) >= 2)
+            x = net.node(b + ".pool", OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}},
+                         Tags{b, "pool"});
+    }
+    x = net.node("head.flatten", OpKind::Flatten, {x}, {}, Tags{"head", "flatten"});
+    for (int i = 1; i <= 2; ++i) {
+        const std::string k = std::to_string(i);
+        x = net.node("head.fc" + k, OpKind::Linear, {x}, linear_attrs(hidden),
+                     Tags{"dot", "head", "fc"});
+        x = net.node("head.relu" + k, OpKind::Relu, {x}, {}, Tags{"head", "act"});
+        x = net.node("head.drop" + k, OpKind::Dropout, {x}, {{"p", 0.5}}, Tags{"head", "dropout"});
+    }
+    x = net.node("head.fc3", OpKind::Linear, {x}, linear_attrs(classes), Tags{"dot", "head", "fc"});
+    net.node("loss", OpKind::CrossEntropy, {x, labels}, {}, Tags{"loss"});
+    return g;
+}
+
+// ResNet (He et al. 2016): basic blocks (18, 34) or bottleneck blocks (50, expansion 4), with a
+// 1x1 convolution + batchnorm on the shortcut where the shape changes. Stage s has width·2^s
+// channels (width=64 is the paper's). The ImageNet stem (7x7/2 conv, 3x3/2 max pool) shrinks the
+// image 4x; the CIFAR stem (one 3x3 conv) keeps small images whole.
+Graph build_resnet(const Spec& spec, const ParamValues& v) {
+    const std::string depth = v.get_string("depth");
+    const bool bottleneck = depth == "50";
+    const std::vector<int64_t> counts =
+        depth == "18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+    const int64_t width = v.get_int("width"), size = v.get_int("size");
+    std::string stem = v.get_string("stem");
+    if (stem == "auto") stem = size >= 64 ? "imagenet" : "cifar";
+    Graph g = start(spec, v);
+    Cnn net(g);
+    auto [x, labels] = image_inputs(g, v, true);
+    const Tags stem_tags{"stem"};
+    if (stem == "imagenet") {
+        x = net.conv_bn_relu("stem.", "", x, width, 7, 2, stem_tags);
+        x = net.node("stem.pool", OpKind::MaxPool2d, {x},
+                     {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}},
+                     Tags{"stem", "pool"});
+    } else {
+        x = net.conv_bn_relu("stem.", "", x, width, 3, 1, stem_tags);
+    }
+    int64_t channels = width, index = 0;
+    for (size_t s = 0; s < counts.size(); ++s) {
+        const int64_t mid = width << s, out = bottleneck ? 4 * mid : mid;
+        for (int64_t j = 0; j < counts[s]; ++j, ++index) {
+            const std::string b = block(index) + ".";
+            const Tags tags{block(index), "stage" + std::to_string(s)};
+            const int64_t stride = s > 0 && j == 0 ? 2 : 1;
+            ValueId y = x;
+            if (bottleneck) {
+                y = net.conv_bn_relu(b, "1", y, mid, 1, 1, tags);
+                y = net.conv_bn_relu(b, "2", y, mid, 3, stride, tags);
+                y = net.conv(b + "conv3", y, out, 1, 1, Cnn::with(tags, "conv"));
+                y = net.bn(b + "bn3", y, tags);
+            } else {
+                y = net.conv_bn_relu(b, "1", y, mid, 3, stride, tags);
+                y = net.conv(b + "conv2", y, out, 3, 1, Cnn::with(tags, "conv"));
+                y = net.bn(b + "bn2", y, tags);
+            }
+            ValueId shortcut = x;
+            if (stride != 1 || channels != out) {
+                const Tags sc = Cnn::with(tags, "shortcut");
+                shortcut = net.conv(b + "down", x, out, 1, stride, Cnn::with(sc, "conv"));
+                shortcut = net.bn(b + "down_bn", shortcut, sc);
+            }
+            const ValueId sum =
+                net.node(b + "add", OpKind::Add, {shortcut, y}, {}, Cnn::with(tags, "residual"));
+            x = net.relu(b + "out", sum, tags);
+            channels = out;
+        }
+    }
+    net.classifier_head(x, labels, v.get_int("classes"));
+    return g;
+}
+
+// U-Net (Ronneberger et al. 2015): `depth` levels of two conv-bn-relu layers and a 2x2 max pool,
+// a bottom level, then per level a nearest 2x upsampling, a 3x3 convolution, the concatenation
+// with the encoder's output of that level (the long skip connection) and two conv-bn-relu
+// layers; a 1x1 convolution gives the output, and the loss is ½·Σ y². Level l has
+// channels·2^l channels.
+Graph build_unet(const Spec& spec, const ParamValues& v) {
+    const int64_t depth = v.get_int("depth"), channels = v.get_int("channels"),
+                  size = v.get_int("size");
+    const int64_t factor = int64_t{1} << depth;  // depth <= 10 (the schema's bound)
+    if (size % factor != 0)
+        throw Error("size=" + std::to_string(size) +
+                    " is not a multiple of 2^depth = " + std::to_string(factor) + "; each of the " +
+                    std::to_string(depth) + " levels halves the image (e.g. size=" +
+                    std::to_string(std::max<int64_t>(1, size / factor) * factor) + ")");
+    Graph g = start(spec, v);
+    Cnn net(g);
+    ValueId x = image_inputs(g, v, false).x;
+    std::vector<ValueId> skips;
+    int64_t index = 0;
+    auto level = [&](ValueId in, int64_t ch, const Tags& tags) {
+        const std::string b = block(index) + ".";
+        in = net.conv_bn_relu(b, "1", in, ch, 3, 1, tags);
+        return net.conv_bn_relu(b, "2", in, ch, 3, 1, tags);
+    };
+    for (int64_t l = 0; l < depth; ++l, ++index) {
+        const Tags tags{block(index), "down"};
+        x = level(x, channels << l, tags);
+        skips.push_back(x);
+        x = net.node(block(index) + ".pool", OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}},
+                     Cnn::with(tags, "pool"));
+    }
+    x = level(x, channels << depth, Tags{block(index), "bottom"});
+    ++index;
+    for (int64_t l = depth - 1; l >= 0; --l, ++index) {
+        const std::string b = block(index) + ".";
+        const Tags tags{block(index), "up"};
+        x = net.node(b + "up", OpKind::UpsampleNearest2d, {x}, {{"scale", int64_t{2}}},
+                     Cnn::with(tags, "upsample"));
+        x = net.conv(b + "up_conv", x, channels << l, 3, 1, Cnn::with(tags, "conv"), 1, true);
+        x = net.node(b + "concat", OpKind::Concat, {skips[static_cast<size_t>(l)], x}, {},
+                     Cnn::with(tags, "skip"));
+        x = level(x, channels << l, tags);
+    }
+    x = net.conv("head.conv", x, v.get_int("out_channels"), 1, 1, Tags{"head", "conv"}, 1, true);
+    net.node("loss", OpKind::SumSquares, {x}, {}, Tags{"loss"});
+    return g;
+}
+
+// MobileNet v1 (Howard et al. 2017): a strided 3x3 stem, then 13 depthwise-separable blocks (a
+// 3x3 depthwise conv-bn-relu and a 1x1 pointwise conv-bn-relu), channels from 2·width to
+// 32·width (width=32 is the paper's), global average pooling and a linear classifier.
+Graph build_mobilenet(const Spec& spec, const ParamValues& v) {
+    static const std::vector<std::pair<int64_t, int64_t>> blocks = {
+        {2, 1},  {4, 2},  {4, 1},  {8, 2},  {8, 1},  {16, 2}, {16, 1},
+        {16, 1}, {16, 1}, {16, 1}, {16, 1}, {32, 2}, {32, 1}};  // (channels / width, stride)
+    const int64_t width = v.get_int("width");
+    Graph g = start(spec, v);
+    Cnn net(g);
+    auto [x, labels] = image_inputs(g, v, true);
+    x = net.conv_bn_relu("stem.", "", x, width, 3, 2, Tags{"stem"});
+    int64_t channels = width;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        const std::string b = block(static_cast<int64_t>(i));
+        const Tags tags{b};
+        x = net.conv(b + ".dw", x, channels, 3, blocks[i].second, Tags{b, "conv", "depthwise"},
+                     channels);
+        x = net.bn(b + ".dw_bn", x, tags);
+        x = net.relu(b + ".dw_relu", x, tags);
+        channels = width * blocks[i].first;
+        x = net.conv(b + ".pw", x, channels, 1, 1, Tags{b, "conv", "pointwise"});
+        x = net.bn(b + ".pw_bn", x, tags);
+        x = net.relu(b + ".pw_relu", x, tags);
+    }
+    net.classifier_head(x, labels, v.get_int("classes"));
+    return g;
+}
+
 struct PresetEntry {
     PresetInfo info;
     Graph (*build)(const Spec&, const ParamValues&);
@@ -225,6 +484,57 @@ const std::vector<PresetEntry>& entries() {
                        int_param("batch", 2, "sequences per batch"),
                        int_param("vocab", 32, "classes of the output head"), seed_param()}},
                      build_transformer});
+        auto image = [](int64_t size, int64_t batch) {
+            return std::vector<ParamSpec>{
+                int_param("size", size, "height and width of the input images"),
+                int_param("batch", batch, "images per batch"),
+                int_param("in_channels", 3, "channels of the input images")};
+        };
+        auto schema = [](std::vector<ParamSpec> a, const std::vector<ParamSpec>& b) {
+            a.insert(a.end(), b.begin(), b.end());
+            return a;
+        };
+        e.push_back(
+            {{"vgg",
+              "VGG: stages of 3x3 conv + relu and max pooling, three linear layers with dropout",
+              schema({choice_param("depth", "11", "convolution + linear layers",
+                                   {"11", "13", "16", "19"}),
+                      int_param("width", 8, "channels of the first stage (the paper's is 64)"),
+                      int_param("hidden", 0, "features of the linear layers; 0 means 8*width", 0),
+                      int_param("bn", 0, "1: batchnorm after every convolution", 0)},
+                     schema(image(32, 2),
+                            {int_param("classes", 10, "classes of the output"), seed_param()}))},
+             build_vgg});
+        e.push_back(
+            {{"resnet", "ResNet: basic (18, 34) or bottleneck (50) residual blocks with batchnorm",
+              schema({choice_param("depth", "18", "layers", {"18", "34", "50"}),
+                      int_param("width", 8, "channels of the first stage (the paper's is 64)"),
+                      choice_param("stem", "auto",
+                                   "imagenet: 7x7/2 conv and 3x3/2 max pool; cifar: one 3x3 "
+                                   "conv; auto: imagenet from size 64",
+                                   {"auto", "imagenet", "cifar"})},
+                     schema(image(32, 2),
+                            {int_param("classes", 10, "classes of the output"), seed_param()}))},
+             build_resnet});
+        ParamSpec unet_depth = int_param("depth", 3, "levels; size must be a multiple of 2^depth");
+        unet_depth.max = 10;
+        e.push_back(
+            {{"unet",
+              "U-Net: encoder and decoder joined by long skip connections (concat), "
+              "sum-of-squares loss",
+              schema(
+                  {unet_depth,
+                   int_param("channels", 8, "channels of the first level (the paper's is 64)")},
+                  schema(image(16, 2), {int_param("out_channels", 2, "channels of the output map"),
+                                        seed_param()}))},
+             build_unet});
+        e.push_back(
+            {{"mobilenet",
+              "MobileNet v1: depthwise-separable blocks (3x3 depthwise + 1x1 pointwise)",
+              schema({int_param("width", 8, "channels of the stem (the paper's is 32)")},
+                     schema(image(32, 2),
+                            {int_param("classes", 10, "classes of the output"), seed_param()}))},
+             build_mobilenet});
         return e;
     }();
     return all;

@@ -82,5 +82,11 @@ const OpDef kGeluDef =
     unary("gelu", "x·Φ(x), the exact (erf) form", input_residual, unary_cost<20, 30>);
 const OpDef kTanhDef = unary("tanh", "hyperbolic tangent", output_residual, unary_cost<10, 3>);
 const OpDef kSigmoidDef = unary("sigmoid", "1 / (1 + exp(-x))", output_residual, unary_cost<6, 3>);
+// The backward recomputes cos x (or sin x) from the input. JAX's sin instead saves cos x from the
+// forward; docs/policies.md says how the JAX residual listing maps onto ours.
+const OpDef kSinDef =
+    unary("sin", "sine (the backward reads x)", input_residual, unary_cost<10, 11>);
+const OpDef kCosDef =
+    unary("cos", "cosine (the backward reads x)", input_residual, unary_cost<10, 11>);
 
 }  // namespace rl::ops

@@ -28,6 +28,21 @@ void require_rank_at_least(const Graph& g, const Node& n, int i, int rank) {
                     (rank == 1 ? " axis" : " axes"));
 }
 
+void require_known_attrs(const Node& n, std::initializer_list<std::string_view> known) {
+    for (const auto& [key, value] : n.attrs.items()) {
+        bool ok = false;
+        for (std::string_view k : known) ok = ok || k == key;
+        if (ok) continue;
+        std::string list;
+        for (std::string_view k : known) {
+            if (!list.empty()) list += ", ";
+            list += k;
+        }
+        throw Error("unknown attribute '" + key + "' for " + std::string(op_name(n.op)) +
+                    "; its attributes are " + (list.empty() ? std::string("none") : list));
+    }
+}
+
 }  // namespace ops
 
 namespace {
@@ -35,14 +50,22 @@ namespace {
 // Indexed by OpKind; the static_assert below keeps it in step with the enum.
 const std::array<const OpDef*, kNumOpKinds>& table() {
     static const std::array<const OpDef*, kNumOpKinds> t = {
-        &ops::kLinearDef,       &ops::kMatMulDef,  &ops::kAddDef,       &ops::kReluDef,
-        &ops::kGeluDef,         &ops::kTanhDef,    &ops::kSigmoidDef,   &ops::kLayerNormDef,
-        &ops::kSoftmaxDef,      &ops::kReshapeDef, &ops::kTransposeDef, &ops::kSumSquaresDef,
-        &ops::kCrossEntropyDef,
+        &ops::kLinearDef,       &ops::kMatMulDef,
+        &ops::kAddDef,          &ops::kReluDef,
+        &ops::kGeluDef,         &ops::kTanhDef,
+        &ops::kSigmoidDef,      &ops::kLayerNormDef,
+        &ops::kSoftmaxDef,      &ops::kReshapeDef,
+        &ops::kTransposeDef,    &ops::kSumSquaresDef,
+        &ops::kCrossEntropyDef, &ops::kSinDef,
+        &ops::kCosDef,          &ops::kConv2dDef,
+        &ops::kMaxPool2dDef,    &ops::kAvgPool2dDef,
+        &ops::kBatchNormDef,    &ops::kUpsampleNearest2dDef,
+        &ops::kConcatDef,       &ops::kFlattenDef,
+        &ops::kDropoutDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 13, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 23, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

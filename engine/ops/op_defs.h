@@ -1,7 +1,9 @@
 #pragma once
 // Internal to engine/ops: the per-family OpDef tables (dense.cpp, elementwise.cpp, norm.cpp,
 // shape_ops.cpp, losses.cpp) and the checks they share. op.cpp indexes them by OpKind.
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "engine/errors.h"
 #include "engine/ops/op.h"
@@ -24,6 +26,9 @@ void require_dtype(const Graph& g, const Node& n, int i, DType t, const char* wh
 void require_f32(const Graph& g, const Node& n);
 // Throws unless input i has at least `rank` axes.
 void require_rank_at_least(const Graph& g, const Node& n, int i, int rank);
+// Throws for an attribute outside `known` (a typo such as ONNX's "strides" for "stride" would
+// otherwise be ignored), naming it and listing the known ones.
+void require_known_attrs(const Node& n, std::initializer_list<std::string_view> known);
 
 // Rows of a tensor viewed as [rows, last axis].
 inline int64_t rows_of(const Shape& s) {
@@ -32,8 +37,14 @@ inline int64_t rows_of(const Shape& s) {
 
 extern const OpDef kLinearDef, kMatMulDef;                              // dense.cpp
 extern const OpDef kAddDef, kReluDef, kGeluDef, kTanhDef, kSigmoidDef;  // elementwise.cpp
+extern const OpDef kSinDef, kCosDef;                                    // elementwise.cpp
 extern const OpDef kLayerNormDef, kSoftmaxDef;                          // norm.cpp
 extern const OpDef kReshapeDef, kTransposeDef;                          // shape_ops.cpp
 extern const OpDef kSumSquaresDef, kCrossEntropyDef;                    // losses.cpp
+extern const OpDef kConv2dDef;                                          // conv.cpp
+extern const OpDef kMaxPool2dDef, kAvgPool2dDef;                        // pool.cpp
+extern const OpDef kUpsampleNearest2dDef;                               // pool.cpp
+extern const OpDef kBatchNormDef;                                       // batchnorm.cpp
+extern const OpDef kConcatDef, kFlattenDef, kDropoutDef;                // tensor_ops.cpp
 
 }  // namespace rl::ops

@@ -18,6 +18,18 @@ enum class OpKind : uint8_t {
     Transpose,     // permutation of axes (attr perm)
     SumSquares,    // loss L = ½·Σ y²  (dL/dy = y)
     CrossEntropy,  // loss: mean over rows of -log softmax(logits)[label]; inputs logits, labels
+    Sin,           // elementwise sine; the backward reads the input (cos x)
+    Cos,           // elementwise cosine; the backward reads the input (-sin x)
+
+    // NCHW ops for convolutional networks; attributes follow ONNX (see ops/window.h).
+    Conv2d,             // out_channels, kernel, stride, padding, dilation, groups, bias
+    MaxPool2d,          // the backward re-finds each window's argmax from the input
+    AvgPool2d,          // mean over windows, or over the whole plane with global=1
+    BatchNorm,          // training mode: batch statistics per channel (axis 1)
+    UpsampleNearest2d,  // nearest-neighbour upsampling by an integer scale
+    Concat,             // 2+ inputs joined along an axis (default 1, channels)
+    Flatten,            // [d0…dk-1, dk…] -> [d0·…·dk-1, dk·…] (attr axis, default 1)
+    Dropout,            // mask from (graph seed, node name, element index): recomputable
     Count
 };
 

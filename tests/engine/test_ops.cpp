@@ -227,10 +227,11 @@ TEST(OpRegistry, NamesRoundTrip) {
     }
     EXPECT_EQ(op_name(OpKind::CrossEntropy), "cross_entropy");
     EXPECT_EQ(op_from_name("linear"), OpKind::Linear);
-    EXPECT_FALSE(op_from_name("conv2d"));
+    EXPECT_FALSE(op_from_name("conv3d"));
     EXPECT_EQ(op_names_joined(),
               "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
-              "transpose, sum_squares, cross_entropy");
+              "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
+              "batchnorm, upsample_nearest2d, concat, flatten, dropout");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
@@ -260,11 +261,14 @@ TEST(OpRegistry, FlagsAndResiduals) {
         is(residuals(OpKind::Transpose, {x}, {{"perm", std::vector<int64_t>{1, 0}}}), 0, false));
     EXPECT_TRUE(is(residuals(OpKind::SumSquares, {x}), 0b1, false));
     EXPECT_TRUE(is(residuals(OpKind::CrossEntropy, {x, l}), 0b11, false));
+    EXPECT_TRUE(is(residuals(OpKind::Sin, {x}), 0b1, false));
+    EXPECT_TRUE(is(residuals(OpKind::Cos, {x}), 0b1, false));
 
     for (int k = 0; k < kNumOpKinds; ++k) {
         const auto kind = static_cast<OpKind>(k);
         EXPECT_EQ(op_def(kind).is_loss, kind == OpKind::SumSquares || kind == OpKind::CrossEntropy);
-        EXPECT_EQ(op_def(kind).is_dot, kind == OpKind::Linear || kind == OpKind::MatMul);
+        EXPECT_EQ(op_def(kind).is_dot,
+                  kind == OpKind::Linear || kind == OpKind::MatMul || kind == OpKind::Conv2d);
     }
 }
 
@@ -427,6 +431,12 @@ TEST(OpGradient, Tanh) {
 }
 TEST(OpGradient, Sigmoid) {
     check_pointwise(OpKind::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); });
+}
+TEST(OpGradient, Sin) {
+    check_pointwise(OpKind::Sin, [](double x) { return std::sin(x); });
+}
+TEST(OpGradient, Cos) {
+    check_pointwise(OpKind::Cos, [](double x) { return std::cos(x); });
 }
 
 TEST(OpGradient, LayerNorm) {
@@ -610,6 +620,14 @@ TEST(OpContract, AccumulateAddsToExistingGradient) {
         {"sigmoid",
          [](OpCase& c) {
              c.op(OpKind::Sigmoid, {c.input("x", Shape{3, 4})});
+         }},
+        {"sin",
+         [](OpCase& c) {
+             c.op(OpKind::Sin, {c.input("x", Shape{3, 4})});
+         }},
+        {"cos",
+         [](OpCase& c) {
+             c.op(OpKind::Cos, {c.input("x", Shape{3, 4})});
          }},
         {"layernorm",
          [](OpCase& c) {

@@ -46,7 +46,8 @@ TEST(Presets, ListHasSchemasWithDefaultsAndSeed) {
         }
         EXPECT_TRUE(has_seed) << p.name;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"mlp", "chain", "resmlp", "transformer"}));
+    EXPECT_EQ(names, (std::set<std::string>{"mlp", "chain", "resmlp", "transformer", "vgg",
+                                            "resnet", "unet", "mobilenet"}));
 }
 
 TEST(Presets, EveryPresetBuildsSmallAndFinalizedAtDefaults) {
@@ -170,6 +171,110 @@ TEST(Presets, TransformerStructure) {
     EXPECT_EQ(small.num_nodes(), 29);
     EXPECT_EQ(shape_of(small, "block0.attn.v_bh"), (Shape{6, 5, 4}));
     EXPECT_DOUBLE_EQ(node_named(small, "block0.attn.scores").attrs.get_float("alpha", 0), 0.5);
+}
+
+int count_ops(const Graph& g, OpKind k) {
+    int n = 0;
+    for (const Node& node : g.nodes()) n += node.op == k;
+    return n;
+}
+
+std::string input_name(const Graph& g, std::string_view node, size_t i) {
+    return g.value(node_named(g, node).inputs[i]).name;
+}
+
+TEST(Presets, VggStructure) {
+    const Graph g = build_preset(parse_spec("vgg"));
+    ASSERT_EQ(g.inputs().size(), 2u);
+    EXPECT_EQ(g.value(g.inputs()[0]).shape, (Shape{2, 3, 32, 32}));
+    EXPECT_EQ(count_ops(g, OpKind::Conv2d), 8);
+    EXPECT_EQ(count_ops(g, OpKind::Linear), 3);
+    EXPECT_EQ(count_ops(g, OpKind::MaxPool2d), 5);
+    EXPECT_EQ(count_ops(g, OpKind::Dropout), 2);
+    EXPECT_EQ(count_ops(g, OpKind::BatchNorm), 0);
+    EXPECT_EQ(shape_of(g, "block0.conv1"), (Shape{2, 8, 32, 32}));
+    EXPECT_EQ(shape_of(g, "block2.conv2"), (Shape{2, 32, 8, 8}));
+    EXPECT_EQ(shape_of(g, "block4.pool"), (Shape{2, 64, 1, 1}));
+    EXPECT_EQ(shape_of(g, "head.fc1"), (Shape{2, 64}));
+    EXPECT_EQ(shape_of(g, "head.fc3"), (Shape{2, 10}));
+    EXPECT_EQ(node_named(g, "block1.conv1").tags,
+              (std::vector<std::string>{"dot", "block1", "conv"}));
+    EXPECT_EQ(g.node(g.loss_node()).op, OpKind::CrossEntropy);
+
+    const Graph deep = build_preset(parse_spec("vgg:depth=16,width=4,size=8,bn=1,hidden=16"));
+    EXPECT_EQ(count_ops(deep, OpKind::Conv2d), 13);
+    EXPECT_EQ(count_ops(deep, OpKind::BatchNorm), 13);
+    // An 8x8 image is 1x1 after three pools: the last two stages keep it.
+    EXPECT_EQ(count_ops(deep, OpKind::MaxPool2d), 3);
+    EXPECT_EQ(shape_of(deep, "head.fc2"), (Shape{2, 16}));
+}
+
+TEST(Presets, ResNetStructure) {
+    const Graph g = build_preset(parse_spec("resnet"));
+    // CIFAR stem at size 32, 8 basic blocks, 3 downsampling shortcuts.
+    EXPECT_EQ(count_ops(g, OpKind::Conv2d), 1 + 16 + 3);
+    EXPECT_EQ(count_ops(g, OpKind::Add), 8);
+    EXPECT_FALSE(g.find_node("stem.pool"));
+    EXPECT_EQ(shape_of(g, "stem.conv"), (Shape{2, 8, 32, 32}));
+    EXPECT_EQ(shape_of(g, "block2.conv1"), (Shape{2, 16, 16, 16}));
+    EXPECT_EQ(shape_of(g, "block2.down"), (Shape{2, 16, 16, 16}));
+    EXPECT_EQ(shape_of(g, "block7.out"), (Shape{2, 64, 4, 4}));
+    EXPECT_EQ(shape_of(g, "head.pool"), (Shape{2, 64, 1, 1}));
+    EXPECT_EQ(input_name(g, "block1.add", 0), "block0.out");  // identity shortcut
+    EXPECT_EQ(input_name(g, "block1.add", 1), "block1.bn2");
+    EXPECT_EQ(input_name(g, "block2.add", 0), "block2.down_bn");
+    EXPECT_TRUE(node_named(g, "block2.down").has_tag("shortcut"));
+    EXPECT_TRUE(node_named(g, "block2.down").has_tag("stage1"));
+    EXPECT_EQ(node_named(g, "block0.conv1").attrs.get_int("bias"), 0);
+
+    EXPECT_EQ(count_ops(build_preset(parse_spec("resnet:depth=34,width=4,size=8")), OpKind::Add),
+              16);
+    const Graph r50 = build_preset(parse_spec("resnet:depth=50,width=4,size=64"));
+    EXPECT_EQ(count_ops(r50, OpKind::Conv2d), 1 + 48 + 4);
+    EXPECT_EQ(shape_of(r50, "stem.conv"), (Shape{2, 4, 32, 32}));
+    EXPECT_EQ(shape_of(r50, "stem.pool"), (Shape{2, 4, 16, 16}));
+    EXPECT_EQ(shape_of(r50, "block0.conv3"), (Shape{2, 16, 16, 16}));
+    EXPECT_EQ(shape_of(r50, "block15.out"), (Shape{2, 128, 2, 2}));
+    EXPECT_EQ(input_name(r50, "block0.add", 0), "block0.down_bn");
+    EXPECT_FALSE(build_preset(parse_spec("resnet:size=64,stem=cifar")).find_node("stem.pool"));
+}
+
+TEST(Presets, UNetStructure) {
+    const Graph g = build_preset(parse_spec("unet:size=32"));
+    ASSERT_EQ(g.inputs().size(), 1u);
+    EXPECT_EQ(count_ops(g, OpKind::Concat), 3);
+    EXPECT_EQ(count_ops(g, OpKind::UpsampleNearest2d), 3);
+    EXPECT_EQ(count_ops(g, OpKind::MaxPool2d), 3);
+    EXPECT_EQ(shape_of(g, "block0.relu2"), (Shape{2, 8, 32, 32}));
+    EXPECT_EQ(shape_of(g, "block3.relu2"), (Shape{2, 64, 4, 4}));
+    // The long skips: level l's encoder output feeds its pool and, much later, the decoder.
+    EXPECT_EQ(input_name(g, "block6.concat", 0), "block0.relu2");
+    EXPECT_EQ(input_name(g, "block6.concat", 1), "block6.up_conv");
+    EXPECT_EQ(input_name(g, "block4.concat", 0), "block2.relu2");
+    EXPECT_EQ(g.value(g.find_value("block0.relu2").value()).consumers.size(), 2u);
+    EXPECT_EQ(shape_of(g, "block6.concat"), (Shape{2, 16, 32, 32}));
+    EXPECT_EQ(shape_of(g, "head.conv"), (Shape{2, 2, 32, 32}));
+    EXPECT_EQ(g.node(g.loss_node()).op, OpKind::SumSquares);
+    EXPECT_TRUE(node_named(g, "block5.concat").has_tag("skip"));
+
+    const std::string e = error_of([] { build_preset(parse_spec("unet:depth=3,size=20")); });
+    EXPECT_TRUE(contains(e, "size=20") && contains(e, "2^depth = 8")) << e;
+    EXPECT_FALSE(error_of([] { build_preset(parse_spec("unet:depth=11")); }).empty());
+}
+
+TEST(Presets, MobileNetStructure) {
+    const Graph g = build_preset(parse_spec("mobilenet"));
+    EXPECT_EQ(count_ops(g, OpKind::Conv2d), 1 + 2 * 13);
+    EXPECT_EQ(shape_of(g, "stem.conv"), (Shape{2, 8, 16, 16}));
+    const Node& dw = node_named(g, "block1.dw");
+    EXPECT_EQ(dw.attrs.get_int("groups"), 16);
+    EXPECT_EQ(g.param(dw.params[0]).shape, (Shape{16, 1, 3, 3}));
+    EXPECT_EQ(shape_of(g, "block1.dw"), (Shape{2, 16, 8, 8}));
+    EXPECT_EQ(shape_of(g, "block1.pw"), (Shape{2, 32, 8, 8}));
+    EXPECT_EQ(shape_of(g, "block12.pw_relu"), (Shape{2, 256, 1, 1}));
+    EXPECT_TRUE(dw.has_tag("depthwise"));
+    EXPECT_TRUE(dw.has_tag("dot"));
+    EXPECT_EQ(shape_of(g, "head.fc"), (Shape{2, 10}));
 }
 
 TEST(Presets, DeterministicForTheSameSpec) {

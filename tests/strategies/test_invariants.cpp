@@ -32,7 +32,12 @@ std::vector<std::string> small_networks() {
             "mlp:depth=4,width=8,batch=2,act=sigmoid",
             "chain:l=9,width=16,batch=4",
             "resmlp:depth=3,width=16,batch=4",
-            "transformer:layers=2,d_model=16,heads=2,seq=4,batch=2,vocab=8"};
+            "transformer:layers=2,d_model=16,heads=2,seq=4,batch=2,vocab=8",
+            "vgg:depth=11,width=4,size=8,batch=2,hidden=16",
+            "resnet:depth=18,width=4,size=8,batch=2",
+            "resnet:depth=50,width=2,size=8,batch=2",
+            "unet:depth=2,channels=4,size=8,batch=2",
+            "mobilenet:width=4,size=16,batch=2"};
 }
 
 std::vector<std::string> strategy_specs() {
@@ -109,6 +114,29 @@ TEST(InvariantsThreads, GradientsMatchNoneWithTwoThreads) {
     for (size_t p = 0; p < reference.size(); ++p)
         EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
                                  reference[p].size() * sizeof(float)));
+    set_cpu_threads(1);
+}
+
+// The NCHW kernels at sizes where their parallel paths (and Eigen's threaded GEMM) run: every
+// recomputation under sqrt-n and min-cut, dropout masks included, reproduces the bits of `none`.
+TEST(InvariantsThreads, ConvPresetGradientsMatchNoneWithTwoThreads) {
+    for (const char* spec :
+         {"resnet:depth=18,width=16,size=16,batch=4", "unet:depth=2,channels=16,size=16,batch=2",
+          "vgg:depth=11,width=8,size=16,batch=4,bn=1", "mobilenet:width=16,size=16,batch=4"}) {
+        SCOPED_TRACE(spec);
+        const Graph g = load_network(spec);
+        auto backend = make_cpu_backend(2);
+        const RunData data = RunData::seeded(g);
+        const auto reference = none_grads(g, *backend, data);
+        for (const char* strategy : {"sqrt-n", "min-cut"}) {
+            const Plan plan = plan_with(g, CostModel{}, parse_spec(strategy));
+            const Execution run = execute(g, plan.schedule, *backend, data);
+            for (size_t p = 0; p < reference.size(); ++p)
+                EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
+                                         reference[p].size() * sizeof(float)))
+                    << strategy << ": " << g.param(static_cast<ParamId>(p)).name;
+        }
+    }
     set_cpu_threads(1);
 }
 

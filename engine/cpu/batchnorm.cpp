@@ -1,0 +1,103 @@
+// batchnorm (training mode) over axis 1 of [N, C, ...]: one channel per task, its N segments of
+// `inner` contiguous elements summed in order (in double), so forward and backward compute
+// bitwise the same statistics for any thread count.
+#include <cmath>
+
+#include "engine/cpu/kernels.h"
+
+namespace rl::cpu {
+namespace {
+
+struct Layout {
+    int64_t n, c, inner;
+    int64_t count() const { return n * inner; }  // elements per channel
+};
+
+Layout layout_of(const Shape& s) {
+    int64_t inner = 1;
+    for (int a = 2; a < s.rank(); ++a) inner *= s[a];
+    return {s[0], s[1], inner};
+}
+
+struct ChannelStats {
+    float mean, rstd;
+};
+
+// Calls f(segment map) for each of channel ch's N segments, in order.
+template <class T, class F>
+void for_segments(T* base, const Layout& l, int64_t ch, F&& f) {
+    for (int64_t n = 0; n < l.n; ++n) f(base + (n * l.c + ch) * l.inner);
+}
+
+// Biased (population) variance, as training-mode batch norm normalises with.
+ChannelStats channel_stats(const float* x, const Layout& l, int64_t ch, double eps) {
+    double sum = 0;
+    for_segments(x, l, ch,
+                 [&](const float* s) { sum += ConstArrMap(s, l.inner).cast<double>().sum(); });
+    const double mean = sum / static_cast<double>(l.count());
+    double sq = 0;
+    for_segments(x, l, ch, [&](const float* s) {
+        sq += (ConstArrMap(s, l.inner).cast<double>() - mean).square().sum();
+    });
+    const double var = sq / static_cast<double>(l.count());
+    return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(var + eps))};
+}
+
+}  // namespace
+
+void batchnorm_forward(const ForwardCall& c) {
+    const Layout l = layout_of(input_shape(c.graph, c.node, 0));
+    const double eps = c.node.attrs.get_float("eps", 1e-5);
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    const float* w = c.params[0];
+    const float* b = c.params[1];
+    parallel_for(l.c, 2 * l.count(), [&](int64_t ch) {
+        const ChannelStats st = channel_stats(x, l, ch, eps);
+        const float scale = st.rstd * w[ch], shift = b[ch] - st.mean * scale;
+        for (int64_t n = 0; n < l.n; ++n) {
+            const int64_t off = (n * l.c + ch) * l.inner;
+            ArrMap(y + off, l.inner) = ConstArrMap(x + off, l.inner) * scale + shift;
+        }
+    });
+}
+
+// x̂ = (x - mean)·rstd over the M = N·inner elements of a channel:
+//   dbias = Σ dY,  dweight = Σ dY·x̂,  dX = w·rstd·(dY - dbias/M - x̂·dweight/M).
+void batchnorm_backward(const BackwardCall& c) {
+    const Layout l = layout_of(input_shape(c.graph, c.node, 0));
+    const double eps = c.node.attrs.get_float("eps", 1e-5);
+    const float* x = as_f32(c.inputs[0]);
+    const float* dy = c.grad_output;
+    const float* w = c.params[0];
+    float* dx = c.grad_inputs[0];
+    const bool acc = c.accumulate[0];
+    float* dw = c.grad_params[0];
+    float* db = c.grad_params[1];
+    parallel_for(l.c, 4 * l.count(), [&](int64_t ch) {
+        const ChannelStats st = channel_stats(x, l, ch, eps);
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for (int64_t n = 0; n < l.n; ++n) {
+            const int64_t off = (n * l.c + ch) * l.inner;
+            ConstArrMap dys(dy + off, l.inner);
+            sum_dy += dys.cast<double>().sum();
+            sum_dy_xhat +=
+                (dys * ((ConstArrMap(x + off, l.inner) - st.mean) * st.rstd)).cast<double>().sum();
+        }
+        if (dw) dw[ch] = static_cast<float>(sum_dy_xhat);
+        if (db) db[ch] = static_cast<float>(sum_dy);
+        if (!dx) return;
+        const double m = static_cast<double>(l.count());
+        const float mean_dy = static_cast<float>(sum_dy / m);
+        const float mean_dy_xhat = static_cast<float>(sum_dy_xhat / m);
+        const float k = w[ch] * st.rstd;
+        for (int64_t n = 0; n < l.n; ++n) {
+            const int64_t off = (n * l.c + ch) * l.inner;
+            const auto xhat = (ConstArrMap(x + off, l.inner) - st.mean) * st.rstd;
+            store(ArrMap(dx + off, l.inner),
+                  k * (ConstArrMap(dy + off, l.inner) - mean_dy - xhat * mean_dy_xhat), acc);
+        }
+    });
+}
+
+}  // namespace rl::cpu

@@ -1,0 +1,366 @@
+// conv2d on NCHW float32: im2col + Eigen GEMM per image and group, a direct kernel for
+// depthwise convolutions, and no im2col at all for 1×1 stride-1 unpadded ones.
+//
+// Forward, per image n and group g (K = (C/groups)·kh·kw, P = oh·ow):
+//   col [K, P] = im2col(x[n, group g's channels])      (the declared workspace)
+//   y[n, group g's out channels] [O/groups, P] = W_g [O/groups, K] · col  (+ bias)
+// Backward, per image and group, reusing the same workspace:
+//   dW_g += dY_g · colᵀ          (images summed in order: deterministic)
+//   col   = W_gᵀ · dY_g;  dX += col2im(col)   (col2im: one thread per input channel)
+//   db    = Σ over images and positions of dY, per channel, in a fixed order.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/cpu/kernels.h"
+#include "engine/ops/window.h"
+
+namespace rl::cpu {
+namespace {
+
+template <class Dst, class Product>
+void gemm(Dst&& dst, const Product& p, bool accumulate) {
+    if (accumulate)
+        dst.noalias() += p;
+    else
+        dst.noalias() = p;
+}
+
+// The output columns [lo, hi) whose window tap at input column offset `off` (= j·dw - pad_left)
+// lands inside [0, w): 0 <= ow·s + off < w.
+struct Span {
+    int64_t lo, hi;
+};
+Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
+    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    const int64_t hi = w - off <= 0 ? 0 : std::min(out, (w - off + s - 1) / s);
+    return {std::min(lo, hi), hi};
+}
+
+// The row loops of the direct kernels, over the output columns ow in span `s` of a window tap at
+// input column ow·stride + off. Stride 1 is the common case and runs contiguously (vectorised).
+void axpy_from(float* y, const float* x_row, int64_t off, int64_t stride, Span s, float k) {
+    if (stride == 1) {
+        const float* x = x_row + s.lo + off;
+        float* out = y + s.lo;
+        for (int64_t i = 0; i < s.hi - s.lo; ++i) out[i] += k * x[i];
+    } else {
+        for (int64_t ow = s.lo; ow < s.hi; ++ow) y[ow] += k * x_row[ow * stride + off];
+    }
+}
+
+void axpy_to(float* x_row, int64_t off, int64_t stride, Span s, const float* y, float k) {
+    if (stride == 1) {
+        float* out = x_row + s.lo + off;
+        const float* in = y + s.lo;
+        for (int64_t i = 0; i < s.hi - s.lo; ++i) out[i] += k * in[i];
+    } else {
+        for (int64_t ow = s.lo; ow < s.hi; ++ow) x_row[ow * stride + off] += k * y[ow];
+    }
+}
+
+float dot_with(const float* y, const float* x_row, int64_t off, int64_t stride, Span s) {
+    const int64_t len = s.hi - s.lo;
+    if (len <= 0) return 0.0f;
+    using Vec = Eigen::Map<const Eigen::VectorXf>;
+    if (stride == 1) return Vec(y + s.lo, len).dot(Vec(x_row + s.lo + off, len));
+    float acc = 0;
+    for (int64_t ow = s.lo; ow < s.hi; ++ow) acc += y[ow] * x_row[ow * stride + off];
+    return acc;
+}
+
+// col[(c·kh + i)·kw + j, oh·OW + ow] = x[c, oh·sh - pt + i·dh, ow·sw - pl + j·dw], 0 in padding;
+// x points at the group's first channel plane.
+void im2col(const float* x, const Conv2dGeometry& g, float* col) {
+    const Window2d& w = g.win;
+    const int64_t plane = g.oh * g.ow, taps = w.kh * w.kw;
+    parallel_for(g.patch(), plane, [&](int64_t r) {
+        const int64_t c = r / taps, i = (r / w.kw) % w.kh, j = r % w.kw;
+        const float* xc = x + c * g.h * g.w;
+        float* out = col + r * plane;
+        const int64_t off = j * w.dw - w.pad_left;
+        const Span s = valid_span(off, w.sw, g.w, g.ow);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            float* o = out + oh * g.ow;
+            const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+            if (ih < 0 || ih >= g.h) {
+                std::fill(o, o + g.ow, 0.0f);
+                continue;
+            }
+            const float* xr = xc + ih * g.w;
+            std::fill(o, o + s.lo, 0.0f);
+            if (w.sw == 1)
+                std::memcpy(o + s.lo, xr + s.lo + off,
+                            static_cast<size_t>(s.hi - s.lo) * sizeof(float));
+            else
+                for (int64_t ow = s.lo; ow < s.hi; ++ow) o[ow] = xr[ow * w.sw + off];
+            std::fill(o + s.hi, o + g.ow, 0.0f);
+        }
+    });
+}
+
+// dx (+)= col2im(col): the adjoint of im2col. One thread per input channel, taps and positions
+// in a fixed order, so the sums do not depend on the thread count.
+void col2im(const float* col, const Conv2dGeometry& g, float* dx, bool accumulate) {
+    const Window2d& w = g.win;
+    const int64_t plane = g.oh * g.ow;
+    parallel_for(g.c_per_group(), w.kh * w.kw * plane, [&](int64_t c) {
+        float* dxc = dx + c * g.h * g.w;
+        if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
+        for (int64_t i = 0; i < w.kh; ++i)
+            for (int64_t j = 0; j < w.kw; ++j) {
+                const float* src = col + ((c * w.kh + i) * w.kw + j) * plane;
+                const int64_t off = j * w.dw - w.pad_left;
+                const Span s = valid_span(off, w.sw, g.w, g.ow);
+                for (int64_t oh = 0; oh < g.oh; ++oh) {
+                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                    if (ih < 0 || ih >= g.h) continue;
+                    float* d = dxc + ih * g.w;
+                    const float* sr = src + oh * g.ow;
+                    axpy_to(d, off, w.sw, s, sr, 1.0f);
+                }
+            }
+    });
+}
+
+// db[o] = Σ_n Σ_p dy[n, o, p], images in order.
+void channel_sums(const float* dy, const Conv2dGeometry& g, float* db) {
+    const int64_t plane = g.oh * g.ow;
+    parallel_for(g.out_c, g.n * plane, [&](int64_t o) {
+        float s = 0;
+        for (int64_t n = 0; n < g.n; ++n)
+            s += ConstArrMap(dy + (n * g.out_c + o) * plane, plane).sum();
+        db[o] = s;
+    });
+}
+
+// --- depthwise: one input channel per group, `mult` output channels each ---------------------
+
+// Stride-1 rows with the kw taps of one kernel row fused (kw = 3, 5, 7), so the row loops are
+// long and vectorise; other shapes take the per-tap loops further down.
+bool fused_rows(const Window2d& w) {
+    return w.sw == 1 && (w.kw == 3 || w.kw == 5 || w.kw == 7);
+}
+
+// y[o] += Σ_{j<KW} k[j]·x[o + off + j·d] for o in [0, ylen); taps outside [0, xlen) are skipped.
+template <int KW>
+void correlate_row(float* y, int64_t ylen, const float* x, int64_t xlen, int64_t off, int64_t d,
+                   const float* k_in) {
+    float k[KW];
+    for (int j = 0; j < KW; ++j) k[j] = k_in[j];
+    // [a, b): the positions whose taps all lie inside x.
+    const int64_t a = std::clamp<int64_t>(-off, 0, ylen);
+    const int64_t b = std::clamp<int64_t>(xlen - off - (KW - 1) * d, a, ylen);
+    auto edge = [&](int64_t o) {
+        float s = y[o];
+        for (int j = 0; j < KW; ++j) {
+            const int64_t idx = o + off + j * d;
+            if (idx >= 0 && idx < xlen) s += k[j] * x[idx];
+        }
+        y[o] = s;
+    };
+    for (int64_t o = 0; o < a; ++o) edge(o);
+    if (b > a) {
+        const float* xs = x + (a + off);
+        float* ys = y + a;
+        for (int64_t t = 0; t < b - a; ++t) {
+            float s = ys[t];
+            for (int j = 0; j < KW; ++j) s += k[j] * xs[t + j * d];
+            ys[t] = s;
+        }
+    }
+    for (int64_t o = b; o < ylen; ++o) edge(o);
+}
+
+void correlate_row(int kw, float* y, int64_t ylen, const float* x, int64_t xlen, int64_t off,
+                   int64_t d, const float* k) {
+    if (kw == 3) correlate_row<3>(y, ylen, x, xlen, off, d, k);
+    if (kw == 5) correlate_row<5>(y, ylen, x, xlen, off, d, k);
+    if (kw == 7) correlate_row<7>(y, ylen, x, xlen, off, d, k);
+}
+
+void depthwise_forward(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
+                       float* y) {
+    const Window2d& w = g.win;
+    const int64_t plane = g.oh * g.ow, mult = g.out_per_group();
+    parallel_for(g.n * g.out_c, plane * w.kh * w.kw, [&](int64_t q) {
+        const int64_t n = q / g.out_c, oc = q % g.out_c, ic = oc / mult;
+        const float* xc = x + (n * g.c + ic) * g.h * g.w;
+        float* yp = y + q * plane;
+        std::fill(yp, yp + plane, b ? b[oc] : 0.0f);
+        if (fused_rows(w)) {
+            for (int64_t oh = 0; oh < g.oh; ++oh)
+                for (int64_t i = 0; i < w.kh; ++i) {
+                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                    if (ih < 0 || ih >= g.h) continue;
+                    correlate_row(static_cast<int>(w.kw), yp + oh * g.ow, g.ow, xc + ih * g.w, g.w,
+                                  -w.pad_left, w.dw, wt + (oc * w.kh + i) * w.kw);
+                }
+            return;
+        }
+        for (int64_t i = 0; i < w.kh; ++i)
+            for (int64_t j = 0; j < w.kw; ++j) {
+                const float k = wt[(oc * w.kh + i) * w.kw + j];
+                const int64_t off = j * w.dw - w.pad_left;
+                const Span s = valid_span(off, w.sw, g.w, g.ow);
+                for (int64_t oh = 0; oh < g.oh; ++oh) {
+                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                    if (ih < 0 || ih >= g.h) continue;
+                    const float* xr = xc + ih * g.w;
+                    float* yr = yp + oh * g.ow;
+                    axpy_from(yr, xr, off, w.sw, s, k);
+                }
+            }
+    });
+}
+
+void depthwise_backward_input(const float* dy, const float* wt, const Conv2dGeometry& g, float* dx,
+                              bool accumulate) {
+    const Window2d& w = g.win;
+    const int64_t plane = g.oh * g.ow, mult = g.out_per_group();
+    parallel_for(g.n * g.c, mult * plane * w.kh * w.kw, [&](int64_t q) {
+        const int64_t n = q / g.c, ic = q % g.c;
+        float* dxc = dx + q * g.h * g.w;
+        if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
+        for (int64_t m = 0; m < mult; ++m) {
+            const int64_t oc = ic * mult + m;
+            const float* dyp = dy + (n * g.out_c + oc) * plane;
+            if (fused_rows(w)) {
+                // dx[iw] += Σ_j k[j]·dy[iw + pad_left - j·dw]: a correlation with the kernel row
+                // reversed.
+                for (int64_t oh = 0; oh < g.oh; ++oh)
+                    for (int64_t i = 0; i < w.kh; ++i) {
+                        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                        if (ih < 0 || ih >= g.h) continue;
+                        float reversed[7];
+                        const float* k = wt + (oc * w.kh + i) * w.kw;
+                        for (int64_t j = 0; j < w.kw; ++j) reversed[j] = k[w.kw - 1 - j];
+                        correlate_row(static_cast<int>(w.kw), dxc + ih * g.w, g.w, dyp + oh * g.ow,
+                                      g.ow, w.pad_left - (w.kw - 1) * w.dw, w.dw, reversed);
+                    }
+                continue;
+            }
+            for (int64_t i = 0; i < w.kh; ++i)
+                for (int64_t j = 0; j < w.kw; ++j) {
+                    const float k = wt[(oc * w.kh + i) * w.kw + j];
+                    const int64_t off = j * w.dw - w.pad_left;
+                    const Span s = valid_span(off, w.sw, g.w, g.ow);
+                    for (int64_t oh = 0; oh < g.oh; ++oh) {
+                        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                        if (ih < 0 || ih >= g.h) continue;
+                        float* d = dxc + ih * g.w;
+                        const float* dr = dyp + oh * g.ow;
+                        axpy_to(d, off, w.sw, s, dr, k);
+                    }
+                }
+        }
+    });
+}
+
+void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeometry& g,
+                               float* dw) {
+    const Window2d& w = g.win;
+    const int64_t plane = g.oh * g.ow, mult = g.out_per_group();
+    parallel_for(g.out_c, g.n * plane * w.kh * w.kw, [&](int64_t oc) {
+        const int64_t ic = oc / mult;
+        for (int64_t i = 0; i < w.kh; ++i)
+            for (int64_t j = 0; j < w.kw; ++j) {
+                const int64_t off = j * w.dw - w.pad_left;
+                const Span s = valid_span(off, w.sw, g.w, g.ow);
+                float acc = 0;
+                for (int64_t n = 0; n < g.n; ++n) {
+                    const float* xc = x + (n * g.c + ic) * g.h * g.w;
+                    const float* dyp = dy + (n * g.out_c + oc) * plane;
+                    for (int64_t oh = 0; oh < g.oh; ++oh) {
+                        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                        if (ih < 0 || ih >= g.h) continue;
+                        const float* xr = xc + ih * g.w;
+                        const float* dr = dyp + oh * g.ow;
+                        acc += dot_with(dr, xr, off, w.sw, s);
+                    }
+                }
+                dw[(oc * w.kh + i) * w.kw + j] = acc;
+            }
+    });
+}
+
+}  // namespace
+
+void conv2d_forward(const ForwardCall& c) {
+    const Conv2dGeometry g = conv2d_geometry(c.graph, c.node);
+    const float* x = as_f32(c.inputs[0]);
+    const float* wt = c.params[0];
+    const float* b = g.bias ? c.params[1] : nullptr;
+    float* y = as_f32(c.output);
+    if (g.depthwise()) {
+        depthwise_forward(x, wt, b, g, y);
+        return;
+    }
+    const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
+    const int64_t k = g.patch();
+    float* col = as_f32(c.workspace);
+    for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+            const float* xg = x + (n * g.c + gi * cg) * g.h * g.w;
+            float* yg = y + (n * g.out_c + gi * og) * plane;
+            const float* cols = xg;
+            if (!g.pointwise()) {
+                im2col(xg, g, col);
+                cols = col;
+            }
+            ConstMatMap wg(wt + gi * og * k, og, k);
+            MatMap out(yg, og, plane);
+            if (b) {
+                // Seed with the bias; the GEMM adds into it.
+                for (int64_t o = 0; o < og; ++o)
+                    std::fill(yg + o * plane, yg + (o + 1) * plane, b[gi * og + o]);
+                out.noalias() += wg * ConstMatMap(cols, k, plane);
+            } else {
+                out.noalias() = wg * ConstMatMap(cols, k, plane);
+            }
+        }
+}
+
+void conv2d_backward(const BackwardCall& c) {
+    const Conv2dGeometry g = conv2d_geometry(c.graph, c.node);
+    const float* x = as_f32(c.inputs[0]);
+    const float* wt = c.params[0];
+    const float* dy = c.grad_output;
+    float* dx = c.grad_inputs[0];
+    const bool acc = c.accumulate[0];
+    float* dw = c.grad_params[0];
+    float* db = g.bias ? c.grad_params[1] : nullptr;
+    if (db) channel_sums(dy, g, db);
+    if (g.depthwise()) {
+        if (dw) depthwise_backward_weight(x, dy, g, dw);
+        if (dx) depthwise_backward_input(dy, wt, g, dx, acc);
+        return;
+    }
+    const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
+    const int64_t k = g.patch();
+    float* col = as_f32(c.workspace);
+    for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+            const float* xg = x + (n * g.c + gi * cg) * g.h * g.w;
+            ConstMatMap dyg(dy + (n * g.out_c + gi * og) * plane, og, plane);
+            ConstMatMap wg(wt + gi * og * k, og, k);
+            if (dw) {
+                const float* cols = xg;
+                if (!g.pointwise()) {
+                    im2col(xg, g, col);
+                    cols = col;
+                }
+                gemm(MatMap(dw + gi * og * k, og, k), dyg * ConstMatMap(cols, k, plane).transpose(),
+                     n > 0);
+            }
+            if (!dx) continue;
+            float* dxg = dx + (n * g.c + gi * cg) * g.h * g.w;
+            if (g.pointwise()) {
+                gemm(MatMap(dxg, cg, plane), wg.transpose() * dyg, acc);
+            } else {
+                MatMap(col, k, plane).noalias() = wg.transpose() * dyg;
+                col2im(col, g, dxg, acc);
+            }
+        }
+}
+
+}  // namespace rl::cpu

@@ -1,0 +1,117 @@
+// concat, flatten and dropout: copies and a recomputable mask.
+#include <cstring>
+
+#include "engine/cpu/kernels.h"
+#include "engine/rng.h"
+
+namespace rl::cpu {
+namespace {
+
+// concat along `axis`, seen as [outer, chunk(i)] per input and [outer, row] for the output.
+struct ConcatLayout {
+    int64_t axis, outer = 1, inner = 1, row = 0;
+};
+
+ConcatLayout concat_layout(const Graph& g, const Node& n) {
+    const Shape& y = output_shape(g, n);
+    ConcatLayout l;
+    l.axis = n.attrs.get_int("axis", 1);
+    if (l.axis < 0) l.axis += y.rank();
+    for (int a = 0; a < y.rank(); ++a) {
+        if (a < l.axis) l.outer *= y[a];
+        if (a > l.axis) l.inner *= y[a];
+    }
+    l.row = y[static_cast<int>(l.axis)] * l.inner;
+    return l;
+}
+
+int64_t chunk(const Graph& g, const Node& n, const ConcatLayout& l, size_t i) {
+    return g.value(n.inputs[i]).shape[static_cast<int>(l.axis)] * l.inner;
+}
+
+}  // namespace
+
+void concat_forward(const ForwardCall& c) {
+    const ConcatLayout l = concat_layout(c.graph, c.node);
+    float* y = as_f32(c.output);
+    parallel_for(l.outer, l.row, [&](int64_t o) {
+        float* dst = y + o * l.row;
+        for (size_t k = 0; k < c.node.inputs.size(); ++k) {
+            const int64_t len = chunk(c.graph, c.node, l, k);
+            std::memcpy(dst, as_f32(c.inputs[k]) + o * len,
+                        static_cast<size_t>(len) * sizeof(float));
+            dst += len;
+        }
+    });
+}
+
+// Inputs in index order: a value in two slots gets its second share added after the first.
+void concat_backward(const BackwardCall& c) {
+    const ConcatLayout l = concat_layout(c.graph, c.node);
+    const float* dy = c.grad_output;
+    int64_t offset = 0;
+    for (size_t k = 0; k < c.node.inputs.size(); ++k) {
+        const int64_t len = chunk(c.graph, c.node, l, k);
+        if (float* dx = c.grad_inputs[k]) {
+            const bool acc = c.accumulate[k];
+            parallel_for(l.outer, len, [&](int64_t o) {
+                store(ArrMap(dx + o * len, len), ConstArrMap(dy + o * l.row + offset, len), acc);
+            });
+        }
+        offset += len;
+    }
+}
+
+void flatten_forward(const ForwardCall& c) {
+    reshape_forward(c);
+}
+
+void flatten_backward(const BackwardCall& c) {
+    reshape_backward(c);
+}
+
+namespace {
+
+struct DropoutMask {
+    uint64_t key;
+    uint32_t threshold;
+    float scale;
+};
+
+DropoutMask dropout_mask(const Graph& g, const Node& n) {
+    const double p = n.attrs.get_float("p", 0.5);
+    return {dropout_key(g.seed(), n.name), dropout_threshold(p), static_cast<float>(1.0 / (1 - p))};
+}
+
+}  // namespace
+
+// The mask is hashed from (graph seed, node name, element index): a recomputation, or the
+// backward, draws exactly the same mask without storing it.
+void dropout_forward(const ForwardCall& c) {
+    const DropoutMask m = dropout_mask(c.graph, c.node);
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
+        for (int64_t i = s; i < s + n; ++i)
+            y[i] =
+                dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold) ? x[i] * m.scale : 0.0f;
+    });
+}
+
+void dropout_backward(const BackwardCall& c) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const DropoutMask m = dropout_mask(c.graph, c.node);
+    const float* dy = c.grad_output;
+    const bool acc = c.accumulate[0];
+    for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
+        for (int64_t i = s; i < s + n; ++i) {
+            const float g = dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold)
+                                ? dy[i] * m.scale
+                                : 0.0f;
+            dx[i] = acc ? dx[i] + g : g;
+        }
+    });
+}
+
+}  // namespace rl::cpu

@@ -1,0 +1,71 @@
+// conv2d: NCHW convolution with groups (depthwise when groups == channels), stride, padding and
+// dilation. A "dot" op: its backward is two GEMMs, like linear's.
+#include "engine/ops/op_defs.h"
+#include "engine/ops/window.h"
+
+namespace rl::ops {
+namespace {
+
+Inferred conv2d_infer(const Graph& g, const Node& n) {
+    require_f32(g, n);
+    require_known_attrs(
+        n, {"out_channels", "kernel", "stride", "padding", "dilation", "groups", "bias"});
+    const Conv2dGeometry c = conv2d_geometry(g, n);
+    Inferred r;
+    r.shape = Shape{c.n, c.out_c, c.oh, c.ow};
+    const int64_t fan_in = c.patch();
+    r.params.push_back({"weight", Shape{c.out_c, c.c_per_group(), c.win.kh, c.win.kw},
+                        ParamInit::FanInUniform, fan_in});
+    if (c.bias) r.params.push_back({"bias", Shape{c.out_c}, ParamInit::FanInUniform, fan_in});
+    return r;
+}
+
+// dW needs the input; dX needs only the weights.
+Residuals conv2d_residuals(const Graph&, const Node&) {
+    return {0b1u, false};
+}
+
+// One im2col matrix, (c/groups)·kh·kw × oh·ow floats, for one group of one image at a time; the
+// backward reuses it for the column gradient before col2im. None for 1×1 stride-1 unpadded
+// convolutions (the input is its own column matrix) or depthwise ones (a direct kernel).
+uint64_t conv2d_workspace(const Graph& g, const Node& n) {
+    return sizeof(float) * static_cast<uint64_t>(conv2d_geometry(g, n).im2col_floats());
+}
+
+OpCost conv2d_cost(const Graph& g, const Node& n) {
+    const Conv2dGeometry c = conv2d_geometry(g, n);
+    const double out = static_cast<double>(c.n * c.out_c * c.oh * c.ow);
+    const double macs = out * static_cast<double>(c.patch());
+    const double in = static_cast<double>(c.n * c.c * c.h * c.w);
+    const double weights = static_cast<double>(c.out_c * c.patch());
+    const double bias = c.bias ? 1.0 : 0.0;
+    const double cols = static_cast<double>(c.n * c.groups * c.im2col_floats());
+    OpCost k;
+    k.fwd_flops = 2 * macs + bias * out;
+    k.bwd_flops = 4 * macs + bias * out;
+    // Reads X, W; writes Y; im2col writes and reads its columns once.
+    k.fwd_bytes = 4 * (in + weights + out + 2 * cols);
+    // Reads dY, X, W; writes dX, dW, db; im2col and col2im pass twice over the columns.
+    k.bwd_bytes = 4 * (out + 2 * in + 2 * weights + bias * c.out_c + 4 * cols);
+    return k;
+}
+
+}  // namespace
+
+const OpDef kConv2dDef{
+    .name = "conv2d",
+    .about =
+        "NCHW convolution (attrs: out_channels, kernel, stride=1, padding=0, dilation=1, "
+        "groups=1, bias=1)",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .is_loss = false,
+    .is_dot = true,
+    .infer = conv2d_infer,
+    .residuals = conv2d_residuals,
+    .fwd_workspace = conv2d_workspace,
+    .bwd_workspace = conv2d_workspace,
+    .cost = conv2d_cost,
+};
+
+}  // namespace rl::ops

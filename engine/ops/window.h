@@ -1,0 +1,63 @@
+#pragma once
+// Geometry of the 2-D windowed ops on NCHW tensors (conv2d, maxpool2d, avgpool2d), parsed and
+// checked once from a node's attributes, shared by shape inference and by every backend's
+// kernels.
+//
+// Attributes follow ONNX semantics, so an ONNX Conv/MaxPool/AveragePool maps onto them directly:
+//   kernel    int or [kh, kw]                       (ONNX kernel_shape)
+//   stride    int or [sh, sw]                       (ONNX strides)
+//   padding   int, [ph, pw] or [top, left, bottom, right]   (ONNX pads, same order)
+//   dilation  int or [dh, dw]                       (ONNX dilations)
+//   ceil_mode 0/1 (pools only)
+// An output axis has (in + pad_begin + pad_end - dilation·(k-1) - 1) / stride + 1 positions,
+// rounded down (or up with ceil_mode, where, as in PyTorch and ONNX, a last window that would
+// start in the end padding is dropped).
+//
+// Worked example: x [2,3,8,8], conv2d kernel=3, stride=2, padding=1 → out (8+1+1-2-1)/2+1 = 4,
+// so y is [2,out_channels,4,4]; window (oh, ow) covers rows 2·oh-1 … 2·oh+1 of the input.
+#include <cstdint>
+
+#include "engine/graph.h"
+
+namespace rl {
+
+struct Window2d {
+    int64_t kh = 1, kw = 1;
+    int64_t sh = 1, sw = 1;
+    int64_t dh = 1, dw = 1;
+    int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+
+struct Conv2dGeometry {
+    int64_t n = 0, c = 0, h = 0, w = 0;  // input
+    int64_t out_c = 0, oh = 0, ow = 0;   // output
+    int64_t groups = 1;
+    Window2d win;
+    bool bias = true;
+    int64_t c_per_group() const { return c / groups; }
+    int64_t out_per_group() const { return out_c / groups; }
+    // Rows of one group's im2col matrix: (c/groups)·kh·kw.
+    int64_t patch() const { return c_per_group() * win.kh * win.kw; }
+    // One input channel per group (depthwise, with any channel multiplier): a direct kernel.
+    bool depthwise() const { return c_per_group() == 1 && groups > 1; }
+    // 1×1, stride 1, no padding: the input plane already is the im2col matrix.
+    bool pointwise() const {
+        return win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.pad_top == 0 &&
+               win.pad_left == 0 && win.pad_bottom == 0 && win.pad_right == 0;
+    }
+    // Floats of im2col scratch (one group of one image at a time); 0 when none is needed.
+    int64_t im2col_floats() const { return depthwise() || pointwise() ? 0 : patch() * oh * ow; }
+};
+
+struct Pool2dGeometry {
+    int64_t n = 0, c = 0, h = 0, w = 0;
+    int64_t oh = 0, ow = 0;
+    Window2d win;
+    bool count_include_pad = false;  // avgpool: divide by the whole window, padding included
+};
+
+// Throw rl::Error naming the attribute and the input shape when something does not fit.
+Conv2dGeometry conv2d_geometry(const Graph& g, const Node& n);
+Pool2dGeometry pool2d_geometry(const Graph& g, const Node& n);
+
+}  // namespace rl

@@ -1,0 +1,1093 @@
+// The NCHW ops (conv2d, maxpool2d, avgpool2d, batchnorm, upsample_nearest2d, concat, flatten,
+// dropout) and their CPU kernels, one small node at a time, as test_ops.cpp does for the dense
+// ops: forward values against a float64 reference written out here, backward against central
+// finite differences, the kernel contract (accumulate flags, garbage workspace, duplicate
+// inputs), determinism at 2 threads, and the attribute errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/errors.h"
+#include "engine/ops/op.h"
+#include "engine/ops/window.h"
+#include "engine/rng.h"
+
+namespace rl {
+namespace {
+
+using Ids = std::vector<ValueId>;
+using Ints = std::vector<int64_t>;
+
+// --- the harness (as in test_ops.cpp, with any number of inputs) ----------------------------
+
+template <class T>
+struct Aligned64 {
+    using value_type = T;
+    Aligned64() = default;
+    template <class U>
+    Aligned64(const Aligned64<U>&) {}
+    T* allocate(size_t n) {
+        return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+    }
+    void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
+    bool operator==(const Aligned64&) const = default;
+};
+using Floats = std::vector<float, Aligned64<float>>;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Grads {
+    std::map<ValueId, Floats> inputs;
+    std::vector<Floats> params;
+};
+
+Floats workspace_for(uint64_t bytes) {
+    return Floats((bytes + 3) / 4, kNaN);  // garbage: kernels must not read it before writing
+}
+
+class OpCase {
+  public:
+    explicit OpCase(uint32_t seed = 11, std::string node_name = "op")
+        : name_(std::move(node_name)), rng_(seed), backend_(make_cpu_backend()) {}
+
+    ValueId input(const std::string& name, Shape shape) {
+        const ValueId v = g.add_input(name, DType::F32, shape);
+        Floats b(static_cast<size_t>(shape.numel()));
+        for (float& x : b) x = uniform();
+        values[v] = std::move(b);
+        return v;
+    }
+
+    // An input whose values are a shuffled ladder with steps of `gap`: no two are close, so a
+    // finite-difference step cannot change which element of a window is the maximum.
+    ValueId distinct_input(const std::string& name, Shape shape, float gap = 0.05f) {
+        const ValueId v = input(name, shape);
+        Floats& b = values[v];
+        std::vector<size_t> order(b.size());
+        std::iota(order.begin(), order.end(), size_t{0});
+        std::shuffle(order.begin(), order.end(), rng_);
+        for (size_t k = 0; k < b.size(); ++k)
+            b[order[k]] = (static_cast<float>(k) - static_cast<float>(b.size()) / 2) * gap;
+        return v;
+    }
+
+    void op(OpKind k, std::vector<ValueId> ins, Attrs attrs = {}) {
+        node = g.add_node(name_, k, ins, std::move(attrs));
+        for (ParamId p : g.node(node).params) {
+            Floats w(static_cast<size_t>(g.param(p).shape.numel()));
+            for (float& x : w) x = uniform();
+            params.push_back(std::move(w));
+        }
+    }
+
+    const Node& n() const { return g.node(node); }
+    const OpDef& def() const { return op_def(n().op); }
+    Shape out_shape() const { return g.output_of(node).shape; }
+
+    Floats forward() {
+        std::vector<const void*> ins;
+        for (ValueId v : n().inputs) ins.push_back(values.at(v).data());
+        Floats out(static_cast<size_t>(out_shape().numel()), kNaN);
+        Floats ws = workspace_for(def().fwd_workspace ? def().fwd_workspace(g, n()) : 0);
+        const std::vector<float*> ps = param_ptrs();
+        backend_->forward(
+            {g, n(), ins.data(), ps.data(), out.data(), ws.empty() ? nullptr : ws.data()});
+        return out;
+    }
+
+    // Input gradient buffers start as `initial` (accumulate) or NaN (overwrite). A value in two
+    // slots shares one buffer and its second slot accumulates, as in the executor.
+    Grads backward(const Floats& dy, const Grads* initial = nullptr) {
+        const Residuals res = def().residuals(g, n());
+        const size_t k = n().inputs.size();
+        std::vector<const void*> ins(k, nullptr);
+        for (size_t i = 0; i < k; ++i)
+            if (res.reads_input(static_cast<int>(i))) ins[i] = values.at(n().inputs[i]).data();
+        Floats out;
+        if (res.output) out = forward();
+        Grads gr;
+        std::vector<float*> gi(k, nullptr);
+        std::unique_ptr<bool[]> acc(new bool[k]());
+        std::set<ValueId> seen;
+        for (size_t i = 0; i < k; ++i) {
+            const ValueId v = n().inputs[i];
+            if (!gr.inputs.count(v))
+                gr.inputs[v] = initial ? initial->inputs.at(v) : Floats(values.at(v).size(), kNaN);
+            gi[i] = gr.inputs[v].data();
+            acc[i] = seen.count(v) ? true : initial != nullptr;
+            seen.insert(v);
+        }
+        for (const auto& p : params) gr.params.emplace_back(p.size(), kNaN);
+        std::vector<float*> gp;
+        for (auto& p : gr.params) gp.push_back(p.data());
+        Floats ws = workspace_for(def().bwd_workspace ? def().bwd_workspace(g, n()) : 0);
+        const std::vector<float*> ps = param_ptrs();
+        backend_->backward({g, n(), ins.data(), res.output ? out.data() : nullptr, ps.data(),
+                            dy.data(), gi.data(), acc.get(), gp.data(),
+                            ws.empty() ? nullptr : ws.data()});
+        return gr;
+    }
+
+    float uniform() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_); }
+    Floats random(size_t n) {
+        Floats r(n);
+        for (float& x : r) x = uniform();
+        return r;
+    }
+    const Floats& data(ValueId v) const { return values.at(v); }
+
+    Graph g{"conv-ops", 1};
+    NodeId node = kNoId;
+    std::map<ValueId, Floats> values;
+    std::vector<Floats> params;
+
+  private:
+    std::vector<float*> param_ptrs() {
+        std::vector<float*> ps;
+        for (auto& p : params) ps.push_back(p.data());
+        return ps;
+    }
+
+    std::string name_;
+    std::mt19937 rng_;
+    std::unique_ptr<Backend> backend_;
+};
+
+// Every input and parameter gradient against central differences of L = Σ r·y (in double).
+void check_gradients(OpCase& c, double eps = 1e-2, double atol = 2e-3, double rtol = 1e-2) {
+    const Floats r = c.random(c.forward().size());
+    auto loss = [&] {
+        const Floats y = c.forward();
+        double s = 0;
+        for (size_t k = 0; k < y.size(); ++k) s += static_cast<double>(r[k]) * y[k];
+        return s;
+    };
+    const Grads an = c.backward(r);
+    auto check = [&](Floats& x, const Floats& grad, const std::string& what) {
+        ASSERT_EQ(x.size(), grad.size()) << what;
+        for (size_t k = 0; k < x.size(); ++k) {
+            const float saved = x[k];
+            x[k] = static_cast<float>(saved + eps);
+            const double plus = loss();
+            x[k] = static_cast<float>(saved - eps);
+            const double minus = loss();
+            x[k] = saved;
+            const double fd = (plus - minus) / (2 * eps);
+            ASSERT_NEAR(grad[k], fd, atol + rtol * std::abs(fd)) << what << " element " << k;
+        }
+    };
+    for (auto& [v, buf] : c.values) check(buf, an.inputs.at(v), "input " + c.g.value(v).name);
+    for (size_t p = 0; p < c.params.size(); ++p)
+        check(c.params[p], an.params[p], c.g.param(c.n().params[p]).name);
+}
+
+void check_forward(OpCase& c, const std::vector<double>& want, double tol = 1e-4) {
+    const Floats y = c.forward();
+    ASSERT_EQ(y.size(), want.size());
+    for (size_t k = 0; k < y.size(); ++k)
+        ASSERT_NEAR(y[k], want[k], tol * (1 + std::abs(want[k]))) << "output element " << k;
+}
+
+// --- references in double -----------------------------------------------------------------
+
+struct ConvSpec {
+    int64_t n, c, h, w, out;
+    int64_t kh, kw, sh = 1, sw = 1, dh = 1, dw = 1;
+    int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+    int64_t groups = 1;
+    bool bias = true;
+
+    Attrs attrs() const {
+        Attrs a{{"out_channels", out}, {"kernel", Ints{kh, kw}}};
+        a.set("stride", Ints{sh, sw});
+        a.set("padding", Ints{pt, pl, pb, pr});
+        a.set("dilation", Ints{dh, dw});
+        a.set("groups", groups);
+        if (!bias) a.set("bias", int64_t{0});
+        return a;
+    }
+    int64_t oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
+    int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
+};
+
+std::vector<double> conv_reference(const ConvSpec& s, const Floats& x, const Floats& wt,
+                                   const Floats* b) {
+    const int64_t cg = s.c / s.groups, og = s.out / s.groups;
+    std::vector<double> y;
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t o = 0; o < s.out; ++o)
+            for (int64_t oh = 0; oh < s.oh(); ++oh)
+                for (int64_t ow = 0; ow < s.ow(); ++ow) {
+                    double acc = b ? (*b)[static_cast<size_t>(o)] : 0.0;
+                    const int64_t gi = o / og;
+                    for (int64_t ci = 0; ci < cg; ++ci)
+                        for (int64_t i = 0; i < s.kh; ++i)
+                            for (int64_t j = 0; j < s.kw; ++j) {
+                                const int64_t ih = oh * s.sh - s.pt + i * s.dh;
+                                const int64_t iw = ow * s.sw - s.pl + j * s.dw;
+                                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+                                const int64_t xc = gi * cg + ci;
+                                acc +=
+                                    double(wt[static_cast<size_t>(
+                                        ((o * cg + ci) * s.kh + i) * s.kw + j)]) *
+                                    x[static_cast<size_t>(((n * s.c + xc) * s.h + ih) * s.w + iw)];
+                            }
+                    y.push_back(acc);
+                }
+    return y;
+}
+
+void check_conv(const ConvSpec& s, const char* what) {
+    SCOPED_TRACE(what);
+    OpCase c;
+    const ValueId x = c.input("x", Shape{s.n, s.c, s.h, s.w});
+    c.op(OpKind::Conv2d, {x}, s.attrs());
+    ASSERT_EQ(c.out_shape(), (Shape{s.n, s.out, s.oh(), s.ow()}));
+    ASSERT_EQ(c.params.size(), s.bias ? 2u : 1u);
+    check_forward(c, conv_reference(s, c.data(x), c.params[0], s.bias ? &c.params[1] : nullptr));
+    // Linear in each argument: the differences are exact up to rounding, so tolerances are tight.
+    check_gradients(c, 1e-2, 5e-4, 1e-3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// conv2d
+
+TEST(ConvOps, Conv2dPadded3x3) {
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 5,
+                .w = 6,
+                .out = 4,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1},
+               "3x3 pad 1");
+}
+
+TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
+    check_conv({.n = 2, .c = 2, .h = 7, .w = 6, .out = 3, .kh = 3, .kw = 2, .sh = 2, .sw = 1},
+               "stride 2x1, kernel 3x2");
+    check_conv({.n = 1,
+                .c = 2,
+                .h = 7,
+                .w = 7,
+                .out = 2,
+                .kh = 3,
+                .kw = 3,
+                .dh = 2,
+                .dw = 2,
+                .pt = 2,
+                .pl = 2,
+                .pb = 2,
+                .pr = 2},
+               "dilation 2");
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 6,
+                .w = 5,
+                .out = 3,
+                .kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .pt = 0,
+                .pl = 1,
+                .pb = 2,
+                .pr = 0},
+               "asymmetric padding, stride 2");
+    check_conv({.n = 1,
+                .c = 3,
+                .h = 4,
+                .w = 4,
+                .out = 2,
+                .kh = 3,
+                .kw = 3,
+                .sh = 3,
+                .sw = 2,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .bias = false},
+               "stride 3x2, no bias");
+}
+
+TEST(ConvOps, Conv2dGroupsAndDepthwise) {
+    check_conv({.n = 2,
+                .c = 4,
+                .h = 5,
+                .w = 5,
+                .out = 6,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 2},
+               "groups 2");
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 5,
+                .w = 6,
+                .out = 3,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 3},
+               "depthwise");
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 6,
+                .w = 6,
+                .out = 4,
+                .kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .dh = 1,
+                .dw = 2,
+                .pt = 1,
+                .pl = 2,
+                .pb = 0,
+                .pr = 1,
+                .groups = 2},
+               "depthwise, multiplier 2, stride 2, dilation, asymmetric padding");
+    check_conv(
+        {.n = 1, .c = 4, .h = 4, .w = 3, .out = 4, .kh = 2, .kw = 2, .groups = 4, .bias = false},
+        "depthwise 2x2 without bias");
+    // Stride-1 rows take the fused kernel-row path (kw = 3, 5, 7): its edges and interiors.
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 6,
+                .w = 7,
+                .out = 4,
+                .kh = 3,
+                .kw = 5,
+                .sh = 2,
+                .sw = 1,
+                .dh = 1,
+                .dw = 2,
+                .pt = 1,
+                .pl = 3,
+                .pb = 0,
+                .pr = 2,
+                .groups = 2},
+               "depthwise 3x5, dilation 2 across: no interior");
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 6,
+                .w = 16,
+                .out = 4,
+                .kh = 3,
+                .kw = 5,
+                .sh = 2,
+                .sw = 1,
+                .dh = 1,
+                .dw = 2,
+                .pt = 1,
+                .pl = 3,
+                .pb = 0,
+                .pr = 2,
+                .groups = 2},
+               "depthwise 3x5, dilation 2 across, wide rows");
+    check_conv({.n = 1,
+                .c = 3,
+                .h = 3,
+                .w = 12,
+                .out = 3,
+                .kh = 1,
+                .kw = 7,
+                .pt = 0,
+                .pl = 3,
+                .pb = 0,
+                .pr = 3,
+                .groups = 3},
+               "depthwise 1x7");
+}
+
+TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
+    check_conv({.n = 2, .c = 5, .h = 3, .w = 4, .out = 3, .kh = 1, .kw = 1}, "1x1");
+    check_conv({.n = 2, .c = 4, .h = 3, .w = 4, .out = 6, .kh = 1, .kw = 1, .groups = 2},
+               "1x1 groups 2");
+    check_conv({.n = 2, .c = 3, .h = 5, .w = 5, .out = 2, .kh = 1, .kw = 1, .sh = 2, .sw = 2},
+               "1x1 stride 2 (im2col)");
+}
+
+TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
+    Graph g;
+    const ValueId x = g.add_input("x", DType::F32, Shape{2, 8, 10, 10});
+    const NodeId conv = g.add_node("conv", OpKind::Conv2d, Ids{x},
+                                   {{"out_channels", int64_t{16}},
+                                    {"kernel", int64_t{3}},
+                                    {"stride", int64_t{2}},
+                                    {"padding", int64_t{1}},
+                                    {"groups", int64_t{2}}});
+    EXPECT_EQ(g.output_of(conv).shape, (Shape{2, 16, 5, 5}));
+    ASSERT_EQ(g.node(conv).params.size(), 2u);
+    const Param& w = g.param(g.node(conv).params[0]);
+    EXPECT_EQ(w.name, "conv.weight");
+    EXPECT_EQ(w.shape, (Shape{16, 4, 3, 3}));
+    EXPECT_EQ(w.init, ParamInit::FanInUniform);
+    EXPECT_EQ(w.fan_in, 4 * 3 * 3);
+    EXPECT_EQ(g.param(g.node(conv).params[1]).shape, (Shape{16}));
+    EXPECT_EQ(g.param(g.node(conv).params[1]).fan_in, 36);
+    const OpDef& d = op_def(OpKind::Conv2d);
+    // One group of one image: (8/2)·3·3 rows × 5·5 columns.
+    EXPECT_EQ(d.fwd_workspace(g, g.node(conv)), 4u * 4 * 9 * 25);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(conv)), 4u * 4 * 9 * 25);
+    const OpCost cost = d.cost(g, g.node(conv));
+    EXPECT_DOUBLE_EQ(cost.fwd_flops, 2.0 * (2 * 16 * 25) * 36 + 2 * 16 * 25);
+    EXPECT_GT(cost.bwd_flops, cost.fwd_flops);
+    EXPECT_TRUE(d.is_dot);
+    EXPECT_EQ(d.residuals(g, g.node(conv)).inputs, 1u);
+    EXPECT_FALSE(d.residuals(g, g.node(conv)).output);
+
+    const NodeId pw = g.add_node("pw", OpKind::Conv2d, Ids{x},
+                                 {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(pw)), 0u);
+    const NodeId dw =
+        g.add_node("dw", OpKind::Conv2d, Ids{x},
+                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 0u);
+    EXPECT_EQ(g.output_of(dw).shape, (Shape{2, 8, 8, 8}));
+}
+
+// ResNet's stem, as ONNX describes it: 224 -> conv 7x7/2 pad 3 -> 112 -> maxpool 3x3/2 pad 1 -> 56.
+TEST(ConvOps, OnnxShapesOfTheResNetStem) {
+    Graph g;
+    const ValueId x = g.add_input("x", DType::F32, Shape{1, 3, 224, 224});
+    const NodeId conv = g.add_node("conv", OpKind::Conv2d, Ids{x},
+                                   {{"out_channels", int64_t{64}},
+                                    {"kernel", Ints{7, 7}},
+                                    {"stride", Ints{2, 2}},
+                                    {"padding", Ints{3, 3, 3, 3}},
+                                    {"dilation", Ints{1, 1}},
+                                    {"groups", int64_t{1}}});
+    EXPECT_EQ(g.output_of(conv).shape, (Shape{1, 64, 112, 112}));
+    const NodeId pool =
+        g.add_node("pool", OpKind::MaxPool2d, Ids{g.node(conv).output},
+                   {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1, 1, 1}}});
+    EXPECT_EQ(g.output_of(pool).shape, (Shape{1, 64, 56, 56}));
+    const NodeId gap =
+        g.add_node("gap", OpKind::AvgPool2d, Ids{g.node(pool).output}, {{"global", int64_t{1}}});
+    EXPECT_EQ(g.output_of(gap).shape, (Shape{1, 64, 1, 1}));
+    const NodeId flat = g.add_node("flat", OpKind::Flatten, Ids{g.node(gap).output});
+    EXPECT_EQ(g.output_of(flat).shape, (Shape{1, 64}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// pooling
+
+struct PoolSpec {
+    int64_t kh, kw, sh, sw;
+    int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+    int64_t dh = 1, dw = 1;
+    bool ceil = false, include_pad = false;
+    Attrs attrs(bool avg) const {
+        Attrs a{{"kernel", Ints{kh, kw}}, {"stride", Ints{sh, sw}}};
+        a.set("padding", Ints{pt, pl, pb, pr});
+        a.set("dilation", Ints{dh, dw});
+        a.set("ceil_mode", int64_t{ceil});
+        if (avg) a.set("count_include_pad", int64_t{include_pad});
+        return a;
+    }
+};
+
+// Output positions by the ONNX rule (with ceil_mode's last-window check), computed naively.
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil) {
+    const double span = static_cast<double>(in + pb + pe - d * (k - 1) - 1) / s;
+    int64_t out = static_cast<int64_t>(ceil ? std::ceil(span) : std::floor(span)) + 1;
+    if (ceil && (out - 1) * s >= in + pb) --out;
+    return out;
+}
+
+std::vector<double> pool_reference(const PoolSpec& p, const Floats& x, int64_t planes, int64_t h,
+                                   int64_t w, bool avg) {
+    const int64_t oh = pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil);
+    const int64_t ow = pooled(w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil);
+    std::vector<double> y;
+    for (int64_t q = 0; q < planes; ++q)
+        for (int64_t a = 0; a < oh; ++a)
+            for (int64_t b = 0; b < ow; ++b) {
+                double best = -1e300, sum = 0;
+                int64_t count = 0, padded = 0;
+                for (int64_t i = 0; i < p.kh; ++i)
+                    for (int64_t j = 0; j < p.kw; ++j) {
+                        const int64_t ih = a * p.sh - p.pt + i * p.dh;
+                        const int64_t iw = b * p.sw - p.pl + j * p.dw;
+                        if (ih >= -p.pt && ih < h + p.pb && iw >= -p.pl && iw < w + p.pr) ++padded;
+                        if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                        const double v = x[static_cast<size_t>((q * h + ih) * w + iw)];
+                        best = std::max(best, v);
+                        sum += v;
+                        ++count;
+                    }
+                if (avg)
+                    y.push_back(sum / static_cast<double>(p.include_pad ? padded : count));
+                else
+                    y.push_back(best);
+            }
+    return y;
+}
+
+void check_pool(bool avg, const PoolSpec& p, int64_t h, int64_t w, const char* what) {
+    SCOPED_TRACE(what);
+    OpCase c;
+    const ValueId x = avg ? c.input("x", Shape{2, 3, h, w}) : c.distinct_input("x", {2, 3, h, w});
+    c.op(avg ? OpKind::AvgPool2d : OpKind::MaxPool2d, {x}, p.attrs(avg));
+    EXPECT_EQ(c.out_shape(), (Shape{2, 3, pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil),
+                                    pooled(w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil)}));
+    check_forward(c, pool_reference(p, c.data(x), 6, h, w, avg));
+    check_gradients(c);
+}
+
+TEST(ConvOps, MaxPool) {
+    check_pool(false, {.kh = 2, .kw = 2, .sh = 2, .sw = 2}, 6, 6, "2x2/2");
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 7,
+               6, "3x3/2 pad 1");
+    check_pool(false, {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .ceil = true}, 6, 7, "ceil_mode");
+    check_pool(false, {.kh = 2, .kw = 2, .sh = 1, .sw = 1, .dh = 2, .dw = 2}, 5, 5, "dilation 2");
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 0, .pb = 0, .pr = 2}, 4,
+               4, "overlapping, asymmetric padding");
+}
+
+TEST(ConvOps, AvgPool) {
+    check_pool(true, {.kh = 2, .kw = 2, .sh = 2, .sw = 2}, 6, 6, "2x2/2");
+    check_pool(true, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 7, 6,
+               "3x3/2 pad 1");
+    check_pool(true,
+               {.kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .include_pad = true},
+               7, 6, "count_include_pad");
+    check_pool(true, {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .ceil = true}, 6, 7, "ceil_mode");
+}
+
+TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{1, 1, 2, 4});
+    c.values.at(x) = {1, 1, 0, 2, 1, 0, 2, 2};
+    c.op(OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}});
+    EXPECT_EQ(c.out_shape(), (Shape{1, 1, 1, 2}));
+    const Floats y = c.forward();
+    EXPECT_EQ(y[0], 1.0f);
+    EXPECT_EQ(y[1], 2.0f);
+    const Grads g = c.backward({10.0f, 20.0f});
+    EXPECT_EQ(g.inputs.at(x), (Floats{10, 0, 0, 20, 0, 0, 0, 0}));
+}
+
+TEST(ConvOps, GlobalAvgPool) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{2, 3, 4, 5});
+    c.op(OpKind::AvgPool2d, {x}, {{"global", int64_t{1}}});
+    EXPECT_EQ(c.out_shape(), (Shape{2, 3, 1, 1}));
+    std::vector<double> want;
+    for (int q = 0; q < 6; ++q) {
+        double s = 0;
+        for (int k = 0; k < 20; ++k) s += c.data(x)[static_cast<size_t>(q * 20 + k)];
+        want.push_back(s / 20);
+    }
+    check_forward(c, want);
+    check_gradients(c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// batchnorm, upsample, concat, flatten
+
+void check_batchnorm(Shape shape) {
+    SCOPED_TRACE(format_dims(shape));
+    OpCase c;
+    const ValueId x = c.input("x", shape);
+    for (float& v : c.values.at(x)) v = 2.0f * v + 0.5f;
+    c.op(OpKind::BatchNorm, {x}, {{"eps", 1e-3}});
+    ASSERT_EQ(c.params.size(), 2u);
+    EXPECT_EQ(c.g.param(c.n().params[0]).init, ParamInit::Ones);
+    EXPECT_EQ(c.g.param(c.n().params[1]).init, ParamInit::Zeros);
+    const int64_t n = shape[0], ch = shape[1], inner = shape.numel() / (n * ch);
+    std::vector<double> want(static_cast<size_t>(shape.numel()));
+    for (int64_t k = 0; k < ch; ++k) {
+        double sum = 0, sq = 0;
+        auto at = [&](int64_t i, int64_t e) {
+            return static_cast<size_t>((i * ch + k) * inner + e);
+        };
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t e = 0; e < inner; ++e) sum += c.data(x)[at(i, e)];
+        const double mean = sum / static_cast<double>(n * inner);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t e = 0; e < inner; ++e) sq += std::pow(c.data(x)[at(i, e)] - mean, 2);
+        const double rstd = 1 / std::sqrt(sq / static_cast<double>(n * inner) + 1e-3);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t e = 0; e < inner; ++e)
+                want[at(i, e)] =
+                    (c.data(x)[at(i, e)] - mean) * rstd * c.params[0][static_cast<size_t>(k)] +
+                    c.params[1][static_cast<size_t>(k)];
+    }
+    check_forward(c, want);
+    check_gradients(c, 1e-2, 3e-3, 2e-2);
+}
+
+TEST(ConvOps, BatchNorm) {
+    check_batchnorm(Shape{3, 2, 3, 4});
+    check_batchnorm(Shape{5, 3});  // [N, C]: statistics over the batch only
+}
+
+TEST(ConvOps, UpsampleNearest) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{2, 2, 3, 2});
+    c.op(OpKind::UpsampleNearest2d, {x}, {{"scale", Ints{2, 3}}});
+    EXPECT_EQ(c.out_shape(), (Shape{2, 2, 6, 6}));
+    std::vector<double> want;
+    for (int q = 0; q < 4; ++q)
+        for (int h = 0; h < 6; ++h)
+            for (int w = 0; w < 6; ++w)
+                want.push_back(c.data(x)[static_cast<size_t>(q * 6 + (h / 2) * 2 + w / 3)]);
+    check_forward(c, want, 0.0);
+    check_gradients(c);
+    OpCase d;
+    d.op(OpKind::UpsampleNearest2d, {d.input("x", Shape{1, 3, 2, 2})}, {{"scale", int64_t{2}}});
+    EXPECT_EQ(d.out_shape(), (Shape{1, 3, 4, 4}));
+}
+
+TEST(ConvOps, ConcatChannelsAndOtherAxes) {
+    OpCase c;
+    const ValueId a = c.input("a", Shape{2, 1, 2, 3});
+    const ValueId b = c.input("b", Shape{2, 3, 2, 3});
+    const ValueId d = c.input("d", Shape{2, 2, 2, 3});
+    c.op(OpKind::Concat, {a, b, d});
+    EXPECT_EQ(c.out_shape(), (Shape{2, 6, 2, 3}));
+    std::vector<double> want;
+    for (int n = 0; n < 2; ++n)
+        for (auto [v, ch] : std::vector<std::pair<ValueId, int>>{{a, 1}, {b, 3}, {d, 2}})
+            for (int k = 0; k < ch * 6; ++k)
+                want.push_back(c.data(v)[static_cast<size_t>(n * ch * 6 + k)]);
+    check_forward(c, want, 0.0);
+    check_gradients(c);
+
+    OpCase last;
+    const ValueId p = last.input("p", Shape{3, 2});
+    const ValueId q = last.input("q", Shape{3, 4});
+    last.op(OpKind::Concat, {p, q}, {{"axis", int64_t{-1}}});
+    EXPECT_EQ(last.out_shape(), (Shape{3, 6}));
+    check_gradients(last);
+}
+
+TEST(ConvOps, ConcatSameInputTwice) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{2, 2, 2, 2});
+    c.op(OpKind::Concat, {x, x});
+    const Grads g = c.backward(Floats(32, 1.5f));
+    for (float v : g.inputs.at(x)) EXPECT_EQ(v, 3.0f);
+    check_gradients(c);
+}
+
+TEST(ConvOps, Flatten) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{2, 3, 2, 2});
+    c.op(OpKind::Flatten, {x});
+    EXPECT_EQ(c.out_shape(), (Shape{2, 12}));
+    std::vector<double> want(c.data(x).begin(), c.data(x).end());
+    check_forward(c, want, 0.0);
+    check_gradients(c);
+    OpCase d;
+    d.op(OpKind::Flatten, {d.input("x", Shape{2, 3, 4})}, {{"axis", int64_t{2}}});
+    EXPECT_EQ(d.out_shape(), (Shape{6, 4}));
+    OpCase e;
+    e.op(OpKind::Flatten, {e.input("x", Shape{2, 3, 4})}, {{"axis", int64_t{0}}});
+    EXPECT_EQ(e.out_shape(), (Shape{1, 24}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// dropout: a mask that is a function of (graph seed, node name, element index)
+
+TEST(ConvOps, DropoutMaskIsSeededScaledAndRecomputable) {
+    OpCase c;
+    const ValueId x = c.input("x", Shape{64, 64});
+    for (float& v : c.values.at(x)) v = std::abs(v) + 0.5f;  // never 0: zeros show the mask
+    c.op(OpKind::Dropout, {x}, {{"p", 0.25}});
+    const Floats y1 = c.forward(), y2 = c.forward();
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
+    const uint64_t key = dropout_key(c.g.seed(), "op");
+    const uint32_t threshold = dropout_threshold(0.25);
+    int64_t kept = 0;
+    for (size_t k = 0; k < y1.size(); ++k) {
+        const bool keep = dropout_keeps(key, k, threshold);
+        ASSERT_EQ(y1[k] != 0.0f, keep) << k;
+        if (keep) {
+            EXPECT_FLOAT_EQ(y1[k], c.data(x)[k] / 0.75f);
+        }
+        kept += keep;
+    }
+    EXPECT_NEAR(static_cast<double>(kept) / 4096, 0.75, 0.03);
+    // The backward applies the same mask and scale.
+    const Grads g = c.backward(Floats(4096, 1.0f));
+    for (size_t k = 0; k < y1.size(); ++k)
+        EXPECT_EQ(g.inputs.at(x)[k], y1[k] != 0.0f ? 1.0f / 0.75f : 0.0f) << k;
+    check_gradients(c);
+
+    // Another node name or another graph seed gives another mask; p = 0 keeps everything.
+    OpCase other(11, "other");
+    const ValueId ox = other.input("x", Shape{64, 64});
+    other.values.at(ox) = c.values.at(x);
+    other.op(OpKind::Dropout, {ox}, {{"p", 0.25}});
+    EXPECT_NE(other.forward(), y1);
+    c.g.set_seed(2);
+    EXPECT_NE(c.forward(), y1);
+    OpCase none;
+    const ValueId nx = none.input("x", Shape{3, 5});
+    none.op(OpKind::Dropout, {nx}, {{"p", 0.0}});
+    EXPECT_EQ(none.forward(), none.data(nx));
+}
+
+TEST(ConvOps, CounterHashIsSplitMix64) {
+    // counter_hash(key, i) is the (i+1)-th output of SplitMix64 seeded with key.
+    SplitMix64 rng(42);
+    for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ(counter_hash(42, i), rng.next());
+}
+
+// ---------------------------------------------------------------------------------------------
+// registry, contract, determinism
+
+TEST(ConvOps, RegistryNamesFlagsAndResiduals) {
+    const std::vector<std::pair<OpKind, const char*>> names = {
+        {OpKind::Conv2d, "conv2d"},
+        {OpKind::MaxPool2d, "maxpool2d"},
+        {OpKind::AvgPool2d, "avgpool2d"},
+        {OpKind::BatchNorm, "batchnorm"},
+        {OpKind::UpsampleNearest2d, "upsample_nearest2d"},
+        {OpKind::Concat, "concat"},
+        {OpKind::Flatten, "flatten"},
+        {OpKind::Dropout, "dropout"},
+    };
+    for (auto [k, name] : names) {
+        EXPECT_EQ(op_name(k), name);
+        EXPECT_EQ(op_from_name(name), k);
+        EXPECT_FALSE(op_def(k).is_loss);
+        EXPECT_EQ(op_def(k).is_dot, k == OpKind::Conv2d) << name;
+    }
+    Graph g;
+    const ValueId x = g.add_input("x", DType::F32, Shape{2, 4, 6, 6});
+    auto residuals = [&](OpKind k, Ids ins, Attrs attrs = {}) {
+        std::string name = "n";  // appended: GCC 12 warns falsely (-Wrestrict) on "n" + string
+        name += std::to_string(g.num_nodes());
+        const NodeId n = g.add_node(name, k, ins, attrs);
+        EXPECT_EQ(op_def(k).bwd_workspace && op_def(k).bwd_workspace(g, g.node(n)) > 0,
+                  k == OpKind::Conv2d);
+        const Residuals r = op_def(k).residuals(g, g.node(n));
+        return std::pair{r.inputs, r.output};
+    };
+    using R = std::pair<uint32_t, bool>;
+    EXPECT_EQ(
+        residuals(OpKind::Conv2d, {x}, {{"out_channels", int64_t{2}}, {"kernel", int64_t{3}}}),
+        (R{1, false}));
+    EXPECT_EQ(residuals(OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}}), (R{1, false}));
+    EXPECT_EQ(residuals(OpKind::AvgPool2d, {x}, {{"kernel", int64_t{2}}}), (R{0, false}));
+    EXPECT_EQ(residuals(OpKind::BatchNorm, {x}), (R{1, false}));
+    EXPECT_EQ(residuals(OpKind::UpsampleNearest2d, {x}, {{"scale", int64_t{2}}}), (R{0, false}));
+    EXPECT_EQ(residuals(OpKind::Concat, {x, x}), (R{0, false}));
+    EXPECT_EQ(residuals(OpKind::Flatten, {x}), (R{0, false}));
+    EXPECT_EQ(residuals(OpKind::Dropout, {x}), (R{0, false}));
+}
+
+using Build = std::function<void(OpCase&)>;
+
+std::vector<std::pair<const char*, Build>> small_cases() {
+    return {
+        {"conv2d",
+         [](OpCase& c) {
+             c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 5, 5})},
+                  {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
+         }},
+        {"conv2d 1x1",
+         [](OpCase& c) {
+             c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 4, 4})},
+                  {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
+         }},
+        {"conv2d depthwise",
+         [](OpCase& c) {
+             c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 5, 5})},
+                  {{"out_channels", int64_t{3}}, {"kernel", int64_t{3}}, {"groups", int64_t{3}}});
+         }},
+        {"maxpool2d",
+         [](OpCase& c) {
+             c.op(OpKind::MaxPool2d, {c.distinct_input("x", Shape{2, 2, 4, 4})},
+                  {{"kernel", int64_t{2}}});
+         }},
+        {"avgpool2d",
+         [](OpCase& c) {
+             c.op(OpKind::AvgPool2d, {c.input("x", Shape{2, 2, 5, 5})},
+                  {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
+         }},
+        {"global avgpool",
+         [](OpCase& c) {
+             c.op(OpKind::AvgPool2d, {c.input("x", Shape{2, 2, 3, 3})}, {{"global", int64_t{1}}});
+         }},
+        {"batchnorm",
+         [](OpCase& c) {
+             c.op(OpKind::BatchNorm, {c.input("x", Shape{3, 2, 2, 2})});
+         }},
+        {"upsample",
+         [](OpCase& c) {
+             c.op(OpKind::UpsampleNearest2d, {c.input("x", Shape{1, 2, 2, 3})},
+                  {{"scale", int64_t{2}}});
+         }},
+        {"concat",
+         [](OpCase& c) {
+             c.op(OpKind::Concat,
+                  {c.input("a", Shape{2, 2, 2, 2}), c.input("b", Shape{2, 1, 2, 2})});
+         }},
+        {"flatten",
+         [](OpCase& c) {
+             c.op(OpKind::Flatten, {c.input("x", Shape{2, 3, 2, 2})});
+         }},
+        {"dropout",
+         [](OpCase& c) {
+             c.op(OpKind::Dropout, {c.input("x", Shape{4, 16})}, {{"p", 0.5}});
+         }},
+    };
+}
+
+// accumulate=true adds to what the buffer held; false overwrites (buffers start as NaN).
+// Parameter gradients are always overwritten.
+TEST(ConvOps, AccumulateAddsToExistingGradient) {
+    for (const auto& [name, build] : small_cases()) {
+        SCOPED_TRACE(name);
+        OpCase c;
+        build(c);
+        const Floats dy = c.random(c.forward().size());
+        const Grads fresh = c.backward(dy);
+        Grads initial;
+        for (const auto& [v, g] : fresh.inputs) initial.inputs[v] = c.random(g.size());
+        const Grads summed = c.backward(dy, &initial);
+        for (const auto& [v, g] : fresh.inputs) {
+            const Floats& got = summed.inputs.at(v);
+            const Floats& before = initial.inputs.at(v);
+            for (size_t k = 0; k < g.size(); ++k) {
+                ASSERT_FALSE(std::isnan(g[k])) << "overwrite left element " << k << " unwritten";
+                EXPECT_NEAR(got[k], before[k] + g[k], 1e-5f * (1 + std::abs(g[k]))) << k;
+            }
+        }
+        for (size_t p = 0; p < fresh.params.size(); ++p) {
+            for (float v : fresh.params[p]) ASSERT_FALSE(std::isnan(v));
+            EXPECT_EQ(fresh.params[p], summed.params[p]);
+        }
+    }
+}
+
+// At 2 threads, at sizes where the parallel paths and Eigen's threaded GEMM are taken, the
+// results are bitwise the same run after run.
+TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
+    set_cpu_threads(2);
+    const std::vector<Build> builds = {
+        [](OpCase& c) {
+            c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
+                 {{"out_channels", int64_t{48}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
+                 {{"out_channels", int64_t{64}},
+                  {"kernel", int64_t{3}},
+                  {"stride", int64_t{2}},
+                  {"padding", int64_t{1}},
+                  {"groups", int64_t{4}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::Conv2d, {c.input("x", Shape{4, 64, 16, 16})},
+                 {{"out_channels", int64_t{64}}, {"kernel", int64_t{1}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::Conv2d, {c.input("x", Shape{4, 64, 20, 20})},
+                 {{"out_channels", int64_t{64}},
+                  {"kernel", int64_t{3}},
+                  {"padding", int64_t{1}},
+                  {"groups", int64_t{64}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::MaxPool2d, {c.input("x", Shape{4, 32, 32, 32})},
+                 {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::AvgPool2d, {c.input("x", Shape{4, 32, 32, 32})}, {{"global", int64_t{1}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::BatchNorm, {c.input("x", Shape{8, 32, 16, 16})});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::UpsampleNearest2d, {c.input("x", Shape{4, 32, 16, 16})},
+                 {{"scale", int64_t{2}}});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::Concat,
+                 {c.input("a", Shape{4, 32, 16, 16}), c.input("b", Shape{4, 16, 16, 16})});
+        },
+        [](OpCase& c) {
+            c.op(OpKind::Dropout, {c.input("x", Shape{100000})}, {{"p", 0.3}});
+        },
+    };
+    for (const auto& build : builds) {
+        OpCase c;
+        build(c);
+        SCOPED_TRACE(std::string(op_name(c.n().op)));
+        const Floats y1 = c.forward(), y2 = c.forward();
+        ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
+        const Floats dy = c.random(y1.size());
+        const Grads g1 = c.backward(dy), g2 = c.backward(dy);
+        for (const auto& [v, g] : g1.inputs)
+            EXPECT_EQ(std::memcmp(g.data(), g2.inputs.at(v).data(), g.size() * 4), 0);
+        for (size_t p = 0; p < g1.params.size(); ++p)
+            EXPECT_EQ(
+                std::memcmp(g1.params[p].data(), g2.params[p].data(), g1.params[p].size() * 4), 0);
+    }
+    set_cpu_threads(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// attribute and shape errors name the attribute and the shapes
+
+void expect_error(const std::function<void(Graph&)>& build, const std::vector<std::string>& parts) {
+    Graph g;
+    try {
+        build(g);
+        ADD_FAILURE() << "expected rl::Error mentioning '" << parts.front() << "'";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+    }
+}
+
+ValueId image(Graph& g, Shape s = Shape{2, 4, 8, 8}) {
+    return g.add_input("x", DType::F32, s);
+}
+
+TEST(ConvOps, ErrorsNameTheProblem) {
+    expect_error(
+        [](Graph& g) {
+            g.add_node("c", OpKind::Conv2d, Ids{image(g, Shape{4, 8, 8})},
+                       {{"out_channels", int64_t{2}}, {"kernel", int64_t{3}}});
+        },
+        {"node 'c' (conv2d)", "[4,8,8]", "rank 4 [N, C, H, W]"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node(
+                "c", OpKind::Conv2d, Ids{image(g)},
+                {{"out_channels", int64_t{6}}, {"kernel", int64_t{3}}, {"groups", int64_t{4}}});
+        },
+        {"'groups' is 4", "input channels (4", "out_channels (6)"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("c", OpKind::Conv2d, Ids{image(g)},
+                       {{"out_channels", int64_t{2}}, {"kernel", int64_t{11}}});
+        },
+        {"window along H spans 11", "only 8"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("c", OpKind::Conv2d, Ids{image(g)},
+                       {{"out_channels", int64_t{2}}, {"kernel", Ints{3, 3, 3}}});
+        },
+        {"'kernel' is [3,3,3]", "[kh, kw]"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node(
+                "c", OpKind::Conv2d, Ids{image(g)},
+                {{"out_channels", int64_t{2}}, {"kernel", int64_t{3}}, {"padding", Ints{1, 1, 1}}});
+        },
+        {"'padding' is [1,1,1]", "[top, left, bottom, right]"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node(
+                "c", OpKind::Conv2d, Ids{image(g)},
+                {{"out_channels", int64_t{2}}, {"kernel", int64_t{3}}, {"stride", int64_t{0}}});
+        },
+        {"'stride' has 0", ">= 1"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("c", OpKind::Conv2d, Ids{image(g)}, {{"kernel", int64_t{3}}});
+        },
+        {"'out_channels' is required"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("c", OpKind::Conv2d, Ids{image(g)},
+                       {{"out_channels", int64_t{2}}, {"kernel", std::string("3")}});
+        },
+        {"'kernel' must be an integer or a list"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("p", OpKind::MaxPool2d, Ids{image(g)},
+                       {{"kernel", int64_t{2}}, {"padding", int64_t{2}}});
+        },
+        {"'padding' must be smaller than the window"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("p", OpKind::AvgPool2d, Ids{image(g)},
+                       {{"global", int64_t{1}}, {"kernel", int64_t{2}}});
+        },
+        {"'kernel' does not apply with global=1"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("u", OpKind::UpsampleNearest2d, Ids{image(g)}, {{"scale", int64_t{0}}});
+        },
+        {"'scale' has 0"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("cat", OpKind::Concat,
+                       Ids{image(g), g.add_input("y", DType::F32, Shape{2, 4, 8, 9})});
+        },
+        {"input 1 has shape [2,4,8,9]", "axis 1", "[2,4,8,8]"});
+    expect_error([](Graph& g) { g.add_node("cat", OpKind::Concat, Ids{image(g)}); },
+                 {"takes 2-1024 inputs, got 1"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("f", OpKind::Flatten, Ids{image(g)}, {{"axis", int64_t{5}}});
+        },
+        {"'axis' is 5", "[-4, 4]"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("d", OpKind::Dropout, Ids{image(g)}, {{"p", 1.0}});
+        },
+        {"'p' is 1", "[0, 1)"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("bn", OpKind::BatchNorm, Ids{g.add_input("x", DType::F32, Shape{4})});
+        },
+        {"at least 2 axes"});
+    // An attribute the op does not know (here ONNX's spelling) is an error, not ignored.
+    expect_error(
+        [](Graph& g) {
+            g.add_node(
+                "c", OpKind::Conv2d, Ids{image(g)},
+                {{"out_channels", int64_t{2}}, {"kernel", int64_t{3}}, {"strides", int64_t{2}}});
+        },
+        {"unknown attribute 'strides' for conv2d", "out_channels, kernel, stride, padding"});
+    expect_error(
+        [](Graph& g) {
+            g.add_node("d", OpKind::Dropout, Ids{image(g)}, {{"ratio", 0.1}});
+        },
+        {"unknown attribute 'ratio' for dropout", "are p"});
+}
+
+}  // namespace
+}  // namespace rl
