@@ -9,6 +9,10 @@ namespace rl {
 std::unique_ptr<Strategy> make_none_strategy();
 std::unique_ptr<Strategy> make_sqrt_n_strategy();
 std::unique_ptr<Strategy> make_periodic_strategy();
+std::unique_ptr<Strategy> make_optimal_strategy();
+std::unique_ptr<Strategy> make_min_cut_strategy();
+std::unique_ptr<Strategy> make_dtr_strategy();
 std::unique_ptr<Strategy> make_revolve_strategy();
+std::unique_ptr<Strategy> make_policy_strategy();
 
 }  // namespace rl

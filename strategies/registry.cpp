@@ -30,7 +30,11 @@ std::vector<std::unique_ptr<Strategy>>& registry() {
         r.push_back(make_none_strategy());
         r.push_back(make_sqrt_n_strategy());
         r.push_back(make_periodic_strategy());
+        r.push_back(make_optimal_strategy());
+        r.push_back(make_min_cut_strategy());
+        r.push_back(make_dtr_strategy());
         r.push_back(make_revolve_strategy());
+        r.push_back(make_policy_strategy());
     });
     return r;
 }

@@ -26,7 +26,10 @@ struct Plan {
     std::optional<uint64_t> budget;               // the byte budget asked for, if any
     std::optional<uint64_t> min_feasible_budget;  // when the budget could not be met
     std::vector<NodeId> checkpoints;  // nodes whose outputs are kept across the backward
-    std::string message;              // for Infeasible: what was wrong and what to do
+    std::string method;  // how it was found, when a strategy has several ("rotor-dp", "milp")
+    std::optional<double> lower_bound_ms;  // solvers: a proven bound on the recompute cost
+    std::optional<double> gap;             // solvers: (incumbent − bound) / incumbent
+    std::string message;                   // for Infeasible: what was wrong and what to do
 };
 
 class Strategy {
