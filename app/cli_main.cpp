@@ -119,6 +119,16 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sweep->add_option("--out,-o", sweep_opt.out, "write the points to FILE.csv or FILE.json");
 
+    ResidualsOptions res_opt;
+    auto* residuals =
+        app.add_subcommand("residuals",
+                           "list the values the forward keeps for the backward (like JAX's "
+                           "print_saved_residuals), with dtype, shape, origin and total bytes");
+    residuals->add_option("--network,-n", res_opt.network, network_help)->required();
+    residuals->add_option("--strategy,-s", res_opt.strategy, strategy_help)->required();
+    residuals->add_flag("--include-loss", res_opt.include_loss,
+                        "also list what only the loss's backward reads (output, labels)");
+
     auto* list_strategies =
         app.add_subcommand("strategies", "list the strategies and their parameters");
     auto* list_networks =
@@ -129,6 +139,25 @@ int main(int argc, char** argv) {
         app.add_subcommand("network", "write a network (preset or file) in RematLab's JSON format");
     network->add_option("--network,-n", net_opt.network, network_help)->required();
     network->add_option("--out,-o", net_opt.out, "output .json file (default: standard output)");
+
+    ExportOptions exp_opt;
+    auto* exp = app.add_subcommand(
+        "export",
+        "draw a chart of the strategies on a network to a file, headless (needs the "
+        "desktop app's binary, rematlab, next to this one)");
+    exp->add_option("--network,-n", exp_opt.network, network_help)->capture_default_str();
+    exp->add_option("--strategies,-s", exp_opt.strategies, "strategy specs separated by ';' or ','")
+        ->capture_default_str();
+    exp->add_option("--chart,-c", exp_opt.chart, "pareto or memory")
+        ->check(CLI::IsMember({"pareto", "memory"}))
+        ->capture_default_str();
+    exp->add_option("--out,-o", exp_opt.out, "output file: .png .svg .pdf .csv (or .json)")
+        ->required();
+    exp->add_option("--size", exp_opt.size,
+                    "image size in pixels, WIDTHxHEIGHT (default 1600x900)");
+    exp->add_option("--threads,-t", exp_opt.threads, "CPU threads for the kernels")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
 
     try {
         app.parse(argc, argv);
@@ -145,10 +174,12 @@ int main(int argc, char** argv) {
         if (plan->parsed()) return plan_command(plan_opt);
         for (const auto& b : sweep_budgets) sweep_opt.budget_list.push_back(rl::parse_bytes(b));
         if (sweep->parsed()) return sweep_command(sweep_opt);
+        if (residuals->parsed()) return residuals_command(res_opt);
         if (compare->parsed()) return compare_command(cmp_opt);
         if (list_strategies->parsed()) return strategies_command();
         if (list_networks->parsed()) return networks_command();
         if (network->parsed()) return network_command(net_opt);
+        if (exp->parsed()) return export_command(exp_opt);
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;
     } catch (const std::bad_alloc&) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "engine/npy.h"
 #include "engine/units.h"
 #include "strategies/evaluate.h"
+#include "strategies/policy.h"
 #include "strategies/sweep.h"
 
 namespace rl::cli {
@@ -470,6 +472,44 @@ int sweep_command(const SweepOptions& opt) {
         write_file_atomically(opt.out, {ext == "csv" ? csv : json});
         std::cout << "wrote " << points.size() << " points to " << opt.out << "\n";
     }
+    return kExitOk;
+}
+
+int export_command(const ExportOptions& opt) {
+    namespace fs = std::filesystem;
+    if (opt.chart != "pareto" && opt.chart != "memory")
+        throw Error("--chart: unknown chart '" + opt.chart + "'; use pareto or memory");
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    const fs::path gui = (ec ? fs::path(".") : self.parent_path()) / "rematlab";
+    if (!fs::exists(gui, ec))
+        throw Error("export draws its charts with the desktop app, but '" + gui.string() +
+                    "' is missing; build it (scripts/build, or cmake -DREMATLAB_BUILD_GUI=ON after "
+                    "scripts/install-deps) and keep it next to rematlab-cli");
+    std::vector<std::string> args = {gui.string(), "--export",     "--network",
+                                     opt.network,  "--strategies", opt.strategies,
+                                     "--chart",    opt.chart,      "--out",
+                                     opt.out,      "--threads",    std::to_string(opt.threads)};
+    if (!opt.size.empty()) args.insert(args.end(), {"--size", opt.size});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    setenv("QT_QPA_PLATFORM", "offscreen", 0);  // headless unless the caller chose a platform
+    std::fflush(stdout);
+    execv(gui.c_str(), argv.data());
+    throw Error("cannot start '" + gui.string() + "': " + std::strerror(errno));
+}
+
+int residuals_command(const ResidualsOptions& opt) {
+    const Graph g = load_network(opt.network);
+    const Spec spec = checked_strategy(opt.strategy);
+    const Plan plan = plan_with(g, CostModel::analytic(g, DeviceRates{}), spec);
+    if (plan.status == PlanStatus::Infeasible)
+        throw Infeasible(infeasible_message(opt.strategy, plan));
+    ResidualOptions ro;
+    ro.names = checkpoint_names(spec);
+    ro.include_loss = opt.include_loss;
+    std::cout << format_saved_residuals(saved_residuals(g, plan.schedule, ro)) << std::flush;
     return kExitOk;
 }
 

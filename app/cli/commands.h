@@ -70,13 +70,33 @@ struct SweepOptions {
     std::string out;  // .csv or .json; "" = a table on stdout
 };
 
+// `export`: the chart is drawn by the desktop app's chart code, which needs Qt Widgets; so this
+// execs the sibling `rematlab` binary in its headless mode (QT_QPA_PLATFORM=offscreen).
+struct ExportOptions {
+    std::string network = CompareOptions{}.network;
+    std::string strategies = "none,sqrt-n,periodic";
+    std::string chart = "pareto";  // pareto | memory
+    std::string out;               // .png .svg .pdf .csv .json
+    std::string size;              // WxH, "" = 1600x900
+    int threads = 1;
+};
+
+struct ResidualsOptions {
+    std::string network;
+    std::string strategy;
+    bool include_loss = false;
+};
+
 int run_command(const RunOptions& opt);
+int residuals_command(const ResidualsOptions& opt);
 int sweep_command(const SweepOptions& opt);
 int plan_command(const PlanOptions& opt);
 int compare_command(const CompareOptions& opt);
 int strategies_command();
 int networks_command();
 int network_command(const NetworkOptions& opt);
+// Returns only when the GUI binary cannot be started (it replaces this process otherwise).
+int export_command(const ExportOptions& opt);
 
 // Splits a --strategies list. ';' always separates; ',' separates only where the next piece is
 // not a `key=value` continuing the previous spec, so "none,sqrt-n:budget=1MiB,segments=3,

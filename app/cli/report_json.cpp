@@ -36,6 +36,9 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
     j["solve_ms"] = plan.solve_ms;
     if (plan.budget) j["budget"] = *plan.budget;
     if (plan.min_feasible_budget) j["min_feasible_budget"] = *plan.min_feasible_budget;
+    if (!plan.method.empty()) j["method"] = plan.method;
+    if (plan.lower_bound_ms) j["lower_bound_ms"] = *plan.lower_bound_ms;
+    if (plan.gap) j["gap"] = *plan.gap;
     j["instructions"] = plan.schedule.size();
     j["computes"] = sim.computes;
     j["recomputes"] = sim.recomputes;

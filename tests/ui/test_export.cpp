@@ -1,0 +1,140 @@
+// Exports: valid PNG / SVG / PDF / CSV from the same chart code as the window, in-process and
+// through `rematlab --export` and `rematlab-cli export`; and a 100,000-point timeline decimated
+// to the plot's width.
+#include <gtest/gtest.h>
+
+#include <QFile>
+#include <QImage>
+#include <QLineSeries>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <cmath>
+
+#include "ui/chart_export.h"
+#include "ui/evaluation.h"
+#include "ui/memory_chart.h"
+
+namespace rl::ui {
+namespace {
+
+QByteArray read_all(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+void expect_valid_image(const QString& path, QSize size) {
+    const QByteArray bytes = read_all(path);
+    ASSERT_GT(bytes.size(), 1000) << path.toStdString();
+    if (path.endsWith(".png")) {
+        EXPECT_TRUE(bytes.startsWith("\x89PNG\r\n\x1a\n"));
+        const QImage img(path);
+        EXPECT_EQ(img.size(), size);
+    } else if (path.endsWith(".svg")) {
+        EXPECT_TRUE(bytes.startsWith("<?xml"));
+        EXPECT_TRUE(bytes.contains("<svg"));
+        EXPECT_TRUE(bytes.contains(QByteArray("width=\"") + QByteArray::number(size.width())));
+        EXPECT_TRUE(bytes.trimmed().endsWith("</svg>"));
+    } else if (path.endsWith(".pdf")) {
+        EXPECT_TRUE(bytes.startsWith("%PDF-"));
+        EXPECT_TRUE(bytes.trimmed().endsWith("%%EOF"));
+    }
+}
+
+const RunSummary& small_run() {
+    static const RunSummary s = [] {
+        RunRequest r;
+        r.network = QStringLiteral("mlp:depth=6,width=32,batch=16");
+        r.strategies = {QStringLiteral("none"), QStringLiteral("periodic:k=2")};
+        return evaluate_all(r, true);
+    }();
+    return s;
+}
+
+TEST(UiExport, WritesValidPngSvgPdfAndCsv) {
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    ExportInput in;
+    in.results = small_run().results;
+    in.baseline_ms = small_run().baseline_total_ms;
+    ASSERT_EQ(in.results.size(), 2u);
+    ASSERT_TRUE(in.results[1].executed);
+    const QSize size(900, 560);
+    for (const char* ext : {"png", "svg", "pdf"}) {
+        for (ChartKind kind : {ChartKind::Memory, ChartKind::Pareto}) {
+            const QString path = dir.filePath(
+                QStringLiteral("%1.%2").arg(kind == ChartKind::Memory ? "memory" : "pareto", ext));
+            EXPECT_EQ(export_chart(kind, in, path, size), QString());
+            expect_valid_image(path, size);
+        }
+    }
+    const QString csv = dir.filePath(QStringLiteral("memory.csv"));
+    EXPECT_EQ(export_chart(ChartKind::Memory, in, csv, size), QString());
+    EXPECT_TRUE(read_all(csv).startsWith("strategy,kind,time_ms,bytes,instruction,what\n"));
+    EXPECT_TRUE(read_all(csv).contains("periodic:k=2,measured,"));
+    const QString table = dir.filePath(QStringLiteral("pareto.csv"));
+    EXPECT_EQ(export_chart(ChartKind::Pareto, in, table, size), QString());
+    EXPECT_TRUE(read_all(table).startsWith("Strategy,Status,"));
+    const QString json = dir.filePath(QStringLiteral("results.json"));
+    EXPECT_EQ(export_chart(ChartKind::Pareto, in, json, size), QString());
+    EXPECT_TRUE(read_all(json).contains("\"measured_peak_bytes\""));
+    // Errors are messages, not crashes.
+    EXPECT_NE(export_chart(ChartKind::Memory, in, dir.filePath("x.bmpx"), size), QString());
+    EXPECT_NE(export_chart(ChartKind::Memory, in, dir.filePath("no/such/dir/x.png"), size),
+              QString());
+}
+
+TEST(UiExport, HeadlessExportFromBothBinaries) {
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    const QString png = dir.filePath(QStringLiteral("pareto.png"));
+    QProcess gui;
+    gui.start(QStringLiteral(REMATLAB_GUI_PATH),
+              {"--export", "--network", "mlp:depth=4,width=16,batch=8", "--strategies",
+               "none,periodic:k=2", "--chart", "pareto", "--size", "800x500", "--out", png});
+    ASSERT_TRUE(gui.waitForFinished(120000));
+    EXPECT_EQ(gui.exitCode(), 0) << gui.readAllStandardError().toStdString();
+    expect_valid_image(png, QSize(800, 500));
+
+    const QString svg = dir.filePath(QStringLiteral("memory.svg"));
+    QProcess cli;
+    cli.start(QStringLiteral(REMATLAB_CLI_PATH),
+              {"export", "--network", "mlp:depth=4,width=16,batch=8", "--strategies", "none",
+               "--chart", "memory", "--out", svg});
+    ASSERT_TRUE(cli.waitForFinished(120000));
+    EXPECT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+    expect_valid_image(svg, QSize(1600, 900));
+
+    QProcess bad;
+    bad.start(QStringLiteral(REMATLAB_CLI_PATH),
+              {"export", "--network", dir.filePath("missing.json"), "--out", png});
+    ASSERT_TRUE(bad.waitForFinished(120000));
+    EXPECT_EQ(bad.exitCode(), 1);
+    EXPECT_TRUE(bad.readAllStandardError().contains("missing.json"));
+}
+
+TEST(UiMemoryChart, HundredThousandPointsAreDecimatedToThePlotWidth) {
+    auto tl = std::make_shared<Timeline>();
+    for (int i = 0; i < 100000; ++i) {
+        tl->points.push_back({i * 0.01, 1e6 + 5e5 * std::sin(i * 0.001) + (i == 77777 ? 9e6 : 0)});
+        tl->instruction.push_back(i / 3);
+    }
+    StrategyResult r;
+    r.name = r.spec = QStringLiteral("none");
+    r.planned = r.executed = true;
+    r.measured_timeline = tl;
+    MemoryChart chart;
+    chart.resize(1000, 600);
+    chart.show();
+    chart.setResults({r});
+    chart.flush();
+    const int n = chart.measuredSeries(0)->count();
+    EXPECT_GT(n, 100);
+    EXPECT_LE(n, 4 * 1000 + 2);
+    double top = 0;
+    for (const QPointF& p : chart.measuredSeries(0)->points()) top = std::max(top, p.y());
+    EXPECT_NEAR(top * 1024 * 1024, 1e6 + 5e5 * std::sin(77.777) + 9e6, 1.0);  // the spike survives
+    EXPECT_FALSE(chart.hoverText(500.0).isEmpty());
+}
+
+}  // namespace
+}  // namespace rl::ui

@@ -1,0 +1,251 @@
+#include "ui/evaluation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/errors.h"
+#include "engine/networks/presets.h"
+#include "engine/units.h"
+
+namespace rl::ui {
+
+namespace {
+
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+QString infeasible_message(const QString& spec, const Plan& plan) {
+    QString msg =
+        plan.message.empty()
+            ? QStringLiteral("strategy '%1' cannot meet its budget on this network").arg(spec)
+            : q(plan.message);
+    if (plan.min_feasible_budget) {
+        const QString smallest = q(format_bytes(*plan.min_feasible_budget));
+        if (!msg.contains(smallest) && !msg.contains(QString::number(*plan.min_feasible_budget)))
+            msg += QStringLiteral(" (the smallest feasible budget is %1)").arg(smallest);
+    }
+    return msg;
+}
+
+}  // namespace
+
+NetworkSummary summarize(const Graph& g, const QString& spec) {
+    NetworkSummary s;
+    s.spec = spec;
+    s.name = q(g.name());
+    s.nodes = g.num_nodes();
+    s.params = g.num_params();
+    s.param_bytes = g.param_bytes();
+    s.input_bytes = g.input_bytes();
+    s.activation_bytes = g.activation_bytes();
+    s.forward_flops = g.forward_flops();
+    SimulateOptions so;
+    so.record_timeline = false;
+    const Plan none = plan_with(g, CostModel{}, Spec{"none", {}});
+    s.none_peak_bytes = simulate(g, none.schedule, CostModel{}, so).peak_bytes;
+    s.floor_bytes = s.param_bytes + s.input_bytes;
+    return s;
+}
+
+bool takes_budget(const Strategy& s) {
+    const ParamSchema schema = s.schema();
+    return std::any_of(schema.begin(), schema.end(), [](const ParamSpec& p) {
+        return p.key == "budget" && p.type == ParamType::Bytes;
+    });
+}
+
+std::vector<QString> instruction_texts(const Graph& g, const Schedule& s) {
+    std::vector<QString> out;
+    out.reserve(s.size());
+    std::vector<uint8_t> computed(static_cast<size_t>(g.num_nodes()), 0);
+    for (const Instruction& ins : s.code) {
+        QString text = q(describe(g, ins));
+        if (ins.kind == InstrKind::Compute) {
+            auto& seen = computed[static_cast<size_t>(ins.target)];
+            if (seen && text.startsWith(QLatin1String("compute")))
+                text = QStringLiteral("re") + text;
+            seen = 1;
+        }
+        out.push_back(std::move(text));
+    }
+    return out;
+}
+
+Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& costs,
+                            const Simulation& sim) {
+    (void)g;
+    const size_t n = s.size();
+    std::vector<double> start(n + 1, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+        const Instruction& ins = s.code[i];
+        double d = 0;
+        if (costs.size() > 0 && ins.kind == InstrKind::Compute) d = costs.forward_ms(ins.target);
+        if (costs.size() > 0 && ins.kind == InstrKind::Backward) d = costs.backward_ms(ins.target);
+        start[i + 1] = start[i] + d;
+    }
+    // Events per instruction, to spread them inside it.
+    std::vector<int> count(n, 0);
+    for (const SimPoint& p : sim.timeline)
+        if (p.instruction >= 0 && static_cast<size_t>(p.instruction) < n)
+            ++count[static_cast<size_t>(p.instruction)];
+    Timeline t;
+    t.points.reserve(sim.timeline.size());
+    t.instruction.reserve(sim.timeline.size());
+    std::vector<int> seen(n, 0);
+    bool after = false;
+    for (const SimPoint& p : sim.timeline) {
+        double x;
+        if (p.instruction < 0 || static_cast<size_t>(p.instruction) >= n) {
+            // Before the first instruction (set-up) or after the last (tear-down).
+            x = after ? start[n] : 0.0;
+        } else {
+            const size_t i = static_cast<size_t>(p.instruction);
+            const int k = ++seen[i];
+            x = start[i] + (start[i + 1] - start[i]) * k / (count[i] + 1);
+            after = true;
+        }
+        t.points.push_back({x, static_cast<double>(p.bytes)});
+        t.instruction.push_back(p.instruction);
+    }
+    return t;
+}
+
+StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e) {
+    StrategyResult r;
+    const Spec spec = parse_spec(e.strategy);
+    r.name = q(spec.name);
+    r.spec = q(e.strategy);
+    r.budget = e.plan.budget;
+    r.min_feasible_budget = e.plan.min_feasible_budget;
+    r.solve_ms = e.plan.solve_ms;
+    r.cost_model = q(costs.kind());
+    if (e.plan.status == PlanStatus::Infeasible) {
+        r.status = QStringLiteral("infeasible");
+        r.message = infeasible_message(r.spec, e.plan);
+        return r;
+    }
+    r.status = QString::fromLatin1(plan_status_name(e.plan.status));
+    const Simulation& sim = e.predicted;
+    r.planned = true;
+    r.predicted_peak = sim.peak_bytes;
+    r.predicted_activation_peak = sim.activation_peak_bytes();
+    auto texts = std::make_shared<std::vector<QString>>(instruction_texts(g, e.plan.schedule));
+    auto text_of = [&](int32_t i) {
+        return i >= 0 && static_cast<size_t>(i) < texts->size() ? (*texts)[static_cast<size_t>(i)]
+                                                                : QString();
+    };
+    r.predicted_peak_instruction = text_of(sim.peak_instruction);
+    r.instructions = static_cast<long>(e.plan.schedule.size());
+    r.computes = sim.computes;
+    r.recomputes = sim.recomputes;
+    r.predicted_forward_ms = sim.forward_ms;
+    r.predicted_recompute_ms = sim.recompute_ms;
+    r.predicted_backward_ms = sim.backward_ms;
+    r.predicted_total_ms = sim.total_ms();
+    r.predicted_timeline =
+        std::make_shared<Timeline>(predicted_timeline(g, e.plan.schedule, costs, sim));
+    if (e.measured) {
+        const Execution& m = *e.measured;
+        r.executed = true;
+        r.measured_peak = m.peak_bytes;
+        r.measured_activation_peak = m.activation_peak_bytes();
+        r.measured_peak_instruction = text_of(m.peak_instruction);
+        r.forward_ms = m.forward_ms;
+        r.recompute_ms = m.recompute_ms;
+        r.backward_ms = m.backward_ms;
+        r.total_ms = m.total_ms;
+        r.loss = m.loss;
+        r.grads_equal = e.grads_bitwise_equal_to_none;
+        r.max_grad_diff = e.max_abs_grad_diff_vs_none;
+        auto t = std::make_shared<Timeline>();
+        t->points.reserve(m.timeline.size());
+        t->instruction.reserve(m.timeline.size());
+        for (const TimelinePoint& p : m.timeline) {
+            t->points.push_back({p.time_ms, static_cast<double>(p.bytes)});
+            t->instruction.push_back(p.instruction);
+        }
+        r.measured_timeline = std::move(t);
+    }
+    r.instruction_text = std::move(texts);
+    return r;
+}
+
+StrategyResult failure_result(const QString& spec, const QString& status, const QString& message) {
+    StrategyResult r;
+    r.spec = spec;
+    r.name = spec.section(QLatin1Char(':'), 0, 0);
+    r.status = status;
+    r.message = message;
+    return r;
+}
+
+StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec) {
+    try {
+        const Spec parsed = parse_spec(spec.toStdString());
+        (void)ParamValues::resolve(find_strategy(parsed.name).schema(), parsed);
+        return to_result(g, evaluator.costs(), evaluator.evaluate(parsed));
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const CapExceeded& e) {
+        return failure_result(spec, QStringLiteral("cap exceeded"), q(e.what()));
+    } catch (const std::bad_alloc&) {
+        return failure_result(spec, QStringLiteral("error"),
+                              QStringLiteral("out of memory; try a smaller network or a strategy "
+                                             "with a lower peak"));
+    } catch (const std::exception& e) {
+        return failure_result(spec, QStringLiteral("error"), q(e.what()));
+    }
+}
+
+QStringList split_strategy_list(const QString& text) {
+    auto continues = [](const QString& piece) {
+        const auto eq = piece.indexOf(QLatin1Char('='));
+        const auto colon = piece.indexOf(QLatin1Char(':'));
+        return eq >= 0 && (colon < 0 || colon > eq);
+    };
+    QStringList specs;
+    for (const QString& group : text.split(QLatin1Char(';'))) {
+        bool fresh = true;
+        for (QString piece : group.split(QLatin1Char(','))) {
+            piece = piece.trimmed();
+            if (piece.isEmpty()) continue;
+            if (!fresh && !specs.isEmpty() && continues(piece))
+                specs.back() += QLatin1Char(',') + piece;
+            else
+                specs.push_back(piece);
+            fresh = false;
+        }
+    }
+    return specs;
+}
+
+RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atomic<bool>* cancel) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Graph g = load_network(request.network.toStdString());
+    EvaluateOptions eo;
+    eo.threads = request.threads;
+    eo.cap = request.cap;
+    eo.execute = execute;
+    eo.cancel = cancel;
+    Evaluator evaluator(g, request.network.toStdString(), eo);
+    RunSummary summary;
+    bool none_listed = false;
+    for (const QString& spec : request.strategies) {
+        summary.results.push_back(evaluate_one(evaluator, g, spec));
+        const StrategyResult& r = summary.results.back();
+        if (spec == QLatin1String("none") && r.executed) {
+            none_listed = true;
+            summary.baseline_total_ms = r.total_ms;
+        }
+    }
+    if (execute && !none_listed) {
+        const StrategyResult none = evaluate_one(evaluator, g, QStringLiteral("none"));
+        if (none.executed) summary.baseline_total_ms = none.total_ms;
+    }
+    summary.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return summary;
+}
+
+}  // namespace rl::ui

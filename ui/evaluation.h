@@ -1,0 +1,46 @@
+#pragma once
+// The bridge from the engine's figures to the GUI's snapshots, as plain functions: the run worker
+// and the headless export (`rematlab --export`) both go through them, so the window and the
+// command line chart the same numbers.
+#include <QString>
+#include <QStringList>
+#include <atomic>
+#include <vector>
+
+#include "engine/graph.h"
+#include "strategies/evaluate.h"
+#include "ui/snapshots.h"
+
+namespace rl::ui {
+
+NetworkSummary summarize(const Graph& g, const QString& spec);
+
+// Fills a result from an evaluation (plan, simulation, and the execution when there was one).
+StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e);
+// A result for a strategy that failed before it had figures.
+StrategyResult failure_result(const QString& spec, const QString& status, const QString& message);
+
+// "budget" of type Bytes in the schema: the budget slider drives it.
+bool takes_budget(const Strategy& s);
+
+// Predicted timeline in milliseconds: each instruction lasts its cost-model time and its events
+// are spread evenly inside it, so a peak inside an instruction shows.
+Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& costs,
+                            const Simulation& sim);
+std::vector<QString> instruction_texts(const Graph& g, const Schedule& s);
+
+// Evaluates one strategy spec; every failure but a cancellation becomes a result row (infeasible
+// with the smallest feasible budget, cap exceeded with the instruction, error). rl::Cancelled
+// propagates.
+StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec);
+
+// Splits a --strategies list like rematlab-cli: ';' always separates; ',' separates unless the
+// next piece is a bare key=value continuing the previous spec.
+QStringList split_strategy_list(const QString& text);
+
+// Plans, simulates and (when `execute`) runs each spec, none's baseline included, on the calling
+// thread: what the headless export uses. Failures become result rows; a bad network throws.
+RunSummary evaluate_all(const RunRequest& request, bool execute,
+                        const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace rl::ui

@@ -1,0 +1,193 @@
+#pragma once
+// The desktop app's window: a setup dock (network, strategies, budget, run options) on the left;
+// the memory and Pareto charts above the results table in the middle; an inline message for
+// anything that went wrong; progress and Cancel in the status bar. Every computation goes through
+// the RunController, off the GUI thread.
+#include <QMainWindow>
+#include <QPointer>
+#include <QStringList>
+#include <QTimer>
+#include <optional>
+#include <vector>
+
+#include "ui/chart_export.h"
+#include "ui/message_widget.h"
+#include "ui/run_controller.h"
+#include "ui/snapshots.h"
+
+QT_BEGIN_NAMESPACE
+class QAction;
+class QCheckBox;
+class QComboBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSortFilterProxyModel;
+class QSpinBox;
+class QSplitter;
+class QStackedWidget;
+class QTabWidget;
+class QTableView;
+class QToolButton;
+QT_END_NAMESPACE
+
+namespace rl::ui {
+
+class MemoryChart;
+class ParamForm;
+class ParetoChart;
+class ResultsModel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+  public:
+    // `restore_settings` false: start from the defaults and save nothing (tests, screenshots).
+    explicit MainWindow(bool restore_settings = true, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // A preset spec ("mlp:depth=8") or a network file; loads it off the GUI thread.
+    void setNetworkSpec(const QString& spec);
+    void openFile(const QString& path);
+    // Ticks exactly these strategies, with their parameters; a `budget=` sets the slider.
+    void setStrategies(const QStringList& specs);
+    void setBudget(std::optional<uint64_t> bytes);
+    void setThreads(int threads);
+    void setCap(const QString& text);
+
+    QString networkSpec() const;
+    QStringList strategySpecs() const;  // the ticked strategies as they will be planned
+    std::optional<uint64_t> budget() const;
+    bool isNetworkReady() const { return network_ready_; }
+    const NetworkSummary& network() const { return network_; }
+    bool running() const;
+
+    // Run the ticked strategies (after the network has loaded); Esc / cancelRun() stops it.
+    void startRun();
+    void cancelRun();
+
+    RunController* controller() const { return controller_; }
+    ResultsModel* resultsModel() const { return model_; }
+    MemoryChart* memoryChart() const { return memory_; }
+    ParetoChart* paretoChart() const { return pareto_; }
+    QTableView* resultsTable() const { return table_; }
+    QString messageText() const { return message_->text(); }
+    MessageWidget::Kind messageKind() const { return message_->kind(); }
+    QString statusText() const;
+
+    // Writes a chart (png/svg/pdf/csv/json by suffix) at `size`; "" on success.
+    QString exportChart(ChartKind kind, const QString& path, QSize size) const;
+    ExportInput exportInput() const;
+
+  signals:
+    void networkReady();  // a network loaded (or failed to: networkFailed)
+    void networkFailed(const QString& message);
+    void planReady();     // predicted figures for the ticked strategies are in the table
+    void runCompleted();  // a run finished, failed or was cancelled
+
+  protected:
+    void closeEvent(QCloseEvent* event) override;
+
+  private:
+    struct StrategyBox {
+        QString name;
+        QGroupBox* box = nullptr;
+        ParamForm* form = nullptr;
+        bool budgeted = false;
+    };
+
+    QWidget* buildNetworkPanel();
+    QWidget* buildStrategyPanel();
+    QWidget* buildRunPanel();
+    void buildActions();
+    void buildCentral();
+
+    void scheduleNetworkLoad(int delay_ms);
+    void loadNetworkNow();
+    void schedulePlan();
+    void planNow();
+    RunRequest request() const;
+    std::optional<uint64_t> sliderBytes() const;
+    void updateBudgetLabel();
+    void updateSummary();
+    void updateRunState(bool busy);
+
+    void onNetworkAvailable(quint64 job, const NetworkSummary& s);
+    void onPlanAvailable(quint64 job, const RunSummary& plan);
+    void onProgress(quint64 job, const ProgressSnapshot& p);
+    void onResult(quint64 job, int index, const StrategyResult& r);
+    void onRunFinished(quint64 job, const RunSummary& s);
+    void onFailed(quint64 job, FailureKind kind, const QString& message);
+    void reportFailures(const std::vector<StrategyResult>& results);
+
+    void exportChartDialog();
+    void exportDataDialog();
+    void copyCsv();
+    void openDialog();
+    void addRecentFile(const QString& path);
+    void rebuildRecentMenu();
+    void about();
+    void loadSettings();
+    void saveSettings() const;
+
+    RunController* controller_ = nullptr;
+    ResultsModel* model_ = nullptr;
+    QSortFilterProxyModel* proxy_ = nullptr;
+    QTableView* table_ = nullptr;
+    MemoryChart* memory_ = nullptr;
+    ParetoChart* pareto_ = nullptr;
+    QTabWidget* charts_ = nullptr;
+    QSplitter* splitter_ = nullptr;
+    MessageWidget* message_ = nullptr;
+
+    QComboBox* preset_ = nullptr;
+    QStackedWidget* preset_forms_ = nullptr;
+    std::vector<ParamForm*> preset_param_forms_;
+    QLabel* summary_ = nullptr;
+    QPushButton* open_button_ = nullptr;
+    QString file_spec_;  // the opened network file, "" = a preset
+
+    std::vector<StrategyBox> strategy_boxes_;
+    QGroupBox* budget_box_ = nullptr;
+    QSlider* budget_slider_ = nullptr;
+    QLabel* budget_label_ = nullptr;
+
+    QComboBox* device_ = nullptr;
+    QSpinBox* threads_ = nullptr;
+    QLineEdit* cap_ = nullptr;
+    QPushButton* run_button_ = nullptr;
+    QPushButton* cancel_button_ = nullptr;
+    QCheckBox* show_predicted_ = nullptr;
+    QCheckBox* show_measured_ = nullptr;
+
+    QLabel* status_label_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+
+    QAction* open_action_ = nullptr;
+    QAction* run_action_ = nullptr;
+    QAction* cancel_action_ = nullptr;
+    QAction* export_chart_action_ = nullptr;
+    QAction* export_data_action_ = nullptr;
+    QAction* copy_action_ = nullptr;
+    QMenu* recent_menu_ = nullptr;
+    QStringList recent_files_;
+
+    QTimer network_timer_, plan_timer_;
+    bool restore_ = true;
+    bool network_ready_ = false;
+    bool run_when_ready_ = false;
+    bool suppress_ = false;  // while the window sets its own fields
+    NetworkSummary network_;
+    QString loading_spec_;
+    quint64 network_job_ = 0, plan_job_ = 0, run_job_ = 0;
+    RunRequest run_request_;
+    int live_index_ = -2;
+    std::optional<uint64_t> pending_budget_;
+    std::optional<double> baseline_ms_;
+    std::vector<SweepCurve> sweeps_;
+};
+
+}  // namespace rl::ui

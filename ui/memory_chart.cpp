@@ -1,0 +1,335 @@
+#include "ui/memory_chart.h"
+
+#include <QGraphicsLineItem>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QMouseEvent>
+#include <QToolTip>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "ui/palette.h"
+
+namespace rl::ui {
+
+namespace {
+
+QList<QPointF> to_points(const std::vector<XY>& xy, double divisor) {
+    QList<QPointF> out;
+    out.reserve(static_cast<qsizetype>(xy.size()));
+    for (const XY& p : xy) out.append(QPointF(p.x, p.y / divisor));
+    return out;
+}
+
+double max_x(const std::vector<XY>& v) {
+    return v.empty() ? 0 : v.back().x;
+}
+double max_y(const std::vector<XY>& v) {
+    double m = 0;
+    for (const XY& p : v) m = std::max(m, p.y);
+    return m;
+}
+
+}  // namespace
+
+MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Memory over time"));
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->setMargins(QMargins(6, 6, 6, 6));
+    chart->setBackgroundRoundness(0);
+    x_ = new QValueAxis;
+    x_->setTitleText(QStringLiteral("time since the step began (ms)"));
+    x_->setLabelFormat(QStringLiteral("%g"));
+    x_->setTickCount(6);  // with nice_ceiling's maxima (1, 2, 2.5, 5 × 10^k): round steps
+    x_->setRange(0, 1);
+    y_ = new QValueAxis;
+    y_->setTitleText(QStringLiteral("live memory (MiB)"));
+    y_->setLabelFormat(QStringLiteral("%g"));
+    y_->setTickCount(6);
+    y_->setRange(0, 1);
+    chart->addAxis(x_, Qt::AlignBottom);
+    chart->addAxis(y_, Qt::AlignLeft);
+    budget_ = new QLineSeries;
+    budget_->setName(QStringLiteral("budget"));
+    QPen pen(QColor(0x55, 0x55, 0x55));
+    pen.setStyle(Qt::DashDotLine);
+    pen.setWidthF(1.5);
+    budget_->setPen(pen);
+    chart->addSeries(budget_);
+    budget_->attachAxis(x_);
+    budget_->attachAxis(y_);
+    setChart(chart);
+    setRenderHint(QPainter::Antialiasing);
+    setRubberBand(QChartView::HorizontalRubberBand);
+    setMouseTracking(true);
+    setToolTip(QStringLiteral(
+        "Live bytes during one training step. Drag to zoom into a time range, double-click to "
+        "zoom out; hover to see the instruction at that moment."));
+    cursor_ = new QGraphicsLineItem(chart);
+    cursor_->setPen(QPen(QColor(0, 0, 0, 90), 1, Qt::DashLine));
+    cursor_->setZValue(20);
+    cursor_->hide();
+    connect(x_, &QValueAxis::rangeChanged, this, [this](qreal lo, qreal hi) {
+        if (in_redraw_) return;
+        // A rubber-band zoom: decimate again for the visible range.
+        if (lo > 1e-12 || hi < x_max_ - 1e-12) zoomed_ = true;
+        scheduleRedraw();
+    });
+    redraw_timer_.setSingleShot(true);
+    redraw_timer_.setInterval(16);  // at most one redraw per frame
+    connect(&redraw_timer_, &QTimer::timeout, this, &MemoryChart::redraw);
+    unit_ = byte_unit_for(0);
+}
+
+QLineSeries* MemoryChart::measuredSeries(int index) const {
+    return tracks_.at(static_cast<size_t>(index)).measured_series;
+}
+QLineSeries* MemoryChart::predictedSeries(int index) const {
+    return tracks_.at(static_cast<size_t>(index)).predicted_series;
+}
+
+void MemoryChart::assign(Track& t, const StrategyResult& r) {
+    t.label = r.spec;
+    t.name = r.name;
+    t.predicted = r.predicted_timeline;
+    t.measured = r.measured_timeline;
+    t.texts = r.instruction_text;
+    t.predicted_steps = t.predicted ? stepped(t.predicted->points) : std::vector<XY>{};
+    t.measured_steps = t.measured ? stepped(t.measured->points) : std::vector<XY>{};
+    if (t.measured) t.live.clear();
+}
+
+void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
+    for (Track& t : tracks_) {
+        chart()->removeSeries(t.predicted_series);
+        chart()->removeSeries(t.measured_series);
+        delete t.predicted_series;
+        delete t.measured_series;
+    }
+    tracks_.clear();
+    tracks_.resize(results.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+        Track& t = tracks_[i];
+        assign(t, results[i]);
+        const QColor c = strategy_color(t.name);
+        t.measured_series = new QLineSeries;
+        t.measured_series->setName(t.label);
+        QPen solid(c);
+        solid.setWidthF(2.0);
+        t.measured_series->setPen(solid);
+        t.predicted_series = new QLineSeries;
+        t.predicted_series->setName(t.label + QStringLiteral(" (predicted)"));
+        QPen dashed(c.lighter(115));
+        dashed.setWidthF(1.5);
+        dashed.setStyle(Qt::DashLine);
+        t.predicted_series->setPen(dashed);
+        for (QLineSeries* s : {t.predicted_series, t.measured_series}) {
+            chart()->addSeries(s);
+            s->attachAxis(x_);
+            s->attachAxis(y_);
+        }
+        // One legend entry per strategy, in its colour.
+        for (QLegendMarker* m : chart()->legend()->markers(t.predicted_series))
+            m->setVisible(false);
+    }
+    zoomed_ = false;
+    x_max_ = y_max_ = 0;
+    scheduleRedraw();
+}
+
+void MemoryChart::setResult(int index, const StrategyResult& result) {
+    if (index < 0 || index >= strategyCount()) return;
+    assign(tracks_[static_cast<size_t>(index)], result);
+    scheduleRedraw();
+}
+
+void MemoryChart::beginLive(int index) {
+    if (index < 0 || index >= strategyCount()) return;
+    Track& t = tracks_[static_cast<size_t>(index)];
+    t.measured.reset();
+    t.measured_steps.clear();
+    t.live.clear();
+    scheduleRedraw();
+}
+
+void MemoryChart::appendLive(int index, const std::vector<XY>& points) {
+    if (index < 0 || index >= strategyCount() || points.empty()) return;
+    Track& t = tracks_[static_cast<size_t>(index)];
+    if (t.measured) return;  // the full timeline has arrived already
+    t.live.insert(t.live.end(), points.begin(), points.end());
+    scheduleRedraw();
+}
+
+void MemoryChart::setBudget(std::optional<uint64_t> bytes) {
+    budget_bytes_ = bytes;
+    scheduleRedraw();
+}
+
+void MemoryChart::setShowPredicted(bool on) {
+    show_predicted_ = on;
+    scheduleRedraw();
+}
+
+void MemoryChart::setShowMeasured(bool on) {
+    show_measured_ = on;
+    scheduleRedraw();
+}
+
+void MemoryChart::resetZoom() {
+    zoomed_ = false;
+    x_max_ = 0;
+    scheduleRedraw();
+}
+
+void MemoryChart::scheduleRedraw() {
+    if (!redraw_timer_.isActive()) redraw_timer_.start();
+}
+
+void MemoryChart::flush() {
+    redraw_timer_.stop();
+    redraw();
+}
+
+int MemoryChart::plotColumns() const {
+    const int w = static_cast<int>(chart()->plotArea().width());
+    return std::max(w, 200);
+}
+
+void MemoryChart::updateAxes() {
+    double xm = 0, ym = 0;
+    for (const Track& t : tracks_) {
+        if (show_predicted_ && t.predicted)
+            xm = std::max(xm, max_x(t.predicted->points)),
+            ym = std::max(ym, max_y(t.predicted->points));
+        if (show_measured_) {
+            const auto& m = t.measured ? t.measured->points : t.live;
+            xm = std::max(xm, max_x(m));
+            ym = std::max(ym, max_y(m));
+        }
+    }
+    if (budget_bytes_) ym = std::max(ym, static_cast<double>(*budget_bytes_));
+    const ByteUnit unit = byte_unit_for(static_cast<uint64_t>(ym));
+    if (unit.divisor != unit_.divisor) {
+        unit_ = unit;
+        y_->setTitleText(QStringLiteral("live memory (%1)").arg(QString::fromLatin1(unit_.name)));
+        y_max_ = 0;
+    }
+    // Ranges only grow while data streams in (no jitter); a new plan resets them.
+    const double ynice = nice_ceiling(ym / unit_.divisor * 1.08);
+    if (ynice > y_max_ || ynice < y_max_ * 0.4) {
+        y_max_ = ynice;
+        y_->setRange(0, y_max_);
+    }
+    const double xnice = nice_ceiling(std::max(xm, 1e-3));
+    if (xnice > x_max_ || xnice < x_max_ * 0.4) {
+        x_max_ = xnice;
+        if (!zoomed_) x_->setRange(0, x_max_);
+    }
+}
+
+void MemoryChart::redraw() {
+    in_redraw_ = true;
+    updateAxes();
+    const double x0 = x_->min(), x1 = x_->max();
+    const int cols = plotColumns();
+    for (Track& t : tracks_) {
+        const std::vector<XY>& m = t.measured ? t.measured_steps : t.live;
+        if (show_measured_) {
+            t.measured_series->replace(to_points(
+                decimate_min_max(t.measured ? m : stepped(m), x0, x1, cols), unit_.divisor));
+        } else {
+            t.measured_series->clear();
+        }
+        if (show_predicted_ && t.predicted) {
+            QList<QPointF> pts =
+                to_points(decimate_min_max(t.predicted_steps, x0, x1, cols), unit_.divisor);
+            // Dashing thousands of short segments costs ~15 ms a series to paint; a dense
+            // prediction is drawn as a thin translucent line instead (same colour).
+            const bool dense = pts.size() > 1500;
+            if (dense != t.predicted_dense) {
+                t.predicted_dense = dense;
+                QColor c = strategy_color(t.name);
+                QPen pen(dense ? QColor(c.red(), c.green(), c.blue(), 150) : c.lighter(115));
+                pen.setWidthF(dense ? 1.0 : 1.5);
+                pen.setStyle(dense ? Qt::SolidLine : Qt::DashLine);
+                t.predicted_series->setPen(pen);
+            }
+            t.predicted_series->replace(pts);
+        } else {
+            t.predicted_series->clear();
+        }
+    }
+    if (budget_bytes_) {
+        const double y = static_cast<double>(*budget_bytes_) / unit_.divisor;
+        budget_->replace(QList<QPointF>{{x0, y}, {x1, y}});
+        budget_->setName(QStringLiteral("budget %1").arg(bytes_text(*budget_bytes_)));
+        budget_->setVisible(true);
+    } else {
+        budget_->clear();
+        budget_->setVisible(false);
+    }
+    in_redraw_ = false;
+}
+
+QString MemoryChart::hoverText(double time_ms) const {
+    QStringList lines;
+    lines << QStringLiteral("<b>t = %1 ms</b>").arg(ms_text(time_ms));
+    for (const Track& t : tracks_) {
+        const Timeline* tl = nullptr;
+        QString kind;
+        if (show_measured_ && t.measured) {
+            tl = t.measured.get();
+        } else if (show_predicted_ && t.predicted) {
+            tl = t.predicted.get();
+            kind = QStringLiteral(" (predicted)");
+        }
+        if (!tl || tl->points.empty() || time_ms > tl->points.back().x) continue;
+        const size_t i = index_at(tl->points, time_ms);
+        const int32_t ins = tl->instruction[i];
+        QString what = QStringLiteral("—");
+        if (t.texts && ins >= 0 && static_cast<size_t>(ins) < t.texts->size())
+            what = QStringLiteral("#%1 %2").arg(ins).arg((*t.texts)[static_cast<size_t>(ins)]);
+        lines << QStringLiteral("<span style='color:%1'>■</span> %2%3: %4 — %5")
+                     .arg(strategy_color(t.name).name(), t.label.toHtmlEscaped(), kind,
+                          bytes_text(static_cast<uint64_t>(tl->points[i].y)), what.toHtmlEscaped());
+    }
+    return lines.size() > 1 ? lines.join(QStringLiteral("<br>")) : QString();
+}
+
+void MemoryChart::mouseMoveEvent(QMouseEvent* event) {
+    QChartView::mouseMoveEvent(event);
+    const QPointF scene = mapToScene(event->position().toPoint());
+    const QPointF pos = chart()->mapFromScene(scene);
+    const QRectF plot = chart()->plotArea();
+    if (!plot.contains(pos)) {
+        cursor_->hide();
+        QToolTip::hideText();
+        return;
+    }
+    cursor_->setLine(pos.x(), plot.top(), pos.x(), plot.bottom());
+    cursor_->show();
+    const double x = chart()->mapToValue(pos).x();
+    const QString text = hoverText(x);
+    if (!text.isEmpty())
+        QToolTip::showText(event->globalPosition().toPoint(), text, this);
+    else
+        QToolTip::hideText();
+}
+
+void MemoryChart::leaveEvent(QEvent* event) {
+    cursor_->hide();
+    QChartView::leaveEvent(event);
+}
+
+void MemoryChart::mouseDoubleClickEvent(QMouseEvent* event) {
+    resetZoom();
+    QChartView::mouseDoubleClickEvent(event);
+}
+
+void MemoryChart::resizeEvent(QResizeEvent* event) {
+    QChartView::resizeEvent(event);
+    scheduleRedraw();  // the pixel width changed: decimate again
+}
+
+}  // namespace rl::ui

@@ -1,0 +1,287 @@
+#include "ui/results_model.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QFont>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "ui/palette.h"
+
+namespace rl::ui {
+
+namespace {
+
+bool failed_status(const QString& s) {
+    return s == QLatin1String("infeasible") || s == QLatin1String("cap exceeded") ||
+           s == QLatin1String("error") || s == QLatin1String("cancelled");
+}
+
+QString csv_field(const QString& s) {
+    if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) &&
+        !s.contains(QLatin1Char('\n')))
+        return s;
+    QString q = s;
+    q.replace(QLatin1String("\""), QLatin1String("\"\""));
+    return QLatin1Char('"') + q + QLatin1Char('"');
+}
+
+}  // namespace
+
+ResultsModel::ResultsModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+int ResultsModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(results_.size());
+}
+
+int ResultsModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+std::optional<double> ResultsModel::overhead(int row) const {
+    const StrategyResult& r = result(row);
+    if (!r.executed || !baseline_ms_ || *baseline_ms_ <= 0) return std::nullopt;
+    return (r.total_ms - *baseline_ms_) / *baseline_ms_;
+}
+
+QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal) return {};
+    static const char* const names[] = {
+        "Strategy",  "Status", "Pred. peak", "Meas. peak", "Act. peak",    "Recomputes", "Fwd ms",
+        "Recomp ms", "Bwd ms", "Total ms",   "Overhead",   "Grads = none", "Solve ms",   "Budget"};
+    static const char* const tips[] = {
+        "Strategy spec as planned (name:key=value,…)",
+        "optimal / feasible / heuristic; or why it failed (hover for the message)",
+        "Peak memory predicted by the simulator",
+        "Peak memory measured by the tracking allocator (equals the prediction on CPU)",
+        "Peak bytes of activations (measured when run, else predicted)",
+        "Forward computations repeated in the backward",
+        "Forward time (measured when run; grey: predicted by the cost model)",
+        "Time spent recomputing forwards",
+        "Backward time",
+        "Forward + recompute + backward",
+        "Total time against none's (the price of the memory saved)",
+        "Parameter gradients bitwise equal to those of plain backprop",
+        "Time the strategy took to plan",
+        "The byte budget the strategy was given"};
+    if (section < 0 || section >= ColumnCount) return {};
+    if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
+    if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);
+    return {};
+}
+
+QVariant ResultsModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() < 0 || index.row() >= rowCount()) return {};
+    const StrategyResult& r = result(index.row());
+    const int col = index.column();
+    const bool run = r.executed;
+    auto time = [&](double measured, double predicted) -> QVariant {
+        if (run) return measured;
+        if (r.planned) return predicted;
+        return {};
+    };
+
+    if (role == SortRole) {
+        switch (col) {
+            case Strategy:
+                return r.spec;
+            case Status:
+                return r.status;
+            case PredictedPeak:
+                return r.planned ? QVariant(qulonglong(r.predicted_peak)) : QVariant();
+            case MeasuredPeak:
+                return run ? QVariant(qulonglong(r.measured_peak)) : QVariant();
+            case ActivationPeak:
+                if (run) return qulonglong(r.measured_activation_peak);
+                return r.planned ? QVariant(qulonglong(r.predicted_activation_peak)) : QVariant();
+            case Recomputes:
+                return r.planned ? QVariant(qlonglong(r.recomputes)) : QVariant();
+            case ForwardMs:
+                return time(r.forward_ms, r.predicted_forward_ms);
+            case RecomputeMs:
+                return time(r.recompute_ms, r.predicted_recompute_ms);
+            case BackwardMs:
+                return time(r.backward_ms, r.predicted_backward_ms);
+            case TotalMs:
+                return time(r.total_ms, r.predicted_total_ms);
+            case Overhead: {
+                const auto o = overhead(index.row());
+                return o ? QVariant(*o) : QVariant();
+            }
+            case GradsEqual:
+                return run ? QVariant(r.grads_equal) : QVariant();
+            case SolveMs:
+                return r.solve_ms;
+            case Budget:
+                return r.budget ? QVariant(qulonglong(*r.budget)) : QVariant();
+            default:
+                return {};
+        }
+    }
+
+    if (role == Qt::DisplayRole) {
+        const QVariant v = data(index, SortRole);
+        switch (col) {
+            case Strategy:
+            case Status:
+                return v;
+            case PredictedPeak:
+            case MeasuredPeak:
+            case ActivationPeak:
+            case Budget:
+                return v.isValid() ? bytes_text(v.toULongLong()) : QStringLiteral("—");
+            case Recomputes:
+                return v.isValid() ? QString::number(v.toLongLong()) : QStringLiteral("—");
+            case ForwardMs:
+            case RecomputeMs:
+            case BackwardMs:
+            case TotalMs:
+            case SolveMs:
+                return v.isValid() ? ms_text(v.toDouble()) : QStringLiteral("—");
+            case Overhead:
+                return v.isValid() ? QStringLiteral("%1%2 %")
+                                         .arg(v.toDouble() >= 0 ? "+" : "")
+                                         .arg(v.toDouble() * 100, 0, 'f', 1)
+                                   : QStringLiteral("—");
+            case GradsEqual:
+                return v.isValid() ? (v.toBool() ? QStringLiteral("✓") : QStringLiteral("✗"))
+                                   : QStringLiteral("—");
+            default:
+                return {};
+        }
+    }
+    if (role == Qt::TextAlignmentRole) {
+        if (col == Strategy || col == Status) return int(Qt::AlignLeft | Qt::AlignVCenter);
+        if (col == GradsEqual) return int(Qt::AlignCenter);
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    }
+    if (role == Qt::DecorationRole && col == Strategy) return strategy_color(r.name);
+    if (role == Qt::ForegroundRole) {
+        if (col == Status && failed_status(r.status)) return QBrush(QColor(0xc0, 0x39, 0x2b));
+        if (col == GradsEqual && run)
+            return QBrush(r.grads_equal ? QColor(0x2e, 0x7d, 0x32) : QColor(0xc0, 0x39, 0x2b));
+        if (col == MeasuredPeak && run && r.measured_peak != r.predicted_peak)
+            return QBrush(QColor(0xc0, 0x39, 0x2b));
+        if (!run && (col == ForwardMs || col == RecomputeMs || col == BackwardMs || col == TotalMs))
+            return QBrush(QColor(0x80, 0x80, 0x80));
+    }
+    if (role == Qt::FontRole && col == Strategy) {
+        QFont f;
+        f.setBold(true);
+        return f;
+    }
+    if (role == Qt::ToolTipRole) {
+        if (!r.message.isEmpty()) return r.message;
+        if (col == PredictedPeak && r.planned)
+            return QStringLiteral("%1 bytes, at %2")
+                .arg(r.predicted_peak)
+                .arg(r.predicted_peak_instruction);
+        if (col == MeasuredPeak && run)
+            return QStringLiteral("%1 bytes, at %2")
+                .arg(r.measured_peak)
+                .arg(r.measured_peak_instruction);
+        if (!run && r.planned &&
+            (col == ForwardMs || col == RecomputeMs || col == BackwardMs || col == TotalMs))
+            return QStringLiteral("predicted by the %1 cost model; Run to measure")
+                .arg(r.cost_model);
+        if (col == GradsEqual && run)
+            return QStringLiteral("max |Δ| against none: %1").arg(r.max_grad_diff);
+    }
+    return {};
+}
+
+void ResultsModel::setResults(std::vector<StrategyResult> results,
+                              std::optional<double> baseline_ms) {
+    beginResetModel();
+    results_ = std::move(results);
+    baseline_ms_ = baseline_ms;
+    endResetModel();
+}
+
+void ResultsModel::setResult(int row, StrategyResult result) {
+    if (row < 0) return;
+    if (row >= rowCount()) {
+        beginInsertRows({}, rowCount(), row);
+        results_.resize(static_cast<size_t>(row) + 1);
+        results_[static_cast<size_t>(row)] = std::move(result);
+        endInsertRows();
+        return;
+    }
+    results_[static_cast<size_t>(row)] = std::move(result);
+    emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
+}
+
+void ResultsModel::setBaseline(std::optional<double> baseline_ms) {
+    baseline_ms_ = baseline_ms;
+    if (rowCount() > 0) emit dataChanged(index(0, Overhead), index(rowCount() - 1, Overhead));
+}
+
+void ResultsModel::clear() {
+    setResults({});
+}
+
+QString ResultsModel::toCsv() const {
+    QStringList lines;
+    QStringList header;
+    for (int c = 0; c < ColumnCount; ++c) header << headerData(c, Qt::Horizontal).toString();
+    header << QStringLiteral("Message");
+    lines << header.join(QLatin1Char(','));
+    for (int r = 0; r < rowCount(); ++r) {
+        QStringList row;
+        for (int c = 0; c < ColumnCount; ++c) {
+            const QVariant v = data(index(r, c), SortRole);
+            if (c == GradsEqual && v.isValid())
+                row << (v.toBool() ? QStringLiteral("true") : QStringLiteral("false"));
+            else
+                row << csv_field(v.isValid() ? v.toString() : QString());
+        }
+        row << csv_field(result(r).message);
+        lines << row.join(QLatin1Char(','));
+    }
+    return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');
+}
+
+QByteArray ResultsModel::toJson() const {
+    QJsonArray rows;
+    for (int i = 0; i < rowCount(); ++i) {
+        const StrategyResult& r = result(i);
+        QJsonObject o;
+        o[QStringLiteral("strategy")] = r.spec;
+        o[QStringLiteral("status")] = r.status;
+        if (!r.message.isEmpty()) o[QStringLiteral("message")] = r.message;
+        if (r.budget) o[QStringLiteral("budget")] = double(*r.budget);
+        if (r.min_feasible_budget)
+            o[QStringLiteral("min_feasible_budget")] = double(*r.min_feasible_budget);
+        o[QStringLiteral("solve_ms")] = r.solve_ms;
+        if (r.planned) {
+            o[QStringLiteral("predicted_peak_bytes")] = double(r.predicted_peak);
+            o[QStringLiteral("predicted_activation_peak_bytes")] =
+                double(r.predicted_activation_peak);
+            o[QStringLiteral("peak_instruction")] = r.predicted_peak_instruction;
+            o[QStringLiteral("instructions")] = double(r.instructions);
+            o[QStringLiteral("computes")] = double(r.computes);
+            o[QStringLiteral("recomputes")] = double(r.recomputes);
+            o[QStringLiteral("predicted_forward_ms")] = r.predicted_forward_ms;
+            o[QStringLiteral("predicted_recompute_ms")] = r.predicted_recompute_ms;
+            o[QStringLiteral("predicted_backward_ms")] = r.predicted_backward_ms;
+            o[QStringLiteral("predicted_total_ms")] = r.predicted_total_ms;
+            o[QStringLiteral("cost_model")] = r.cost_model;
+        }
+        if (r.executed) {
+            o[QStringLiteral("measured_peak_bytes")] = double(r.measured_peak);
+            o[QStringLiteral("activation_peak_bytes")] = double(r.measured_activation_peak);
+            o[QStringLiteral("forward_ms")] = r.forward_ms;
+            o[QStringLiteral("recompute_ms")] = r.recompute_ms;
+            o[QStringLiteral("backward_ms")] = r.backward_ms;
+            o[QStringLiteral("total_ms")] = r.total_ms;
+            o[QStringLiteral("loss")] = r.loss;
+            o[QStringLiteral("grads_bitwise_equal_to_none")] = r.grads_equal;
+            if (const auto ov = overhead(i)) o[QStringLiteral("overhead")] = *ov;
+        }
+        rows.append(o);
+    }
+    return QJsonDocument(rows).toJson(QJsonDocument::Indented);
+}
+
+}  // namespace rl::ui

@@ -1,0 +1,98 @@
+#pragma once
+// Immutable value snapshots the run worker publishes to the GUI thread (heaptrack's Parser style:
+// one typed signal per kind of news). Timelines are shared, never mutated after publication, so
+// a snapshot copies in O(1) across threads.
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "ui/chart_math.h"
+
+namespace rl::ui {
+
+// A memory timeline: x = milliseconds since the step began, y = live bytes after each event, and
+// the instruction each event belongs to (-1 outside any instruction).
+struct Timeline {
+    std::vector<XY> points;
+    std::vector<int32_t> instruction;
+};
+
+struct NetworkSummary {
+    QString spec;
+    QString name;
+    int nodes = 0;
+    int params = 0;
+    uint64_t param_bytes = 0;
+    uint64_t input_bytes = 0;
+    uint64_t activation_bytes = 0;
+    double forward_flops = 0;
+    uint64_t none_peak_bytes = 0;  // predicted peak of plain backprop: the budget slider's top
+    uint64_t floor_bytes = 0;      // parameters + inputs: always live, the slider's bottom
+};
+
+struct StrategyResult {
+    QString name;     // registry name, "sqrt-n"
+    QString spec;     // as planned, "sqrt-n:budget=12MiB"
+    QString status;   // optimal, feasible, heuristic; infeasible, cap exceeded, error, cancelled
+    QString message;  // for a failure: what was wrong and what to do
+    std::optional<uint64_t> budget, min_feasible_budget;
+    double solve_ms = 0;
+
+    bool planned = false;  // predicted figures valid
+    uint64_t predicted_peak = 0, predicted_activation_peak = 0;
+    QString predicted_peak_instruction;
+    long instructions = 0, computes = 0, recomputes = 0;
+    double predicted_forward_ms = 0, predicted_recompute_ms = 0, predicted_backward_ms = 0;
+    double predicted_total_ms = 0;
+    QString cost_model;  // "profiled" or "analytic"
+
+    bool executed = false;  // measured figures valid
+    uint64_t measured_peak = 0, measured_activation_peak = 0;
+    QString measured_peak_instruction;
+    double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
+    double loss = 0;
+    bool grads_equal = false;
+    double max_grad_diff = 0;
+
+    std::shared_ptr<const Timeline> predicted_timeline, measured_timeline;
+    // "compute block3.fc", "recompute block3.fc", "free …", "backward …", per instruction.
+    std::shared_ptr<const std::vector<QString>> instruction_text;
+
+    bool failed() const { return !planned && !executed; }
+};
+
+// A slice of a running execution, at most ~30 per second: the new (time, bytes) points since the
+// last slice, for the live chart.
+struct ProgressSnapshot {
+    int strategy_index = 0;  // into the request's strategy list; -1 for the hidden baseline
+    int strategy_count = 0;
+    QString label;
+    long instruction = 0, instruction_count = 0;
+    uint64_t live_bytes = 0;
+    double elapsed_ms = 0;
+    std::vector<XY> new_points;
+};
+
+struct RunRequest {
+    QString network;
+    QStringList strategies;  // specs
+    int threads = 1;
+    uint64_t cap = 0;  // bytes, 0 = none
+};
+
+struct RunSummary {
+    std::vector<StrategyResult> results;
+    std::optional<double> baseline_total_ms;  // none's measured total, for the overhead column
+    double wall_ms = 0;
+};
+
+}  // namespace rl::ui
+
+Q_DECLARE_METATYPE(rl::ui::NetworkSummary)
+Q_DECLARE_METATYPE(rl::ui::StrategyResult)
+Q_DECLARE_METATYPE(rl::ui::ProgressSnapshot)
+Q_DECLARE_METATYPE(rl::ui::RunSummary)
