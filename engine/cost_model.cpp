@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/backend.h"
+#include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/ops/op.h"
 #include "engine/rng.h"
@@ -70,6 +71,18 @@ DeviceRates DeviceRates::measure_cpu() {
     auto it = cache.find(threads);
     if (it == cache.end()) it = cache.emplace(threads, measure_now()).first;
     return it->second;
+}
+
+CostModel CostModel::from_times(std::string kind, std::vector<double> forward_ms,
+                                std::vector<double> backward_ms) {
+    if (forward_ms.size() != backward_ms.size())
+        throw Error("cost model: " + std::to_string(forward_ms.size()) + " forward times but " +
+                    std::to_string(backward_ms.size()) + " backward times");
+    CostModel m;
+    m.kind_ = std::move(kind);
+    m.fwd_ = std::move(forward_ms);
+    m.bwd_ = std::move(backward_ms);
+    return m;
 }
 
 CostModel CostModel::analytic(const Graph& g, const DeviceRates& rates) {
@@ -212,6 +225,16 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
         seen.emplace(sig, std::make_pair(m.fwd_[i], m.bwd_[i]));
     }
     return m;
+}
+
+std::vector<double> CostModel::forward_costs_for(const Graph& g) const {
+    const bool covers = size() == static_cast<size_t>(g.num_nodes());
+    const CostModel fallback = covers ? CostModel{} : analytic(g, DeviceRates{});
+    const CostModel& c = covers ? *this : fallback;
+    std::vector<double> out(static_cast<size_t>(g.num_nodes()));
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+        out[static_cast<size_t>(n)] = std::max(0.0, c.forward_ms(n));
+    return out;
 }
 
 double CostModel::total_forward_ms() const {

@@ -28,6 +28,9 @@ class CostModel {
     static CostModel analytic(const Graph& g, const DeviceRates& rates);
     // Times each node's forward and backward on the backend (median of `repeats`).
     static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5);
+    // Per-node times known already (a saved session reopened): `kind` as the model was made.
+    static CostModel from_times(std::string kind, std::vector<double> forward_ms,
+                                std::vector<double> backward_ms);
 
     double forward_ms(NodeId n) const { return fwd_[static_cast<size_t>(n)]; }
     double backward_ms(NodeId n) const { return bwd_[static_cast<size_t>(n)]; }
@@ -35,7 +38,11 @@ class CostModel {
     size_t size() const { return fwd_.size(); }
     double total_forward_ms() const;
 
-  private:
+      // Per-node forward costs (never negative) to plan with: this model when it covers `g`, else
+    // an analytic one at nominal rates (callers that only want a schedule pass CostModel{}).
+    std::vector<double> forward_costs_for(const Graph& g) const;
+
+private:
     std::string kind_ = "none";
     std::vector<double> fwd_, bwd_;
 };

@@ -185,7 +185,7 @@ ParamValues ParamValues::resolve(const ParamSchema& schema, const Spec& spec) {
     ParamValues out;
     for (const auto& [key, value] : spec.args) {
         auto it = std::find_if(schema.begin(), schema.end(),
-                               [&](const ParamSpec& p) { return p.key == key; });
+                               [&key = key](const ParamSpec& p) { return p.key == key; });
         if (it == schema.end()) {
             std::vector<std::string> keys;
             for (const auto& p : schema) keys.push_back(p.key);
@@ -233,12 +233,18 @@ std::string ParamValues::get_string(std::string_view key) const {
 }
 
 std::string describe_schema(const ParamSchema& schema) {
+    // Short choice lists stand in the type column; long ones get a line of their own, so one
+    // parameter with many choices does not push every help text off the screen.
+    constexpr size_t kMaxInlineChoices = 24;
     size_t w_key = 0, w_type = 0;
     std::vector<std::pair<std::string, std::string>> cols;
     for (const auto& p : schema) {
         std::string left = p.key + "=" + (p.default_value.empty() ? "?" : p.default_value);
-        std::string type =
-            p.type == ParamType::Choice ? join(p.choices, "|") : std::string(type_name(p.type));
+        std::string type = std::string(type_name(p.type));
+        if (p.type == ParamType::Choice) {
+            const std::string choices = join(p.choices, "|");
+            if (choices.size() <= kMaxInlineChoices) type = choices;
+        }
         w_key = std::max(w_key, left.size());
         w_type = std::max(w_type, type.size());
         cols.emplace_back(std::move(left), std::move(type));
@@ -250,6 +256,9 @@ std::string describe_schema(const ParamSchema& schema) {
         if (!schema[i].help.empty())
             line += std::string(w_type - type.size() + 3, ' ') + schema[i].help;
         out += line + "\n";
+        const std::string choices = join(schema[i].choices, "|");
+        if (schema[i].type == ParamType::Choice && choices.size() > kMaxInlineChoices)
+            out += std::string(w_key + 5, ' ') + "one of: " + choices + "\n";
     }
     return out;
 }

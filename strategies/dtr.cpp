@@ -60,20 +60,11 @@ namespace {
 
 enum class Heuristic { Eq, Local };
 
-std::vector<double> forward_costs(const Graph& g, const CostModel& costs) {
-    const CostModel& c =
-        costs.size() == static_cast<size_t>(g.num_nodes()) ? costs : CostModel::analytic(g, {});
-    std::vector<double> out(static_cast<size_t>(g.num_nodes()));
-    for (NodeId n = 0; n < g.num_nodes(); ++n)
-        out[static_cast<size_t>(n)] = std::max(0.0, c.forward_ms(n));
-    return out;
-}
-
 // Everything about the network the online simulation needs, computed once per plan. Values are
 // indexed by their producing node (only node outputs can be evicted).
 struct Network {
     Network(const Graph& graph, const CostModel& costs)
-        : g(graph), tables(graph), cost(forward_costs(graph, costs)) {
+        : g(graph), tables(graph), cost(costs.forward_costs_for(graph)) {
         const auto n = static_cast<size_t>(g.num_nodes());
         inputs.resize(n);
         residuals.resize(n);

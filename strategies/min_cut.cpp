@@ -81,17 +81,6 @@ using FlowGraph = boost::adjacency_list<
         boost::property<boost::edge_residual_capacity_t, int64_t,
                         boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
 
-// Per-node forward costs to plan with: the model passed in, or an analytic one when it is empty
-// (callers that only want a schedule pass CostModel{}).
-std::vector<double> forward_costs(const Graph& g, const CostModel& costs) {
-    const CostModel& c =
-        costs.size() == static_cast<size_t>(g.num_nodes()) ? costs : CostModel::analytic(g, {});
-    std::vector<double> out(static_cast<size_t>(g.num_nodes()));
-    for (NodeId n = 0; n < g.num_nodes(); ++n)
-        out[static_cast<size_t>(n)] = std::max(0.0, c.forward_ms(n));
-    return out;
-}
-
 // The residual values each node's Backward reads (graph inputs left out: always live).
 std::vector<std::vector<ValueId>> residual_values(const Graph& g, const LivenessTables& t) {
     std::vector<std::vector<ValueId>> out(static_cast<size_t>(g.num_nodes()));
@@ -292,7 +281,7 @@ class MinCutStrategy final : public Strategy {
 
     Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const override {
         const LivenessTables tables(g);
-        const std::vector<double> cost = forward_costs(g, costs);
+        const std::vector<double> cost = costs.forward_costs_for(g);
         const bool recompute_dots = params.get_int("recompute_dots") != 0;
         const CutSolver solver(g, tables, cost, recompute_dots);
         const auto n = static_cast<size_t>(g.num_nodes());

@@ -17,14 +17,6 @@
 namespace rl::cpu {
 namespace {
 
-template <class Dst, class Product>
-void gemm(Dst&& dst, const Product& p, bool accumulate) {
-    if (accumulate)
-        dst.noalias() += p;
-    else
-        dst.noalias() = p;
-}
-
 // The output columns [lo, hi) whose window tap at input column offset `off` (= j·dw - pad_left)
 // lands inside [0, w): 0 <= ow·s + off < w.
 struct Span {

@@ -4,15 +4,6 @@
 namespace rl::cpu {
 namespace {
 
-// dst = p or dst += p for a GEMM product; noalias() keeps Eigen from making a temporary.
-template <class Dst, class Product>
-void gemm(Dst&& dst, const Product& p, bool accumulate) {
-    if (accumulate)
-        dst.noalias() += p;
-    else
-        dst.noalias() = p;
-}
-
 struct LinearDims {
     int64_t rows, in, out;
     bool bias;

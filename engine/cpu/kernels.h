@@ -52,6 +52,15 @@ inline void store(Dst&& dst, const Expr& e, bool accumulate) {
         dst = e;
 }
 
+// dst = p or dst += p for a GEMM product; noalias() keeps Eigen from making a temporary.
+template <class Dst, class Product>
+inline void gemm(Dst&& dst, const Product& p, bool accumulate) {
+    if (accumulate)
+        dst.noalias() += p;
+    else
+        dst.noalias() = p;
+}
+
 // Runs body(i) for i in [0, n), split statically over the CPU threads when the total work
 // (n · work_per_item, in elements) is worth a parallel region.
 template <class F>
