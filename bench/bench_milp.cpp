@@ -7,6 +7,7 @@
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "strategies/checkmate.h"
+#include "strategies/strategy.h"
 
 namespace rl {
 namespace {
@@ -24,6 +25,13 @@ void BM_CheckmateTransformerBlock(benchmark::State& state) {
         if (g.needs_backward(n)) b.backward(n);
     const uint64_t hi = simulate(g, b.finish(), costs).peak_bytes;
     const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(state.range(0)) / 100;
+    // Warm start (third argument 1): CBC begins with `optimal`'s auto plan (the chain DP and the
+    // portfolio of the other strategies) as its incumbent.
+    Plan start;
+    if (state.range(2) != 0) {
+        start = plan_with(g, costs, parse_spec("optimal:budget=" + std::to_string(budget)));
+        if (start.status != PlanStatus::Infeasible) opt.initial = &start.schedule;
+    }
     CheckmateStats stats;
     for (auto _ : state) {
         const Plan p = checkmate_plan(g, costs, budget, opt, &stats);
@@ -36,14 +44,18 @@ void BM_CheckmateTransformerBlock(benchmark::State& state) {
     state.counters["bound_ms"] = stats.lower_bound_ms;
     state.counters["gap"] = stats.gap;
     state.counters["int_vars"] = stats.integer_variables;
+    state.counters["warm"] = stats.warm_started ? 1 : 0;
 }
 // Args: budget as a percentage of the way from the least feasible peak to plain backprop's;
-// forward stages on (1) or off (0).
+// forward stages on (1) or off (0); warm start off (0) or on (1).
 BENCHMARK(BM_CheckmateTransformerBlock)
-    ->Args({25, 1})
-    ->Args({50, 1})
-    ->Args({75, 1})
-    ->Args({50, 0})
+    ->Args({25, 1, 0})
+    ->Args({50, 1, 0})
+    ->Args({75, 1, 0})
+    ->Args({50, 0, 0})
+    ->Args({25, 1, 1})
+    ->Args({50, 1, 1})
+    ->Args({75, 1, 1})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();

@@ -349,6 +349,64 @@ class Formulation {
         return out;
     }
 
+    // An integer start (R and S) describing `s`, or empty when `s` is outside the formulation's
+    // class (a node computed twice in one stage, a first computation out of node order, a
+    // Backward out of canonical order). Stage boundaries: a forward stage ends with its node's
+    // first computation, a backward stage with its Backward; what is live at a boundary, after
+    // the Frees that follow it, is what the next stage keeps (S).
+    std::vector<std::pair<int, double>> start_from(const Schedule& sched) const {
+        std::vector<std::pair<int, double>> out;
+        const auto n = static_cast<size_t>(g_.num_nodes());
+        std::vector<std::vector<uint8_t>> R(stages_.size(), std::vector<uint8_t>(n, 0));
+        std::vector<uint8_t> live(static_cast<size_t>(g_.num_values()), 0), computed(n, 0);
+        size_t s = 0;
+        bool boundary = false;
+        auto snapshot = [&]() {  // S of stage s from the live values
+            for (size_t i = 0; i < n; ++i) {
+                const int col = S_[s][i];
+                if (col != kNone)
+                    out.push_back(
+                        {col, live[static_cast<size_t>(g_.node(static_cast<NodeId>(i)).output)]
+                                  ? 1.0
+                                  : 0.0});
+            }
+        };
+        for (const Instruction& ins : sched.code) {
+            if (ins.kind == InstrKind::Free) {
+                live[static_cast<size_t>(ins.target)] = 0;
+                continue;
+            }
+            if (boundary) {
+                if (++s >= stages_.size()) return {};
+                snapshot();
+                boundary = false;
+            }
+            const Stage& st = stages_[s];
+            const auto t = static_cast<size_t>(ins.target);
+            if (ins.kind == InstrKind::Compute) {
+                if (ins.target > st.max_node || R[s][t]) return {};
+                R[s][t] = 1;
+                live[static_cast<size_t>(g_.node(ins.target).output)] = 1;
+                if (!computed[t]) {
+                    computed[t] = 1;
+                    if (st.first != ins.target && !st.whole_forward) return {};
+                    if (st.first == ins.target) boundary = true;
+                }
+            } else {
+                if (st.backward != ins.target) return {};
+                boundary = true;
+            }
+        }
+        if (s + 1 != stages_.size()) return {};
+        for (size_t t = 0; t < stages_.size(); ++t)
+            for (size_t i = 0; i < n; ++i)
+                if (R_[t][i] != kNone)
+                    out.push_back({R_[t][i], R[t][i] ? 1.0 : 0.0});
+                else if (R[t][i])
+                    return {};
+        return out;
+    }
+
     // The order of Computes and Backwards the solution describes.
     Schedule schedule(const std::vector<double>& x, std::vector<NodeId>* kept) const {
         ScheduleBuilder b(g_);
@@ -489,7 +547,12 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
         st.constraints = f.milp().num_rows();
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const Milp::Result r = f.milp().solve(opt.time_limit_s - elapsed, opt.log_level);
+        std::vector<std::pair<int, double>> start;
+        if (opt.initial && !opt.initial->code.empty() &&
+            simulate(g, t, *opt.initial, costs, quiet).peak_bytes <= budget)
+            start = f.start_from(*opt.initial);
+        st.warm_started = !start.empty();
+        const Milp::Result r = f.milp().solve(opt.time_limit_s - elapsed, opt.log_level, start);
         st.solve_s += r.seconds;
         if (!r.has_solution) {
             st.lower_bound_ms = std::max(0.0, r.bound - constant_ms);

@@ -53,6 +53,10 @@ struct CheckmateOptions {
     // smallest feasible budget (with the same time limit).
     bool find_min_budget = true;
     int log_level = 0;  // CBC's log level (0: silent)
+    // A schedule that fits the budget, given to CBC as its first incumbent (Cbc_setMIPStart)
+    // when it lies in the MILP's class; ignored otherwise. An incumbent lets CBC prune from the
+    // start instead of searching for a first feasible point.
+    const Schedule* initial = nullptr;
 };
 
 // What the solver reported, beyond the Plan.
@@ -64,6 +68,7 @@ struct CheckmateStats {
     double gap = 0;               // (objective - bound) / objective; 0 when the objective is 0
     double solve_s = 0;           // wall time of the MILP solves
     int variables = 0, integer_variables = 0, constraints = 0;
+    bool warm_started = false;  // `initial` was in the class and was passed to CBC
 };
 
 // Plans under `budget` bytes (a bound on simulate()'s peak_bytes). Status: Optimal when CBC

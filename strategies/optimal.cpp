@@ -10,28 +10,49 @@
 //    `Optimal` only when it recomputes nothing, which no schedule can beat.
 //  - milp: Checkmate's MILP (strategies/checkmate.h, Jain et al. 2020) with `time_limit`
 //    seconds: `Optimal` when CBC proves it, `Feasible` with its lower bound and gap otherwise.
-//  - auto: the DP; and where the DP's class is coarse — some block of the chain has more than one
-//    node, so the DP cannot choose inside it — and the network is small (≤ 24 nodes, where the
-//    MILP is quick), the MILP too; the cheaper plan that fits wins.
-// The method used is Plan::method ("rotor-dp" / "milp"), and is named in Plan::message too.
+//  - auto: the DP; then, with portfolio=1 (the default) on networks of up to 1,000 nodes, the
+//    schedules of the other strategies: every point of the parameter ranges of sqrt-n, periodic,
+//    revolve and policy, and sqrt-n, min-cut and dtr both at this budget and at every point of
+//    their default budget sweeps (SweepOptions{}: 12 budgets from their smallest feasible to
+//    none's peak); then, where the DP's class is coarse — some block of the chain has more than
+//    one node, so the DP cannot choose inside it — and the network is small (≤ 24 nodes, where
+//    the MILP is quick), the MILP, warm-started from the best schedule so far. The cheapest
+//    plan whose simulated peak fits wins (ties keep the earlier one).
+// Why a portfolio: the DP is exact only within its class on its memory grid, and the MILP is too
+// slow beyond small graphs; the heuristics find schedules outside the DP's class (a stage
+// recomputed in part, a value dropped and recomputed later) and points that sit exactly at a
+// budget the DP's rounding misses. tests/strategies/test_cross_strategy.cpp shows where: on
+// every preset tried, some heuristic beats the DP alone at some budget. With the portfolio,
+// `optimal` is never worse than any other strategy at the same budget or than any point of their
+// default sweeps — by construction, not by proof: Plan::status is Optimal only for a plan that
+// recomputes nothing or a MILP plan CBC proved optimal (over the MILP's class, checkmate.h);
+// otherwise Feasible.
+// The method used is Plan::method ("rotor-dp" / "milp" / "portfolio"), and is named in
+// Plan::message too; a portfolio plan names the strategy spec whose schedule it is.
 //
 // Every DP plan is checked with simulate(). The DP's memory model follows engine/liveness.h
 // exactly for its class and rounds up, so the simulated peak is within the budget; should it
 // ever not be (a model error), the DP is re-run with the available memory lowered by the excess
 // (rounded up to whole units) until the plan fits, and the message says how many retries it took.
 //
-// Without a budget the plan is for the midpoint between the smallest budget the DP can meet and
-// `none`'s peak. An unreachable budget gives an Infeasible plan naming the smallest budget the DP
-// can meet (const + min_units · unit: the first budget at which the DP's table is finite).
+// Without a budget the plan is for the midpoint between the smallest feasible budget and `none`'s
+// peak. An unreachable budget gives an Infeasible plan naming the smallest feasible budget: the
+// smallest the DP can meet (const + min_units · unit: the first budget at which the DP's table is
+// finite) or, with the portfolio, the smallest peak any of its fixed candidates reaches or any of
+// sqrt-n, min-cut and dtr reports as its own smallest feasible budget, whichever is lower.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <sstream>
 
+#include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
 #include "strategies/builtin.h"
 #include "strategies/rotor.h"
+#include "strategies/sweep.h"
 
 #if __has_include("strategies/checkmate.h")
 #include "strategies/checkmate.h"
@@ -43,6 +64,80 @@ namespace rl {
 namespace {
 
 constexpr int kAutoMilpMaxNodes = 24;
+constexpr int kPortfolioMaxNodes = 1000;
+
+// A schedule of another strategy, simulated.
+struct Candidate {
+    Spec spec;
+    Plan plan;
+    uint64_t peak = 0;
+    double recompute_ms = 0;
+};
+
+Spec with_budget(Spec s, uint64_t budget) {
+    s.args.erase(std::remove_if(s.args.begin(), s.args.end(),
+                                [](const auto& a) { return a.first == "budget"; }),
+                 s.args.end());
+    s.args.emplace_back("budget", std::to_string(budget));
+    return s;
+}
+
+// The portfolio's candidates that do not depend on the budget, and the budgeted strategies to
+// run at the budget itself.
+struct Portfolio {
+    std::vector<Candidate> fixed;
+    std::vector<Spec> budgeted;  // base specs: with_budget() gives the spec at a budget
+    uint64_t min_budget = UINT64_MAX;
+
+    void add(const Graph& g, const CostModel& costs, const Spec& spec) {
+        Candidate c;
+        c.spec = spec;
+        try {
+            c.plan = plan_with(g, costs, spec);
+        } catch (const Error&) {  // a strategy that refuses this network is no candidate
+            return;
+        }
+        if (c.plan.status == PlanStatus::Infeasible) return;
+        SimulateOptions opt;
+        opt.record_timeline = false;
+        const Simulation sim = simulate(g, c.plan.schedule, costs, opt);
+        c.peak = sim.peak_bytes;
+        c.recompute_ms = sim.recompute_ms;
+        fixed.push_back(std::move(c));
+    }
+
+    Portfolio(const Graph& g, const CostModel& costs) {
+        for (const Strategy* s : strategies()) {
+            if (s->name() == "optimal" || s->name() == "none") continue;
+            const std::string name(s->name());
+            add(g, costs, Spec{name, {}});
+            const std::vector<Spec> range = s->sweep_range(g);
+            for (const Spec& spec : range) add(g, costs, spec);
+            if (!is_budgeted(*s)) continue;
+            // Its default budget sweep. A strategy with its own range sweeps that when given no
+            // argument, so the base names one of its other parameters at its default.
+            Spec base{name, {}};
+            if (!range.empty())
+                for (const ParamSpec& p : s->schema())
+                    if (p.key != "budget" && !p.default_value.empty()) {
+                        base.args.emplace_back(p.key, p.default_value);
+                        break;
+                    }
+            budgeted.push_back(base);
+            std::vector<std::optional<uint64_t>> budgets;
+            std::vector<Spec> specs;
+            try {
+                specs = sweep_specs(g, costs, base, SweepOptions{}, &budgets);
+            } catch (const Error&) {  // no smallest feasible budget reported: no sweep
+                continue;
+            }
+            for (const Spec& spec : specs) add(g, costs, spec);
+            if (!budgets.empty() && budgets.front())
+                min_budget = std::min(min_budget, *budgets.front());
+        }
+        for (const Candidate& c : fixed) min_budget = std::min(min_budget, c.peak);
+    }
+};
 
 std::string bytes_text(uint64_t b) {
     return format_bytes(b) + " (" + std::to_string(b) + " bytes)";
@@ -79,6 +174,15 @@ class OptimalStrategy final : public Strategy {
              1,
              1000000},
             {"time_limit", ParamType::Float, "10", "MILP time limit in seconds", {}},
+            {"portfolio",
+             ParamType::Int,
+             "1",
+             "method=auto, networks up to 1000 nodes: 1 also tries the other strategies' "
+             "schedules (their parameter ranges, their budget sweeps, and at this budget) and "
+             "keeps the cheapest that fits",
+             {},
+             0,
+             1},
         };
     }
 
@@ -93,10 +197,17 @@ class OptimalStrategy final : public Strategy {
             min_units < 0
                 ? none_peak
                 : std::min(none_peak, chain.constant + unit * static_cast<uint64_t>(min_units));
-        const uint64_t budget = params.has("budget")
-                                    ? params.get_bytes("budget")
-                                    : dp_min_budget + (none_peak - dp_min_budget) / 2;
         const std::string method = params.get_string("method");
+        const bool use_portfolio = method == "auto" && params.get_int("portfolio") != 0 &&
+                                   g.num_nodes() <= kPortfolioMaxNodes;
+        std::optional<Portfolio> portfolio;
+        uint64_t min_budget = dp_min_budget;
+        if (use_portfolio) {
+            portfolio.emplace(g, costs);
+            min_budget = std::min(min_budget, portfolio->min_budget);
+        }
+        const uint64_t budget = params.has("budget") ? params.get_bytes("budget")
+                                                     : min_budget + (none_peak - min_budget) / 2;
 
         bool multi_node_block = false;
         for (size_t k = 0; k < first.size(); ++k) {
@@ -112,15 +223,74 @@ class OptimalStrategy final : public Strategy {
             best = plan_dp(g, costs, chain, first, dp, budget, dp_min_budget);
             best.method = "rotor-dp";
         }
+        if (portfolio) take_best_candidate(g, costs, *portfolio, budget, min_budget, best);
         if (use_milp) {
-            Plan milp = plan_milp(g, costs, budget, params.get_float("time_limit"));
-            if (method == "milp" || better(g, costs, milp, best)) best = std::move(milp);
+            // Warm-started from the best plan so far, so CBC starts with an incumbent.
+            Plan milp =
+                plan_milp(g, costs, budget, params.get_float("time_limit"),
+                          best.status == PlanStatus::Infeasible || best.schedule.code.empty()
+                              ? nullptr
+                              : &best.schedule);
+            if (method == "milp" || better(g, costs, milp, best)) {
+                best = std::move(milp);
+            } else if (best.status == PlanStatus::Infeasible && milp.min_feasible_budget &&
+                       best.min_feasible_budget &&
+                       *milp.min_feasible_budget < *best.min_feasible_budget) {
+                best.min_feasible_budget = milp.min_feasible_budget;
+                best.message += "; the MILP names a smaller one: " + milp.message;
+            }
         }
         best.budget = budget;
         return best;
     }
 
   private:
+    // Replaces `best` by the cheapest candidate of the portfolio that fits `budget`, if cheaper.
+    static void take_best_candidate(const Graph& g, const CostModel& costs, Portfolio& pf,
+                                    uint64_t budget, uint64_t min_budget, Plan& best) {
+        for (const Spec& base : pf.budgeted) pf.add(g, costs, with_budget(base, budget));
+        SimulateOptions opt;
+        opt.record_timeline = false;
+        double best_ms = std::numeric_limits<double>::infinity();
+        if (best.status != PlanStatus::Infeasible)
+            best_ms = simulate(g, best.schedule, costs, opt).recompute_ms;
+        const Candidate* winner = nullptr;
+        for (const Candidate& c : pf.fixed)
+            if (c.peak <= budget &&
+                c.recompute_ms < (winner ? winner->recompute_ms : best_ms) -
+                                     1e-9 * std::max(1.0, best_ms == INFINITY ? 1.0 : best_ms))
+                winner = &c;
+        if (!winner) {
+            if (best.status == PlanStatus::Infeasible) {
+                best.min_feasible_budget = min_budget;
+                best.message = "The budget of " + bytes_text(budget) +
+                               " cannot be met: the smallest feasible budget found (by the chain "
+                               "DP, the MILP where it ran, and the other strategies' schedules) "
+                               "is " +
+                               bytes_text(min_budget) + "; raise the budget to at least that";
+            }
+            return;
+        }
+        std::ostringstream m;
+        m << "method: portfolio. The schedule of `" << format_spec(winner->spec)
+          << "` fits the budget with less recompute (" << winner->recompute_ms
+          << " ms, predicted peak " << winner->peak << " bytes) than ";
+        if (best.status == PlanStatus::Infeasible)
+            m << "the chain DP or MILP could find (none within the budget)";
+        else
+            m << (best.method.empty() ? "the solver" : best.method) << "'s plan (" << best_ms
+              << " ms)";
+        m << ". Not proven optimal. [" << best.method << ": " << best.message << "]";
+        Plan p = winner->plan;
+        p.method = "portfolio";
+        p.status = winner->recompute_ms == 0 ? PlanStatus::Optimal : PlanStatus::Feasible;
+        p.min_feasible_budget.reset();
+        p.lower_bound_ms = best.lower_bound_ms;
+        p.gap.reset();
+        p.message = m.str();
+        best = std::move(p);
+    }
+
     static bool have_milp() {
 #ifdef REMATLAB_HAVE_CHECKMATE
         return true;
@@ -141,15 +311,19 @@ class OptimalStrategy final : public Strategy {
     }
 
     static Plan plan_milp(const Graph& g, const CostModel& costs, uint64_t budget,
-                          double time_limit) {
+                          double time_limit, const Schedule* initial) {
 #ifdef REMATLAB_HAVE_CHECKMATE
-        Plan p = checkmate_plan(g, costs, budget, time_limit);
+        CheckmateOptions opt;
+        opt.time_limit_s = time_limit;
+        opt.initial = initial;
+        Plan p = checkmate_plan(g, costs, budget, opt);
         p.message = "method: milp. " + p.message;
         return p;
 #else
         (void)g;
         (void)costs;
         (void)time_limit;
+        (void)initial;
         Plan p;
         p.status = PlanStatus::Infeasible;
         p.budget = budget;

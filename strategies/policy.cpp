@@ -326,6 +326,41 @@ class PolicyStrategy final : public Strategy {
         return {regions, tags, policy, names, p1, p2, n1, n2};
     }
 
+    // Every policy on the network: for each kind of region the network has (blocks when some
+    // node carries a blockN tag, always the whole model), the policies that take no names, then
+    // save_only_these_names for each other tag a node of a region carries. everything_saveable
+    // is `none` under any regions, so it appears once. Left out: save_any_names_but_these and
+    // save_from_both_policies (their combinations of tags are too many to enumerate) and the
+    // aliases checkpoint_dots*.
+    std::vector<Spec> sweep_range(const Graph& g) const override {
+        const NodeId loss = g.loss_node();
+        bool blocks = false;
+        std::vector<std::string> tags;
+        for (NodeId n = 0; n < loss; ++n)
+            for (const std::string& t : g.node(n).tags) {
+                blocks = blocks || is_block_tag(t);
+                if (!is_block_tag(t) && std::find(tags.begin(), tags.end(), t) == tags.end())
+                    tags.push_back(t);
+            }
+        std::sort(tags.begin(), tags.end());
+        std::vector<Spec> out;
+        auto add = [&](const std::string& regions, const std::string& policy,
+                       const std::string& names) {
+            Spec s{"policy", {{"regions", regions}, {"policy", policy}}};
+            if (!names.empty()) s.args.emplace_back("names", names);
+            out.push_back(std::move(s));
+        };
+        add("model", "everything_saveable", "");
+        for (const std::string regions : {"blocks", "model"}) {
+            if (regions == "blocks" && !blocks) continue;
+            for (const char* policy :
+                 {"nothing_saveable", "dots_with_no_batch_dims_saveable", "dots_saveable"})
+                add(regions, policy, "");
+            for (const std::string& t : tags) add(regions, "save_only_these_names", t);
+        }
+        return out;
+    }
+
     Plan plan(const Graph& g, const CostModel&, const ParamValues& params) const override {
         const Policy policy = read_policy(g, params);
         const std::vector<int> region = find_regions(g, params);
