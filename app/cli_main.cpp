@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
     app.fallthrough(false);
 
     const std::string network_help =
-        "preset with parameters (mlp:depth=32,width=1024) or a network .json file";
+        "preset with parameters (mlp:depth=32,width=1024), a network .json file or an ONNX "
+        "model (.onnx, with its weights)";
     const std::string strategy_help =
         "strategy spec: name or name:key=value,... (see `strategies`)";
 
@@ -69,6 +70,11 @@ int main(int argc, char** argv) {
     run->add_flag("--json", run_opt.json, "print one JSON object instead of the summary");
     run->add_option("--dump-grads", run_opt.dump_grads,
                     "write each parameter's gradient to DIR/<parameter>.npy");
+    run->add_option("--dump-weights", run_opt.dump_weights,
+                    "write each parameter and graph input (the run's data) to DIR/<name>.npy");
+    run->add_option("--input,-i", run_opt.input,
+                    "data for the network's input from a float32 .npy file (NAME=FILE.npy picks "
+                    "the input by name); default: seeded random data");
 
     PlanOptions plan_opt;
     auto* plan = app.add_subcommand(
@@ -97,6 +103,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     compare->add_option("--cap", cmp_cap, "memory cap (e.g. 512MiB) for every run")->check(kSize);
     compare->add_flag("--json", cmp_opt.json, "print one JSON object per strategy, one per line");
+    compare->add_option("--input,-i", cmp_opt.input,
+                        "data for the network's input from a float32 .npy file (NAME=FILE.npy)");
 
     SweepOptions sweep_opt;
     std::vector<std::string> sweep_budgets;
@@ -129,6 +137,15 @@ int main(int argc, char** argv) {
     residuals->add_flag("--include-loss", res_opt.include_loss,
                         "also list what only the loss's backward reads (output, labels)");
 
+    ExplainOptions exp_explain;
+    auto* explain = app.add_subcommand(
+        "explain",
+        "say what each instruction of a strategy's schedule does and why (teach mode's sentences)");
+    explain->add_option("--network,-n", exp_explain.network, network_help)->required();
+    explain->add_option("--strategy,-s", exp_explain.strategy, strategy_help)->required();
+    explain->add_option("--at", exp_explain.at, "only instruction N (from 0; default: all)")
+        ->check(CLI::NonNegativeNumber);
+
     auto* list_strategies =
         app.add_subcommand("strategies", "list the strategies and their parameters");
     auto* list_networks =
@@ -148,8 +165,10 @@ int main(int argc, char** argv) {
     exp->add_option("--network,-n", exp_opt.network, network_help)->capture_default_str();
     exp->add_option("--strategies,-s", exp_opt.strategies, "strategy specs separated by ';' or ','")
         ->capture_default_str();
-    exp->add_option("--chart,-c", exp_opt.chart, "pareto or memory")
-        ->check(CLI::IsMember({"pareto", "memory"}))
+    exp->add_option("--chart,-c", exp_opt.chart,
+                    "pareto, memory, schedule (the first strategy's matrix) or graph (its "
+                    "layered drawing)")
+        ->check(CLI::IsMember({"pareto", "memory", "schedule", "graph"}))
         ->capture_default_str();
     exp->add_option("--out,-o", exp_opt.out, "output file: .png .svg .pdf .csv (or .json)")
         ->required();
@@ -175,6 +194,7 @@ int main(int argc, char** argv) {
         for (const auto& b : sweep_budgets) sweep_opt.budget_list.push_back(rl::parse_bytes(b));
         if (sweep->parsed()) return sweep_command(sweep_opt);
         if (residuals->parsed()) return residuals_command(res_opt);
+        if (explain->parsed()) return explain_command(exp_explain);
         if (compare->parsed()) return compare_command(cmp_opt);
         if (list_strategies->parsed()) return strategies_command();
         if (list_networks->parsed()) return networks_command();

@@ -15,7 +15,10 @@ endif()
 add_library(rematlab_tuning INTERFACE)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   if(REMATLAB_NATIVE)
-    target_compile_options(rematlab_tuning INTERFACE -march=native)
+    # -mtune=generic: GCC 12 takes these Zen 5 machines for znver3, and its znver3 tuning made
+    # Eigen's float GEMM ~18 % slower than generic tuning with the same instructions (77 vs
+    # 92-96 GFLOP/s, 512x1024x1024, one thread; docs/benchmarks.md, "Side by side with PyTorch").
+    target_compile_options(rematlab_tuning INTERFACE -march=native -mtune=generic)
   else()
     target_compile_options(rematlab_tuning INTERFACE -march=x86-64-v3)
   endif()

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ctime>
 
 #include "engine/backend.h"
 #include "engine/errors.h"
@@ -10,7 +11,20 @@
 
 namespace rl {
 
-RunData RunData::seeded(const Graph& g) {
+RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
+    // Check what was given before drawing anything.
+    for (const GivenInput& in : given) {
+        const auto v = g.find_value(in.name);
+        if (!v || !g.value(*v).is_input())
+            throw Error("given input '" + in.name + "': the network has no input of that name");
+        const Value& val = g.value(*v);
+        if (val.dtype != DType::F32)
+            throw Error("given input '" + in.name + "': the network's input is " +
+                        format_type(val.dtype, val.shape) + "; only f32 inputs can be given");
+        if (in.shape != val.shape || in.values.size() * 4 != val.bytes)
+            throw Error("given input '" + in.name + "' has shape " + format_dims(in.shape) +
+                        " but the network's input is " + format_type(val.dtype, val.shape));
+    }
     RunData d;
     d.params.resize(static_cast<size_t>(g.num_params()));
     for (ParamId p = 0; p < g.num_params(); ++p) {
@@ -23,6 +37,9 @@ RunData RunData::seeded(const Graph& g) {
                 break;
             case ParamInit::Zeros:
                 std::fill(buf.begin(), buf.end(), 0.0f);
+                break;
+            case ParamInit::Given:
+                std::copy(par.values->begin(), par.values->end(), buf.begin());
                 break;
             case ParamInit::FanInUniform: {
                 SplitMix64 rng(g.seed() ^ stable_hash(par.name));
@@ -48,10 +65,22 @@ RunData RunData::seeded(const Graph& g) {
                 l[k] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(v.label_classes)));
         }
     }
+    for (const GivenInput& in : given) {
+        const ValueId id = *g.find_value(in.name);
+        for (size_t i = 0; i < g.inputs().size(); ++i)
+            if (g.inputs()[i] == id)
+                std::memcpy(d.inputs[i].data(), in.values.data(), in.values.size() * sizeof(float));
+    }
     return d;
 }
 
 namespace {
+
+double process_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 // Holds the buffers of a run; on an error midway its destructor returns what is still held.
 class RunVisitor final : public MemoryVisitor {
@@ -237,6 +266,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     }
     backend.synchronize();
     alloc.reset_epoch();
+    const double cpu0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     auto last = t0;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -264,6 +294,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
                 std::chrono::duration<double, std::milli>(now - t0).count());
     }
     result.total_ms = std::chrono::duration<double, std::milli>(last - t0).count();
+    result.cpu_ms = process_cpu_ms() - cpu0;
     v.instruction = -1;
     live.end(static_cast<long>(s.size()), v);
     result.peak_bytes = alloc.peak_bytes();

@@ -3,6 +3,7 @@
 // instruction timed, an observer told after each one, cancellable between instructions.
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/allocator.h"
@@ -36,17 +37,29 @@ struct Execution {
         return peak_by_category[static_cast<size_t>(Category::Activations)];
     }
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
+    // CPU time of the process over the step (all threads): unlike total_ms, it does not grow
+    // when other jobs take the CPU away, so it compares runs on a shared machine.
+    double cpu_ms = 0;
     double loss = 0;
     std::vector<TimelinePoint> timeline;
     std::vector<double> instruction_ms;           // per instruction
     std::vector<std::vector<float>> param_grads;  // per ParamId
 };
 
-// Parameter and input data for a run: drawn deterministically from the graph's seed, or given.
+// Values for one f32 graph input, given by the user (`--input x.npy`) instead of seeded.
+struct GivenInput {
+    std::string name;  // the graph input's name
+    Shape shape;       // must equal the input's shape
+    std::vector<float> values;
+};
+
+// Parameter and input data for a run: drawn deterministically from the graph's seed, or given
+// (parameters with ParamInit::Given, inputs in `given`). Throws rl::Error naming the input when a
+// given input does not exist, is not f32, or has another shape.
 struct RunData {
     std::vector<std::vector<float>> params;    // per ParamId
     std::vector<std::vector<uint8_t>> inputs;  // per graph input (raw f32/i32 bytes)
-    static RunData seeded(const Graph& g);
+    static RunData seeded(const Graph& g, const std::vector<GivenInput>& given = {});
 };
 
 Execution execute(const Graph& g, const Schedule& s, Backend& backend, const RunData& data,

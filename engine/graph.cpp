@@ -42,7 +42,8 @@ ValueId Graph::add_input(const std::string& name, DType dtype, const Shape& shap
 }
 
 NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<std::string>& inputs,
-                       Attrs attrs, std::vector<std::string> tags) {
+                       Attrs attrs, std::vector<std::string> tags,
+                       const std::vector<ParamSource>& params) {
     std::vector<ValueId> ids;
     for (const auto& in : inputs) {
         auto v = find_value(in);
@@ -52,11 +53,12 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<std
                         "earlier node)");
         ids.push_back(*v);
     }
-    return add_node(name, op, ids, std::move(attrs), std::move(tags));
+    return add_node(name, op, ids, std::move(attrs), std::move(tags), params);
 }
 
 NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<ValueId>& inputs,
-                       Attrs attrs, std::vector<std::string> tags) {
+                       Attrs attrs, std::vector<std::string> tags,
+                       const std::vector<ParamSource>& params) {
     check_name(name, "node");
     if (finalized_) throw Error("node '" + name + "': the graph is already finalized");
     if (find_value(name) || find_node(name))
@@ -85,6 +87,39 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
     } catch (const Error& e) {
         throw Error("node '" + name + "' (" + std::string(def.name) + "): " + e.what());
     }
+    if (params.size() > inf.params.size())
+        throw Error("node '" + name + "' (" + std::string(def.name) +
+                    "): " + std::to_string(params.size()) + " parameters given, but it has " +
+                    std::to_string(inf.params.size()));
+    // Check every parameter before changing the graph, so a refused node leaves no trace.
+    std::vector<Param> new_params;
+    for (size_t i = 0; i < inf.params.size(); ++i) {
+        const ParamDecl& pd = inf.params[i];
+        const ParamSource* src = i < params.size() ? &params[i] : nullptr;
+        Param p;
+        p.name = src && !src->name.empty() ? src->name : name + "." + pd.suffix;
+        p.shape = pd.shape;
+        p.bytes = checked_bytes(DType::F32, pd.shape, "parameter '" + p.name + "'");
+        p.init = pd.init;
+        p.fan_in = pd.fan_in;
+        if (param_names_.count(p.name))
+            throw Error("node '" + name + "': parameter name '" + p.name +
+                        "' is already used; parameter names must be unique");
+        for (const Param& q : new_params)
+            if (q.name == p.name)
+                throw Error("node '" + name + "': parameter name '" + p.name +
+                            "' is given twice; parameter names must be unique");
+        if (src && src->values) {
+            if (src->values->size() != static_cast<size_t>(pd.shape.numel()))
+                throw Error("node '" + name + "': parameter '" + p.name + "' " +
+                            format_type(DType::F32, pd.shape) + " needs " +
+                            std::to_string(pd.shape.numel()) + " values, but " +
+                            std::to_string(src->values->size()) + " were given");
+            p.init = ParamInit::Given;
+            p.values = src->values;
+        }
+        new_params.push_back(std::move(p));
+    }
     const auto id = static_cast<NodeId>(nodes_.size());
     Value out;
     out.name = name;
@@ -95,14 +130,9 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
     values_.push_back(std::move(out));
     node.output = static_cast<ValueId>(values_.size() - 1);
     value_index_.emplace(name, node.output);
-    for (auto& pd : inf.params) {
-        Param p;
-        p.name = name + "." + pd.suffix;
-        p.shape = pd.shape;
-        p.bytes = checked_bytes(DType::F32, pd.shape, "parameter '" + p.name + "'");
-        p.init = pd.init;
-        p.fan_in = pd.fan_in;
+    for (Param& p : new_params) {
         p.owner = id;
+        param_names_.insert(p.name);
         params_.push_back(std::move(p));
         node.params.push_back(static_cast<ParamId>(params_.size() - 1));
     }

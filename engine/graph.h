@@ -7,10 +7,12 @@
 // parameters it owns (created from the op's declaration), a unique name and free-form tags (the
 // analog of jax.ad_checkpoint.checkpoint_name). The last node is the loss, with a scalar output.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/attrs.h"
@@ -25,16 +27,26 @@ using ParamId = int32_t;
 constexpr int32_t kNoId = -1;
 
 // How a parameter's initial values are drawn (deterministically, from the graph seed and the
-// parameter's name).
-enum class ParamInit : uint8_t { FanInUniform, Ones, Zeros };
+// parameter's name), or that they were given (weights read from a model file).
+enum class ParamInit : uint8_t { FanInUniform, Ones, Zeros, Given };
 
 struct Param {
-    std::string name;  // "<node>.<suffix>", e.g. "block0.fc.weight"
+    std::string name;  // "<node>.<suffix>", e.g. "block0.fc.weight", unless given (ParamSource)
     Shape shape;
     uint64_t bytes = 0;
     ParamInit init = ParamInit::FanInUniform;
     int64_t fan_in = 1;
     NodeId owner = kNoId;
+    // ParamInit::Given: shape.numel() values, row-major; shared so that copying a graph is cheap.
+    std::shared_ptr<const std::vector<float>> values;
+};
+
+// Where a node's parameter comes from when not from the op's defaults: a name that replaces
+// "<node>.<suffix>" (e.g. an ONNX initializer's name) and/or initial values. Empty name: the
+// default name; null values: seeded as the op declares.
+struct ParamSource {
+    std::string name;
+    std::shared_ptr<const std::vector<float>> values;
 };
 
 struct Value {
@@ -68,10 +80,15 @@ class Graph {
     ValueId add_input(const std::string& name, DType dtype, const Shape& shape,
                       int64_t label_classes = 0);
     // Infers the output shape and creates the op's parameters. Inputs by value name or id.
+    // `params`, when given, overrides the op's parameters in declaration order (weight, bias):
+    // at most one entry per declared parameter; each given name must be unique among the
+    // parameters and each given values vector must hold exactly the parameter's element count.
     NodeId add_node(const std::string& name, OpKind op, const std::vector<ValueId>& inputs,
-                    Attrs attrs = {}, std::vector<std::string> tags = {});
+                    Attrs attrs = {}, std::vector<std::string> tags = {},
+                    const std::vector<ParamSource>& params = {});
     NodeId add_node(const std::string& name, OpKind op, const std::vector<std::string>& inputs,
-                    Attrs attrs = {}, std::vector<std::string> tags = {});
+                    Attrs attrs = {}, std::vector<std::string> tags = {},
+                    const std::vector<ParamSource>& params = {});
     // Checks the whole graph (last node is the only loss, every value is used, a parameter
     // exists) and computes consumers and requires_grad. Must be called before use.
     void finalize();
@@ -117,6 +134,7 @@ class Graph {
     std::vector<Param> params_;
     std::vector<ValueId> inputs_;
     std::unordered_map<std::string, ValueId> value_index_;  // names are unique across values
+    std::unordered_set<std::string> param_names_;
 };
 
 }  // namespace rl

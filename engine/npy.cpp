@@ -19,14 +19,15 @@ static_assert(std::endian::native == std::endian::little,
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 
-std::string header_dict(const Shape& shape) {
+std::string header_dict(const Shape& shape, const char* descr) {
     std::string dims;
     for (size_t i = 0; i < shape.dims.size(); ++i) {
         if (i) dims += ", ";
         dims += std::to_string(shape.dims[i]);
     }
     if (shape.dims.size() == 1) dims += ",";
-    return "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+    return std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims +
+           "), }";
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
@@ -58,9 +59,13 @@ bool dict_value(const std::string& dict, const std::string& key, std::string& ou
 
 }  // namespace
 
-void write_npy(const std::string& path, const float* data, const Shape& shape) {
+namespace {
+
+// Both dtypes are 4 bytes wide: `descr` names which ('<f4' or '<i4').
+void write_npy_raw(const std::string& path, const void* data, const Shape& shape,
+                   const char* descr) {
     const int64_t numel = checked_numel(shape, "write_npy('" + path + "')");
-    std::string header = header_dict(shape);
+    std::string header = header_dict(shape, descr);
     // Magic (6) + version (2) + length (2) + dict + padding + '\n' is a multiple of 64.
     const size_t unpadded = kMagicLen + 2 + 2 + header.size() + 1;
     header += std::string((64 - unpadded % 64) % 64, ' ');
@@ -71,8 +76,17 @@ void write_npy(const std::string& path, const float* data, const Shape& shape) {
     const char prefix[] = {1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
     write_file_atomically(
         path, {std::string_view(kMagic, kMagicLen), std::string_view(prefix, sizeof prefix), header,
-               std::string_view(reinterpret_cast<const char*>(data),
-                                static_cast<size_t>(numel) * sizeof(float))});
+               std::string_view(static_cast<const char*>(data), static_cast<size_t>(numel) * 4)});
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const float* data, const Shape& shape) {
+    write_npy_raw(path, data, shape, "<f4");
+}
+
+void write_npy(const std::string& path, const int32_t* data, const Shape& shape) {
+    write_npy_raw(path, data, shape, "<i4");
 }
 
 std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {

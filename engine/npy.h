@@ -10,6 +10,7 @@ namespace rl {
 
 // Writes atomically (temporary file, then rename). Throws rl::Error naming the path on failure.
 void write_npy(const std::string& path, const float* data, const Shape& shape);
+void write_npy(const std::string& path, const int32_t* data, const Shape& shape);
 // Throws rl::Error naming the path and the problem (not a .npy, wrong dtype, Fortran order, ...).
 std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out);
 

@@ -63,7 +63,7 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     if (opt_.execute) {
         auto backend = make_cpu_backend(opt_.threads);
         costs_ = CostModel::profiled(g, *backend);
-        data_ = RunData::seeded(g);
+        data_ = RunData::seeded(g, opt_.inputs);
     } else {
         costs_ = CostModel::analytic(g, DeviceRates::measure_cpu());
     }
@@ -97,7 +97,7 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
     eo.cap = opt_.cap;
     eo.observer = opt_.observer;
     eo.cancel = opt_.cancel;
-    std::vector<double> fwd, rec, bwd, tot;
+    std::vector<double> fwd, rec, bwd, tot, cpu;
     for (int r = 0; r < opt_.repeat; ++r) {
         eo.keep_gradients = r == 0;
         eo.record_timeline = r == 0;
@@ -106,6 +106,7 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
         rec.push_back(e.recompute_ms);
         bwd.push_back(e.backward_ms);
         tot.push_back(e.total_ms);
+        cpu.push_back(e.cpu_ms);
         if (r == 0) ev.measured = std::move(e);
     }
     Execution& m = *ev.measured;
@@ -113,6 +114,7 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
     m.recompute_ms = median(rec);
     m.backward_ms = median(bwd);
     m.total_ms = median(tot);
+    m.cpu_ms = median(cpu);
 
     bool equal = true;
     double diff = 0;

@@ -20,6 +20,7 @@ struct EvaluateOptions {
     bool execute = true;  // false: plan and simulate only
     ExecutionObserver* observer = nullptr;
     const std::atomic<bool>* cancel = nullptr;
+    std::vector<GivenInput> inputs;  // replace the seeded data of these inputs (`--input`)
 };
 
 struct Evaluation {

@@ -9,11 +9,18 @@
 #include <cstring>
 
 #include "engine/errors.h"
+#include "engine/networks/presets.h"
 #include "ui/chart_export.h"
 #include "ui/evaluation.h"
+#include "ui/graph_view.h"
 #include "ui/main_window.h"
 #include "ui/memory_chart.h"
+#include "ui/node_selection.h"
 #include "ui/results_model.h"
+#include "ui/schedule_matrix.h"
+#include "ui/schedule_views.h"
+#include "ui/sweeps.h"
+#include "ui/teach_panel.h"
 
 namespace rl::ui {
 
@@ -45,14 +52,45 @@ bool headless(int argc, char** argv) {
 const char* const kDefaultStrategies = "none,sqrt-n,periodic";
 const char* const kDefaultNetwork = "mlp:depth=32,width=256,batch=1024";
 
+// The sweeps of the export's strategies, predicted with the cost model of the same kind as the
+// points (profiled when they ran, analytic when --no-run).
+std::vector<SweepCurve> sweep_for_export(const RunRequest& request, const RunSummary& summary,
+                                         int points, bool measure) {
+    const Graph g = load_network(request.network.toStdString());
+    bool executed = measure;
+    for (const auto& r : summary.results) executed = executed || r.executed;
+    EvaluateOptions eo;
+    eo.threads = request.threads;
+    eo.cap = request.cap;
+    eo.execute = executed;
+    Evaluator evaluator(g, request.network.toStdString(), eo);
+    SweepRequest sr;
+    sr.network = request.network;
+    for (const QString& spec : request.strategies) {
+        const QString base = spec_without_budget(spec);
+        if (!sr.strategies.contains(base)) sr.strategies << base;
+        if (base.section(QLatin1Char(':'), 0, 0) == QLatin1String("optimal") &&
+            sr.frontier_spec.isEmpty())
+            sr.frontier_spec = base;
+    }
+    sr.points = points;
+    sr.execute = measure;
+    return run_sweeps(g, evaluator, sr).curves;
+}
+
 int export_mode(const QCommandLineParser& args) {
     const QString out = args.value(QStringLiteral("out"));
     if (out.isEmpty()) return fail(kExitUsage, QStringLiteral("--export needs --out FILE"));
-    ChartKind kind;
+    // The schedule views (matrix, graph) draw one strategy's plan: the first that planned.
+    const QString chart_name = args.value(QStringLiteral("chart"));
+    const bool schedule_view =
+        chart_name == QLatin1String("schedule") || chart_name == QLatin1String("graph");
+    ChartKind kind = ChartKind::Memory;
     try {
-        kind = parse_chart_kind(args.value(QStringLiteral("chart")));
+        if (!schedule_view) kind = parse_chart_kind(chart_name);
     } catch (const std::exception& e) {
-        return fail(kExitUsage, QString::fromStdString(e.what()));
+        return fail(kExitUsage,
+                    QString::fromStdString(e.what()) + QStringLiteral(" (or schedule, graph)"));
     }
     QSize size(1600, 900);
     if (args.isSet(QStringLiteral("size")) &&
@@ -71,12 +109,29 @@ int export_mode(const QCommandLineParser& args) {
     if (!ok || request.threads < 1)
         return fail(kExitUsage, QStringLiteral("--threads: expected a positive number"));
     RunSummary summary;
+    std::vector<SweepCurve> sweeps;
     try {
         summary = evaluate_all(request, !args.isSet(QStringLiteral("no-run")));
+        if (args.isSet(QStringLiteral("sweep"))) {
+            bool ok_points = false;
+            const int points = args.value(QStringLiteral("sweep")).toInt(&ok_points);
+            if (!ok_points || points < 2)
+                return fail(kExitUsage,
+                            QStringLiteral("--sweep: expected a point count of 2 or more"));
+            sweeps = sweep_for_export(request, summary, points,
+                                      args.isSet(QStringLiteral("sweep-measure")));
+        }
     } catch (const std::exception& e) {
         return fail(kExitUserError, QString::fromStdString(e.what()));
     }
+    if (schedule_view) {
+        const QString err = export_schedule_view(chart_name, summary.results, out, size);
+        if (!err.isEmpty()) return fail(kExitUserError, err);
+        std::printf("wrote %s\n", out.toLocal8Bit().constData());
+        return 0;
+    }
     ExportInput in;
+    in.sweeps = std::move(sweeps);
     in.results = summary.results;
     in.baseline_ms = summary.baseline_total_ms;
     for (const auto& r : summary.results)
@@ -113,12 +168,35 @@ int screenshot_mode(const QCommandLineParser& args) {
     QObject::connect(&window, &MainWindow::runCompleted, &loop, &QEventLoop::quit);
     QTimer::singleShot(0, &window, [&window] { window.startRun(); });
     loop.exec();
+    if (args.isSet(QStringLiteral("sweep"))) {
+        bool ok = false;
+        const int points = args.value(QStringLiteral("sweep")).toInt(&ok);
+        if (!ok || points < 2)
+            return fail(kExitUsage, QStringLiteral("--sweep: expected a point count of 2 or more"));
+        window.setSweepPoints(points);
+        window.setSweepExecutes(args.isSet(QStringLiteral("sweep-measure")));
+        QEventLoop sweep_loop;
+        QObject::connect(&window, &MainWindow::sweepCompleted, &sweep_loop, &QEventLoop::quit);
+        QTimer::singleShot(0, &window, [&window] { window.startSweep(); });
+        sweep_loop.exec();
+    }
     // Let the charts take their final data and lay out before the grab.
     window.memoryChart()->flush();
     window.paretoChart()->flush();
     QApplication::processEvents();
     if (args.isSet(QStringLiteral("tab")))
         window.findChild<QTabWidget*>()->setCurrentIndex(args.value(QStringLiteral("tab")).toInt());
+    if (args.isSet(QStringLiteral("teach"))) {
+        // Teach mode at instruction N: the last ticked strategy on the left, the first beside it.
+        const int count = window.resultsModel()->rowCount();
+        window.showTeachMode(true);
+        window.scheduleViews()->setCurrent(count - 1);
+        window.teachPanel()->setStrategies(count - 1, count > 1 ? 0 : -1);
+        window.teachPanel()->seek(args.value(QStringLiteral("teach")).toLong());
+    }
+    if (args.isSet(QStringLiteral("select")))
+        window.scheduleViews()->selection()->select(args.value(QStringLiteral("select")).toInt());
+    window.graphView()->waitForLayout(60000);
     QApplication::processEvents();
     if (!window.grab().save(out))
         return fail(kExitUserError, QStringLiteral("cannot write '%1'").arg(out));
@@ -155,11 +233,17 @@ int run_app(int argc, char** argv) {
          QStringLiteral("LIST")},
         {QStringLiteral("screenshot"),
          QStringLiteral("run, then save the window as an image and exit"), QStringLiteral("FILE")},
+        {QStringLiteral("teach"),
+         QStringLiteral("--screenshot: teach mode after N instructions (the last strategy, the "
+                        "first beside it)"),
+         QStringLiteral("N")},
+        {QStringLiteral("select"), QStringLiteral("--screenshot: select node N in the views"),
+         QStringLiteral("N")},
         {QStringLiteral("tab"), QStringLiteral("chart tab for --screenshot (0 memory, 1 Pareto)"),
          QStringLiteral("N")},
         {QStringLiteral("export"), QStringLiteral("headless: write --chart to --out and exit")},
-        {QStringLiteral("chart"), QStringLiteral("memory or pareto"), QStringLiteral("KIND"),
-         QStringLiteral("memory")},
+        {QStringLiteral("chart"), QStringLiteral("memory, pareto, schedule (the matrix) or graph"),
+         QStringLiteral("KIND"), QStringLiteral("memory")},
         {QStringLiteral("out"), QStringLiteral("file to export: .png .svg .pdf .csv .json"),
          QStringLiteral("FILE")},
         {QStringLiteral("size"), QStringLiteral("image size, e.g. 1600x900"),
@@ -167,6 +251,12 @@ int run_app(int argc, char** argv) {
         {QStringLiteral("threads"), QStringLiteral("CPU threads for the kernels"),
          QStringLiteral("N"), QStringLiteral("1")},
         {QStringLiteral("no-run"), QStringLiteral("--export: plan and predict only")},
+        {QStringLiteral("sweep"),
+         QStringLiteral("Pareto: also sweep each strategy over N budgets (and its own range) and "
+                        "draw the curves and the optimal frontier"),
+         QStringLiteral("N")},
+        {QStringLiteral("sweep-measure"),
+         QStringLiteral("--sweep: run every point too and draw the measured curves")},
     });
     if (!args.parse(QApplication::arguments()))
         return fail(kExitUsage, args.errorText() + QStringLiteral("; run 'rematlab --help'"));

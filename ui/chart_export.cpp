@@ -138,6 +138,7 @@ QString export_chart(ChartKind kind, const ExportInput& input, const QString& pa
         auto chart = std::make_unique<ParetoChart>();
         chart->setModel(&model);
         chart->setSweeps(input.sweeps);
+        chart->setBudget(input.budget);
         view = std::move(chart);
     }
     if (!input.title.isEmpty()) view->chart()->setTitle(input.title);

@@ -78,6 +78,32 @@ double nice_ceiling(double v) {
     return 10 * p;
 }
 
+int AxisFit::intervals() const {
+    return step > 0 ? static_cast<int>(std::lround(max / step)) : 0;
+}
+
+AxisFit fit_axis(double v, int max_intervals) {
+    if (!(v > 0) || !std::isfinite(v)) return {};
+    max_intervals = std::max(1, max_intervals);
+    double p = std::pow(10.0, std::floor(std::log10(v / max_intervals)) - 1);
+    for (;; p *= 10) {
+        for (double m : {1.0, 2.0, 2.5, 5.0}) {
+            const double step = m * p;
+            const double n = std::ceil(v / step * (1 - 1e-12));
+            if (n <= max_intervals) return {std::max(n, 1.0) * step, step};
+        }
+    }
+}
+
+std::vector<XY> lower_envelope(std::vector<XY> points) {
+    std::sort(points.begin(), points.end(),
+              [](const XY& a, const XY& b) { return a.x < b.x || (a.x == b.x && a.y < b.y); });
+    std::vector<XY> out;
+    for (const XY& p : points)
+        if (out.empty() || p.y < out.back().y) out.push_back(p);
+    return out;
+}
+
 ByteUnit byte_unit_for(uint64_t max_bytes) {
     static const char* const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double d = 1;

@@ -6,6 +6,7 @@
 #include "engine/errors.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
+#include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
@@ -111,7 +112,19 @@ Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& 
     return t;
 }
 
-StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e) {
+std::shared_ptr<const ScheduleTrace> make_trace(std::shared_ptr<const Graph> graph,
+                                                std::string spec, Plan plan, CostModel costs) {
+    auto t = std::make_shared<ScheduleTrace>();
+    t->sim = simulate(*graph, plan.schedule, costs);
+    t->graph = std::move(graph);
+    t->spec = std::move(spec);
+    t->plan = std::move(plan);
+    t->costs = std::move(costs);
+    return t;
+}
+
+StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e,
+                         std::shared_ptr<const Graph> shared) {
     StrategyResult r;
     const Spec spec = parse_spec(e.strategy);
     r.name = q(spec.name);
@@ -119,6 +132,9 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
     r.budget = e.plan.budget;
     r.min_feasible_budget = e.plan.min_feasible_budget;
     r.solve_ms = e.plan.solve_ms;
+    r.method = q(e.plan.method);
+    r.gap = e.plan.gap;
+    r.lower_bound_ms = e.plan.lower_bound_ms;
     r.cost_model = q(costs.kind());
     if (e.plan.status == PlanStatus::Infeasible) {
         r.status = QStringLiteral("infeasible");
@@ -168,6 +184,13 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
         r.measured_timeline = std::move(t);
     }
     r.instruction_text = std::move(texts);
+    auto trace = std::make_shared<ScheduleTrace>();
+    trace->graph = shared ? std::move(shared) : std::make_shared<const Graph>(g);
+    trace->spec = e.strategy;
+    trace->plan = e.plan;
+    trace->costs = costs;
+    trace->sim = e.predicted;
+    r.trace = std::move(trace);
     return r;
 }
 
@@ -180,11 +203,12 @@ StrategyResult failure_result(const QString& spec, const QString& status, const 
     return r;
 }
 
-StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec) {
+StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec,
+                            std::shared_ptr<const Graph> shared) {
     try {
         const Spec parsed = parse_spec(spec.toStdString());
         (void)ParamValues::resolve(find_strategy(parsed.name).schema(), parsed);
-        return to_result(g, evaluator.costs(), evaluator.evaluate(parsed));
+        return to_result(g, evaluator.costs(), evaluator.evaluate(parsed), std::move(shared));
     } catch (const Cancelled&) {
         throw;
     } catch (const CapExceeded& e) {
@@ -222,7 +246,8 @@ QStringList split_strategy_list(const QString& text) {
 
 RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atomic<bool>* cancel) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Graph g = load_network(request.network.toStdString());
+    const auto shared = std::make_shared<const Graph>(load_network(request.network.toStdString()));
+    const Graph& g = *shared;
     EvaluateOptions eo;
     eo.threads = request.threads;
     eo.cap = request.cap;
@@ -232,7 +257,7 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     RunSummary summary;
     bool none_listed = false;
     for (const QString& spec : request.strategies) {
-        summary.results.push_back(evaluate_one(evaluator, g, spec));
+        summary.results.push_back(evaluate_one(evaluator, g, spec, shared));
         const StrategyResult& r = summary.results.back();
         if (spec == QLatin1String("none") && r.executed) {
             none_listed = true;

@@ -5,6 +5,7 @@
 #include <QString>
 #include <QStringList>
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "engine/graph.h"
@@ -16,7 +17,9 @@ namespace rl::ui {
 NetworkSummary summarize(const Graph& g, const QString& spec);
 
 // Fills a result from an evaluation (plan, simulation, and the execution when there was one).
-StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e);
+// `shared` is `g` as the result's trace will hold it; null: the trace holds a copy of `g`.
+StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluation& e,
+                         std::shared_ptr<const Graph> shared = nullptr);
 // A result for a strategy that failed before it had figures.
 StrategyResult failure_result(const QString& spec, const QString& status, const QString& message);
 
@@ -32,7 +35,8 @@ std::vector<QString> instruction_texts(const Graph& g, const Schedule& s);
 // Evaluates one strategy spec; every failure but a cancellation becomes a result row (infeasible
 // with the smallest feasible budget, cap exceeded with the instruction, error). rl::Cancelled
 // propagates.
-StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec);
+StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec,
+                            std::shared_ptr<const Graph> shared = nullptr);
 
 // Splits a --strategies list like rematlab-cli: ';' always separates; ',' separates unless the
 // next piece is a bare key=value continuing the previous spec.

@@ -36,8 +36,10 @@
 #include <QTableView>
 #include <QThread>
 #include <QToolBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <functional>
 
 #include "engine/networks/presets.h"
 #include "engine/units.h"
@@ -52,6 +54,19 @@
 namespace rl::ui {
 
 namespace {
+
+// Calls back when the watched widget is resized.
+class ResizeWatcher : public QObject {
+  public:
+    ResizeWatcher(QObject* parent, std::function<void()> f) : QObject(parent), f_(std::move(f)) {}
+    bool eventFilter(QObject* o, QEvent* e) override {
+        if (e->type() == QEvent::Resize) f_();
+        return QObject::eventFilter(o, e);
+    }
+
+  private:
+    std::function<void()> f_;
+};
 
 QString q(std::string_view s) {
     return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
@@ -124,6 +139,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     dock->setMinimumWidth(330);
     addDockWidget(Qt::LeftDockWidgetArea, dock);
     buildActions();
+    buildScheduleViews();
 
     status_label_ = new QLabel(QStringLiteral("Ready"));
     status_label_->setToolTip(QStringLiteral("What RematLab is doing"));
@@ -143,6 +159,8 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     connect(controller_, &RunController::runFinished, this, &MainWindow::onRunFinished);
     connect(controller_, &RunController::failed, this, &MainWindow::onFailed);
     connect(controller_, &RunController::busyChanged, this, &MainWindow::updateRunState);
+    connect(controller_, &RunController::sweepProgress, this, &MainWindow::onSweepProgress);
+    connect(controller_, &RunController::sweepAvailable, this, &MainWindow::onSweepAvailable);
 
     network_timer_.setSingleShot(true);
     connect(&network_timer_, &QTimer::timeout, this, &MainWindow::loadNetworkNow);
@@ -194,7 +212,7 @@ void MainWindow::buildCentral() {
     charts_ = new QTabWidget;
     charts_->setDocumentMode(true);
     charts_->addTab(memory_page, QStringLiteral("Memory timeline"));
-    charts_->addTab(pareto_, QStringLiteral("Pareto: memory vs recompute"));
+    charts_->addTab(buildParetoPage(), QStringLiteral("Pareto: memory vs recompute"));
     charts_->setTabToolTip(0, QStringLiteral("Live memory over one training step (Ctrl+1)"));
     charts_->setTabToolTip(1, QStringLiteral("Peak memory against recompute time (Ctrl+2)"));
 
@@ -214,10 +232,12 @@ void MainWindow::buildCentral() {
     table_->horizontalHeader()->setMinimumSectionSize(48);
     table_->verticalHeader()->setDefaultSectionSize(24);
     // Fit the columns to their figures when rows change; the user may resize them after.
-    auto fit = [this] { table_->resizeColumnsToContents(); };
+    auto fit = [this] { fitTableColumns(); };
     connect(model_, &QAbstractItemModel::modelReset, table_, fit);
     connect(model_, &QAbstractItemModel::rowsInserted, table_, fit);
+    table_->viewport()->installEventFilter(new ResizeWatcher(table_->viewport(), fit));
     table_->setWordWrap(false);
+    table_->setTextElideMode(Qt::ElideMiddle);
     table_->setToolTip(QStringLiteral(
         "One row per strategy: measured figures after a run, predicted ones (grey) before. "
         "Click a header to sort; Ctrl+C copies the selected rows as CSV."));
@@ -237,6 +257,67 @@ void MainWindow::buildCentral() {
     v->addWidget(message_);
     v->addWidget(splitter_, 1);
     setCentralWidget(central);
+}
+
+QWidget* MainWindow::buildParetoPage() {
+    auto* page = new QWidget;
+    auto* layout = new QVBoxLayout(page);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(2);
+    auto* row = new QHBoxLayout;
+    row->setContentsMargins(8, 4, 8, 0);
+    sweep_button_ = new QPushButton(QStringLiteral("Sweep"));
+    sweep_button_->setToolTip(QStringLiteral(
+        "Trace each ticked strategy's memory / recompute curve — budgeted ones over budgets from "
+        "the smallest they can meet to plain backprop's peak, the others over their own range — "
+        "and the optimal frontier (Ctrl+Shift+R)"));
+    sweep_points_ = new QSpinBox;
+    sweep_points_->setRange(2, 60);
+    sweep_points_->setValue(12);
+    sweep_points_->setSuffix(QStringLiteral(" budgets"));
+    sweep_points_->setToolTip(QStringLiteral("Points of each budget sweep"));
+    sweep_execute_ = new QCheckBox(QStringLiteral("Run each point (measured)"));
+    sweep_execute_->setToolTip(QStringLiteral(
+        "Also execute every point of the sweep and draw the measured curve (slower); predicted "
+        "points are always drawn"));
+    sweep_clear_ = new QPushButton(QStringLiteral("Clear"));
+    sweep_clear_->setToolTip(QStringLiteral("Remove the sweep curves"));
+    auto* hint = new QLabel(QStringLiteral("dashed: predicted · solid: measured · hover a point"));
+    hint->setStyleSheet(QStringLiteral("color: #777;"));
+    row->addWidget(sweep_button_);
+    row->addWidget(sweep_points_);
+    row->addWidget(sweep_execute_);
+    row->addWidget(sweep_clear_);
+    row->addStretch(1);
+    row->addWidget(hint);
+    layout->addLayout(row);
+    layout->addWidget(pareto_, 1);
+    connect(sweep_button_, &QPushButton::clicked, this, &MainWindow::startSweep);
+    connect(sweep_clear_, &QPushButton::clicked, this, [this] {
+        sweeps_.clear();
+        pareto_->setSweeps({});
+    });
+    return page;
+}
+
+void MainWindow::fitTableColumns() {
+    table_->resizeColumnsToContents();
+    // The figures up to "Grads = none" must be in view: when they are not, the strategy and
+    // status columns give way (their text elides in the middle; tooltips have all of it). Solve
+    // time and budget may scroll.
+    const QHeaderView* h = table_->horizontalHeader();
+    int needed = 0;
+    for (int v = 0; v <= h->visualIndex(ResultsModel::GradsEqual); ++v)
+        needed += h->sectionSize(h->logicalIndex(v));
+    int excess = needed - table_->viewport()->width();
+    for (const auto& [column, least] :
+         {std::pair{int(ResultsModel::Strategy), 110}, std::pair{int(ResultsModel::Status), 80}}) {
+        if (excess <= 0) break;
+        const int width = h->sectionSize(column);
+        const int narrower = std::max(std::min(least, width), width - excess);
+        table_->setColumnWidth(column, narrower);
+        excess -= width - narrower;
+    }
 }
 
 QWidget* MainWindow::buildNetworkPanel() {
@@ -303,40 +384,11 @@ QWidget* MainWindow::buildNetworkPanel() {
 QWidget* MainWindow::buildStrategyPanel() {
     auto* group = new QGroupBox(QStringLiteral("Strategies"));
     auto* v = new QVBoxLayout(group);
-    v->setSpacing(6);
-    for (const Strategy* s : strategies()) {
-        StrategyBox sb;
-        sb.name = q(s->name());
-        sb.budgeted = takes_budget(*s);
-        sb.box =
-            new QGroupBox(sb.name + (sb.budgeted ? QStringLiteral("  · budgeted") : QString()));
-        sb.box->setCheckable(true);
-        sb.box->setFlat(true);  // a titled line, not a frame: unticked ones stay one row
-        sb.box->setChecked(kDefaultStrategies.contains(sb.name));
-        sb.box->setToolTip(q(s->about()) +
-                           (sb.budgeted
-                                ? QStringLiteral("\nIts budget comes from the budget slider.")
-                                : QString()));
-        sb.box->setObjectName(QStringLiteral("strategy:") + sb.name);
-        auto* inner = new QVBoxLayout(sb.box);
-        inner->setContentsMargins(8, 4, 8, 4);
-        sb.form = new ParamForm(s->schema(), {"budget"});
-        if (sb.form->empty()) {
-            inner->setContentsMargins(0, 0, 0, 0);
-            delete sb.form;
-            sb.form = nullptr;
-        } else {
-            inner->addWidget(sb.form);
-            sb.form->setVisible(sb.box->isChecked());  // unticked: just the title, compact
-            connect(sb.form, &ParamForm::changed, this, &MainWindow::schedulePlan);
-        }
-        connect(sb.box, &QGroupBox::toggled, this, [this, form = sb.form](bool on) {
-            if (form) form->setVisible(on);
-            if (!suppress_) schedulePlan();
-        });
-        v->addWidget(sb.box);
-        strategy_boxes_.push_back(sb);
-    }
+    v->setSpacing(4);
+    strategy_layout_ = v;
+    for (const Strategy* s : strategies()) addStrategyBox(*s, false);
+    for (const auto& sb : strategy_boxes_)
+        sb->check->setChecked(kDefaultStrategies.contains(sb->name));
 
     budget_box_ = new QGroupBox(QStringLiteral("Memory budget"));
     budget_box_->setCheckable(true);
@@ -364,6 +416,117 @@ QWidget* MainWindow::buildStrategyPanel() {
     });
     updateBudgetLabel();
     return group;
+}
+
+Spec MainWindow::StrategyBox::spec() const {
+    return Spec{name.toStdString(), form ? form->args() : decltype(Spec::args){}};
+}
+
+MainWindow::StrategyBox* MainWindow::addStrategyBox(const Strategy& s, bool copy) {
+    auto owned = std::make_unique<StrategyBox>();
+    StrategyBox* sb = owned.get();
+    sb->name = q(s.name());
+    sb->budgeted = takes_budget(s);
+    sb->copy = copy;
+    sb->frame = new QWidget;
+    const int n = strategyBoxCount(sb->name);
+    sb->frame->setObjectName(QStringLiteral("strategy:") + sb->name +
+                             (copy ? QStringLiteral("#%1").arg(n + 1) : QString()));
+    auto* col = new QVBoxLayout(sb->frame);
+    col->setContentsMargins(0, 0, 0, 0);
+    col->setSpacing(2);
+    auto* head = new QHBoxLayout;
+    head->setContentsMargins(0, 0, 0, 0);
+    sb->check =
+        new QCheckBox(sb->name + (sb->budgeted ? QStringLiteral("  · budgeted") : QString()));
+    sb->check->setToolTip(
+        q(s.about()) +
+        (sb->budgeted ? QStringLiteral("\nIts budget comes from the budget slider.") : QString()));
+    head->addWidget(sb->check, 1);
+    auto* add = new QToolButton;
+    add->setText(QStringLiteral("+"));
+    add->setAutoRaise(true);
+    add->setObjectName(QStringLiteral("duplicate:") + sb->name);
+    add->setToolTip(QStringLiteral("Add another %1 with parameters of its own, to compare "
+                                   "instances side by side")
+                        .arg(sb->name));
+    head->addWidget(add);
+    connect(add, &QToolButton::clicked, this, [this, name = sb->name] {
+        duplicateStrategy(name);
+        schedulePlan();
+    });
+    if (copy) {
+        auto* remove = new QToolButton;
+        remove->setText(QStringLiteral("×"));
+        remove->setAutoRaise(true);
+        remove->setObjectName(QStringLiteral("remove:") + sb->name);
+        remove->setToolTip(QStringLiteral("Remove this instance"));
+        head->addWidget(remove);
+        connect(remove, &QToolButton::clicked, this, [this, sb] {
+            removeStrategyBox(sb);
+            schedulePlan();
+        });
+    }
+    col->addLayout(head);
+    sb->form = new ParamForm(s.schema(), {"budget"});
+    if (sb->form->empty()) {
+        delete sb->form;
+        sb->form = nullptr;
+    } else {
+        // Indented under its check box; unticked strategies are one row, nothing below.
+        sb->form->setContentsMargins(22, 0, 0, 2);
+        col->addWidget(sb->form);
+        sb->form->setVisible(false);
+        connect(sb->form, &ParamForm::changed, this, &MainWindow::schedulePlan);
+    }
+    connect(sb->check, &QCheckBox::toggled, this, [this, form = sb->form](bool on) {
+        if (form) form->setVisible(on);
+        if (!suppress_) schedulePlan();
+    });
+    // After the last instance of the same strategy, in the panel and in the list (which is the
+    // order strategies are planned, run and listed in).
+    auto after = strategy_boxes_.end();
+    for (auto it = strategy_boxes_.begin(); it != strategy_boxes_.end(); ++it)
+        if ((*it)->name == sb->name) after = it + 1;
+    const int at = after == strategy_boxes_.end() ? strategy_layout_->count()
+                                                  : strategy_layout_->indexOf((*after)->frame);
+    strategy_layout_->insertWidget(at, sb->frame);
+    strategy_boxes_.insert(after, std::move(owned));
+    return sb;
+}
+
+void MainWindow::removeStrategyBox(StrategyBox* box) {
+    auto it = std::find_if(strategy_boxes_.begin(), strategy_boxes_.end(),
+                           [box](const auto& p) { return p.get() == box; });
+    if (it == strategy_boxes_.end() || !box->copy) return;
+    box->frame->hide();
+    box->frame->deleteLater();
+    strategy_boxes_.erase(it);
+}
+
+int MainWindow::duplicateStrategy(const QString& name) {
+    const Strategy* found = nullptr;
+    for (const Strategy* s : strategies())
+        if (q(s->name()) == name) found = s;
+    if (!found) return -1;
+    const int index = strategyBoxCount(name);
+    StrategyBox* sb = addStrategyBox(*found, true);
+    // A copy starts as the instance it copies, ticked, ready to be changed.
+    const StrategyBox* source = nullptr;
+    for (const auto& other : strategy_boxes_)
+        if (other->name == name && other.get() != sb && (!source || other->check->isChecked()))
+            source = other.get();
+    const bool was = suppress_;
+    suppress_ = true;
+    if (source && source->form && sb->form) sb->form->setArgs(source->form->args());
+    sb->check->setChecked(true);
+    suppress_ = was;
+    return index;
+}
+
+int MainWindow::strategyBoxCount(const QString& name) const {
+    return static_cast<int>(std::count_if(strategy_boxes_.begin(), strategy_boxes_.end(),
+                                          [&](const auto& sb) { return sb->name == name; }));
 }
 
 QWidget* MainWindow::buildRunPanel() {
@@ -444,6 +607,12 @@ void MainWindow::buildActions() {
     cancel_action_ = runm->addAction(QStringLiteral("&Cancel"), this, &MainWindow::cancelRun);
     cancel_action_->setShortcut(QKeySequence(Qt::Key_Escape));
     cancel_action_->setToolTip(QStringLiteral("Stop the run (Esc)"));
+    sweep_action_ = runm->addAction(QStringLiteral("&Sweep for the Pareto chart"), this,
+                                    &MainWindow::startSweep);
+    sweep_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+R")));
+    sweep_action_->setToolTip(QStringLiteral(
+        "Trace each ticked strategy's memory / recompute curve and the optimal frontier "
+        "(Ctrl+Shift+R)"));
 
     auto* view = menuBar()->addMenu(QStringLiteral("&View"));
     auto* mem = view->addAction(QStringLiteral("&Memory timeline"), this,
@@ -474,6 +643,8 @@ void MainWindow::buildActions() {
     tools->addSeparator();
     tools->addAction(run_action_);
     tools->addAction(cancel_action_);
+    sweep_action_->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
+    tools->addAction(sweep_action_);
     tools->addSeparator();
     tools->addAction(export_chart_action_);
     tools->addAction(copy_action_);
@@ -492,7 +663,8 @@ QString MainWindow::networkSpec() const {
 }
 
 void MainWindow::setNetworkSpec(const QString& spec) {
-    const bool file = spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json"));
+    const bool file = spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
+                      spec.endsWith(QLatin1String(".onnx"));
     if (file) {
         file_spec_ = spec;
     } else {
@@ -527,7 +699,7 @@ void MainWindow::openDialog() {
     const QString dir = settings.value(QStringLiteral("lastOpenDir")).toString();
     const QString path =
         QFileDialog::getOpenFileName(this, QStringLiteral("Open network"), dir,
-                                     QStringLiteral("Network files (*.json);;All files (*)"));
+                                     QStringLiteral("Networks (*.json *.onnx);;All files (*)"));
     if (path.isEmpty()) return;
     if (restore_) settings.setValue(QStringLiteral("lastOpenDir"), QFileInfo(path).absolutePath());
     openFile(path);
@@ -569,6 +741,10 @@ void MainWindow::loadNetworkNow() {
 
 void MainWindow::onNetworkAvailable(quint64 job, const NetworkSummary& s) {
     if (job != network_job_) return;
+    if (s.spec != network_.spec) {
+        sweeps_.clear();  // curves of another network
+        pareto_->setSweeps({});
+    }
     network_ = s;
     network_ready_ = true;
     setWindowTitle(QStringLiteral("%1 — RematLab").arg(s.spec));
@@ -651,7 +827,13 @@ void MainWindow::updateBudgetLabel() {
 
 void MainWindow::setStrategies(const QStringList& specs) {
     suppress_ = true;
-    for (StrategyBox& sb : strategy_boxes_) sb.box->setChecked(false);
+    // Copies go; every original is unticked; then each spec takes the first free box of its
+    // strategy, or a new copy.
+    std::vector<StrategyBox*> copies;
+    for (const auto& sb : strategy_boxes_)
+        if (sb->copy) copies.push_back(sb.get());
+    for (StrategyBox* sb : copies) removeStrategyBox(sb);
+    for (const auto& sb : strategy_boxes_) sb->check->setChecked(false);
     for (const QString& text : specs) {
         Spec spec;
         try {
@@ -661,17 +843,30 @@ void MainWindow::setStrategies(const QStringList& specs) {
                                   QStringLiteral("Bad strategy '%1': %2").arg(text, q(e.what())));
             continue;
         }
-        auto it = std::find_if(strategy_boxes_.begin(), strategy_boxes_.end(),
-                               [&](const StrategyBox& sb) { return sb.name == q(spec.name); });
-        if (it == strategy_boxes_.end()) {
+        StrategyBox* box = nullptr;
+        bool known = false;
+        for (const auto& sb : strategy_boxes_) {
+            if (sb->name != q(spec.name)) continue;
+            known = true;
+            if (!sb->check->isChecked()) {
+                box = sb.get();
+                break;
+            }
+        }
+        if (!known) {
             message_->showMessage(MessageWidget::Kind::Error,
                                   QStringLiteral("Unknown strategy '%1'").arg(q(spec.name)));
             continue;
         }
-        it->box->setChecked(true);
+        if (!box) {
+            int index = duplicateStrategy(q(spec.name));
+            for (const auto& sb : strategy_boxes_)
+                if (sb->name == q(spec.name) && index-- == 0) box = sb.get();
+        }
+        box->check->setChecked(true);
         std::vector<std::pair<std::string, std::string>> args;
         for (const auto& [k, v] : spec.args) {
-            if (k == "budget" && it->budgeted) {
+            if (k == "budget" && box->budgeted) {
                 try {
                     setBudget(parse_bytes(v));
                 } catch (const std::exception&) {
@@ -680,7 +875,7 @@ void MainWindow::setStrategies(const QStringList& specs) {
                 args.emplace_back(k, v);
             }
         }
-        if (it->form) it->form->setArgs(args);
+        if (box->form) box->form->setArgs(args);
     }
     suppress_ = false;
     schedulePlan();
@@ -689,14 +884,24 @@ void MainWindow::setStrategies(const QStringList& specs) {
 QStringList MainWindow::strategySpecs() const {
     QStringList out;
     const auto b = budget();
-    for (const StrategyBox& sb : strategy_boxes_) {
-        if (!sb.box->isChecked()) continue;
-        Spec spec{sb.name.toStdString(), sb.form ? sb.form->args() : decltype(Spec::args){}};
+    for (const auto& sb : strategy_boxes_) {
+        if (!sb->check->isChecked()) continue;
+        const Spec spec = sb->spec();
         QString text = QString::fromStdString(format_spec(spec));
-        if (sb.budgeted && b)
+        if (sb->budgeted && b)
             text += (spec.args.empty() ? QStringLiteral(":") : QStringLiteral(",")) +
                     QStringLiteral("budget=") + budget_arg(*b);
-        out << text;
+        if (!out.contains(text)) out << text;  // instances are keyed by their full spec
+    }
+    return out;
+}
+
+QStringList MainWindow::sweepSpecs() const {
+    QStringList out;
+    for (const auto& sb : strategy_boxes_) {
+        if (!sb->check->isChecked()) continue;
+        const QString text = QString::fromStdString(format_spec(sb->spec()));
+        if (!out.contains(text)) out << text;
     }
     return out;
 }
@@ -748,9 +953,12 @@ void MainWindow::planNow() {
 
 void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
     if (job != plan_job_) return;
+    if (applyPendingSession()) return;  // an opened session shows its own results
     model_->setResults(plan.results);
     memory_->setResults(plan.results);
     memory_->setBudget(budget());
+    pareto_->setBudget(budget());
+    dropStaleSweeps();
     int failed = 0;
     for (const auto& r : plan.results) failed += r.failed();
     status_label_->setText(
@@ -807,6 +1015,7 @@ void MainWindow::startRun() {
         memory_->setResults(rows);
     }
     memory_->setBudget(budget());
+    pareto_->setBudget(budget());
     live_index_ = -2;
     baseline_ms_.reset();
     run_job_ = controller_->run(run_request_);
@@ -857,6 +1066,7 @@ void MainWindow::onRunFinished(quint64 job, const RunSummary& s) {
     model_->setResults(s.results, s.baseline_total_ms);
     memory_->setResults(s.results);
     memory_->setBudget(budget());
+    pareto_->setBudget(budget());
     baseline_ms_ = s.baseline_total_ms;
     int ok = 0;
     for (const auto& r : s.results) ok += r.executed;
@@ -905,6 +1115,20 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
         if (run_job_ == 0) emit runCompleted();
         return;
     }
+    if (job != 0 && job == sweep_job_) {
+        sweep_job_ = 0;
+        if (kind == FailureKind::Cancelled) {
+            message_->showMessage(MessageWidget::Kind::Info, QStringLiteral("Sweep cancelled."));
+            status_label_->setText(QStringLiteral("Sweep cancelled"));
+        } else {
+            message_->showMessage(
+                MessageWidget::Kind::Error,
+                QStringLiteral("The sweep failed: %1").arg(message.toHtmlEscaped()));
+            status_label_->setText(QStringLiteral("Sweep failed"));
+        }
+        emit sweepCompleted();
+        return;
+    }
     if (job != run_job_ && job != plan_job_) return;
     const bool was_run = job == run_job_;
     if (kind == FailureKind::Cancelled) {
@@ -923,9 +1147,106 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
     if (was_run) emit runCompleted();
 }
 
+// ---- sweeps ----------------------------------------------------------------------------------
+
+void MainWindow::setSweepPoints(int points) {
+    sweep_points_->setValue(points);
+}
+
+void MainWindow::setSweepExecutes(bool execute) {
+    sweep_execute_->setChecked(execute);
+}
+
+void MainWindow::startSweep() {
+    if (!network_ready_ || networkSpec() != network_.spec) {
+        message_->showMessage(MessageWidget::Kind::Warning,
+                              QStringLiteral("Wait for the network to load, then sweep."));
+        emit sweepCompleted();
+        return;
+    }
+    SweepRequest r;
+    try {
+        const RunRequest base = request();
+        r.network = base.network;
+        r.threads = base.threads;
+        r.cap = base.cap;
+    } catch (const std::exception& e) {
+        message_->showMessage(MessageWidget::Kind::Error,
+                              QStringLiteral("Memory cap: %1").arg(q(e.what())));
+        emit sweepCompleted();
+        return;
+    }
+    r.strategies = sweepSpecs();
+    r.points = sweep_points_->value();
+    r.execute = sweep_execute_->isChecked();
+    for (const auto& sb : strategy_boxes_)
+        if (sb->name == QLatin1String("optimal") && sb->check->isChecked()) {
+            r.frontier_spec = QString::fromStdString(format_spec(sb->spec()));
+            break;
+        }
+    // Predict with the cost model the table's figures came from: after a run, the profiled one.
+    const auto& rows = model_->results();
+    r.use_run_costs =
+        std::any_of(rows.begin(), rows.end(), [](const auto& x) { return x.executed; });
+    plan_timer_.stop();
+    message_->dismiss();
+    sweep_job_ = controller_->sweep(r);
+    plan_job_ = run_job_ = 0;
+    progress_->setValue(0);
+    charts_->setCurrentIndex(1);
+    status_label_->setText(QStringLiteral("Sweeping…"));
+}
+
+void MainWindow::onSweepProgress(quint64 job, int done, int total, const QString& spec) {
+    if (job != sweep_job_) return;
+    progress_->setValue(total > 0 ? kSliderSteps * done / total : 0);
+    status_label_->setText(
+        QStringLiteral("Sweeping %1 (%2/%3)").arg(spec).arg(done + 1).arg(total));
+}
+
+void MainWindow::onSweepAvailable(quint64 job, const SweepSummary& s) {
+    if (job != sweep_job_) return;
+    sweep_job_ = 0;
+    sweeps_ = s.curves;
+    pareto_->setSweeps(sweeps_);
+    pareto_->setBudget(budget());
+    int points = 0;
+    QStringList notes;
+    for (const SweepCurve& c : s.curves) {
+        points += static_cast<int>(c.samples.size());
+        if (!c.message.isEmpty())
+            notes << QStringLiteral("<b>%1</b>: %2")
+                         .arg(c.spec.toHtmlEscaped(), c.message.toHtmlEscaped());
+    }
+    status_label_->setText(QStringLiteral("Swept %1 curve(s), %2 points in %3 s")
+                               .arg(s.curves.size())
+                               .arg(points)
+                               .arg(s.wall_ms / 1000, 0, 'f', 1));
+    if (!notes.isEmpty())
+        message_->showMessage(MessageWidget::Kind::Info,
+                              QStringLiteral("Sweep: ") + notes.join(QStringLiteral("<br>")));
+    // The sweep replaced a plan still in flight: plan again so the table matches the boxes.
+    const QStringList specs = strategySpecs();
+    bool same = static_cast<int>(specs.size()) == model_->rowCount();
+    for (int i = 0; same && i < model_->rowCount(); ++i) same = model_->result(i).spec == specs[i];
+    if (!same) schedulePlan();
+    emit sweepCompleted();
+}
+
+void MainWindow::dropStaleSweeps() {
+    // Curves of instances no longer ticked go; the frontier stays.
+    const QStringList ticked = sweepSpecs();
+    const auto before = sweeps_.size();
+    std::erase_if(sweeps_,
+                  [&](const SweepCurve& c) { return !c.frontier && !ticked.contains(c.spec); });
+    if (sweeps_.size() != before) pareto_->setSweeps(sweeps_);
+}
+
 void MainWindow::updateRunState(bool busy) {
     run_action_->setEnabled(!busy);
     run_button_->setEnabled(!busy);
+    sweep_action_->setEnabled(!busy);
+    sweep_button_->setEnabled(!busy);
     cancel_action_->setEnabled(busy);
     cancel_button_->setEnabled(busy);
     progress_->setVisible(busy);
@@ -1055,13 +1376,9 @@ void MainWindow::saveSettings() const {
     s.setValue(QStringLiteral("window/chartTab"), charts_->currentIndex());
     s.setValue(QStringLiteral("recentFiles"), recent_files_);
     s.setValue(QStringLiteral("network"), networkSpec());
-    QStringList ticked;
-    for (const StrategyBox& sb : strategy_boxes_) {
-        if (!sb.box->isChecked()) continue;
-        Spec spec{sb.name.toStdString(), sb.form ? sb.form->args() : decltype(Spec::args){}};
-        ticked << QString::fromStdString(format_spec(spec));
-    }
-    s.setValue(QStringLiteral("strategies"), ticked.join(QLatin1Char(';')));
+    s.setValue(QStringLiteral("strategies"), sweepSpecs().join(QLatin1Char(';')));
+    s.setValue(QStringLiteral("sweep/points"), sweep_points_->value());
+    s.setValue(QStringLiteral("sweep/execute"), sweep_execute_->isChecked());
     s.setValue(QStringLiteral("budget/enabled"), budget_box_->isChecked());
     s.setValue(QStringLiteral("budget/slider"), budget_slider_->value());
     s.setValue(QStringLiteral("threads"), threads_->value());
@@ -1090,6 +1407,8 @@ void MainWindow::loadSettings() {
     cap_->setText(s.value(QStringLiteral("cap")).toString());
     show_predicted_->setChecked(s.value(QStringLiteral("view/predicted"), true).toBool());
     show_measured_->setChecked(s.value(QStringLiteral("view/measured"), true).toBool());
+    sweep_points_->setValue(s.value(QStringLiteral("sweep/points"), 12).toInt());
+    sweep_execute_->setChecked(s.value(QStringLiteral("sweep/execute"), false).toBool());
     suppress_ = false;
 }
 

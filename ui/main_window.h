@@ -7,8 +7,11 @@
 #include <QPointer>
 #include <QStringList>
 #include <QTimer>
+#include <memory>
 #include <optional>
 #include <vector>
+
+#include "engine/params.h"
 
 #include "ui/chart_export.h"
 #include "ui/message_widget.h"
@@ -19,6 +22,7 @@ QT_BEGIN_NAMESPACE
 class QAction;
 class QCheckBox;
 class QComboBox;
+class QDockWidget;
 class QGroupBox;
 class QLabel;
 class QLineEdit;
@@ -33,11 +37,19 @@ class QStackedWidget;
 class QTabWidget;
 class QTableView;
 class QToolButton;
+class QVBoxLayout;
 QT_END_NAMESPACE
 
 namespace rl::ui {
 
+class GraphView;
 class MemoryChart;
+class ResidualsPanel;
+class ScheduleMatrixView;
+class ScheduleViews;
+class TeachPanel;
+class TourPanel;
+struct Session;
 class ParamForm;
 class ParetoChart;
 class ResultsModel;
@@ -52,14 +64,20 @@ class MainWindow : public QMainWindow {
     // A preset spec ("mlp:depth=8") or a network file; loads it off the GUI thread.
     void setNetworkSpec(const QString& spec);
     void openFile(const QString& path);
-    // Ticks exactly these strategies, with their parameters; a `budget=` sets the slider.
+    // Ticks exactly these strategies, with their parameters; a `budget=` sets the slider. A
+    // strategy named twice or more gets a box per instance ("periodic:k=2;periodic:k=4").
     void setStrategies(const QStringList& specs);
+    // Adds a box for another instance of `name` (what its "+" button does); returns its index
+    // among the boxes of that strategy, or -1 for an unknown name.
+    int duplicateStrategy(const QString& name);
+    int strategyBoxCount(const QString& name) const;
     void setBudget(std::optional<uint64_t> bytes);
     void setThreads(int threads);
     void setCap(const QString& text);
 
     QString networkSpec() const;
     QStringList strategySpecs() const;  // the ticked strategies as they will be planned
+    QStringList sweepSpecs() const;     // the ticked instances as a sweep takes them: no budget
     std::optional<uint64_t> budget() const;
     bool isNetworkReady() const { return network_ready_; }
     const NetworkSummary& network() const { return network_; }
@@ -68,11 +86,31 @@ class MainWindow : public QMainWindow {
     // Run the ticked strategies (after the network has loaded); Esc / cancelRun() stops it.
     void startRun();
     void cancelRun();
+    // Sweep the ticked instances (and the optimal frontier) for the Pareto chart, off the GUI
+    // thread: `points` budgets per budgeted strategy; `execute` also runs and measures each point.
+    void startSweep();
+    void setSweepPoints(int points);
+    void setSweepExecutes(bool execute);
 
     RunController* controller() const { return controller_; }
     ResultsModel* resultsModel() const { return model_; }
     MemoryChart* memoryChart() const { return memory_; }
     ParetoChart* paretoChart() const { return pareto_; }
+    // The schedule views (ui/main_window_schedule.cpp): graph, matrix, saved residuals, teach
+    // mode and the guided tours.
+    GraphView* graphView() const { return graph_view_; }
+    ScheduleMatrixView* scheduleMatrix() const { return matrix_view_; }
+    ResidualsPanel* residualsPanel() const { return residuals_panel_; }
+    TeachPanel* teachPanel() const { return teach_panel_; }
+    ScheduleViews* scheduleViews() const { return schedule_views_; }
+    TourPanel* tourPanel() const { return tour_panel_; }
+    void showTeachMode(bool on);
+    void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
+    void startTour(int tour);
+    // Sessions: "" on success, else what went wrong. Opening shows the saved results as they
+    // were (nothing is planned or run again).
+    QString saveSession(const QString& path) const;
+    QString openSession(const QString& path);
     QTableView* resultsTable() const { return table_; }
     QString messageText() const { return message_->text(); }
     MessageWidget::Kind messageKind() const { return message_->kind(); }
@@ -85,23 +123,33 @@ class MainWindow : public QMainWindow {
   signals:
     void networkReady();  // a network loaded (or failed to: networkFailed)
     void networkFailed(const QString& message);
-    void planReady();     // predicted figures for the ticked strategies are in the table
-    void runCompleted();  // a run finished, failed or was cancelled
+    void planReady();       // predicted figures for the ticked strategies are in the table
+    void runCompleted();    // a run finished, failed or was cancelled
+    void sweepCompleted();  // a sweep finished, failed or was cancelled
 
   protected:
     void closeEvent(QCloseEvent* event) override;
 
   private:
+    // One instance of a strategy: a check box with its name, "+" for another instance ("×"
+    // removes a copy), and its parameter form, shown while it is ticked.
     struct StrategyBox {
         QString name;
-        QGroupBox* box = nullptr;
+        QWidget* frame = nullptr;
+        QCheckBox* check = nullptr;
         ParamForm* form = nullptr;
         bool budgeted = false;
+        bool copy = false;
+        Spec spec() const;  // without the budget
     };
 
     QWidget* buildNetworkPanel();
     QWidget* buildStrategyPanel();
     QWidget* buildRunPanel();
+    QWidget* buildParetoPage();
+    StrategyBox* addStrategyBox(const Strategy& s, bool copy);
+    void removeStrategyBox(StrategyBox* box);
+    void fitTableColumns();
     void buildActions();
     void buildCentral();
 
@@ -121,6 +169,9 @@ class MainWindow : public QMainWindow {
     void onResult(quint64 job, int index, const StrategyResult& r);
     void onRunFinished(quint64 job, const RunSummary& s);
     void onFailed(quint64 job, FailureKind kind, const QString& message);
+    void onSweepProgress(quint64 job, int done, int total, const QString& spec);
+    void onSweepAvailable(quint64 job, const SweepSummary& s);
+    void dropStaleSweeps();
     void reportFailures(const std::vector<StrategyResult>& results);
 
     void exportChartDialog();
@@ -130,6 +181,12 @@ class MainWindow : public QMainWindow {
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void about();
+    void buildScheduleViews();
+    bool applyPendingSession();
+    void saveSessionDialog();
+    void openSessionDialog();
+    void exportNetworkDialog();
+    void exportScheduleDialog();
     void loadSettings();
     void saveSettings() const;
 
@@ -140,6 +197,15 @@ class MainWindow : public QMainWindow {
     MemoryChart* memory_ = nullptr;
     ParetoChart* pareto_ = nullptr;
     QTabWidget* charts_ = nullptr;
+    GraphView* graph_view_ = nullptr;
+    ScheduleMatrixView* matrix_view_ = nullptr;
+    ResidualsPanel* residuals_panel_ = nullptr;
+    TeachPanel* teach_panel_ = nullptr;
+    ScheduleViews* schedule_views_ = nullptr;
+    TourPanel* tour_panel_ = nullptr;
+    QDockWidget* teach_dock_ = nullptr;
+    QDockWidget* tour_dock_ = nullptr;
+    std::shared_ptr<Session> pending_session_;  // opened, waiting for its network to load
     QSplitter* splitter_ = nullptr;
     MessageWidget* message_ = nullptr;
 
@@ -150,7 +216,8 @@ class MainWindow : public QMainWindow {
     QPushButton* open_button_ = nullptr;
     QString file_spec_;  // the opened network file, "" = a preset
 
-    std::vector<StrategyBox> strategy_boxes_;
+    std::vector<std::unique_ptr<StrategyBox>> strategy_boxes_;
+    QVBoxLayout* strategy_layout_ = nullptr;
     QGroupBox* budget_box_ = nullptr;
     QSlider* budget_slider_ = nullptr;
     QLabel* budget_label_ = nullptr;
@@ -162,6 +229,10 @@ class MainWindow : public QMainWindow {
     QPushButton* cancel_button_ = nullptr;
     QCheckBox* show_predicted_ = nullptr;
     QCheckBox* show_measured_ = nullptr;
+    QSpinBox* sweep_points_ = nullptr;
+    QCheckBox* sweep_execute_ = nullptr;
+    QPushButton* sweep_button_ = nullptr;
+    QPushButton* sweep_clear_ = nullptr;
 
     QLabel* status_label_ = nullptr;
     QProgressBar* progress_ = nullptr;
@@ -169,6 +240,7 @@ class MainWindow : public QMainWindow {
     QAction* open_action_ = nullptr;
     QAction* run_action_ = nullptr;
     QAction* cancel_action_ = nullptr;
+    QAction* sweep_action_ = nullptr;
     QAction* export_chart_action_ = nullptr;
     QAction* export_data_action_ = nullptr;
     QAction* copy_action_ = nullptr;
@@ -182,7 +254,7 @@ class MainWindow : public QMainWindow {
     bool suppress_ = false;  // while the window sets its own fields
     NetworkSummary network_;
     QString loading_spec_;
-    quint64 network_job_ = 0, plan_job_ = 0, run_job_ = 0;
+    quint64 network_job_ = 0, plan_job_ = 0, run_job_ = 0, sweep_job_ = 0;
     RunRequest run_request_;
     int live_index_ = -2;
     std::optional<uint64_t> pending_budget_;

@@ -41,13 +41,11 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
     x_ = new QValueAxis;
     x_->setTitleText(QStringLiteral("time since the step began (ms)"));
     x_->setLabelFormat(QStringLiteral("%g"));
-    x_->setTickCount(6);  // with nice_ceiling's maxima (1, 2, 2.5, 5 × 10^k): round steps
-    x_->setRange(0, 1);
+    set_axis(x_, AxisFit{});  // round steps from 0 (fit_axis)
     y_ = new QValueAxis;
     y_->setTitleText(QStringLiteral("live memory (MiB)"));
     y_->setLabelFormat(QStringLiteral("%g"));
-    y_->setTickCount(6);
-    y_->setRange(0, 1);
+    set_axis(y_, AxisFit{});
     chart->addAxis(x_, Qt::AlignBottom);
     chart->addAxis(y_, Qt::AlignLeft);
     budget_ = new QLineSeries;
@@ -74,6 +72,10 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
         if (in_redraw_) return;
         // A rubber-band zoom: decimate again for the visible range.
         if (lo > 1e-12 || hi < x_max_ - 1e-12) zoomed_ = true;
+        // Round ticks inside the zoomed range too.
+        in_redraw_ = true;
+        x_->setTickInterval(fit_axis(hi - lo).step);
+        in_redraw_ = false;
         scheduleRedraw();
     });
     redraw_timer_.setSingleShot(true);
@@ -109,10 +111,14 @@ void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
     }
     tracks_.clear();
     tracks_.resize(results.size());
+    std::vector<QString> names;
+    for (const StrategyResult& r : results) names.push_back(r.name);
+    const std::vector<int> instances = instance_numbers(names);
     for (size_t i = 0; i < results.size(); ++i) {
         Track& t = tracks_[i];
         assign(t, results[i]);
-        const QColor c = strategy_color(t.name);
+        t.color = instance_color(t.name, instances[i]);
+        const QColor c = t.color;
         t.measured_series = new QLineSeries;
         t.measured_series->setName(t.label);
         QPen solid(c);
@@ -215,16 +221,17 @@ void MemoryChart::updateAxes() {
         y_->setTitleText(QStringLiteral("live memory (%1)").arg(QString::fromLatin1(unit_.name)));
         y_max_ = 0;
     }
-    // Ranges only grow while data streams in (no jitter); a new plan resets them.
-    const double ynice = nice_ceiling(ym / unit_.divisor * 1.08);
-    if (ynice > y_max_ || ynice < y_max_ * 0.4) {
-        y_max_ = ynice;
-        y_->setRange(0, y_max_);
+    // Ranges fit the data snugly (a round step, the first multiple above the largest value) and
+    // only grow while data streams in (no jitter); a new plan resets them.
+    const AxisFit yfit = fit_axis(ym / unit_.divisor * 1.04);
+    if (yfit.max > y_max_ || yfit.max < y_max_ * 0.4) {
+        y_max_ = yfit.max;
+        set_axis(y_, yfit);
     }
-    const double xnice = nice_ceiling(std::max(xm, 1e-3));
-    if (xnice > x_max_ || xnice < x_max_ * 0.4) {
-        x_max_ = xnice;
-        if (!zoomed_) x_->setRange(0, x_max_);
+    const AxisFit xfit = fit_axis(std::max(xm, 1e-3));
+    if (xfit.max > x_max_ || xfit.max < x_max_ * 0.4) {
+        x_max_ = xfit.max;
+        if (!zoomed_) set_axis(x_, xfit);
     }
 }
 
@@ -249,7 +256,7 @@ void MemoryChart::redraw() {
             const bool dense = pts.size() > 1500;
             if (dense != t.predicted_dense) {
                 t.predicted_dense = dense;
-                QColor c = strategy_color(t.name);
+                const QColor c = t.color;
                 QPen pen(dense ? QColor(c.red(), c.green(), c.blue(), 150) : c.lighter(115));
                 pen.setWidthF(dense ? 1.0 : 1.5);
                 pen.setStyle(dense ? Qt::SolidLine : Qt::DashLine);
@@ -276,24 +283,25 @@ QString MemoryChart::hoverText(double time_ms) const {
     QStringList lines;
     lines << QStringLiteral("<b>t = %1 ms</b>").arg(ms_text(time_ms));
     for (const Track& t : tracks_) {
-        const Timeline* tl = nullptr;
-        QString kind;
-        if (show_measured_ && t.measured) {
-            tl = t.measured.get();
-        } else if (show_predicted_ && t.predicted) {
-            tl = t.predicted.get();
-            kind = QStringLiteral(" (predicted)");
+        // Measured and predicted each get a line when both are shown: they differ in time.
+        const std::pair<const Timeline*, QString> kinds[] = {
+            {show_measured_ ? t.measured.get() : nullptr, QString()},
+            {show_predicted_ ? t.predicted.get() : nullptr, QStringLiteral(" (predicted)")}};
+        for (const auto& [tl, kind] : kinds) {
+            if (!tl || tl->points.empty() || time_ms > tl->points.back().x) continue;
+            const size_t i = index_at(tl->points, time_ms);
+            const int32_t ins = tl->instruction[i];
+            QString what = QStringLiteral("—");
+            if (t.texts && ins >= 0 && static_cast<size_t>(ins) < t.texts->size())
+                what = QStringLiteral("#%1 %2").arg(ins).arg((*t.texts)[static_cast<size_t>(ins)]);
+            lines << QStringLiteral("<span style='color:%1'>■</span> %2%3: %4 — %5")
+                         .arg(t.color.name(), t.label.toHtmlEscaped(), kind,
+                              bytes_text(static_cast<uint64_t>(tl->points[i].y)),
+                              what.toHtmlEscaped());
         }
-        if (!tl || tl->points.empty() || time_ms > tl->points.back().x) continue;
-        const size_t i = index_at(tl->points, time_ms);
-        const int32_t ins = tl->instruction[i];
-        QString what = QStringLiteral("—");
-        if (t.texts && ins >= 0 && static_cast<size_t>(ins) < t.texts->size())
-            what = QStringLiteral("#%1 %2").arg(ins).arg((*t.texts)[static_cast<size_t>(ins)]);
-        lines << QStringLiteral("<span style='color:%1'>■</span> %2%3: %4 — %5")
-                     .arg(strategy_color(t.name).name(), t.label.toHtmlEscaped(), kind,
-                          bytes_text(static_cast<uint64_t>(tl->points[i].y)), what.toHtmlEscaped());
     }
+    if (budget_bytes_ && lines.size() > 1)
+        lines << QStringLiteral("budget %1").arg(bytes_text(*budget_bytes_));
     return lines.size() > 1 ? lines.join(QStringLiteral("<br>")) : QString();
 }
 

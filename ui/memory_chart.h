@@ -4,6 +4,7 @@
 // Series are fed with QXYSeries::replace of vectors decimated to the plot's pixel width, at most
 // once per frame; the axes are created once and only their ranges move.
 #include <QChartView>
+#include <QColor>
 #include <QTimer>
 #include <memory>
 #include <optional>
@@ -67,6 +68,7 @@ class MemoryChart : public QChartView {
         QLineSeries* predicted_series = nullptr;
         QLineSeries* measured_series = nullptr;
         bool predicted_dense = false;  // drawn solid and thin: see redraw()
+        QColor color;                  // its strategy's colour, shaded per instance
     };
     void scheduleRedraw();
     void redraw();

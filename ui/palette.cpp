@@ -1,5 +1,8 @@
 #include "ui/palette.h"
 
+#include <QValueAxis>
+#include <algorithm>
+
 #include "engine/units.h"
 #include "strategies/strategy.h"
 
@@ -17,6 +20,46 @@ QColor strategy_color(const QString& name) {
                               static_cast<qsizetype>(all[i]->name().size())) == name)
             return colors[i % std::size(colors)];
     return colors[static_cast<size_t>(qHash(name)) % std::size(colors)];
+}
+
+QColor instance_color(const QString& name, int instance) {
+    const QColor c = strategy_color(name);
+    if (instance <= 0) return c;
+    // Alternate darker / lighter, further each round: 1 darker, 2 lighter, 3 darker still, …
+    const int round = (instance + 1) / 2;
+    float h = 0, s = 0, l = 0, a = 0;
+    c.getHslF(&h, &s, &l, &a);
+    const float shift = 0.17f * static_cast<float>(round);
+    l = instance % 2 ? std::max(0.12f, l - shift) : std::min(0.85f, l + shift);
+    return QColor::fromHslF(h, s, l, a);
+}
+
+std::vector<int> instance_numbers(const std::vector<QString>& names) {
+    std::vector<int> out;
+    out.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i)
+        out.push_back(static_cast<int>(
+            std::count(names.begin(), names.begin() + static_cast<long>(i), names[i])));
+    return out;
+}
+
+void set_axis(QValueAxis* axis, const AxisFit& fit) {
+    const double old_step = axis->tickInterval();
+    axis->setTickAnchor(0);
+    if (axis->tickType() != QValueAxis::TicksDynamic || !(old_step > 0)) {
+        axis->setTickType(QValueAxis::TicksFixed);
+        axis->setRange(0, fit.max);
+        axis->setTickInterval(fit.step);
+        axis->setTickType(QValueAxis::TicksDynamic);
+        return;
+    }
+    if (fit.step >= old_step) {
+        axis->setTickInterval(fit.step);
+        axis->setRange(0, fit.max);
+    } else {
+        axis->setRange(0, fit.max);
+        axis->setTickInterval(fit.step);
+    }
 }
 
 QString bytes_text(uint64_t bytes) {

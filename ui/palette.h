@@ -4,11 +4,27 @@
 #include <QColor>
 #include <QString>
 #include <cstdint>
+#include <vector>
+
+#include "ui/chart_math.h"
+
+QT_BEGIN_NAMESPACE
+class QValueAxis;
+QT_END_NAMESPACE
 
 namespace rl::ui {
 
 // A stable colour per strategy name (registry order picks from a qualitative palette).
 QColor strategy_color(const QString& name);
+// The colour of the `instance`-th instance of a strategy shown at once (periodic:k=2 is 0,
+// periodic:k=4 is 1): the strategy's colour, then darker and lighter shades of it.
+QColor instance_color(const QString& name, int instance);
+// For each spec in order, how many earlier specs have the same strategy name.
+std::vector<int> instance_numbers(const std::vector<QString>& names);
+// Sets a value axis to [0, fit.max] with ticks every fit.step from 0, in the order that never
+// lays out more ticks than the old or the new setting has (a small step on a wide range would
+// create thousands of tick items for a moment).
+void set_axis(QValueAxis* axis, const AxisFit& fit);
 QString bytes_text(uint64_t bytes);  // "43.0 MiB"
 QString ms_text(double ms);          // "12.34"
 

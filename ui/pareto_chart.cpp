@@ -3,14 +3,26 @@
 #include <QGraphicsSimpleTextItem>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QMouseEvent>
 #include <QScatterSeries>
+#include <QToolTip>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 #include "ui/palette.h"
 #include "ui/results_model.h"
 
 namespace rl::ui {
+
+namespace {
+
+QString point_text(const QString& title, double ms, double bytes) {
+    return QStringLiteral("<b>%1</b><br>peak %2 · recompute %3 ms")
+        .arg(title.toHtmlEscaped(), bytes_text(static_cast<uint64_t>(bytes)), ms_text(ms));
+}
+
+}  // namespace
 
 ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
     auto* chart = new QChart;
@@ -21,18 +33,29 @@ ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
     x_ = new QValueAxis;
     x_->setTitleText(QStringLiteral("recompute time (ms)   ● measured   ○ predicted"));
     x_->setLabelFormat(QStringLiteral("%g"));
-    x_->setTickCount(6);  // with nice_ceiling's maxima (1, 2, 2.5, 5 × 10^k): round steps
     y_ = new QValueAxis;
     y_->setTitleText(QStringLiteral("peak memory (MiB)"));
     y_->setLabelFormat(QStringLiteral("%g"));
-    y_->setTickCount(6);
     chart->addAxis(x_, Qt::AlignBottom);
     chart->addAxis(y_, Qt::AlignLeft);
+    budget_ = new QLineSeries;
+    budget_->setName(QStringLiteral("budget"));
+    QPen pen(QColor(0x55, 0x55, 0x55));
+    pen.setStyle(Qt::DashDotLine);
+    pen.setWidthF(1.5);
+    budget_->setPen(pen);
+    chart->addSeries(budget_);
+    budget_->attachAxis(x_);
+    budget_->attachAxis(y_);
+    budget_->setVisible(false);
     setChart(chart);
     setRenderHint(QPainter::Antialiasing);
+    setMouseTracking(true);
     setToolTip(QStringLiteral(
         "Each strategy's peak memory against the time it spends recomputing: lower-left is "
-        "better. Filled: measured; hollow: predicted by the simulator and the cost model."));
+        "better. Filled: measured; hollow: predicted by the simulator and the cost model. Sweep "
+        "draws each strategy's trade-off curve and the optimal frontier; hover a point for its "
+        "figures."));
     rebuild_timer_.setSingleShot(true);
     rebuild_timer_.setInterval(16);
     connect(&rebuild_timer_, &QTimer::timeout, this, &ParetoChart::rebuild);
@@ -54,6 +77,11 @@ void ParetoChart::setModel(ResultsModel* model) {
 
 void ParetoChart::setSweeps(std::vector<SweepCurve> sweeps) {
     sweeps_ = std::move(sweeps);
+    scheduleRebuild();
+}
+
+void ParetoChart::setBudget(std::optional<uint64_t> bytes) {
+    budget_bytes_ = bytes;
     scheduleRebuild();
 }
 
@@ -80,33 +108,74 @@ int ParetoChart::pointCount() const {
     return n;
 }
 
+int ParetoChart::curveCount() const {
+    return static_cast<int>(
+        std::count_if(curves_.begin(), curves_.end(), [](const Curve& c) { return !c.frontier; }));
+}
+
+int ParetoChart::curvePointCount(const QString& spec, bool measured) const {
+    for (const Curve& c : curves_)
+        if (!c.frontier && c.spec == spec) return (measured ? c.measured : c.predicted)->count();
+    return -1;
+}
+
+bool ParetoChart::hasFrontier() const {
+    return std::any_of(curves_.begin(), curves_.end(), [](const Curve& c) { return c.frontier; });
+}
+
+int ParetoChart::frontierPointCount() const {
+    for (const Curve& c : curves_)
+        if (c.frontier) return c.predicted->count();
+    return 0;
+}
+
+QStringList ParetoChart::seriesNames() const {
+    QStringList out;
+    for (QAbstractSeries* s : chart()->series())
+        if (s->isVisible()) out << s->name();
+    return out;
+}
+
 void ParetoChart::rebuild() {
     QChart* c = chart();
-    // Strategies come and go with a plan; at a handful of series, recreating them is cheap. The
-    // axes stay.
+    // Strategies come and go with a plan; at a few dozen series, recreating them is cheap. The
+    // axes and the budget line stay.
     for (auto* s : predicted_) c->removeSeries(s), delete s;
     for (auto* s : measured_) c->removeSeries(s), delete s;
-    for (auto* s : curves_) c->removeSeries(s), delete s;
+    for (const Curve& k : curves_)
+        for (QAbstractSeries* s :
+             {static_cast<QAbstractSeries*>(k.predicted), static_cast<QAbstractSeries*>(k.measured),
+              static_cast<QAbstractSeries*>(k.predicted_line),
+              static_cast<QAbstractSeries*>(k.measured_line)}) {
+            c->removeSeries(s);
+            delete s;
+        }
     for (auto* l : labels_) delete l;
     predicted_.clear();
     measured_.clear();
     curves_.clear();
     labels_.clear();
     label_at_.clear();
+    hover_.clear();
 
     struct Row {
         QString name, label;
-        bool planned, executed;
+        int instance;
+        bool executed;
         double pred_x, pred_y, meas_x, meas_y;
     };
     std::vector<Row> rows;
     double xmax = 0, ymax = 0;
     if (model_) {
-        for (const auto& r : model_->results()) {
+        std::vector<QString> names;
+        for (const auto& r : model_->results()) names.push_back(r.name);
+        const std::vector<int> instances = instance_numbers(names);
+        for (size_t i = 0; i < model_->results().size(); ++i) {
+            const StrategyResult& r = model_->results()[i];
             if (!r.planned) continue;
             Row row{r.name,
                     r.spec,
-                    r.planned,
+                    instances[i],
                     r.executed,
                     r.predicted_recompute_ms,
                     static_cast<double>(r.predicted_peak),
@@ -118,34 +187,105 @@ void ParetoChart::rebuild() {
         }
     }
     for (const SweepCurve& s : sweeps_)
-        for (const XY& p : s.points) xmax = std::max(xmax, p.x), ymax = std::max(ymax, p.y);
+        for (const SweepSample& p : s.samples) {
+            xmax = std::max(xmax, p.predicted.x);
+            ymax = std::max(ymax, p.predicted.y);
+            if (p.measured)
+                xmax = std::max(xmax, p.measured->x), ymax = std::max(ymax, p.measured->y);
+        }
+    if (budget_bytes_) ymax = std::max(ymax, static_cast<double>(*budget_bytes_));
     const ByteUnit unit = byte_unit_for(static_cast<uint64_t>(ymax));
     divisor_ = unit.divisor;
     y_->setTitleText(QStringLiteral("peak memory (%1)").arg(QString::fromLatin1(unit.name)));
-    x_->setRange(0, nice_ceiling(std::max(xmax * 1.15, 1e-3)));
-    y_->setRange(0, nice_ceiling(std::max(ymax / divisor_ * 1.12, 1e-3)));
+    set_axis(x_, fit_axis(std::max(xmax * 1.08, 1e-3)));
+    set_axis(y_, fit_axis(std::max(ymax / divisor_ * 1.06, 1e-3)));
 
+    if (budget_bytes_) {
+        const double y = static_cast<double>(*budget_bytes_) / divisor_;
+        budget_->replace(QList<QPointF>{{0, y}, {x_->max(), y}});
+        budget_->setName(QStringLiteral("budget %1").arg(bytes_text(*budget_bytes_)));
+        budget_->setVisible(true);
+    } else {
+        budget_->clear();
+        budget_->setVisible(false);
+    }
+
+    auto add = [&](QAbstractSeries* s) {
+        c->addSeries(s);
+        s->attachAxis(x_);
+        s->attachAxis(y_);
+    };
+    auto hide_legend = [&](QAbstractSeries* s) {
+        for (QLegendMarker* m : c->legend()->markers(s)) m->setVisible(false);
+    };
     for (const SweepCurve& s : sweeps_) {
-        auto* line = new QLineSeries;
-        const QColor col = s.optimal ? QColor(0x33, 0x33, 0x33) : strategy_color(s.name);
-        QPen pen(col);
-        pen.setWidthF(s.optimal ? 2.0 : 1.3);
-        if (!s.optimal) pen.setStyle(Qt::DotLine);
-        line->setPen(pen);
-        line->setName(s.optimal ? QStringLiteral("optimal frontier (%1)").arg(s.name)
-                                : QStringLiteral("%1 sweep").arg(s.name));
-        std::vector<XY> pts = s.points;
-        std::sort(pts.begin(), pts.end(), [](const XY& a, const XY& b) { return a.x < b.x; });
-        QList<QPointF> q;
-        for (const XY& p : pts) q.append(QPointF(p.x, p.y / divisor_));
-        line->replace(q);
-        c->addSeries(line);
-        line->attachAxis(x_);
-        line->attachAxis(y_);
-        curves_.push_back(line);
+        Curve k;
+        k.spec = s.spec;
+        k.frontier = s.frontier;
+        const QColor col =
+            s.frontier ? QColor(0x22, 0x22, 0x22) : instance_color(s.name, s.instance);
+        std::vector<XY> pred, meas;
+        for (const SweepSample& p : s.samples) {
+            pred.push_back({p.predicted.x, p.predicted.y / divisor_});
+            hover_.push_back({QPointF(pred.back().x, pred.back().y),
+                              point_text(p.spec + QStringLiteral(" (predicted)"), p.predicted.x,
+                                         p.predicted.y)});
+            if (!p.measured) continue;
+            meas.push_back({p.measured->x, p.measured->y / divisor_});
+            hover_.push_back(
+                {QPointF(meas.back().x, meas.back().y),
+                 point_text(p.spec + QStringLiteral(" (measured)"), p.measured->x, p.measured->y)});
+        }
+        auto points = [](const std::vector<XY>& xy) {
+            QList<QPointF> out;
+            for (const XY& p : xy) out.append(QPointF(p.x, p.y));
+            return out;
+        };
+        k.predicted_line = new QLineSeries;
+        k.measured_line = new QLineSeries;
+        QPen pp(col);
+        pp.setWidthF(s.frontier ? 2.6 : 1.4);
+        if (!s.frontier) pp.setStyle(Qt::DashLine);
+        k.predicted_line->setPen(pp);
+        k.predicted_line->replace(points(lower_envelope(pred)));
+        QPen mp(col);
+        mp.setWidthF(1.8);
+        k.measured_line->setPen(mp);
+        k.measured_line->replace(points(lower_envelope(meas)));
+        k.predicted = new QScatterSeries;
+        k.predicted->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+        k.predicted->setMarkerSize(s.frontier ? 6 : 8);
+        k.predicted->setPen(QPen(col, 1.5));
+        k.predicted->setBrush(s.frontier ? QBrush(col) : QBrush(Qt::white));
+        k.predicted->replace(points(pred));
+        k.measured = new QScatterSeries;
+        k.measured->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+        k.measured->setMarkerSize(7);
+        k.measured->setPen(QPen(col.darker(130), 1));
+        k.measured->setBrush(col);
+        k.measured->replace(points(meas));
+        // Named by spec; the legend shows the frontier only: an instance's curve has the colour
+        // of its point, which has the legend entry.
+        const QString name = s.frontier
+                                 ? (s.spec == QLatin1String("optimal")
+                                        ? QStringLiteral("optimal frontier")
+                                        : QStringLiteral("optimal frontier (%1)").arg(s.spec))
+                                 : QStringLiteral("%1 sweep").arg(s.spec);
+        k.predicted_line->setName(name);
+        k.measured_line->setName(name + QStringLiteral(" (measured)"));
+        k.predicted->setName(name + QStringLiteral(" points"));
+        k.measured->setName(name + QStringLiteral(" (measured) points"));
+        for (QAbstractSeries* x : {static_cast<QAbstractSeries*>(k.predicted_line),
+                                   static_cast<QAbstractSeries*>(k.measured_line),
+                                   static_cast<QAbstractSeries*>(k.predicted),
+                                   static_cast<QAbstractSeries*>(k.measured)}) {
+            add(x);
+            if (!(s.frontier && x == k.predicted_line)) hide_legend(x);
+        }
+        curves_.push_back(k);
     }
     for (const Row& row : rows) {
-        const QColor col = strategy_color(row.name);
+        const QColor col = instance_color(row.name, row.instance);
         auto* pred = new QScatterSeries;
         pred->setName(row.label + QStringLiteral(" (predicted)"));
         pred->setMarkerShape(QScatterSeries::MarkerShapeCircle);
@@ -153,19 +293,24 @@ void ParetoChart::rebuild() {
         pred->setBrush(Qt::NoBrush);
         pred->setPen(QPen(col, 2));
         pred->append(row.pred_x, row.pred_y / divisor_);
+        hover_.push_back(
+            {QPointF(row.pred_x, row.pred_y / divisor_),
+             point_text(row.label + QStringLiteral(" (predicted)"), row.pred_x, row.pred_y)});
         auto* meas = new QScatterSeries;
         meas->setName(row.label);
         meas->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-        meas->setMarkerSize(9);
+        meas->setMarkerSize(10);
         meas->setBrush(col);
         meas->setPen(QPen(col.darker(130), 1));
-        if (row.executed) meas->append(row.meas_x, row.meas_y / divisor_);
-        for (QScatterSeries* s : {pred, meas}) {
-            c->addSeries(s);
-            s->attachAxis(x_);
-            s->attachAxis(y_);
+        if (row.executed) {
+            meas->append(row.meas_x, row.meas_y / divisor_);
+            hover_.push_back(
+                {QPointF(row.meas_x, row.meas_y / divisor_),
+                 point_text(row.label + QStringLiteral(" (measured)"), row.meas_x, row.meas_y)});
         }
-        for (QLegendMarker* m : c->legend()->markers(pred)) m->setVisible(false);
+        add(pred);
+        add(meas);
+        hide_legend(pred);
         predicted_.push_back(pred);
         measured_.push_back(meas);
 
@@ -200,6 +345,28 @@ void ParetoChart::placeLabels() {
         placed.emplace_back(x, y, box.width(), box.height());
         labels_[i]->setPos(x, y);
     }
+}
+
+QString ParetoChart::hoverText(QPointF pos) const {
+    const QPointF at = chart()->mapFromScene(mapToScene(pos.toPoint()));
+    constexpr double kReach = 9;  // pixels
+    const HoverPoint* best = nullptr;
+    double best_d = kReach * kReach;
+    for (const HoverPoint& h : hover_) {
+        const QPointF p = chart()->mapToPosition(h.value);
+        const double dx = p.x() - at.x(), dy = p.y() - at.y(), d = dx * dx + dy * dy;
+        if (d <= best_d) best_d = d, best = &h;
+    }
+    return best ? best->text : QString();
+}
+
+void ParetoChart::mouseMoveEvent(QMouseEvent* event) {
+    QChartView::mouseMoveEvent(event);
+    const QString text = hoverText(event->position());
+    if (!text.isEmpty())
+        QToolTip::showText(event->globalPosition().toPoint(), text, this);
+    else
+        QToolTip::hideText();
 }
 
 void ParetoChart::resizeEvent(QResizeEvent* event) {

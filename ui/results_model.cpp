@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include "strategies/strategy.h"
 #include "ui/palette.h"
 
 namespace rl::ui {
@@ -16,6 +17,11 @@ namespace {
 bool failed_status(const QString& s) {
     return s == QLatin1String("infeasible") || s == QLatin1String("cap exceeded") ||
            s == QLatin1String("error") || s == QLatin1String("cancelled");
+}
+
+QString percent(double fraction) {
+    const double p = fraction * 100;
+    return QString::number(p, 'f', p < 0.1 ? 2 : 1) + QStringLiteral(" %");
 }
 
 QString csv_field(const QString& s) {
@@ -28,6 +34,24 @@ QString csv_field(const QString& s) {
 }
 
 }  // namespace
+
+QString status_text(const StrategyResult& r) {
+    if (r.status == QLatin1String("feasible") && r.gap && *r.gap > 0)
+        return QStringLiteral("gap %1").arg(percent(*r.gap)) +
+               (r.method.isEmpty() ? QString() : QStringLiteral(" · ") + r.method);
+    if (!r.method.isEmpty() && r.planned) return r.status + QStringLiteral(" · ") + r.method;
+    return r.status;
+}
+
+QString spec_without_budget(const QString& spec) {
+    try {
+        Spec parsed = parse_spec(spec.toStdString());
+        std::erase_if(parsed.args, [](const auto& a) { return a.first == "budget"; });
+        return QString::fromStdString(format_spec(parsed));
+    } catch (const std::exception&) {
+        return spec;
+    }
+}
 
 ResultsModel::ResultsModel(QObject* parent) : QAbstractTableModel(parent) {}
 
@@ -65,8 +89,14 @@ QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) cons
         "Parameter gradients bitwise equal to those of plain backprop",
         "Time the strategy took to plan",
         "The byte budget the strategy was given"};
+    // Two lines in the table's header, so columns are as wide as their figures, not their titles.
+    static const char* const shown[] = {
+        "Strategy",      "Status",        "Pred.\npeak", "Meas.\npeak", "Act.\npeak",
+        "Re-\ncomputes", "Fwd\nms",       "Recomp\nms",  "Bwd\nms",     "Total\nms",
+        "Overhead",      "Grads =\nnone", "Solve\nms",   "Budget"};
     if (section < 0 || section >= ColumnCount) return {};
-    if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
+    if (role == Qt::DisplayRole) return QString::fromLatin1(shown[section]);
+    if (role == NameRole) return QString::fromLatin1(names[section]);
     if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);
     return {};
 }
@@ -124,8 +154,9 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
         const QVariant v = data(index, SortRole);
         switch (col) {
             case Strategy:
+                return r.budget ? spec_without_budget(r.spec) : r.spec;  // the Budget column has it
             case Status:
-                return v;
+                return status_text(r);
             case PredictedPeak:
             case MeasuredPeak:
             case ActivationPeak:
@@ -156,7 +187,10 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
         if (col == GradsEqual) return int(Qt::AlignCenter);
         return int(Qt::AlignRight | Qt::AlignVCenter);
     }
-    if (role == Qt::DecorationRole && col == Strategy) return strategy_color(r.name);
+    if (role == Qt::DecorationRole && col == Strategy) {
+        const size_t i = static_cast<size_t>(index.row());
+        return instance_color(r.name, i < instances_.size() ? instances_[i] : 0);
+    }
     if (role == Qt::ForegroundRole) {
         if (col == Status && failed_status(r.status)) return QBrush(QColor(0xc0, 0x39, 0x2b));
         if (col == GradsEqual && run)
@@ -173,6 +207,19 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
     }
     if (role == Qt::ToolTipRole) {
         if (!r.message.isEmpty()) return r.message;
+        if (col == Strategy) return r.spec;
+        if (col == Status) {
+            QStringList lines;
+            lines << r.status;
+            if (!r.method.isEmpty()) lines << QStringLiteral("method: %1").arg(r.method);
+            if (r.lower_bound_ms)
+                lines << QStringLiteral("proven lower bound on the recompute time: %1 ms")
+                             .arg(ms_text(*r.lower_bound_ms));
+            if (r.gap)
+                lines << QStringLiteral("gap to the bound: %1 %").arg(*r.gap * 100, 0, 'f', 2);
+            lines << QStringLiteral("solved in %1 ms").arg(ms_text(r.solve_ms));
+            return lines.join(QLatin1Char('\n'));
+        }
         if (col == PredictedPeak && r.planned)
             return QStringLiteral("%1 bytes, at %2")
                 .arg(r.predicted_peak)
@@ -196,7 +243,14 @@ void ResultsModel::setResults(std::vector<StrategyResult> results,
     beginResetModel();
     results_ = std::move(results);
     baseline_ms_ = baseline_ms;
+    updateInstances();
     endResetModel();
+}
+
+void ResultsModel::updateInstances() {
+    std::vector<QString> names;
+    for (const StrategyResult& r : results_) names.push_back(r.name);
+    instances_ = instance_numbers(names);
 }
 
 void ResultsModel::setResult(int row, StrategyResult result) {
@@ -205,10 +259,12 @@ void ResultsModel::setResult(int row, StrategyResult result) {
         beginInsertRows({}, rowCount(), row);
         results_.resize(static_cast<size_t>(row) + 1);
         results_[static_cast<size_t>(row)] = std::move(result);
+        updateInstances();
         endInsertRows();
         return;
     }
     results_[static_cast<size_t>(row)] = std::move(result);
+    updateInstances();
     emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
 }
 
@@ -224,8 +280,10 @@ void ResultsModel::clear() {
 QString ResultsModel::toCsv() const {
     QStringList lines;
     QStringList header;
-    for (int c = 0; c < ColumnCount; ++c) header << headerData(c, Qt::Horizontal).toString();
-    header << QStringLiteral("Message");
+    for (int c = 0; c < ColumnCount; ++c)
+        header << headerData(c, Qt::Horizontal, NameRole).toString();
+    header << QStringLiteral("Method") << QStringLiteral("Gap") << QStringLiteral("Lower bound ms")
+           << QStringLiteral("Message");
     lines << header.join(QLatin1Char(','));
     for (int r = 0; r < rowCount(); ++r) {
         QStringList row;
@@ -236,7 +294,10 @@ QString ResultsModel::toCsv() const {
             else
                 row << csv_field(v.isValid() ? v.toString() : QString());
         }
-        row << csv_field(result(r).message);
+        const StrategyResult& res = result(r);
+        row << csv_field(res.method) << (res.gap ? QString::number(*res.gap) : QString())
+            << (res.lower_bound_ms ? QString::number(*res.lower_bound_ms) : QString())
+            << csv_field(res.message);
         lines << row.join(QLatin1Char(','));
     }
     return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');
@@ -254,6 +315,9 @@ QByteArray ResultsModel::toJson() const {
         if (r.min_feasible_budget)
             o[QStringLiteral("min_feasible_budget")] = double(*r.min_feasible_budget);
         o[QStringLiteral("solve_ms")] = r.solve_ms;
+        if (!r.method.isEmpty()) o[QStringLiteral("method")] = r.method;
+        if (r.gap) o[QStringLiteral("gap")] = *r.gap;
+        if (r.lower_bound_ms) o[QStringLiteral("lower_bound_ms")] = *r.lower_bound_ms;
         if (r.planned) {
             o[QStringLiteral("predicted_peak_bytes")] = double(r.predicted_peak);
             o[QStringLiteral("predicted_activation_peak_bytes")] =

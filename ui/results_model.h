@@ -9,6 +9,11 @@
 
 namespace rl::ui {
 
+// The Status column: "optimal · rotor-dp", "gap 3.2 % · milp", "heuristic", "infeasible", …
+QString status_text(const StrategyResult& r);
+// "sqrt-n:segments=4,budget=12MiB" → "sqrt-n:segments=4" (the table's Budget column shows it).
+QString spec_without_budget(const QString& spec);
+
 class ResultsModel : public QAbstractTableModel {
     Q_OBJECT
   public:
@@ -32,6 +37,8 @@ class ResultsModel : public QAbstractTableModel {
     // The raw value behind a cell (bytes, ms, a fraction): what sorting and the charts use. Empty
     // when the cell has no figure.
     static constexpr int SortRole = Qt::UserRole + 1;
+    // A column's name on one line (CSV); the header's DisplayRole may take two.
+    static constexpr int NameRole = Qt::UserRole + 2;
 
     explicit ResultsModel(QObject* parent = nullptr);
 
@@ -53,7 +60,9 @@ class ResultsModel : public QAbstractTableModel {
     QByteArray toJson() const;
 
   private:
+    void updateInstances();
     std::vector<StrategyResult> results_;
+    std::vector<int> instances_;  // per row: its instance of its strategy (colour shade)
     std::optional<double> baseline_ms_;
 };
 

@@ -87,7 +87,7 @@ class RunWorker : public QObject {
                     obs_job_ = job;
                     obs->begin(i, count, spec, 0);
                 }
-                StrategyResult r = evaluate_one(ev, *g, spec);
+                StrategyResult r = evaluate_one(ev, *g, spec, g);
                 if (spec == QLatin1String("none") && r.executed) {
                     none_done = true;
                     summary.baseline_total_ms = r.total_ms;
@@ -123,7 +123,40 @@ class RunWorker : public QObject {
         }
     }
 
+    void sweep(quint64 job, const SweepRequest& request) {
+        shared_->stop.store(false);
+        if (stale(job)) return;
+        try {
+            const auto& g = graph(request.network);
+            RunRequest r;
+            r.threads = request.threads;
+            r.cap = request.cap;
+            // Predict with the cost model of the figures on screen: the profiled one of the last
+            // run when asked (or when executing), else the analytic one of the plans.
+            const bool exec = request.execute || request.use_run_costs;
+            Evaluator& ev = evaluator(r, exec);
+            obs_job_ = 0;  // per-instruction progress is no news for a sweep: dropped
+            SweepSummary summary = run_sweeps(
+                *g, ev, request,
+                [&](int done, int total, const QString& spec) {
+                    if (stale(job)) throw Cancelled();
+                    emit sweepProgress(job, done, total, spec);
+                },
+                &shared_->stop);
+            if (stale(job)) throw Cancelled();
+            emit sweepAvailable(job, summary);
+        } catch (const Cancelled&) {
+            emit failed(job, FailureKind::Cancelled, QStringLiteral("sweep cancelled"));
+        } catch (const std::bad_alloc&) {
+            emit failed(job, FailureKind::Run, QStringLiteral("out of memory during the sweep"));
+        } catch (const std::exception& e) {
+            emit failed(job, FailureKind::Run, QString::fromStdString(e.what()));
+        }
+    }
+
   signals:
+    void sweepProgress(quint64 job, int done, int total, const QString& spec);
+    void sweepAvailable(quint64 job, const rl::ui::SweepSummary& summary);
     void networkAvailable(quint64 job, const rl::ui::NetworkSummary& summary);
     void planAvailable(quint64 job, const rl::ui::RunSummary& plan);
     void progress(quint64 job, const rl::ui::ProgressSnapshot& progress);
@@ -184,6 +217,7 @@ RunController::RunController(QObject* parent)
     qRegisterMetaType<ProgressSnapshot>();
     qRegisterMetaType<RunSummary>();
     qRegisterMetaType<FailureKind>();
+    qRegisterMetaType<SweepSummary>();
     thread_.setObjectName(QStringLiteral("rematlab-run-worker"));
     worker_ = new RunWorker(shared_);
     worker_->moveToThread(&thread_);
@@ -210,6 +244,16 @@ RunController::RunController(QObject* parent)
     connect(worker_, &RunWorker::resultAvailable, this,
             [this, current](quint64 job, int index, const StrategyResult& r) {
                 if (current(job) && job == running_) emit resultAvailable(job, index, r);
+            });
+    connect(worker_, &RunWorker::sweepProgress, this,
+            [this, current](quint64 job, int done, int total, const QString& spec) {
+                if (current(job) && job == running_) emit sweepProgress(job, done, total, spec);
+            });
+    connect(worker_, &RunWorker::sweepAvailable, this,
+            [this, current](quint64 job, const SweepSummary& s) {
+                if (!current(job)) return;
+                setRunning(0);
+                emit sweepAvailable(job, s);
             });
     connect(worker_, &RunWorker::runFinished, this,
             [this, current](quint64 job, const RunSummary& s) {
@@ -271,6 +315,14 @@ quint64 RunController::run(const RunRequest& request) {
     QMetaObject::invokeMethod(
         worker_, [w = worker_, id, request] { w->compute(id, request, true); },
         Qt::QueuedConnection);
+    return id;
+}
+
+quint64 RunController::sweep(const SweepRequest& request) {
+    const quint64 id = submitCompute();
+    setRunning(id);
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_, id, request] { w->sweep(id, request); }, Qt::QueuedConnection);
     return id;
 }
 

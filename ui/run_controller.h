@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "ui/snapshots.h"
+#include "ui/sweeps.h"
 
 namespace rl::ui {
 
@@ -36,6 +37,10 @@ class RunController : public QObject {
     quint64 plan(const RunRequest& request);
     // Plan, simulate, execute and check gradients, strategy by strategy.
     quint64 run(const RunRequest& request);
+    // Sweeps each instance's memory / recompute curve and the optimal frontier (ui/sweeps.h):
+    // sweepProgress per point, then sweepAvailable. A compute job like the others: a newer plan
+    // or run replaces it.
+    quint64 sweep(const SweepRequest& request);
     // Stops the plan/run job in flight (between instructions) and skips queued ones.
     void cancel();
 
@@ -49,6 +54,8 @@ class RunController : public QObject {
     void resultAvailable(quint64 job, int index, const rl::ui::StrategyResult& result);
     void runFinished(quint64 job, const rl::ui::RunSummary& summary);
     void failed(quint64 job, rl::ui::FailureKind kind, const QString& message);
+    void sweepProgress(quint64 job, int done, int total, const QString& spec);
+    void sweepAvailable(quint64 job, const rl::ui::SweepSummary& summary);
     void busyChanged(bool busy);
 
   private:

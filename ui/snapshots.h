@@ -14,6 +14,8 @@
 
 namespace rl::ui {
 
+struct ScheduleTrace;  // ui/schedule_trace.h
+
 // A memory timeline: x = milliseconds since the step began, y = live bytes after each event, and
 // the instruction each event belongs to (-1 outside any instruction).
 struct Timeline {
@@ -41,6 +43,9 @@ struct StrategyResult {
     QString message;  // for a failure: what was wrong and what to do
     std::optional<uint64_t> budget, min_feasible_budget;
     double solve_ms = 0;
+    QString method;                        // how a solver found it: "rotor-dp", "milp"; "" = n/a
+    std::optional<double> gap;             // solvers: (incumbent − bound) / incumbent
+    std::optional<double> lower_bound_ms;  // solvers: a proven bound on the recompute cost
 
     bool planned = false;  // predicted figures valid
     uint64_t predicted_peak = 0, predicted_activation_peak = 0;
@@ -61,6 +66,8 @@ struct StrategyResult {
     std::shared_ptr<const Timeline> predicted_timeline, measured_timeline;
     // "compute block3.fc", "recompute block3.fc", "free …", "backward …", per instruction.
     std::shared_ptr<const std::vector<QString>> instruction_text;
+    // The plan itself, for the schedule views (graph, matrix, teach mode); null for a failure.
+    std::shared_ptr<const ScheduleTrace> trace;
 
     bool failed() const { return !planned && !executed; }
 };

@@ -24,6 +24,7 @@
 #include "engine/npy.h"
 #include "engine/units.h"
 #include "strategies/evaluate.h"
+#include "strategies/explain.h"
 #include "strategies/policy.h"
 #include "strategies/sweep.h"
 
@@ -111,14 +112,14 @@ std::string infeasible_message(const std::string& strategy, const Plan& plan) {
     return msg;
 }
 
-// Creates the --dump-grads directory up front, so a bad path fails before the run.
-void prepare_directory(const std::string& dir) {
+// Creates a --dump-grads / --dump-weights directory up front, so a bad path fails before the run.
+void prepare_directory(const std::string& dir, const std::string& option = "--dump-grads") {
     namespace fs = std::filesystem;
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) throw Error("--dump-grads: cannot create directory '" + dir + "': " + ec.message());
+    if (ec) throw Error(option + ": cannot create directory '" + dir + "': " + ec.message());
     if (!fs::is_directory(dir, ec))
-        throw Error("--dump-grads: '" + dir + "' exists and is not a directory");
+        throw Error(option + ": '" + dir + "' exists and is not a directory");
 }
 
 std::string file_name_for(const std::string& param_name) {
@@ -144,6 +145,60 @@ void dump_gradients(const Graph& g, const Execution& m, const std::string& dir) 
     }
 }
 
+// Writes the run's data, exactly what the executor reads: each parameter as
+// DIR/<parameter name>.npy (float32, its shape) and each graph input as DIR/<input name>.npy
+// (float32 data, int32 labels), so another framework can rebuild the same step.
+void dump_weights(const Graph& g, const RunData& data, const std::string& dir) {
+    namespace fs = std::filesystem;
+    if (data.params.size() != static_cast<size_t>(g.num_params()) ||
+        data.inputs.size() != g.inputs().size())
+        throw Error("--dump-weights: the run has no parameter or input data");
+    for (ParamId p = 0; p < g.num_params(); ++p) {
+        const Param& param = g.param(p);
+        write_npy((fs::path(dir) / file_name_for(param.name)).string(),
+                  data.params[static_cast<size_t>(p)].data(), param.shape);
+    }
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+        const Value& v = g.value(g.inputs()[i]);
+        const std::string path = (fs::path(dir) / file_name_for(v.name)).string();
+        const auto& bytes = data.inputs[i];
+        if (v.dtype == DType::I32)
+            write_npy(path, reinterpret_cast<const int32_t*>(bytes.data()), v.shape);
+        else
+            write_npy(path, reinterpret_cast<const float*>(bytes.data()), v.shape);
+    }
+}
+
+// --input FILE.npy (the network's only f32 input) or NAME=FILE.npy.
+std::vector<GivenInput> given_inputs(const Graph& g, const std::string& option) {
+    if (option.empty()) return {};
+    std::string name, path = option;
+    if (const size_t eq = option.find('='); eq != std::string::npos && !g.find_value(option)) {
+        name = option.substr(0, eq);
+        path = option.substr(eq + 1);
+    }
+    if (name.empty()) {
+        std::vector<std::string> f32;
+        for (ValueId v : g.inputs())
+            if (g.value(v).dtype == DType::F32) f32.push_back(g.value(v).name);
+        if (f32.size() != 1) {
+            std::string list;
+            for (const auto& n : f32) list += (list.empty() ? "" : ", ") + n;
+            throw Error("--input: the network has " + std::to_string(f32.size()) + " f32 inputs (" +
+                        list + "); say which with --input NAME=FILE.npy");
+        }
+        name = f32.front();
+    }
+    GivenInput in;
+    in.name = name;
+    try {
+        in.values = read_npy_f32(path, in.shape);
+    } catch (const Error& e) {
+        throw Error(std::string("--input: ") + e.what());
+    }
+    return {std::move(in)};
+}
+
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
                           int threads, int repeat, uint64_t cap) {
     return ReportContext{g, network, costs.kind(), threads, repeat, cap};
@@ -166,6 +221,7 @@ int run_command(const RunOptions& opt) {
     Graph g = load_network(opt.network);
     const Spec spec = checked_strategy(opt.strategy);
     if (!opt.dump_grads.empty()) prepare_directory(opt.dump_grads);
+    if (!opt.dump_weights.empty()) prepare_directory(opt.dump_weights, "--dump-weights");
 
     auto bar = progress_bar(opt.json);
     EvaluateOptions eo;
@@ -175,7 +231,9 @@ int run_command(const RunOptions& opt) {
     eo.execute = true;
     eo.observer = bar.get();
     eo.cancel = cancel_on_interrupt();
+    eo.inputs = given_inputs(g, opt.input);
     Evaluator ev(g, opt.network, eo);
+    if (!opt.dump_weights.empty()) dump_weights(g, ev.data(), opt.dump_weights);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
     if (bar) bar->begin(opt.strategy, opt.repeat);
@@ -245,6 +303,7 @@ int compare_command(const CompareOptions& opt) {
     eo.execute = true;
     eo.observer = bar.get();
     eo.cancel = cancel_on_interrupt();
+    eo.inputs = given_inputs(g, opt.input);
     Evaluator ev(g, opt.network, eo);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
@@ -477,8 +536,10 @@ int sweep_command(const SweepOptions& opt) {
 
 int export_command(const ExportOptions& opt) {
     namespace fs = std::filesystem;
-    if (opt.chart != "pareto" && opt.chart != "memory")
-        throw Error("--chart: unknown chart '" + opt.chart + "'; use pareto or memory");
+    if (opt.chart != "pareto" && opt.chart != "memory" && opt.chart != "schedule" &&
+        opt.chart != "graph")
+        throw Error("--chart: unknown chart '" + opt.chart +
+                    "'; use pareto, memory, schedule or graph");
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
     const fs::path gui = (ec ? fs::path(".") : self.parent_path()) / "rematlab";
@@ -510,6 +571,32 @@ int residuals_command(const ResidualsOptions& opt) {
     ro.names = checkpoint_names(spec);
     ro.include_loss = opt.include_loss;
     std::cout << format_saved_residuals(saved_residuals(g, plan.schedule, ro)) << std::flush;
+    return kExitOk;
+}
+
+int explain_command(const ExplainOptions& opt) {
+    const Graph g = load_network(opt.network);
+    const Spec spec = checked_strategy(opt.strategy);
+    const CostModel costs = CostModel::analytic(g, DeviceRates::measure_cpu());
+    const Plan plan = plan_with(g, costs, spec);
+    if (plan.status == PlanStatus::Infeasible)
+        throw Infeasible(infeasible_message(opt.strategy, plan));
+    const Simulation sim = simulate(g, plan.schedule, costs);
+    const ScheduleExplainer ex(g, plan, sim, costs);
+    const long n = ex.size();
+    if (opt.at >= n)
+        throw Error("--at " + std::to_string(opt.at) + ": the schedule has " + std::to_string(n) +
+                    " instructions (0 to " + std::to_string(n - 1) + ")");
+    const long first = opt.at >= 0 ? opt.at : 0, last = opt.at >= 0 ? opt.at : n - 1;
+    const int width = static_cast<int>(std::to_string(n - 1).size());
+    for (long i = first; i <= last; ++i) {
+        const Explanation e = ex.explain(i);
+        std::string index = std::to_string(i);
+        index.insert(0, static_cast<size_t>(width) - index.size(), ' ');
+        std::cout << "#" << index << "  " << e.what << "\n"
+                  << std::string(static_cast<size_t>(width) + 3, ' ') << e.why << "\n";
+    }
+    std::cout << std::flush;
     return kExitOk;
 }
 

@@ -35,7 +35,9 @@ struct RunOptions {
     int repeat = 1;
     uint64_t cap = 0;  // bytes, 0 = none
     bool json = false;
-    std::string dump_grads;  // directory, "" = none
+    std::string dump_grads;    // directory, "" = none
+    std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
+    std::string input;         // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
 };
 
 struct PlanOptions {
@@ -53,6 +55,7 @@ struct CompareOptions {
     int repeat = 1;
     uint64_t cap = 0;
     bool json = false;
+    std::string input;  // as RunOptions::input
 };
 
 struct NetworkOptions {
@@ -75,7 +78,7 @@ struct SweepOptions {
 struct ExportOptions {
     std::string network = CompareOptions{}.network;
     std::string strategies = "none,sqrt-n,periodic";
-    std::string chart = "pareto";  // pareto | memory
+    std::string chart = "pareto";  // pareto | memory | schedule (the matrix) | graph
     std::string out;               // .png .svg .pdf .csv .json
     std::string size;              // WxH, "" = 1600x900
     int threads = 1;
@@ -87,7 +90,15 @@ struct ResidualsOptions {
     bool include_loss = false;
 };
 
+// `explain`: teach mode's sentences (strategies/explain.h) for every instruction, or one.
+struct ExplainOptions {
+    std::string network;
+    std::string strategy;
+    long at = -1;  // one instruction; -1 = all
+};
+
 int run_command(const RunOptions& opt);
+int explain_command(const ExplainOptions& opt);
 int residuals_command(const ResidualsOptions& opt);
 int sweep_command(const SweepOptions& opt);
 int plan_command(const PlanOptions& opt);

@@ -39,6 +39,11 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
     if (!plan.method.empty()) j["method"] = plan.method;
     if (plan.lower_bound_ms) j["lower_bound_ms"] = *plan.lower_bound_ms;
     if (plan.gap) j["gap"] = *plan.gap;
+    // The nodes whose outputs the plan keeps as segment boundaries (sqrt-n, periodic, ...), so
+    // another framework can checkpoint the same segments.
+    nlohmann::json checkpoints = nlohmann::json::array();
+    for (NodeId n : plan.checkpoints) checkpoints.push_back(g.node(n).name);
+    j["checkpoints"] = std::move(checkpoints);
     j["instructions"] = plan.schedule.size();
     j["computes"] = sim.computes;
     j["recomputes"] = sim.recomputes;
@@ -61,6 +66,7 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
         j["recompute_ms"] = m.recompute_ms;
         j["backward_ms"] = m.backward_ms;
         j["total_ms"] = m.total_ms;
+        j["cpu_ms"] = m.cpu_ms;
         j["loss"] = m.loss;
         j["grads_bitwise_equal_to_none"] = e.grads_bitwise_equal_to_none;
         j["max_abs_grad_diff_vs_none"] = e.max_abs_grad_diff_vs_none;

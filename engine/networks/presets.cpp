@@ -5,6 +5,7 @@
 
 #include "engine/errors.h"
 #include "engine/networks/network_json.h"
+#include "engine/networks/onnx_import.h"
 
 namespace rl {
 
@@ -575,8 +576,12 @@ Graph build_preset(const Spec& spec) {
 }
 
 Graph load_network(const std::string& spec) {
-    const bool is_path = spec.find('/') != std::string::npos ||
-                         (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
+    auto ends_with = [&](std::string_view suffix) {
+        return spec.size() >= suffix.size() &&
+               spec.compare(spec.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with(".onnx")) return load_onnx_file(spec);
+    const bool is_path = spec.find('/') != std::string::npos || ends_with(".json");
     if (is_path) return load_network_file(spec);
     return build_preset(parse_spec(spec));
 }

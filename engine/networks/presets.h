@@ -20,8 +20,9 @@ const std::vector<PresetInfo>& presets();
 // Throws rl::Error for an unknown preset (listing the valid names) or a bad parameter.
 Graph build_preset(const Spec& spec);
 
-// A network SPEC is a preset spec ("mlp:depth=32,width=1024") or the path of a network file
-// (anything with a '/' or ending in ".json"). Throws rl::Error with what was wrong and where.
+// A network SPEC is a preset spec ("mlp:depth=32,width=1024"), the path of an ONNX model
+// (ending in ".onnx": its weights come along, see onnx_import.h) or of a network file (anything
+// else with a '/' or ending in ".json"). Throws rl::Error with what was wrong and where.
 Graph load_network(const std::string& spec);
 
 }  // namespace rl

@@ -58,7 +58,9 @@ std::array<int64_t, 2> upsample_scale(const Node& n) {
         throw Error("attribute 'scale' must be an integer or a list of 2 integers [sh, sw]");
     }
     for (int64_t x : s)
-        if (x < 1) throw Error("attribute 'scale' has " + std::to_string(x) + "; it must be >= 1");
+        if (x < 1 || x > (int64_t{1} << 31))
+            throw Error("attribute 'scale' has " + std::to_string(x) +
+                        "; it must lie in [1, 2^31]");
     return s;
 }
 
@@ -70,6 +72,11 @@ Inferred upsample_infer(const Graph& g, const Node& n) {
         throw Error("input 0 has shape " + format_dims(x) +
                     " but upsample_nearest2d expects rank 4 [N, C, H, W]");
     const auto s = upsample_scale(n);
+    // Checked here: the products would overflow before checked_numel could see them.
+    constexpr int64_t kLimit = int64_t{1} << 62;
+    if (x[2] > kLimit / s[0] || x[3] > kLimit / s[1])
+        throw Error("input 0 " + format_dims(x) + " upsampled by [" + std::to_string(s[0]) + ", " +
+                    std::to_string(s[1]) + "] has more than 2^62 elements; use smaller sizes");
     return {DType::F32, Shape{x[0], x[1], x[2] * s[0], x[3] * s[1]}, {}};
 }
 

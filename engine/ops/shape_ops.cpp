@@ -24,6 +24,9 @@ Inferred reshape_infer(const Graph& g, const Node& n) {
             throw Error("attribute 'shape' " + format_list(dims) +
                         " has an axis that is neither positive nor -1");
         } else {
+            if (known > (int64_t{1} << 62) / dims[i])
+                throw Error("attribute 'shape' " + format_list(dims) +
+                            " has more than 2^62 elements");
             known *= dims[i];
         }
     }

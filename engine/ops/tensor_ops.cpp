@@ -32,6 +32,9 @@ Inferred concat_infer(const Graph& g, const Node& n) {
             throw Error("input " + std::to_string(i) + " has shape " + format_dims(s) +
                         " but concat along axis " + std::to_string(axis) +
                         " needs every other axis to match input 0 " + format_dims(first));
+        if (s[axis] > (int64_t{1} << 62) - out[axis])
+            throw Error("concat along axis " + std::to_string(axis) +
+                        " would have more than 2^62 entries there; use smaller sizes");
         out.dims[static_cast<size_t>(axis)] += s[axis];
     }
     return {DType::F32, out, {}};

@@ -11,6 +11,10 @@
 namespace rl {
 namespace {
 
+// Window sizes, strides, dilations and padding are bounded so that the geometry's arithmetic
+// (dilation·(kernel-1)+1, in+pads) cannot overflow int64: a file may hold any integer there.
+constexpr int64_t kMaxWindow = int64_t{1} << 31;
+
 std::string list_text(const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) {
@@ -41,9 +45,9 @@ std::array<int64_t, 2> pair_attr(const Node& n, const char* key, int64_t fallbac
                     "integers " + what);
     }
     for (int64_t x : r)
-        if (x < min)
+        if (x < min || x > kMaxWindow)
             throw Error(std::string("attribute '") + key + "' has " + std::to_string(x) +
-                        "; it must be >= " + std::to_string(min));
+                        "; it must be >= " + std::to_string(min) + " and <= 2^31");
     return r;
 }
 
@@ -68,8 +72,9 @@ void read_padding(const Node& n, Window2d& w) {
         }
     }
     for (int64_t x : p)
-        if (x < 0)
-            throw Error("attribute 'padding' has " + std::to_string(x) + "; it must be >= 0");
+        if (x < 0 || x > kMaxWindow)
+            throw Error("attribute 'padding' has " + std::to_string(x) +
+                        "; it must be >= 0 and <= 2^31");
     w.pad_top = p[0];
     w.pad_left = p[1];
     w.pad_bottom = p[2];

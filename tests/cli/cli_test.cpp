@@ -494,3 +494,50 @@ TEST_F(CliTest, NetworkWriteFailureLeavesNoFile) {
     EXPECT_CLEAN_FAILURE(r, 1);
     EXPECT_FALSE(fs::exists(file));
 }
+
+// An ONNX model with its weights: --input feeds the fixture's data, --dump-grads writes one file
+// per initializer under its ONNX name; an input of the wrong shape is a clear error.
+TEST_F(CliTest, RunsAnOnnxModelWithItsInputAndDumpsGradsByInitializerName) {
+    const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
+    const fs::path out = dir_ / "grads";
+    const json j = run_json({"run", "--network", (fixtures / "mlp.onnx").string(), "--strategy",
+                             "sqrt-n", "--input", (fixtures / "mlp.input.npy").string(), "--json",
+                             "--dump-grads", out.string()});
+    EXPECT_TRUE(fs::exists(out / "block0.fc.weight.npy"));
+    EXPECT_TRUE(fs::exists(out / "head.bias.npy"));
+    double reference = 0;
+    std::ifstream(fixtures / "mlp.loss.txt") >> reference;
+    EXPECT_NEAR(j.value("loss", 0.0), reference, 1e-5 * reference) << j.dump();
+
+    const Result r = run({"run", "--network", (fixtures / "mlp.onnx").string(), "--strategy",
+                          "none", "--input", (fixtures / "cnn.input.npy").string()});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("has shape [4,3,16,16] but the network's input is f32[8,16]"),
+              std::string::npos)
+        << r.err;
+}
+
+namespace {
+
+TEST_F(CliTest, ExplainPrintsASentencePerInstruction) {
+    const Result all =
+        run({"explain", "--network", "mlp:depth=2,width=4,batch=2", "--strategy", "none"});
+    ASSERT_EQ(all.code, 0) << all.err;
+    const auto lines = lines_of(all.out);
+    // mlp:depth=2 under none: 5 computes, 5 backwards and the frees, two lines each.
+    EXPECT_EQ(lines.size() % 2, 0u);
+    EXPECT_NE(all.out.find("# 0  compute block0.fc"), std::string::npos) << all.out;
+    EXPECT_NE(all.out.find("Nothing reads loss's output"), std::string::npos) << all.out;
+
+    const Result one = run(
+        {"explain", "--network", "mlp:depth=2,width=4,batch=2", "--strategy", "none", "--at", "0"});
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_EQ(lines_of(one.out).size(), 2u) << one.out;
+
+    const Result bad = run({"explain", "--network", "mlp:depth=2,width=4,batch=2", "--strategy",
+                            "none", "--at", "999"});
+    EXPECT_EQ(bad.code, 1);
+    EXPECT_NE(bad.err.find("instructions"), std::string::npos) << bad.err;
+}
+
+}  // namespace

@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+"""Runs rematlab-cli and torch_peer.py side by side and prints one table (see ./compare).
+
+Per network: `rematlab-cli network` writes the graph; per strategy, `rematlab-cli run --json
+--dump-weights --dump-grads` runs ours (its JSON names the checkpoints the plan chose), and
+torch_peer.py runs the same network from the same weights at those segments. Runs alternate
+(ours, torch; then torch, ours; ...) for --rounds rounds, each process timing --repeat steps;
+the table shows the median over rounds of each process's median step time.
+
+Columns:
+  grads rel err   max over parameters of max|ours - torch| / max|torch|, over the parameters
+                  whose float32 gradient is well-conditioned (float32 torch within 1e-4 of
+                  float64 torch); "(n ill-cond.)": n parameters are not, and there ours must be
+                  within 10x of torch's own float32 error against float64 (see grad_check).
+                  A row that fails either test is marked ✗
+  ours ms, torch ms, ours/torch
+                  wall time of one step (forward + recompute + backward) and its ratio; < 1
+                  means ours is faster
+  ours/torch CPU  the same ratio in process CPU time (all threads), which other jobs on a shared
+                  machine do not inflate
+  overhead        CPU time of the step over the same side's `none` step, minus 1 (the recompute
+                  cost)
+  act/saved       our activation peak (measured by the tracking allocator: every live
+                  activation, transients included; not parameters, inputs or gradients) over
+                  torch's peak of bytes held for the backward (saved tensors, checkpoint inputs
+                  and recomputed tensors, unique storages; not parameters or inputs)
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+NETWORKS_FULL = [
+    "mlp:depth=16,width=256,batch=256",
+    "mlp:depth=16,width=1024,batch=512",
+    "resmlp:depth=8,width=256,batch=256",
+    "resmlp:depth=8,width=512,batch=512",
+    "transformer:layers=4,d_model=128,heads=4,seq=64,batch=4,vocab=256",
+    "transformer:layers=4,d_model=256,heads=8,seq=128,batch=8,vocab=1024",
+]
+NETWORKS_QUICK = [
+    "mlp:depth=6,width=32,batch=16",
+    "resmlp:depth=3,width=32,batch=16",
+    "transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=16",
+]
+# (row name, our strategy spec, the peer's mode; segments come from our plan's checkpoints)
+STRATEGIES = [
+    ("none", "none", "none"),
+    ("sqrt-n", "sqrt-n", "segments"),
+    ("periodic", "periodic", "segments"),
+    ("per-block", "policy:regions=blocks,policy=nothing_saveable", "per-block"),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="RematLab vs PyTorch, side by side")
+    p.add_argument("--root", required=True)
+    p.add_argument("--cli", default=os.environ.get("REMATLAB_CLI", ""))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds per row")
+    p.add_argument("--repeat", type=int, default=5, help="steps timed inside each process")
+    p.add_argument("--quick", action="store_true", help="tiny networks, one round; no files")
+    p.add_argument("--no-doc", action="store_true", help="print only; write no files")
+    p.add_argument("--networks", default="", help="';'-separated network specs (default: six)")
+    return p.parse_args()
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"compare: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr.strip()}")
+    return r.stdout
+
+
+def rel_errs(dir_a, dir_b):
+    """Per parameter: max|a - b| / max|b| (b: the reference)."""
+    out = {}
+    for f in sorted(os.listdir(dir_a)):
+        a = np.load(os.path.join(dir_a, f)).astype(np.float64)
+        b = np.load(os.path.join(dir_b, f)).astype(np.float64)
+        if a.shape != b.shape:
+            sys.exit(f"compare: gradient {f}: shape {a.shape} vs {b.shape}")
+        out[f[:-4]] = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+    return out
+
+
+def grad_check(ours_dir, torch_dir, f64_dir):
+    """Ours against float32 torch, parameter by parameter. A parameter is well-conditioned when
+    float32 torch is within 1e-4 of float64 torch; there ours must be within 1e-4 of torch.
+    Elsewhere (a gradient that is zero in exact arithmetic, like attention's key biases, or one
+    left by cancellation, like resmlp's under its final layernorm with a sum-of-squares loss)
+    float32 has only noise, and ours must be within 10x torch's own float32 error."""
+    err = rel_errs(ours_dir, torch_dir)
+    noise = rel_errs(torch_dir, f64_dir)
+    ours_noise = rel_errs(ours_dir, f64_dir)
+    well = [p for p in err if noise[p] <= 1e-4]
+    ill = [p for p in err if noise[p] > 1e-4]
+    bad = [p for p in well if err[p] > 1e-4] + [p for p in ill if
+                                                 ours_noise[p] > 10 * noise[p]]
+    return {
+        "max_rel_err": max((err[p] for p in well), default=0.0),
+        "ill_conditioned": len(ill),
+        "bad": bad,
+        "per_param": {p: {"ours_vs_torch": err[p], "torch32_vs_64": noise[p],
+                          "ours_vs_64": ours_noise[p]} for p in err},
+    }
+
+
+def our_blas(cli):
+    """Ours: Eigen's own GEMM (no BLAS), with the flags the CLI was built with."""
+    info = "Eigen"
+    try:
+        with open("/usr/include/eigen3/Eigen/src/Core/util/Macros.h") as f:
+            text = f.read()
+        v = [re.search(rf"#define EIGEN_{k}_VERSION (\d+)", text).group(1)
+             for k in ("WORLD", "MAJOR", "MINOR")]
+        info += " " + ".".join(v)
+    except (OSError, AttributeError):
+        pass
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            text = f.read()
+        native = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", text)
+        btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", text)
+        info += " (own GEMM kernels, %s, %s)" % (
+            btype.group(1) if btype else "?",
+            "-O3 -march=native -mtune=generic" if native and native.group(1) == "ON"
+            else "-O3 -march=x86-64-v3")
+    except OSError:
+        pass
+    return info
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(next(l.split()[1] for l in f if l.startswith("MemTotal"))) // (1024 * 1024)
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {mem} GiB, {platform.platform()}"
+
+
+def mib(b):
+    return f"{b / 2**20:.2f}"
+
+
+def main():
+    a = parse_args()
+    cli = a.cli or os.path.join(a.root, "build", "app", "rematlab-cli")
+    if not os.path.exists(cli):
+        sys.exit(f"compare: {cli} is missing; build it (scripts/build) or set REMATLAB_CLI")
+    peer = os.path.join(a.root, "bench", "peers", "torch_peer.py")
+    networks = ([n for n in a.networks.split(";") if n] if a.networks
+                else NETWORKS_QUICK if a.quick else NETWORKS_FULL)
+    rounds = 1 if a.quick else a.rounds
+    repeat = 2 if a.quick else a.repeat
+    work = tempfile.mkdtemp(prefix="rematlab-peer-")
+    rows = []
+    blas_torch, blas_torch_version = None, "?"
+    try:
+        for ni, net in enumerate(networks):
+            d = os.path.join(work, f"net{ni}")
+            os.makedirs(d)
+            net_json = os.path.join(d, "net.json")
+            run([cli, "network", "--network", net, "--out", net_json])
+            for name, spec, mode in STRATEGIES:
+                ours_ms, torch_ms, ours_json, peer_json = [], [], None, None
+                ours_cpu, torch_cpu = [], []
+                for r in range(rounds):
+                    first = r == 0
+                    od = os.path.join(d, name + "-ours")
+                    cmd_ours = [cli, "run", "--network", net, "--strategy", spec, "--json",
+                                "--threads", str(a.threads), "--repeat", str(repeat)]
+                    if first:
+                        cmd_ours += ["--dump-weights", os.path.join(d, "weights"),
+                                     "--dump-grads", od]
+
+                    def do_ours():
+                        return json.loads(run(cmd_ours).strip().splitlines()[-1])
+
+                    def do_torch(checkpoints):
+                        cmd = [sys.executable, peer, "--network", net_json, "--weights",
+                               os.path.join(d, "weights"), "--modes", mode, "--checkpoints",
+                               ",".join(checkpoints), "--threads", str(a.threads),
+                               "--repeat", str(repeat), "--warmup", "1"]
+                        if first:
+                            cmd += ["--grads-out", os.path.join(d, name + "-torch")]
+                            if name == "none":
+                                cmd += ["--grads64-out", os.path.join(d, "float64")]
+                        return json.loads(run(cmd).strip().splitlines()[-1])
+
+                    # Ours first in even rounds, torch first in odd ones (the weights and the
+                    # checkpoints come from our first run, so round 0 starts with ours).
+                    if r % 2 == 0:
+                        o = do_ours()
+                        t = do_torch(o["checkpoints"])
+                    else:
+                        t = do_torch(ours_json["checkpoints"])
+                        o = do_ours()
+                    if first:
+                        ours_json, peer_json = o, t
+                    ours_ms.append(o["total_ms"])
+                    torch_ms.append(t["step_ms"])
+                    ours_cpu.append(o["cpu_ms"])
+                    torch_cpu.append(t["step_cpu_ms"])
+                blas_torch = peer_json["blas"]
+                blas_torch_version = peer_json["torch"]
+                check = grad_check(os.path.join(d, name + "-ours"),
+                                   os.path.join(d, name + "-torch"), os.path.join(d, "float64"))
+                err = check["max_rel_err"]
+                rows.append({
+                    "network": net, "strategy": name, "ours_spec": spec, "torch_mode": mode,
+                    "checkpoints": ours_json["checkpoints"],
+                    "grad_rel_err": err, "grad_check": check, "grads_agree": not check["bad"],
+                    "loss_ours": ours_json["loss"], "loss_torch": peer_json["loss"],
+                    "ours_ms": statistics.median(ours_ms), "torch_ms": statistics.median(torch_ms),
+                    "ours_ms_rounds": ours_ms, "torch_ms_rounds": torch_ms,
+                    "ours_cpu_ms": statistics.median(ours_cpu),
+                    "torch_cpu_ms": statistics.median(torch_cpu),
+                    "ours_recompute_ms": ours_json["recompute_ms"],
+                    "ours_act_peak": ours_json["activation_peak_bytes"],
+                    "ours_peak": ours_json["measured_peak_bytes"],
+                    "torch_saved_peak": peer_json["saved_peak_bytes"],
+                    "torch_rss": peer_json["peak_rss_bytes"],
+                })
+                print(f"  {net} {name}: ours {rows[-1]['ours_ms']:.2f} ms "
+                      f"(CPU {rows[-1]['ours_cpu_ms']:.2f}), torch {rows[-1]['torch_ms']:.2f} ms "
+                      f"(CPU {rows[-1]['torch_cpu_ms']:.2f}), grads rel err {err:.1e}",
+                      file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    base = {}
+    for row in rows:
+        if row["strategy"] == "none":
+            base[row["network"]] = row
+    for row in rows:
+        b = base[row["network"]]
+        row["ours_overhead"] = row["ours_cpu_ms"] / b["ours_cpu_ms"] - 1
+        row["torch_overhead"] = row["torch_cpu_ms"] / b["torch_cpu_ms"] - 1
+
+    header = ("| network | strategy | segments | grads rel err | ours ms | torch ms "
+              "| ours/torch | ours/torch CPU | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
+              "| torch RSS MiB |")
+    lines = [header, "|" + "|".join(["---"] * (header.count("|") - 1)) + "|"]
+    def ill(row):
+        n = row["grad_check"]["ill_conditioned"]
+        return f" ({n} ill-cond.)" if n else ""
+
+    for row in rows:
+        segs = len(row["checkpoints"]) + 1 if row["torch_mode"] == "segments" else (
+            "blocks" if row["torch_mode"] == "per-block" else "-")
+        overhead = (lambda v: "-" if row["strategy"] == "none" else f"{100 * v:+.1f} %")
+        lines.append(
+            f"| `{row['network']}` | {row['strategy']} | {segs} "
+            f"| {row['grad_rel_err']:.1e}{ill(row)}{'' if row['grads_agree'] else ' ✗'} "
+            f"| {row['ours_ms']:.2f} | {row['torch_ms']:.2f} "
+            f"| {row['ours_ms'] / row['torch_ms']:.2f} "
+            f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f} | {overhead(row['ours_overhead'])} "
+            f"| {overhead(row['torch_overhead'])} | {mib(row['ours_act_peak'])} "
+            f"| {mib(row['torch_saved_peak'])} "
+            f"| {row['ours_act_peak'] / max(row['torch_saved_peak'], 1):.2f} "
+            f"| {row['torch_rss'] / 2**20:.0f} |")
+    table = "\n".join(lines)
+    date = datetime.date.today().isoformat()
+    torch_blas = ", ".join(blas_torch["loaded"]) if blas_torch else "?"
+    # Only the BLAS / LAPACK fields of torch.__config__.show(), not its compiler flags.
+    config = " ".join(blas_torch["torch_config"]) if blas_torch else ""
+    torch_config = ", ".join(re.findall(r"(?:BLAS|LAPACK)_INFO=\w+", config))
+    meta = (f"{date}; {machine()}; {a.threads} thread(s) on both sides; "
+            f"{rounds} alternating rounds x {repeat} timed steps, medians.\n"
+            f"Ours: rematlab-cli, {our_blas(cli)}.\n"
+            f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
+            f"(torch.__config__: {torch_config}).")
+    print(meta)
+    print()
+    print(table)
+    failures = [r for r in rows if not r["grads_agree"]]
+    if failures:
+        print("\nGRADIENTS DISAGREE: " + ", ".join(f"{r['network']} {r['strategy']}"
+                                                     for r in failures), file=sys.stderr)
+    if a.quick or a.no_doc:
+        return 1 if failures else 0
+
+    results = os.path.join(a.root, "bench", "peers", "results")
+    os.makedirs(results, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    with open(os.path.join(results, f"{stamp}.md"), "w") as f:
+        f.write(meta + "\n\n" + table + "\n")
+    with open(os.path.join(results, f"{stamp}.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows, "torch_blas": blas_torch}, f, indent=1)
+    with open(os.path.join(a.root, "docs", "benchmarks.md"), "a") as f:
+        f.write(f"\n## Side by side with PyTorch (`bench/peers/compare`) — {date}\n\n")
+        f.write(meta.replace("\n", "  \n") + "\n\n" + table + "\n")
+    print(f"\nwrote bench/peers/results/{stamp}.md and .json; appended to docs/benchmarks.md",
+          file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

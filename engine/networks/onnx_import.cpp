@@ -1,0 +1,1712 @@
+// ONNX import (see onnx_import.h): protobuf parsing with limits, graph checks, constant folding,
+// pattern fusion, and the mapping of each ONNX op onto RematLab's ops.
+#include "engine/networks/onnx_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "engine/errors.h"
+
+#if REMATLAB_HAVE_ONNX
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h (ONNX_ML=1)
+
+#include <climits>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#endif
+
+namespace rl {
+
+namespace {
+
+// Sorted; what the error for an unsupported op lists.
+const char* const kSupportedOps[] = {
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Concat",
+    "Constant",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Erf",
+    "Flatten",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "Identity",
+    "LayerNormalization",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Pad",
+    "Pow",
+    "ReduceMean",
+    "Relu",
+    "Reshape",
+    "Resize",
+    "Shape",
+    "Sigmoid",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Upsample",
+};
+
+}  // namespace
+
+std::string onnx_supported_ops() {
+    std::string out;
+    for (const char* op : kSupportedOps) {
+        if (!out.empty()) out += ", ";
+        out += op;
+    }
+    return out;
+}
+
+#if !REMATLAB_HAVE_ONNX
+
+bool onnx_import_available() {
+    return false;
+}
+
+Graph network_from_onnx(const std::string&, const std::string& origin, const OnnxImportOptions&) {
+    throw Error(origin +
+                ": this RematLab was built without ONNX support (configure with "
+                "-DREMATLAB_ONNX=ON after installing libonnx-dev libprotobuf-dev "
+                "protobuf-compiler)");
+}
+
+Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {
+    return network_from_onnx("", path, opt);
+}
+
+#else
+
+bool onnx_import_available() {
+    return true;
+}
+
+namespace {
+
+constexpr int64_t kNumelLimit = int64_t{1} << 62;
+
+// A tensor known at import time: an initializer, a Constant, or the result of folding.
+struct Const {
+    bool is_float = true;
+    Dims dims;  // may hold 0 (an empty tensor, such as Resize's unused roi)
+    std::vector<float> f;
+    std::vector<int64_t> i;
+    std::string initializer;  // the initializer it is (or the 2-D transpose of); "" if computed
+    bool transposed = false;  // the 2-D transpose of `initializer`
+
+    size_t size() const { return is_float ? f.size() : i.size(); }
+    double at(size_t k) const { return is_float ? f[k] : static_cast<double>(i[k]); }
+    bool scalar_like() const { return size() == 1; }
+};
+using ConstPtr = std::shared_ptr<const Const>;
+
+// What an ONNX tensor name stands for: a value of our graph, or a constant.
+struct Entry {
+    ValueId value = kNoId;
+    ConstPtr c;
+};
+
+std::string dims_text(const Dims& d) {
+    return format_dims(Shape(d));
+}
+
+std::string attr_type_name(int t) {
+    return onnx::AttributeProto::AttributeType_IsValid(t)
+               ? onnx::AttributeProto::AttributeType_Name(
+                     static_cast<onnx::AttributeProto::AttributeType>(t))
+               : "type " + std::to_string(t);
+}
+
+std::string dtype_text(int t) {
+    return onnx::TensorProto::DataType_IsValid(t)
+               ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
+               : "data type " + std::to_string(t);
+}
+
+class Importer {
+  public:
+    Importer(const onnx::ModelProto& model, std::string origin, const OnnxImportOptions& opt)
+        : model_(model), gp_(model.graph()), origin_(std::move(origin)), opt_(opt) {}
+
+    Graph run() {
+        check_model();
+        read_opset();
+        // Named after the file: exporters' graph names are often generic ("torch_jit").
+        std::string name = std::filesystem::path(origin_).stem().string();
+        if (name.empty() || origin_.front() == '<') name = gp_.name().empty() ? "onnx" : gp_.name();
+        g_ = Graph(name, 1);
+        read_initializers();
+        read_inputs();
+        index_nodes();
+        // Constants first (a topological order folds whole constant subgraphs in one pass), so
+        // that the patterns below see the constants that follow their first node in the file.
+        for (int idx : order_) {
+            if (op_of(idx) == "Shape" || !foldable(op_of(idx)) || !all_inputs_known_const(idx))
+                continue;
+            define(idx, 0, Entry{kNoId, fold(idx)});
+            done_[static_cast<size_t>(idx)] = true;
+        }
+        for (int idx : order_) {
+            if (done_[static_cast<size_t>(idx)]) continue;
+            import_node(idx);
+        }
+        add_loss();
+        try {
+            g_.finalize();
+        } catch (const Error& e) {
+            fail(e.what());
+        }
+        return std::move(g_);
+    }
+
+  private:
+    // --- messages ----------------------------------------------------------------------------
+
+    [[noreturn]] void fail(const std::string& why) const { throw Error(origin_ + ": " + why); }
+
+    std::string label(int idx) const {
+        const auto& n = gp_.node(idx);
+        return "node " + std::to_string(idx) + " '" + n.name() + "' (" + n.op_type() + ")";
+    }
+
+    [[noreturn]] void fail_node(int idx, const std::string& why) const {
+        fail(label(idx) + ": " + why);
+    }
+
+    // --- attributes ----------------------------------------------------------------------------
+
+    static const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, std::string_view key) {
+        for (const auto& a : n.attribute())
+            if (a.name() == key) return &a;
+        return nullptr;
+    }
+
+    // The attribute's type; files from before ONNX IR 2 may leave it unset.
+    static int attr_type(const onnx::AttributeProto& a) {
+        if (a.type() != onnx::AttributeProto::UNDEFINED) return a.type();
+        if (a.has_i()) return onnx::AttributeProto::INT;
+        if (a.has_f()) return onnx::AttributeProto::FLOAT;
+        if (a.has_s()) return onnx::AttributeProto::STRING;
+        if (a.has_t()) return onnx::AttributeProto::TENSOR;
+        if (a.ints_size()) return onnx::AttributeProto::INTS;
+        if (a.floats_size()) return onnx::AttributeProto::FLOATS;
+        return onnx::AttributeProto::UNDEFINED;
+    }
+
+    const onnx::AttributeProto* typed_attr(int idx, std::string_view key, int want) const {
+        const auto* a = find_attr(gp_.node(idx), key);
+        if (!a) return nullptr;
+        if (attr_type(*a) != want)
+            fail_node(idx, "attribute '" + std::string(key) + "' is " +
+                               attr_type_name(attr_type(*a)) + ", expected " +
+                               attr_type_name(want));
+        return a;
+    }
+
+    int64_t attr_int(int idx, std::string_view key, int64_t fallback) const {
+        const auto* a = typed_attr(idx, key, onnx::AttributeProto::INT);
+        return a ? a->i() : fallback;
+    }
+
+    double attr_float(int idx, std::string_view key, double fallback) const {
+        const auto* a = typed_attr(idx, key, onnx::AttributeProto::FLOAT);
+        return a ? static_cast<double>(a->f()) : fallback;
+    }
+
+    std::string attr_string(int idx, std::string_view key, std::string_view fallback) const {
+        const auto* a = typed_attr(idx, key, onnx::AttributeProto::STRING);
+        return a ? a->s() : std::string(fallback);
+    }
+
+    std::optional<std::vector<int64_t> > attr_ints(int idx, std::string_view key) const {
+        const auto* a = typed_attr(idx, key, onnx::AttributeProto::INTS);
+        if (!a) return std::nullopt;
+        return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+    }
+
+    std::vector<float> attr_floats(int idx, std::string_view key) const {
+        const auto* a = typed_attr(idx, key, onnx::AttributeProto::FLOATS);
+        if (!a) return {};
+        return std::vector<float>(a->floats().begin(), a->floats().end());
+    }
+
+    // --- the model and its tensors ---------------------------------------------------------------
+
+    void check_model() const {
+        if (model_.ir_version() <= 0 || !model_.has_graph())
+            fail(
+                "not an ONNX model (it has no IR version or no graph); export the network with "
+                "torch.onnx.export, tf2onnx or jax2onnx");
+        if (gp_.node_size() == 0) fail("the ONNX graph has no nodes");
+        if (gp_.output_size() == 0) fail("the ONNX graph has no outputs");
+    }
+
+    void read_opset() {
+        opset_ = 0;
+        for (const auto& o : model_.opset_import())
+            if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
+        if (opset_ <= 0) opset_ = 1;
+    }
+
+    int64_t checked_const_numel(const Dims& dims, const std::string& what) const {
+        int64_t n = 1;
+        for (int64_t d : dims) {
+            if (d < 0) fail(what + " has shape " + dims_text(dims) + " with a negative dimension");
+            if (d == 0) return 0;
+            if (n > kNumelLimit / d)
+                fail(what + " has shape " + dims_text(dims) +
+                     ", whose element count overflows 2^62");
+            n *= d;
+        }
+        return n;
+    }
+
+    void check_tensor_bytes(uint64_t bytes, const std::string& what) const {
+        if (bytes > opt_.max_tensor_bytes)
+            fail(what + " takes " + std::to_string(bytes) + " bytes, more than the limit of " +
+                 std::to_string(opt_.max_tensor_bytes) + " bytes per tensor");
+    }
+
+    // Reads a TensorProto's data, refusing before copying anything that does not add up.
+    ConstPtr read_tensor(const onnx::TensorProto& t, const std::string& what) const {
+        auto c = std::make_shared<Const>();
+        c->dims.assign(t.dims().begin(), t.dims().end());
+        const int64_t n = checked_const_numel(c->dims, what);
+        if (t.data_location() == onnx::TensorProto::EXTERNAL)
+            fail(what +
+                 " keeps its data in an external file; RematLab reads only weights stored inside "
+                 "the .onnx file (save the model without external data)");
+        if (t.has_segment()) fail(what + " is segmented, which RematLab does not read");
+        const auto un = static_cast<uint64_t>(n);
+        const std::string& raw = t.raw_data();
+        auto check_count = [&](uint64_t have, uint64_t elem) {
+            if (have != un)
+                fail(what + " has shape " + dims_text(c->dims) + " (" + std::to_string(n) +
+                     " elements) but holds " + std::to_string(have) +
+                     (elem ? " elements of raw data" : " elements"));
+        };
+        const int dt = t.data_type();
+        switch (dt) {
+            case onnx::TensorProto::FLOAT:
+            case onnx::TensorProto::DOUBLE: {
+                const uint64_t elem = dt == onnx::TensorProto::FLOAT ? 4 : 8;
+                check_tensor_bytes(un * 4, what);
+                c->is_float = true;
+                if (!raw.empty()) {
+                    if (raw.size() % elem) check_count(raw.size() / elem + 1, elem);
+                    check_count(raw.size() / elem, elem);
+                    c->f.resize(un);
+                    for (uint64_t k = 0; k < un; ++k) {
+                        if (elem == 4) {
+                            std::memcpy(&c->f[k], raw.data() + 4 * k, 4);
+                        } else {
+                            double d;
+                            std::memcpy(&d, raw.data() + 8 * k, 8);
+                            c->f[k] = static_cast<float>(d);
+                        }
+                    }
+                } else if (dt == onnx::TensorProto::FLOAT) {
+                    check_count(static_cast<uint64_t>(t.float_data_size()), 0);
+                    c->f.assign(t.float_data().begin(), t.float_data().end());
+                } else {
+                    check_count(static_cast<uint64_t>(t.double_data_size()), 0);
+                    for (double d : t.double_data()) c->f.push_back(static_cast<float>(d));
+                }
+                for (float x : c->f)
+                    if (!std::isfinite(x))
+                        fail(what + " holds a value that is not finite (NaN or infinity)");
+                break;
+            }
+            case onnx::TensorProto::INT64:
+            case onnx::TensorProto::INT32:
+            case onnx::TensorProto::INT16:
+            case onnx::TensorProto::INT8:
+            case onnx::TensorProto::UINT8:
+            case onnx::TensorProto::BOOL: {
+                uint64_t elem = 1;
+                if (dt == onnx::TensorProto::INT64) elem = 8;
+                if (dt == onnx::TensorProto::INT32) elem = 4;
+                if (dt == onnx::TensorProto::INT16) elem = 2;
+                check_tensor_bytes(un * 8, what);
+                c->is_float = false;
+                if (!raw.empty()) {
+                    if (raw.size() % elem) check_count(raw.size() / elem + 1, elem);
+                    check_count(raw.size() / elem, elem);
+                    c->i.resize(un);
+                    for (uint64_t k = 0; k < un; ++k) {
+                        const char* p = raw.data() + elem * k;
+                        int64_t v = 0;
+                        if (elem == 8) {
+                            std::memcpy(&v, p, 8);
+                        } else if (elem == 4) {
+                            int32_t x;
+                            std::memcpy(&x, p, 4);
+                            v = x;
+                        } else if (elem == 2) {
+                            int16_t x;
+                            std::memcpy(&x, p, 2);
+                            v = x;
+                        } else {
+                            v = dt == onnx::TensorProto::INT8 ? static_cast<int8_t>(*p)
+                                                              : static_cast<uint8_t>(*p);
+                        }
+                        c->i[k] = v;
+                    }
+                } else if (dt == onnx::TensorProto::INT64) {
+                    check_count(static_cast<uint64_t>(t.int64_data_size()), 0);
+                    c->i.assign(t.int64_data().begin(), t.int64_data().end());
+                } else {
+                    check_count(static_cast<uint64_t>(t.int32_data_size()), 0);
+                    c->i.assign(t.int32_data().begin(), t.int32_data().end());
+                }
+                break;
+            }
+            default:
+                fail(what + " has element type " + dtype_text(dt) +
+                     "; RematLab reads FLOAT, DOUBLE and integer tensors");
+        }
+        return c;
+    }
+
+    void read_initializers() {
+        for (int k = 0; k < gp_.initializer_size(); ++k) {
+            const auto& t = gp_.initializer(k);
+            const std::string what = "initializer " + std::to_string(k) + " '" + t.name() + "'";
+            if (t.name().empty()) fail(what + " has no name");
+            if (env_.count(t.name()))
+                fail(what + ": the name is used twice; tensor names must be unique");
+            auto c = read_tensor(t, what);
+            auto named = std::make_shared<Const>(*c);
+            named->initializer = t.name();
+            env_[t.name()] = Entry{kNoId, std::move(named)};
+        }
+        if (gp_.sparse_initializer_size())
+            fail("the graph has sparse initializers, which RematLab does not read");
+    }
+
+    void read_inputs() {
+        for (int k = 0; k < gp_.input_size(); ++k) {
+            const auto& in = gp_.input(k);
+            if (auto it = env_.find(in.name()); it != env_.end()) {
+                // Older exporters list the initializers among the inputs too.
+                if (it->second.c && initializer_inputs_.insert(in.name()).second) continue;
+                fail("input " + std::to_string(k) + " '" + in.name() +
+                     "': the name is used twice; tensor names must be unique");
+            }
+            const std::string what = "input " + std::to_string(k) + " '" + in.name() + "'";
+            if (in.name().empty()) fail(what + " has no name");
+            if (!in.type().has_tensor_type()) fail(what + " is not a tensor");
+            const auto& tt = in.type().tensor_type();
+            if (tt.elem_type() != onnx::TensorProto::FLOAT)
+                fail(what + " has element type " + dtype_text(tt.elem_type()) +
+                     "; RematLab feeds FLOAT inputs only");
+            if (!tt.has_shape())
+                fail(what + " has no shape; export the model with a fixed input shape");
+            Shape s;
+            for (int d = 0; d < tt.shape().dim_size(); ++d) {
+                const auto& dim = tt.shape().dim(d);
+                if (!dim.has_dim_value())
+                    fail(what + ": dimension " + std::to_string(d) +
+                         (dim.has_dim_param() ? " is symbolic ('" + dim.dim_param() + "')"
+                                              : std::string(" is unknown")) +
+                         "; RematLab needs fixed sizes: export the model without dynamic axes "
+                         "(e.g. torch.onnx.export without dynamic_axes)");
+                if (dim.dim_value() <= 0)
+                    fail(what + ": dimension " + std::to_string(d) + " is " +
+                         std::to_string(dim.dim_value()) + "; dimensions must be positive");
+                s.dims.push_back(dim.dim_value());
+            }
+            ValueId v = kNoId;
+            try {
+                v = g_.add_input(in.name(), DType::F32, s);
+            } catch (const Error& e) {
+                fail(e.what());
+            }
+            check_tensor_bytes(g_.value(v).bytes, what);
+            env_[in.name()] = Entry{v, nullptr};
+            used_names_.insert(in.name());
+        }
+    }
+
+    // Producers, the nodes the output needs, unsupported ops, dangling inputs and cycles; then a
+    // topological order of the needed nodes.
+    void index_nodes() {
+        const int n = gp_.node_size();
+        done_.assign(static_cast<size_t>(n), false);
+        for (int idx = 0; idx < n; ++idx) {
+            for (const auto& out : gp_.node(idx).output()) {
+                if (out.empty()) continue;
+                if (env_.count(out))
+                    fail(label(idx) + ": its output '" + out +
+                         "' has the name of a graph input or initializer; tensor names must be "
+                         "unique");
+                auto [it, fresh] = producer_.emplace(out, idx);
+                if (!fresh)
+                    fail(label(idx) + ": its output '" + out + "' is also the output of " +
+                         label(it->second) + "; tensor names must be unique");
+            }
+        }
+        // Dangling inputs, all at once.
+        std::vector<std::string> dangling;
+        for (int idx = 0; idx < n; ++idx)
+            for (const auto& in : gp_.node(idx).input())
+                if (!in.empty() && !env_.count(in) && !producer_.count(in))
+                    dangling.push_back(label(idx) + " reads '" + in + "'");
+        if (!dangling.empty()) {
+            std::string msg = std::to_string(dangling.size()) +
+                              " node input(s) name a tensor that no node, graph input or "
+                              "initializer defines: ";
+            for (size_t k = 0; k < dangling.size() && k < 20; ++k)
+                msg += (k ? "; " : "") + dangling[k];
+            if (dangling.size() > 20) msg += "; …";
+            fail(msg);
+        }
+
+        output_ = gp_.output(0).name();
+        if (!producer_.count(output_))
+            fail("the graph's output '" + output_ +
+                 "' is not computed by any node (it is an input, an initializer or undefined)");
+
+        // The nodes the first output depends on; the rest (other outputs) are not imported.
+        std::vector<bool> needed(static_cast<size_t>(n), false);
+        std::deque<int> work{producer_.at(output_)};
+        needed[static_cast<size_t>(work.front())] = true;
+        while (!work.empty()) {
+            const int idx = work.front();
+            work.pop_front();
+            for (const auto& in : gp_.node(idx).input()) {
+                auto it = producer_.find(in);
+                if (it == producer_.end() || needed[static_cast<size_t>(it->second)]) continue;
+                needed[static_cast<size_t>(it->second)] = true;
+                work.push_back(it->second);
+            }
+        }
+
+        std::vector<std::string> unsupported;
+        for (int idx = 0; idx < n; ++idx) {
+            if (!needed[static_cast<size_t>(idx)]) continue;
+            const auto& node = gp_.node(idx);
+            const bool std_domain = node.domain().empty() || node.domain() == "ai.onnx";
+            bool known = false;
+            for (const char* op : kSupportedOps) known = known || node.op_type() == op;
+            if (!std_domain || !known)
+                unsupported.push_back("node " + std::to_string(idx) + " '" + node.name() + "' (" +
+                                      (std_domain ? "" : node.domain() + "::") + node.op_type() +
+                                      ")");
+        }
+        if (!unsupported.empty()) {
+            std::string msg = std::to_string(unsupported.size()) +
+                              (unsupported.size() == 1 ? " node uses an op" : " nodes use ops") +
+                              " RematLab cannot import: ";
+            for (size_t k = 0; k < unsupported.size(); ++k) msg += (k ? ", " : "") + unsupported[k];
+            fail(msg + ". Supported ONNX ops: " + onnx_supported_ops());
+        }
+
+        // Kahn's algorithm over the needed nodes, preferring file order.
+        std::vector<int> pending(static_cast<size_t>(n), 0);
+        std::vector<std::vector<int> > users(static_cast<size_t>(n));
+        for (int idx = 0; idx < n; ++idx) {
+            if (!needed[static_cast<size_t>(idx)]) continue;
+            for (const auto& in : gp_.node(idx).input()) {
+                auto it = producer_.find(in);
+                if (it == producer_.end()) continue;
+                ++pending[static_cast<size_t>(idx)];
+                users[static_cast<size_t>(it->second)].push_back(idx);
+                consumers_[in].push_back(idx);
+            }
+        }
+        for (int idx = 0; idx < n; ++idx)
+            if (needed[static_cast<size_t>(idx)])
+                for (const auto& in : gp_.node(idx).input())
+                    if (!in.empty() && !producer_.count(in)) consumers_[in].push_back(idx);
+        std::set<int> ready;
+        for (int idx = 0; idx < n; ++idx)
+            if (needed[static_cast<size_t>(idx)] && pending[static_cast<size_t>(idx)] == 0)
+                ready.insert(idx);
+        while (!ready.empty()) {
+            const int idx = *ready.begin();
+            ready.erase(ready.begin());
+            order_.push_back(idx);
+            for (int u : users[static_cast<size_t>(idx)])
+                if (--pending[static_cast<size_t>(u)] == 0) ready.insert(u);
+        }
+        const auto n_needed = std::count(needed.begin(), needed.end(), true);
+        if (static_cast<long>(order_.size()) != n_needed) {
+            std::string cycle;
+            int shown = 0;
+            for (int idx = 0; idx < n && shown < 10; ++idx)
+                if (needed[static_cast<size_t>(idx)] && pending[static_cast<size_t>(idx)] > 0) {
+                    cycle += (shown++ ? ", " : "") + label(idx);
+                }
+            fail("the graph has a cycle; these nodes wait on each other: " + cycle);
+        }
+    }
+
+    // --- lookups ---------------------------------------------------------------------------------
+
+    const std::string& in_name(int idx, int k) const { return gp_.node(idx).input(k); }
+    int num_inputs(int idx) const { return gp_.node(idx).input_size(); }
+    bool has_input(int idx, int k) const { return k < num_inputs(idx) && !in_name(idx, k).empty(); }
+
+    const Entry& entry(int idx, int k) const {
+        auto it = env_.find(in_name(idx, k));
+        if (it == env_.end())  // cannot happen after index_nodes(); kept as a clear error
+            fail_node(idx, "input '" + in_name(idx, k) + "' is not defined");
+        return it->second;
+    }
+
+    // Whether input k is a constant already known (a later node's output is not known yet).
+    bool is_const(int idx, int k) const {
+        if (!has_input(idx, k)) return false;
+        auto it = env_.find(in_name(idx, k));
+        return it != env_.end() && it->second.c;
+    }
+
+    ValueId act(int idx, int k) const {
+        if (!has_input(idx, k)) fail_node(idx, "input " + std::to_string(k) + " is missing");
+        const Entry& e = entry(idx, k);
+        if (e.c)
+            fail_node(idx, "input " + std::to_string(k) + " ('" + in_name(idx, k) +
+                               "') is a constant, but RematLab imports this op only on tensors "
+                               "computed from the network's input");
+        return e.value;
+    }
+
+    const Const& cst(int idx, int k, const char* what) const {
+        if (!has_input(idx, k))
+            fail_node(idx, "input " + std::to_string(k) + " (" + what + ") is missing");
+        const Entry& e = entry(idx, k);
+        if (!e.c)
+            fail_node(idx, "input " + std::to_string(k) + " ('" + in_name(idx, k) + "', " + what +
+                               ") must be a constant or an initializer, not a computed tensor");
+        return *e.c;
+    }
+
+    const Shape& shape_of(ValueId v) const { return g_.value(v).shape; }
+
+    void define(int idx, int out, Entry e) {
+        const auto& node = gp_.node(idx);
+        if (out < node.output_size() && !node.output(out).empty())
+            env_[node.output(out)] = std::move(e);
+    }
+
+    // Outputs after the first must be unused (BatchNormalization's running statistics, MaxPool's
+    // indices, Dropout's mask, LayerNormalization's mean).
+    void require_single_output(int idx, const char* what) const {
+        const auto& node = gp_.node(idx);
+        for (int k = 1; k < node.output_size(); ++k)
+            if (!node.output(k).empty() && consumers_.count(node.output(k)))
+                fail_node(idx, "its output " + std::to_string(k) + " ('" + node.output(k) + "', " +
+                                   what + ") is used, but RematLab computes only output 0");
+    }
+
+    // The node that alone reads `tensor` (once), or -1.
+    int sole_consumer(const std::string& tensor) const {
+        if (tensor == output_) return -1;
+        auto it = consumers_.find(tensor);
+        if (it == consumers_.end() || it->second.size() != 1) return -1;
+        const int c = it->second.front();
+        return done_[static_cast<size_t>(c)] ? -1 : c;
+    }
+
+    const std::string& out_name(int idx) const { return gp_.node(idx).output(0); }
+    const std::string& op_of(int idx) const { return gp_.node(idx).op_type(); }
+
+    // The constant operand of a binary node whose other operand is `tensor`, or null.
+    const Const* other_const(int idx, const std::string& tensor) const {
+        if (num_inputs(idx) != 2) return nullptr;
+        for (int k = 0; k < 2; ++k)
+            if (in_name(idx, k) == tensor && is_const(idx, 1 - k)) return &cst(idx, 1 - k, "");
+        return nullptr;
+    }
+
+    // --- building
+    // ----------------------------------------------------------------------------------
+
+    std::string unique_name(std::string base) {
+        if (base.empty()) base = "node";
+        std::string name = base;
+        for (int k = 2; used_names_.count(name) || g_.find_value(name); ++k)
+            name = base + "_" + std::to_string(k);
+        used_names_.insert(name);
+        return name;
+    }
+
+    // "/block0/fc/Gemm" → "/block0/fc"; the importer names fused nodes after their module.
+    static std::string module_of(const std::string& name) {
+        const size_t slash = name.rfind('/');
+        return slash == std::string::npos || slash == 0 ? name : name.substr(0, slash);
+    }
+
+    static std::vector<std::string> tags_for(const std::string& onnx_name, OpKind op) {
+        std::vector<std::string> tags;
+        if (op == OpKind::Linear || op == OpKind::MatMul || op == OpKind::Conv2d)
+            tags.emplace_back("dot");
+        // The top-level module ("/block0/fc/Gemm" → "block0"): what per-block policies group.
+        if (onnx_name.size() > 1 && onnx_name[0] == '/') {
+            const size_t end = onnx_name.find('/', 1);
+            if (end != std::string::npos && end > 1) tags.push_back(onnx_name.substr(1, end - 1));
+        }
+        return tags;
+    }
+
+    ValueId add(int idx, const std::string& base, OpKind op, const std::vector<ValueId>& inputs,
+                Attrs attrs, const std::vector<ParamSource>& params = {}) {
+        const std::string name = unique_name(base);
+        NodeId node = kNoId;
+        try {
+            node = g_.add_node(name, op, inputs, std::move(attrs),
+                               tags_for(gp_.node(idx).name(), op), params);
+        } catch (const Error& e) {
+            fail_node(idx, e.what());
+        }
+        const Value& out = g_.output_of(node);
+        check_tensor_bytes(out.bytes,
+                           "the output of " + label(idx) + " " + format_type(out.dtype, out.shape));
+        return g_.node(node).output;
+    }
+
+    std::string node_base(int idx) const {
+        const auto& n = gp_.node(idx);
+        return n.name().empty() ? n.output(0) : n.name();
+    }
+
+    // A parameter from a constant: the initializer's name (shared weights are refused), values.
+    ParamSource param_from(int idx, const Const& c, std::vector<float> values) {
+        if (!c.is_float) fail_node(idx, "a weight must hold floating-point values");
+        if (!c.initializer.empty()) {
+            auto [it, fresh] = param_owner_.emplace(c.initializer, idx);
+            if (!fresh)
+                fail_node(idx, "initializer '" + c.initializer + "' is also a weight of " +
+                                   label(it->second) +
+                                   "; shared (tied) weights are not supported: give each layer "
+                                   "its own copy");
+        }
+        return ParamSource{c.initializer,
+                           std::make_shared<const std::vector<float> >(std::move(values))};
+    }
+
+    static std::vector<float> transpose2d(const std::vector<float>& v, int64_t rows, int64_t cols) {
+        std::vector<float> t(v.size());
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+                t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+        return t;
+    }
+
+    // --- constant folding ------------------------------------------------------------------------
+
+    static bool foldable(const std::string& op) {
+        static const std::set<std::string> ops = {
+            "Constant",  "Identity", "Cast", "Unsqueeze", "Squeeze", "Concat", "Gather", "Reshape",
+            "Transpose", "Add",      "Sub",  "Mul",       "Div",     "Pow",    "Sqrt",   "Shape"};
+        return ops.count(op) > 0;
+    }
+
+    bool all_inputs_known_const(int idx) const {
+        for (int k = 0; k < num_inputs(idx); ++k)
+            if (has_input(idx, k) && !is_const(idx, k)) return false;
+        return true;
+    }
+
+    bool all_inputs_const(int idx) const {
+        for (int k = 0; k < num_inputs(idx); ++k)
+            if (has_input(idx, k) && !entry(idx, k).c) return false;
+        return true;
+    }
+
+    int64_t axis_in(int idx, int64_t axis, int64_t rank, bool allow_end = false) const {
+        const int64_t hi = allow_end ? rank : rank - 1;
+        const int64_t a = axis < 0 ? axis + rank : axis;
+        if (a < 0 || a > hi)
+            fail_node(idx, "axis " + std::to_string(axis) + " is out of range for rank " +
+                               std::to_string(rank));
+        return a;
+    }
+
+    // The axes of Unsqueeze/Squeeze/ReduceMean: an attribute (older opsets) or input 1.
+    std::optional<std::vector<int64_t> > axes_of(int idx) const {
+        if (auto a = attr_ints(idx, "axes")) return a;
+        if (has_input(idx, 1)) {
+            const Const& c = cst(idx, 1, "axes");
+            if (c.is_float) fail_node(idx, "axes must be integers");
+            return c.i;
+        }
+        return std::nullopt;
+    }
+
+    ConstPtr fold(int idx) {
+        const std::string& op = op_of(idx);
+        auto out = std::make_shared<Const>();
+        if (op == "Constant") {
+            const auto& node = gp_.node(idx);
+            if (const auto* t = typed_attr(idx, "value", onnx::AttributeProto::TENSOR)) {
+                return read_tensor(t->t(), label(idx) + " value");
+            }
+            if (const auto* a = find_attr(node, "value_float")) {
+                (void)typed_attr(idx, "value_float", onnx::AttributeProto::FLOAT);
+                out->f = {a->f()};
+            } else if (find_attr(node, "value_floats")) {
+                out->f = attr_floats(idx, "value_floats");
+                out->dims = {static_cast<int64_t>(out->f.size())};
+            } else if (find_attr(node, "value_int")) {
+                out->is_float = false;
+                out->i = {attr_int(idx, "value_int", 0)};
+            } else if (find_attr(node, "value_ints")) {
+                out->is_float = false;
+                out->i = *attr_ints(idx, "value_ints");
+                out->dims = {static_cast<int64_t>(out->i.size())};
+            } else {
+                fail_node(idx,
+                          "a Constant needs a 'value' tensor (or value_float(s)/value_int(s))");
+            }
+            return out;
+        }
+        const Const& a = cst(idx, 0, "data");
+        if (op == "Identity") return entry(idx, 0).c;
+        if (op == "Shape") {
+            out->is_float = false;
+            out->i = a.dims;
+            out->dims = {static_cast<int64_t>(a.dims.size())};
+            return out;
+        }
+        if (op == "Cast") {
+            const int64_t to = attr_int(idx, "to", 0);
+            *out = a;
+            out->initializer.clear();
+            const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE;
+            if (to_float && !a.is_float) {
+                out->is_float = true;
+                for (int64_t v : a.i) out->f.push_back(static_cast<float>(v));
+                out->i.clear();
+            } else if (!to_float && a.is_float) {
+                out->is_float = false;
+                for (float v : a.f) {
+                    if (!(std::fabs(v) < 9.2e18f)) fail_node(idx, "a value does not fit int64");
+                    out->i.push_back(static_cast<int64_t>(v));
+                }
+                out->f.clear();
+            }
+            return out;
+        }
+        if (op == "Unsqueeze" || op == "Squeeze") {
+            *out = a;
+            out->initializer.clear();
+            auto axes = axes_of(idx);
+            if (op == "Unsqueeze") {
+                if (!axes) fail_node(idx, "Unsqueeze needs axes");
+                const auto rank = static_cast<int64_t>(a.dims.size() + axes->size());
+                std::vector<int64_t> norm;
+                for (int64_t ax : *axes) norm.push_back(axis_in(idx, ax, rank));
+                std::sort(norm.begin(), norm.end());
+                if (std::adjacent_find(norm.begin(), norm.end()) != norm.end())
+                    fail_node(idx, "axes repeat an axis");
+                for (int64_t ax : norm)
+                    out->dims.insert(out->dims.begin() + static_cast<ptrdiff_t>(ax), 1);
+            } else {
+                Dims d;
+                const auto rank = static_cast<int64_t>(a.dims.size());
+                std::vector<bool> drop(a.dims.size(), false);
+                if (axes) {
+                    for (int64_t ax : *axes) {
+                        const int64_t r = axis_in(idx, ax, rank);
+                        if (a.dims[static_cast<size_t>(r)] != 1)
+                            fail_node(idx, "cannot squeeze axis " + std::to_string(ax) +
+                                               " of size " +
+                                               std::to_string(a.dims[static_cast<size_t>(r)]));
+                        drop[static_cast<size_t>(r)] = true;
+                    }
+                }
+                for (size_t k = 0; k < a.dims.size(); ++k)
+                    if (!(axes ? drop[k] : a.dims[k] == 1)) d.push_back(a.dims[k]);
+                out->dims = d;
+            }
+            return out;
+        }
+        if (op == "Concat") {
+            const int64_t rank = static_cast<int64_t>(a.dims.size());
+            if (rank != 1) fail_node(idx, "constant Concat is supported on 1-D tensors only");
+            axis_in(idx, attr_int(idx, "axis", 0), 1);
+            out->is_float = a.is_float;
+            for (int k = 0; k < num_inputs(idx); ++k) {
+                const Const& c = cst(idx, k, "data");
+                if (c.is_float != a.is_float || c.dims.size() != 1)
+                    fail_node(idx, "constant Concat inputs must be 1-D of one element type");
+                out->f.insert(out->f.end(), c.f.begin(), c.f.end());
+                out->i.insert(out->i.end(), c.i.begin(), c.i.end());
+            }
+            out->dims = {static_cast<int64_t>(out->size())};
+            return out;
+        }
+        if (op == "Gather") {
+            const Const& ind = cst(idx, 1, "indices");
+            if (ind.is_float) fail_node(idx, "indices must be integers");
+            if (a.dims.size() != 1) fail_node(idx, "constant Gather is supported on 1-D data only");
+            axis_in(idx, attr_int(idx, "axis", 0), 1);
+            out->is_float = a.is_float;
+            out->dims = ind.dims;
+            const auto n = static_cast<int64_t>(a.size());
+            for (int64_t k : ind.i) {
+                const int64_t r = k < 0 ? k + n : k;
+                if (r < 0 || r >= n)
+                    fail_node(idx, "index " + std::to_string(k) + " is out of range for " +
+                                       std::to_string(n) + " elements");
+                if (a.is_float)
+                    out->f.push_back(a.f[static_cast<size_t>(r)]);
+                else
+                    out->i.push_back(a.i[static_cast<size_t>(r)]);
+            }
+            return out;
+        }
+        if (op == "Reshape") {
+            *out = a;
+            out->initializer.clear();
+            out->dims = reshape_dims(idx, a.dims, static_cast<int64_t>(a.size()));
+            return out;
+        }
+        if (op == "Transpose") {
+            if (a.dims.size() != 2) {
+                const auto perm = attr_ints(idx, "perm");
+                bool identity = true;
+                if (perm)
+                    for (size_t k = 0; k < perm->size(); ++k)
+                        identity = identity && (*perm)[k] == static_cast<int64_t>(k);
+                if (!(perm && identity && perm->size() == a.dims.size()) && a.size() > 1)
+                    fail_node(idx, "constant Transpose is supported on 2-D tensors only");
+                return entry(idx, 0).c;
+            }
+            const auto perm = attr_ints(idx, "perm").value_or(std::vector<int64_t>{1, 0});
+            if (perm == std::vector<int64_t>{0, 1}) return entry(idx, 0).c;
+            if (perm != std::vector<int64_t>{1, 0}) fail_node(idx, "perm must be [1, 0] or [0, 1]");
+            *out = a;
+            out->dims = {a.dims[1], a.dims[0]};
+            if (a.is_float)
+                out->f = transpose2d(a.f, a.dims[0], a.dims[1]);
+            else
+                out->i.clear();
+            if (!a.is_float)
+                for (int64_t c = 0; c < a.dims[1]; ++c)
+                    for (int64_t r = 0; r < a.dims[0]; ++r)
+                        out->i.push_back(a.i[static_cast<size_t>(r * a.dims[1] + c)]);
+            out->transposed = !a.transposed;
+            return out;
+        }
+        if (op == "Sqrt") {
+            if (!a.is_float) fail_node(idx, "Sqrt needs floating-point input");
+            *out = a;
+            out->initializer.clear();
+            for (float& x : out->f) x = std::sqrt(x);
+            return out;
+        }
+        // Binary elementwise on constants: same shapes, or one side with a single element.
+        const Const& b = cst(idx, 1, "operand");
+        const bool a_scalar = a.size() == 1, b_scalar = b.size() == 1;
+        if (!(a.dims == b.dims || a_scalar || b_scalar))
+            fail_node(idx, "constant operands of shapes " + dims_text(a.dims) + " and " +
+                               dims_text(b.dims) + " do not match");
+        out->dims = a_scalar && !b_scalar ? b.dims : a.dims;
+        out->is_float = a.is_float || b.is_float;
+        const size_t n = std::max(a.size(), b.size());
+        for (size_t k = 0; k < n; ++k) {
+            const double x = a.at(a_scalar ? 0 : k), y = b.at(b_scalar ? 0 : k);
+            double r = 0;
+            if (op == "Add") r = x + y;
+            if (op == "Sub") r = x - y;
+            if (op == "Mul") r = x * y;
+            if (op == "Pow") r = std::pow(x, y);
+            if (op == "Div") {
+                if (y == 0) fail_node(idx, "division by zero in a constant");
+                r = out->is_float ? x / y : std::floor(x / y);
+            }
+            if (out->is_float) {
+                out->f.push_back(static_cast<float>(r));
+            } else {
+                if (!(std::fabs(r) < 9.2e18)) fail_node(idx, "a constant overflows int64");
+                out->i.push_back(static_cast<int64_t>(r));
+            }
+        }
+        return out;
+    }
+
+    // ONNX Reshape's target: 0 copies the input's dimension (unless allowzero), one -1 is
+    // inferred.
+    Dims reshape_dims(int idx, const Dims& in, int64_t numel) const {
+        const Const& s = cst(idx, 1, "shape");
+        if (s.is_float || s.dims.size() != 1)
+            fail_node(idx, "the shape must be a 1-D int64 tensor");
+        const bool allowzero = attr_int(idx, "allowzero", 0) != 0;
+        Dims d = s.i;
+        int wildcard = -1;
+        int64_t known = 1;
+        for (size_t k = 0; k < d.size(); ++k) {
+            if (d[k] == 0 && !allowzero) {
+                if (k >= in.size())
+                    fail_node(idx, "shape " + dims_text(s.i) + " copies axis " + std::to_string(k) +
+                                       " that the input " + dims_text(in) + " lacks");
+                d[k] = in[k];
+            }
+            if (d[k] == -1) {
+                if (wildcard >= 0) fail_node(idx, "shape " + dims_text(s.i) + " has two -1");
+                wildcard = static_cast<int>(k);
+                continue;
+            }
+            if (d[k] <= 0)
+                fail_node(idx, "shape " + dims_text(s.i) + " has a dimension that is not positive");
+            if (known > kNumelLimit / d[k])
+                fail_node(idx, "shape " + dims_text(s.i) + " overflows 2^62 elements");
+            known *= d[k];
+        }
+        if (wildcard >= 0) {
+            if (known == 0 || numel % known != 0)
+                fail_node(idx, "cannot reshape " + std::to_string(numel) + " elements to " +
+                                   dims_text(s.i));
+            d[static_cast<size_t>(wildcard)] = numel / known;
+        } else if (known != numel) {
+            fail_node(idx, "cannot reshape " + dims_text(in) + " (" + std::to_string(numel) +
+                               " elements) to " + dims_text(d));
+        }
+        return d;
+    }
+
+    // --- ops -------------------------------------------------------------------------------------
+
+    void import_node(int idx) {
+        const std::string& op = op_of(idx);
+        if (op == "Shape" && has_input(idx, 0) && !entry(idx, 0).c) {
+            // The shapes of our values are static: Shape is a constant.
+            const Shape& s = shape_of(entry(idx, 0).value);
+            const auto rank = static_cast<int64_t>(s.rank());
+            int64_t start = attr_int(idx, "start", 0), end = attr_int(idx, "end", rank);
+            start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
+            end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
+            auto c = std::make_shared<Const>();
+            c->is_float = false;
+            for (int64_t k = start; k < end; ++k) c->i.push_back(s.dims[static_cast<size_t>(k)]);
+            c->dims = {static_cast<int64_t>(c->i.size())};
+            define(idx, 0, Entry{kNoId, std::move(c)});
+            return;
+        }
+        if (foldable(op) && all_inputs_const(idx)) {
+            define(idx, 0, Entry{kNoId, fold(idx)});
+            return;
+        }
+        if (op == "Identity") return define(idx, 0, Entry{act(idx, 0), nullptr});
+        if (op == "Relu") return unary(idx, OpKind::Relu);
+        if (op == "Tanh") return unary(idx, OpKind::Tanh);
+        if (op == "Sigmoid") return unary(idx, OpKind::Sigmoid);
+        if (op == "Gelu") {
+            const std::string approx = attr_string(idx, "approximate", "none");
+            if (approx != "none")
+                fail_node(idx, "approximate='" + approx +
+                                   "' is not supported; RematLab's gelu is the exact (erf) form");
+            return unary(idx, OpKind::Gelu);
+        }
+        if (op == "Softmax") return softmax(idx);
+        if (op == "Gemm") return gemm(idx);
+        if (op == "MatMul") return matmul(idx);
+        if (op == "Conv") return conv(idx);
+        if (op == "MaxPool" || op == "AveragePool") return pool(idx);
+        if (op == "GlobalAveragePool") {
+            const ValueId x = act(idx, 0);
+            if (shape_of(x).rank() != 4)
+                fail_node(idx, "input " + format_dims(shape_of(x)) + " must be rank 4 [N,C,H,W]");
+            return define(idx, 0,
+                          {add(idx, node_base(idx), OpKind::AvgPool2d, {x}, {{"global", 1}}), {}});
+        }
+        if (op == "BatchNormalization") return batchnorm(idx);
+        if (op == "LayerNormalization") return layernorm(idx);
+        if (op == "Concat") return concat(idx);
+        if (op == "Flatten") {
+            const ValueId x = act(idx, 0);
+            return define(idx, 0,
+                          {add(idx, node_base(idx), OpKind::Flatten, {x},
+                               {{"axis", attr_int(idx, "axis", 1)}}),
+                           {}});
+        }
+        if (op == "Reshape") return reshape(idx);
+        if (op == "Transpose") return transpose(idx);
+        if (op == "Resize" || op == "Upsample") return resize(idx);
+        if (op == "Dropout") return dropout(idx);
+        if (op == "Pad") return pad(idx);
+        if (op == "Add") return add_op(idx);
+        if ((op == "Div" || op == "Mul") && try_gelu(idx)) return;
+        if (op == "ReduceMean" && try_layernorm(idx)) return;
+        fail_node(idx, unsupported_form(op));
+    }
+
+    static std::string unsupported_form(const std::string& op) {
+        if (op == "Mul" || op == "Div")
+            return op +
+                   " on computed tensors is imported only inside the GELU pattern "
+                   "(x·0.5·(1+erf(x/√2))), the LayerNorm pattern, or as a scalar scale right "
+                   "after a MatMul";
+        if (op == "Sub" || op == "Pow" || op == "Sqrt" || op == "ReduceMean")
+            return op +
+                   " on computed tensors is imported only inside the LayerNorm pattern "
+                   "(ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add over the last axis)";
+        if (op == "Erf") return "Erf is imported only inside the exact GELU pattern";
+        return op + " in this form is not supported";
+    }
+
+    void unary(int idx, OpKind kind) {
+        define(idx, 0, {add(idx, node_base(idx), kind, {act(idx, 0)}, {}), {}});
+    }
+
+    void softmax(int idx) {
+        const ValueId x = act(idx, 0);
+        const int64_t rank = shape_of(x).rank();
+        const int64_t axis = axis_in(idx, attr_int(idx, "axis", opset_ >= 13 ? -1 : 1), rank);
+        if (axis != rank - 1)
+            fail_node(idx, "softmax over axis " + std::to_string(axis) + " of " +
+                               format_dims(shape_of(x)) +
+                               " is not supported; RematLab's softmax is over the last axis "
+                               "(transpose first)");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Softmax, {x}, {}), {}});
+    }
+
+    // A bias [out] (or [1, …, 1, out]) added right after node `idx`'s output, or null. Marks
+    // the Add done and returns it through `add_node`.
+    const Const* bias_after(int idx, int64_t out, int& add_node) {
+        add_node = sole_consumer(out_name(idx));
+        if (add_node < 0 || op_of(add_node) != "Add") return nullptr;
+        const Const* b = other_const(add_node, out_name(idx));
+        if (!b || !b->is_float || static_cast<int64_t>(b->size()) != out) return nullptr;
+        for (size_t k = 0; k + 1 < b->dims.size(); ++k)
+            if (b->dims[k] != 1) return nullptr;
+        if (b->dims.empty() && out != 1) return nullptr;
+        return b;
+    }
+
+    void linear(int idx, ValueId x, const Const& w, bool w_is_out_in, const Const* bias,
+                const std::string& base, int fused_add) {
+        const int64_t out = w_is_out_in ? w.dims[0] : w.dims[1];
+        const int64_t in = w_is_out_in ? w.dims[1] : w.dims[0];
+        std::vector<ParamSource> params;
+        params.push_back(
+            param_from(idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1])));
+        if (bias) params.push_back(param_from(idx, *bias, bias->f));
+        Attrs attrs{{"out_features", out}, {"in_features", in}};
+        if (!bias) attrs.set("bias", int64_t{0});
+        const ValueId y = add(idx, base, OpKind::Linear, {x}, std::move(attrs), params);
+        if (fused_add >= 0) {
+            done_[static_cast<size_t>(fused_add)] = true;
+            define(fused_add, 0, {y, {}});
+        } else {
+            define(idx, 0, {y, {}});
+        }
+    }
+
+    void gemm(int idx) {
+        const ValueId x = act(idx, 0);
+        const Const& w = cst(idx, 1, "B, the weight");
+        if (attr_int(idx, "transA", 0) != 0)
+            fail_node(idx, "transA=1 is not supported (the input must be [rows, in])");
+        const double alpha = attr_float(idx, "alpha", 1), beta = attr_float(idx, "beta", 1);
+        if (alpha != 1.0 || (has_input(idx, 2) && beta != 1.0))
+            fail_node(idx, "alpha and beta other than 1 are not supported");
+        if (shape_of(x).rank() != 2)
+            fail_node(idx, "input A " + format_dims(shape_of(x)) + " must be rank 2");
+        if (w.dims.size() != 2) fail_node(idx, "B " + dims_text(w.dims) + " must be rank 2");
+        const bool trans_b = attr_int(idx, "transB", 0) != 0;
+        const int64_t out = trans_b ? w.dims[0] : w.dims[1];
+        const Const* bias = nullptr;
+        int fused = -1;
+        if (has_input(idx, 2)) {
+            const Const& c = cst(idx, 2, "C, the bias");
+            bool ok = c.is_float && static_cast<int64_t>(c.size()) == out;
+            for (size_t k = 0; k + 1 < c.dims.size(); ++k) ok = ok && c.dims[k] == 1;
+            if (!ok)
+                fail_node(idx, "C " + dims_text(c.dims) + " must be a bias of " +
+                                   std::to_string(out) + " values");
+            bias = &c;
+        } else {
+            bias = bias_after(idx, out, fused);
+        }
+        linear(idx, x, w, trans_b, bias, module_or_name(idx), bias && fused >= 0 ? fused : -1);
+    }
+
+    std::string module_or_name(int idx) const {
+        const std::string m = module_of(gp_.node(idx).name());
+        return m.empty() ? node_base(idx) : m;
+    }
+
+    void matmul(int idx) {
+        if (is_const(idx, 1)) {
+            const ValueId x = act(idx, 0);
+            const Const& w = cst(idx, 1, "the weight");
+            if (w.dims.size() != 2)
+                fail_node(idx, "a constant B " + dims_text(w.dims) + " must be rank 2 [in, out]");
+            if (shape_of(x).rank() < 1 || shape_of(x)[-1] != w.dims[0])
+                fail_node(idx, "A " + format_dims(shape_of(x)) + " does not match B " +
+                                   dims_text(w.dims));
+            int fused = -1;
+            const Const* bias = bias_after(idx, w.dims[1], fused);
+            // Transpose(W) of an initializer W [out, in] (PyTorch's nn.Linear): W itself.
+            if (w.transposed) {
+                Const orig = w;
+                orig.dims = {w.dims[1], w.dims[0]};
+                orig.f = transpose2d(w.f, w.dims[0], w.dims[1]);
+                return linear(idx, x, orig, true, bias, module_or_name(idx), bias ? fused : -1);
+            }
+            return linear(idx, x, w, false, bias, module_or_name(idx), bias ? fused : -1);
+        }
+        const ValueId a = act(idx, 0), b = act(idx, 1);
+        const Shape sa = shape_of(a), sb = shape_of(b);
+        if (sa.rank() != sb.rank() || sa.rank() < 2)
+            fail_node(idx, "MatMul of " + format_dims(sa) + " and " + format_dims(sb) +
+                               " is not supported: both must have the same rank, at least 2 "
+                               "(no broadcasting)");
+        int64_t batch = 1;
+        for (int k = 0; k + 2 < sa.rank(); ++k) {
+            if (sa.dims[static_cast<size_t>(k)] != sb.dims[static_cast<size_t>(k)])
+                fail_node(idx, "MatMul of " + format_dims(sa) + " and " + format_dims(sb) +
+                                   ": batch dimensions must match (no broadcasting)");
+            batch *= sa.dims[static_cast<size_t>(k)];
+        }
+        // A scale right after it (attention's 1/√d) becomes matmul's alpha.
+        double alpha = 1;
+        std::string result = out_name(idx);
+        int scale = sole_consumer(result);
+        if (scale >= 0 && (op_of(scale) == "Mul" || op_of(scale) == "Div")) {
+            const Const* s = other_const(scale, result);
+            const bool rhs = in_name(scale, 0) == result;
+            if (s && s->scalar_like() && (op_of(scale) == "Mul" || rhs) && s->at(0) != 0) {
+                alpha = op_of(scale) == "Mul" ? s->at(0) : 1.0 / s->at(0);
+                done_[static_cast<size_t>(scale)] = true;
+            } else {
+                scale = -1;
+            }
+        } else {
+            scale = -1;
+        }
+        const std::string base = node_base(idx);
+        auto to3 = [&](ValueId v, const Shape& s, const char* tag) {
+            if (s.rank() == 3) return v;
+            return add(idx, base + tag, OpKind::Reshape, {v},
+                       {{"shape", std::vector<int64_t>{batch, s[-2], s[-1]}}});
+        };
+        const ValueId a3 = to3(a, sa, "/a3"), b3 = to3(b, sb, "/b3");
+        Attrs attrs;
+        if (alpha != 1) attrs.set("alpha", alpha);
+        ValueId y = add(idx, base, OpKind::MatMul, {a3, b3}, std::move(attrs));
+        if (sa.rank() != 3) {
+            Dims d(sa.dims.begin(), sa.dims.end() - 1);
+            d.push_back(sb[-1]);
+            y = add(idx, base + "/out", OpKind::Reshape, {y}, {{"shape", d}});
+        }
+        define(scale >= 0 ? scale : idx, 0, {y, {}});
+    }
+
+    // Window attributes shared by Conv and the pools: kernel, stride, padding, dilation.
+    void window_attrs(int idx, const Shape& x, std::vector<int64_t> kernel, Attrs& attrs) {
+        if (kernel.size() != 2)
+            fail_node(idx, "kernel_shape " + dims_text(kernel) + " must have 2 entries (2-D)");
+        auto pair = [&](const char* key) {
+            auto v = attr_ints(idx, key).value_or(std::vector<int64_t>{1, 1});
+            if (v.size() != 2)
+                fail_node(idx, std::string(key) + " " + dims_text(v) + " must have 2 entries");
+            return v;
+        };
+        const auto strides = pair("strides"), dilations = pair("dilations");
+        auto pads = attr_ints(idx, "pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+        if (pads.size() != 4)
+            fail_node(idx,
+                      "pads " + dims_text(pads) + " must have 4 entries [top,left,bottom,right]");
+        // Bounded before any arithmetic on them (no overflow below or in the window geometry).
+        constexpr int64_t kMaxWindow = int64_t{1} << 31;
+        auto bounded = [&](const char* key, const std::vector<int64_t>& v, int64_t min) {
+            for (int64_t x : v)
+                if (x < min || x > kMaxWindow)
+                    fail_node(idx, std::string(key) + " " + dims_text(v) + " must lie in [" +
+                                       std::to_string(min) + ", 2^31]");
+        };
+        bounded("kernel_shape", kernel, 1);
+        bounded("strides", strides, 1);
+        bounded("dilations", dilations, 1);
+        bounded("pads", pads, 0);
+        const std::string auto_pad = attr_string(idx, "auto_pad", "NOTSET");
+        if (auto_pad == "VALID") {
+            pads = {0, 0, 0, 0};
+        } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+            for (int a = 0; a < 2; ++a) {
+                const int64_t in = x[2 + a], s = strides[static_cast<size_t>(a)];
+                if (s <= 0) fail_node(idx, "strides must be positive");
+                const int64_t out = (in + s - 1) / s;
+                const int64_t extent =
+                    dilations[static_cast<size_t>(a)] * (kernel[static_cast<size_t>(a)] - 1) + 1;
+                const int64_t total = std::max<int64_t>((out - 1) * s + extent - in, 0);
+                const int64_t small = total / 2, big = total - small;
+                pads[static_cast<size_t>(a)] = auto_pad == "SAME_UPPER" ? small : big;
+                pads[static_cast<size_t>(a + 2)] = auto_pad == "SAME_UPPER" ? big : small;
+            }
+        } else if (auto_pad != "NOTSET") {
+            fail_node(idx, "auto_pad '" + auto_pad +
+                               "' is not one of NOTSET, VALID, SAME_UPPER, "
+                               "SAME_LOWER");
+        }
+        attrs.set("kernel", kernel);
+        attrs.set("stride", strides);
+        attrs.set("padding", pads);
+        attrs.set("dilation", dilations);
+    }
+
+    void conv(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        if (xs.rank() != 4)
+            fail_node(idx, "input " + format_dims(xs) + " must be rank 4 [N,C,H,W] (2-D conv)");
+        const Const& w = cst(idx, 1, "W, the weight");
+        if (w.dims.size() != 4)
+            fail_node(idx, "W " + dims_text(w.dims) + " must be rank 4 [out, in/group, kh, kw]");
+        const int64_t group = attr_int(idx, "group", 1);
+        if (group <= 0 || xs[1] % group != 0 || xs[1] / group != w.dims[1])
+            fail_node(idx, "W " + dims_text(w.dims) + " with group=" + std::to_string(group) +
+                               " does not fit input " + format_dims(xs));
+        const std::vector<int64_t> kernel = {w.dims[2], w.dims[3]};
+        if (auto ks = attr_ints(idx, "kernel_shape"); ks && *ks != kernel)
+            fail_node(idx,
+                      "kernel_shape " + dims_text(*ks) + " does not match W " + dims_text(w.dims));
+        Attrs attrs{{"out_channels", w.dims[0]}, {"groups", group}};
+        window_attrs(idx, xs, kernel, attrs);
+        std::vector<ParamSource> params{param_from(idx, w, w.f)};
+        if (has_input(idx, 2)) {
+            const Const& b = cst(idx, 2, "B, the bias");
+            if (static_cast<int64_t>(b.size()) != w.dims[0] || b.dims.size() != 1)
+                fail_node(
+                    idx, "B " + dims_text(b.dims) + " must be [" + std::to_string(w.dims[0]) + "]");
+            params.push_back(param_from(idx, b, b.f));
+        } else {
+            attrs.set("bias", int64_t{0});
+        }
+        define(idx, 0,
+               {add(idx, module_or_name(idx), OpKind::Conv2d, {x}, std::move(attrs), params), {}});
+    }
+
+    void pool(int idx) {
+        const bool is_max = op_of(idx) == "MaxPool";
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        if (xs.rank() != 4)
+            fail_node(idx, "input " + format_dims(xs) + " must be rank 4 [N,C,H,W] (2-D pooling)");
+        const auto kernel = attr_ints(idx, "kernel_shape");
+        if (!kernel) fail_node(idx, "kernel_shape is required");
+        if (is_max && attr_int(idx, "storage_order", 0) != 0)
+            fail_node(idx, "storage_order=1 is not supported");
+        if (is_max) require_single_output(idx, "the indices");
+        Attrs attrs;
+        window_attrs(idx, xs, *kernel, attrs);
+        const int64_t ceil = attr_int(idx, "ceil_mode", 0);
+        if (ceil) attrs.set("ceil_mode", int64_t{1});
+        if (!is_max && attr_int(idx, "count_include_pad", 0))
+            attrs.set("count_include_pad", int64_t{1});
+        define(idx, 0,
+               {add(idx, node_base(idx), is_max ? OpKind::MaxPool2d : OpKind::AvgPool2d, {x},
+                    std::move(attrs)),
+                {}});
+    }
+
+    void batchnorm(int idx) {
+        const ValueId x = act(idx, 0);
+        const Const& scale = cst(idx, 1, "scale");
+        const Const& bias = cst(idx, 2, "B");
+        const Shape xs = shape_of(x);
+        if (xs.rank() < 2) fail_node(idx, "input " + format_dims(xs) + " must have a channel axis");
+        for (const Const* c : {&scale, &bias})
+            if (c->dims.size() != 1 || c->dims[0] != xs[1])
+                fail_node(idx, "scale and B must be [" + std::to_string(xs[1]) + "], got " +
+                                   dims_text(c->dims));
+        if (attr_int(idx, "spatial", 1) != 1) fail_node(idx, "spatial=0 is not supported");
+        require_single_output(idx, "running statistics");
+        Attrs attrs{{"eps", attr_float(idx, "epsilon", 1e-5)}};
+        define(idx, 0,
+               {add(idx, module_or_name(idx), OpKind::BatchNorm, {x}, std::move(attrs),
+                    {param_from(idx, scale, scale.f), param_from(idx, bias, bias.f)}),
+                {}});
+    }
+
+    void layernorm(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        const int64_t axis = axis_in(idx, attr_int(idx, "axis", -1), xs.rank());
+        if (axis != xs.rank() - 1)
+            fail_node(idx, "normalising from axis " + std::to_string(axis) +
+                               " is not supported; RematLab's layernorm is over the last axis");
+        require_single_output(idx, "the mean or inverse deviation");
+        const int64_t d = xs[-1];
+        std::vector<ParamSource> params;
+        const Const& w = cst(idx, 1, "scale");
+        if (static_cast<int64_t>(w.size()) != d)
+            fail_node(idx, "scale " + dims_text(w.dims) + " must hold " + std::to_string(d));
+        params.push_back(param_from(idx, w, w.f));
+        if (has_input(idx, 2)) {
+            const Const& b = cst(idx, 2, "B");
+            if (static_cast<int64_t>(b.size()) != d)
+                fail_node(idx, "B " + dims_text(b.dims) + " must hold " + std::to_string(d));
+            params.push_back(param_from(idx, b, b.f));
+        }
+        define(idx, 0,
+               {add(idx, module_or_name(idx), OpKind::LayerNorm, {x},
+                    {{"eps", attr_float(idx, "epsilon", 1e-5)}}, params),
+                {}});
+    }
+
+    void concat(int idx) {
+        std::vector<ValueId> ins;
+        for (int k = 0; k < num_inputs(idx); ++k) ins.push_back(act(idx, k));
+        if (ins.size() == 1) return define(idx, 0, {ins[0], {}});
+        define(idx, 0,
+               {add(idx, node_base(idx), OpKind::Concat, ins, {{"axis", attr_int(idx, "axis", 1)}}),
+                {}});
+    }
+
+    void reshape(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        const Dims d = reshape_dims(idx, xs.dims, xs.numel());
+        if (d == xs.dims) return define(idx, 0, {x, {}});
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Reshape, {x}, {{"shape", d}}), {}});
+    }
+
+    void transpose(int idx) {
+        const ValueId x = act(idx, 0);
+        const int64_t rank = shape_of(x).rank();
+        std::vector<int64_t> perm;
+        if (auto p = attr_ints(idx, "perm")) {
+            perm = *p;
+        } else {
+            for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+        }
+        bool identity = static_cast<int64_t>(perm.size()) == rank;
+        for (size_t k = 0; identity && k < perm.size(); ++k)
+            identity = perm[k] == static_cast<int64_t>(k);
+        if (identity) return define(idx, 0, {x, {}});
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Transpose, {x}, {{"perm", perm}}), {}});
+    }
+
+    void resize(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        if (xs.rank() != 4) fail_node(idx, "input " + format_dims(xs) + " must be rank 4");
+        const std::string mode = attr_string(idx, "mode", "nearest");
+        if (mode != "nearest")
+            fail_node(idx, "mode '" + mode + "' is not supported; only nearest is");
+        std::vector<double> scales;
+        const bool upsample = op_of(idx) == "Upsample";
+        if (upsample && opset_ < 9) {
+            const std::vector<float> given = attr_floats(idx, "scales");
+            scales.assign(given.begin(), given.end());
+        } else {
+            const int scales_input = upsample || opset_ < 11 ? 1 : 2;
+            if (has_input(idx, scales_input) && cst(idx, scales_input, "scales").size() > 0) {
+                const Const& s = cst(idx, scales_input, "scales");
+                for (size_t k = 0; k < s.size(); ++k) scales.push_back(s.at(k));
+            } else if (!upsample && has_input(idx, 3)) {
+                const Const& sz = cst(idx, 3, "sizes");
+                if (sz.is_float || sz.size() != 4) fail_node(idx, "sizes must be 4 integers");
+                for (int k = 0; k < 4; ++k) {
+                    const int64_t want = sz.i[static_cast<size_t>(k)];
+                    if (want <= 0 || want % xs[k] != 0)
+                        fail_node(idx, "sizes " + dims_text(sz.i) +
+                                           " are not integer multiples of " + format_dims(xs));
+                    scales.push_back(static_cast<double>(want / xs[k]));
+                }
+            }
+            // Upsample and Resize-10 copy input pixel floor(x / scale).
+            const bool legacy = upsample || opset_ < 11;
+            const std::string coord = attr_string(idx, "coordinate_transformation_mode",
+                                                  legacy ? "asymmetric" : "half_pixel");
+            const std::string nearest =
+                attr_string(idx, "nearest_mode", legacy ? "floor" : "round_prefer_floor");
+            // With an integer scale every output pixel copies one input pixel under these modes.
+            const bool ok = coord == "half_pixel" || coord == "pytorch_half_pixel" ||
+                            (coord == "asymmetric" && nearest == "floor");
+            if (!ok)
+                fail_node(idx, "coordinate_transformation_mode '" + coord +
+                                   "' with nearest_mode '" + nearest +
+                                   "' is not supported (use asymmetric with floor, or "
+                                   "half_pixel)");
+        }
+        if (scales.size() != 4 || scales[0] != 1 || scales[1] != 1)
+            fail_node(idx, "scales must be [1, 1, sh, sw]");
+        std::vector<int64_t> s;
+        for (int k = 2; k < 4; ++k) {
+            const double v = scales[static_cast<size_t>(k)];
+            if (!(v >= 1 && v <= 1e6 && v == std::floor(v)))
+                fail_node(idx, "scale " + std::to_string(v) +
+                                   " is not supported; only integer upsampling factors are");
+            s.push_back(static_cast<int64_t>(v));
+        }
+        define(idx, 0,
+               {add(idx, node_base(idx), OpKind::UpsampleNearest2d, {x}, {{"scale", s}}), {}});
+    }
+
+    void dropout(int idx) {
+        const ValueId x = act(idx, 0);
+        require_single_output(idx, "the mask");
+        double ratio = 0.5;
+        bool training = false;
+        if (opset_ >= 12) {
+            auto scalar = [&](int k, const char* what) {
+                const Const& c = cst(idx, k, what);
+                if (c.size() != 1) fail_node(idx, std::string(what) + " must be a scalar");
+                return c.at(0);
+            };
+            if (has_input(idx, 1)) ratio = scalar(1, "ratio");
+            if (has_input(idx, 2)) training = scalar(2, "training_mode") != 0;
+        } else {
+            ratio = attr_float(idx, "ratio", 0.5);
+        }
+        if (!training || ratio == 0) return define(idx, 0, {x, {}});  // inference: identity
+        if (!(ratio > 0 && ratio < 1))
+            fail_node(idx, "ratio " + std::to_string(ratio) + " must be in [0, 1)");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Dropout, {x}, {{"p", ratio}}), {}});
+    }
+
+    void pad(int idx) {
+        const ValueId x = act(idx, 0);
+        std::vector<int64_t> pads;
+        if (opset_ >= 11) {
+            const Const& p = cst(idx, 1, "pads");
+            for (size_t k = 0; k < p.size(); ++k) pads.push_back(static_cast<int64_t>(p.at(k)));
+        } else {
+            pads = attr_ints(idx, "pads").value_or(std::vector<int64_t>{});
+        }
+        for (int64_t p : pads)
+            if (p != 0)
+                fail_node(idx, "non-zero padding " + dims_text(pads) +
+                                   " is not supported as a separate op; pad in the Conv or pool");
+        define(idx, 0, {x, {}});
+    }
+
+    void add_op(int idx) {
+        if (is_const(idx, 0) || is_const(idx, 1))
+            fail_node(idx,
+                      "adding a constant is imported only as the bias right after a MatMul "
+                      "or Gemm, or inside the GELU and LayerNorm patterns");
+        const ValueId a = act(idx, 0), b = act(idx, 1);
+        if (shape_of(a) != shape_of(b))
+            fail_node(idx, "Add of " + format_dims(shape_of(a)) + " and " +
+                               format_dims(shape_of(b)) +
+                               " needs broadcasting, which is not supported; shapes must match");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Add, {a, b}, {}), {}});
+    }
+
+    // --- patterns
+    // ----------------------------------------------------------------------------------
+
+    static bool near(double a, double b) { return std::fabs(a - b) <= 1e-4 * std::fabs(b); }
+
+    bool scalar_operand(int idx, const std::string& tensor, double want) const {
+        const Const* c = other_const(idx, tensor);
+        return c && c->scalar_like() && near(c->at(0), want);
+    }
+
+    // Div(x, √2) (or Mul(x, 1/√2)) → Erf → Add 1 → Mul x → Mul 0.5: PyTorch's exact GELU.
+    bool try_gelu(int idx) {
+        if (num_inputs(idx) != 2 || is_const(idx, 0) || !is_const(idx, 1)) return false;
+        const std::string& x = in_name(idx, 0);
+        const bool div = op_of(idx) == "Div";
+        if (!scalar_operand(idx, x, div ? std::sqrt(2.0) : 1.0 / std::sqrt(2.0))) return false;
+        const int erf = sole_consumer(out_name(idx));
+        if (erf < 0 || op_of(erf) != "Erf") return false;
+        const int plus = sole_consumer(out_name(erf));
+        if (plus < 0 || op_of(plus) != "Add" || !scalar_operand(plus, out_name(erf), 1.0))
+            return false;
+        const int times_x = sole_consumer(out_name(plus));
+        if (times_x < 0 || op_of(times_x) != "Mul" || num_inputs(times_x) != 2) return false;
+        const bool uses_x = (in_name(times_x, 0) == x && in_name(times_x, 1) == out_name(plus)) ||
+                            (in_name(times_x, 1) == x && in_name(times_x, 0) == out_name(plus));
+        if (!uses_x) return false;
+        const int half = sole_consumer(out_name(times_x));
+        if (half < 0 || op_of(half) != "Mul" || !scalar_operand(half, out_name(times_x), 0.5))
+            return false;
+        for (int n : {erf, plus, times_x, half}) done_[static_cast<size_t>(n)] = true;
+        const std::string& name = gp_.node(idx).name();
+        const std::string module = module_of(name);
+        const std::string base = (module == name ? std::string() : module) + "/Gelu";
+        define(half, 0, {add(idx, base, OpKind::Gelu, {act(idx, 0)}, {}), {}});
+        return true;
+    }
+
+    bool reduces_last_axis(int idx, const Shape& s) const {
+        if (attr_int(idx, "keepdims", 1) != 1) return false;
+        const auto axes = axes_of(idx);
+        return axes && axes->size() == 1 &&
+               ((*axes)[0] == -1 || (*axes)[0] == static_cast<int64_t>(s.rank()) - 1);
+    }
+
+    // ReduceMean → Sub → Pow 2 → ReduceMean → Add ε → Sqrt → Div (→ Mul w → Add b): LayerNorm as
+    // exporters write it below opset 17.
+    bool try_layernorm(int idx) {
+        if (is_const(idx, 0)) return false;
+        const ValueId xv = act(idx, 0);
+        const Shape xs = shape_of(xv);
+        const std::string& x = in_name(idx, 0);
+        if (!reduces_last_axis(idx, xs)) return false;
+        const int sub = sole_consumer(out_name(idx));
+        if (sub < 0 || op_of(sub) != "Sub" || num_inputs(sub) != 2 || in_name(sub, 0) != x ||
+            in_name(sub, 1) != out_name(idx))
+            return false;
+        auto it = consumers_.find(out_name(sub));
+        if (it == consumers_.end() || it->second.size() != 2) return false;
+        int pow = -1, div = -1;
+        for (int c : it->second) {
+            if (op_of(c) == "Pow") pow = c;
+            if (op_of(c) == "Div") div = c;
+        }
+        if (pow < 0 || div < 0 || in_name(pow, 0) != out_name(sub) ||
+            !scalar_operand(pow, out_name(sub), 2.0) || in_name(div, 0) != out_name(sub))
+            return false;
+        const int mean2 = sole_consumer(out_name(pow));
+        if (mean2 < 0 || op_of(mean2) != "ReduceMean" || !reduces_last_axis(mean2, xs))
+            return false;
+        const int plus = sole_consumer(out_name(mean2));
+        if (plus < 0 || op_of(plus) != "Add") return false;
+        const Const* eps = other_const(plus, out_name(mean2));
+        if (!eps || !eps->scalar_like() || !(eps->at(0) > 0)) return false;
+        const int sqrt = sole_consumer(out_name(plus));
+        if (sqrt < 0 || op_of(sqrt) != "Sqrt" || sole_consumer(out_name(sqrt)) != div ||
+            in_name(div, 1) != out_name(sqrt))
+            return false;
+        std::vector<int> group = {sub, pow, mean2, plus, sqrt, div};
+        int last = div;
+        const int64_t d = xs[-1];
+        std::vector<ParamSource> params;
+        const int mul = sole_consumer(out_name(div));
+        const Const* w =
+            mul >= 0 && op_of(mul) == "Mul" ? other_const(mul, out_name(div)) : nullptr;
+        if (w && w->is_float && static_cast<int64_t>(w->size()) == d) {
+            params.push_back(param_from(mul, *w, w->f));
+            group.push_back(mul);
+            last = mul;
+            const int badd = sole_consumer(out_name(mul));
+            const Const* b =
+                badd >= 0 && op_of(badd) == "Add" ? other_const(badd, out_name(mul)) : nullptr;
+            if (b && b->is_float && static_cast<int64_t>(b->size()) == d) {
+                params.push_back(param_from(badd, *b, b->f));
+                group.push_back(badd);
+                last = badd;
+            }
+        }
+        for (int n : group) done_[static_cast<size_t>(n)] = true;
+        define(
+            last, 0,
+            {add(idx, module_or_name(idx), OpKind::LayerNorm, {xv}, {{"eps", eps->at(0)}}, params),
+             {}});
+        return true;
+    }
+
+    // --- the loss
+    // ----------------------------------------------------------------------------------
+
+    void add_loss() {
+        auto it = env_.find(output_);
+        if (it == env_.end() || it->second.c)
+            fail("the graph's output '" + output_ +
+                 "' is a constant: it does not depend on the network's input");
+        const ValueId y = it->second.value;
+        try {
+            if (opt_.loss == ImportLoss::SumSquares) {
+                g_.add_node(unique_name("loss"), OpKind::SumSquares, std::vector<ValueId>{y}, {},
+                            {"loss"});
+            } else {
+                const Shape& s = shape_of(y);
+                if (s.rank() != 2)
+                    fail("cross_entropy needs a [rows, classes] output, but '" + output_ + "' is " +
+                         format_dims(s));
+                const ValueId labels =
+                    g_.add_input(unique_name("labels"), DType::I32, Shape{s[0]}, s[1]);
+                g_.add_node(unique_name("loss"), OpKind::CrossEntropy,
+                            std::vector<ValueId>{y, labels}, {}, {"loss"});
+            }
+        } catch (const Error& e) {
+            fail(e.what());
+        }
+    }
+
+    const onnx::ModelProto& model_;
+    const onnx::GraphProto& gp_;
+    std::string origin_;
+    OnnxImportOptions opt_;
+    int64_t opset_ = 0;
+    Graph g_;
+    std::unordered_map<std::string, Entry> env_;
+    std::set<std::string> initializer_inputs_;
+    std::set<std::string> used_names_;
+    std::unordered_map<std::string, int> producer_;
+    std::unordered_map<std::string, std::vector<int> > consumers_;
+    std::map<std::string, int> param_owner_;
+    std::vector<int> order_;
+    std::vector<bool> done_;
+    std::string output_;
+};
+
+}  // namespace
+
+Graph network_from_onnx(const std::string& bytes, const std::string& origin,
+                        const OnnxImportOptions& opt) {
+    if (bytes.size() > opt.max_file_bytes || bytes.size() > static_cast<size_t>(INT_MAX))
+        throw Error(origin + ": the model is " + std::to_string(bytes.size()) +
+                    " bytes, more than the limit of " +
+                    std::to_string(std::min<uint64_t>(opt.max_file_bytes, INT_MAX)) + " bytes");
+    if (bytes.empty()) throw Error(origin + ": the file is empty; it is not an ONNX model");
+    onnx::ModelProto model;
+    google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+    google::protobuf::io::CodedInputStream in(&raw);
+    // No field may claim more bytes than the file has; nesting stays shallow.
+    in.SetTotalBytesLimit(static_cast<int>(bytes.size()));
+    in.SetRecursionLimit(64);
+    if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+        throw Error(origin +
+                    ": not a valid ONNX model (the protobuf data is truncated or malformed); "
+                    "export the network again");
+    return Importer(model, origin, opt).run();
+}
+
+Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+        throw Error("cannot open ONNX file '" + path + "': no such file");
+    if (std::filesystem::is_directory(status))
+        throw Error("cannot open ONNX file '" + path + "': it is a directory");
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > opt.max_file_bytes)
+        throw Error("ONNX file '" + path + "' is " + std::to_string(size) +
+                    " bytes, more than the limit of " + std::to_string(opt.max_file_bytes) +
+                    " bytes");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot open ONNX file '" + path + "'");
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    if (in.bad()) throw Error("reading ONNX file '" + path + "' failed");
+    return network_from_onnx(buf.str(), path, opt);
+}
+
+#endif
+
+}  // namespace rl

@@ -1,0 +1,546 @@
+// ONNX import: the fixtures exported by PyTorch (scripts/make-onnx-fixtures) load with their
+// weights, their gradients match PyTorch's float64 reference, every strategy keeps the invariants
+// on them; and bad files are refused with a message naming what is wrong.
+//
+// Malformed models are written here with a small protobuf encoder (the field numbers of
+// onnx/onnx.proto), so the test needs no ONNX headers and can write what no exporter would.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/errors.h"
+#include "engine/executor.h"
+#include "engine/networks/onnx_import.h"
+#include "engine/networks/presets.h"
+#include "engine/npy.h"
+#include "engine/simulator.h"
+#include "strategies/strategy.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
+
+std::string read_bytes(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// --- a protobuf writer -----------------------------------------------------------------------
+
+struct Pb {
+    std::string b;
+
+    Pb& varint(uint64_t v) {
+        while (v >= 0x80) {
+            b += static_cast<char>((v & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        b += static_cast<char>(v);
+        return *this;
+    }
+    Pb& key(int field, int wire) { return varint(static_cast<uint64_t>(field) << 3 | wire); }
+    Pb& i(int field, int64_t v) { return key(field, 0).varint(static_cast<uint64_t>(v)); }
+    Pb& bytes(int field, const std::string& s) {
+        key(field, 2).varint(s.size());
+        b += s;
+        return *this;
+    }
+    Pb& msg(int field, const Pb& m) { return bytes(field, m.b); }
+    Pb& f32(int field, float v) {
+        key(field, 5);
+        char c[4];
+        std::memcpy(c, &v, 4);
+        b.append(c, 4);
+        return *this;
+    }
+};
+
+// onnx.proto field numbers.
+namespace model {
+constexpr int kIrVersion = 1, kGraph = 7, kOpset = 8;
+}
+namespace graph {
+constexpr int kNode = 1, kName = 2, kInitializer = 5, kInput = 11, kOutput = 12;
+}
+namespace node {
+constexpr int kInput = 1, kOutput = 2, kName = 3, kOpType = 4, kAttribute = 5;
+}
+namespace attr {
+constexpr int kName = 1, kF = 2, kI = 3, kInts = 8, kType = 20;
+constexpr int kFloat = 1, kInt = 2, kIntsType = 7;
+}  // namespace attr
+namespace tensor {
+constexpr int kDims = 1, kDataType = 2, kFloatData = 4, kName = 8, kRawData = 9;
+constexpr int kFloat = 1;
+}  // namespace tensor
+
+Pb value_info(const std::string& name, const std::vector<int64_t>& dims,
+              const std::string& symbolic_dim = "") {
+    Pb shape;
+    for (int64_t d : dims) shape.msg(1, Pb().i(1, d));
+    if (!symbolic_dim.empty()) shape.msg(1, Pb().bytes(2, symbolic_dim));
+    Pb tensor_type;
+    tensor_type.i(1, tensor::kFloat).msg(2, shape);
+    Pb type;
+    type.msg(1, tensor_type);
+    return Pb().bytes(1, name).msg(2, type);
+}
+
+Pb make_node(const std::string& op, const std::vector<std::string>& in,
+             const std::vector<std::string>& out, const std::string& name = "",
+             const std::vector<Pb>& attrs = {}) {
+    Pb n;
+    for (const auto& s : in) n.bytes(node::kInput, s);
+    for (const auto& s : out) n.bytes(node::kOutput, s);
+    n.bytes(node::kName, name.empty() ? op + "_" + out.front() : name);
+    n.bytes(node::kOpType, op);
+    for (const auto& a : attrs) n.msg(node::kAttribute, a);
+    return n;
+}
+
+Pb int_attr(const std::string& name, int64_t v) {
+    return Pb().bytes(attr::kName, name).i(attr::kI, v).i(attr::kType, attr::kInt);
+}
+Pb float_attr(const std::string& name, float v) {
+    return Pb().bytes(attr::kName, name).f32(attr::kF, v).i(attr::kType, attr::kFloat);
+}
+Pb ints_attr(const std::string& name, const std::vector<int64_t>& v) {
+    Pb a;
+    a.bytes(attr::kName, name);
+    for (int64_t x : v) a.i(attr::kInts, x);
+    return a.i(attr::kType, attr::kIntsType);
+}
+
+Pb float_tensor(const std::string& name, const std::vector<int64_t>& dims, size_t count) {
+    Pb t;
+    for (int64_t d : dims) t.i(tensor::kDims, d);
+    t.i(tensor::kDataType, tensor::kFloat).bytes(tensor::kName, name);
+    std::string raw(count * 4, '\0');
+    for (size_t k = 0; k < count; ++k) {
+        const float v = 0.01f * static_cast<float>(k % 17);
+        std::memcpy(raw.data() + 4 * k, &v, 4);
+    }
+    return t.bytes(tensor::kRawData, raw);
+}
+
+struct ModelBuilder {
+    Pb g;
+    ModelBuilder() { g.bytes(graph::kName, "test"); }
+    ModelBuilder& input(const std::string& name, const std::vector<int64_t>& dims,
+                        const std::string& symbolic = "") {
+        g.msg(graph::kInput, value_info(name, dims, symbolic));
+        return *this;
+    }
+    ModelBuilder& output(const std::string& name) {
+        g.msg(graph::kOutput, value_info(name, {}));
+        return *this;
+    }
+    ModelBuilder& add(const Pb& node) {
+        g.msg(graph::kNode, node);
+        return *this;
+    }
+    ModelBuilder& init(const Pb& t) {
+        g.msg(graph::kInitializer, t);
+        return *this;
+    }
+    // x [4, 8] → Gemm(W [3, 8], b [3]) → y: the smallest valid model.
+    ModelBuilder& small_linear(const std::string& w = "fc.weight", const std::string& b = "fc.bias",
+                               const std::string& out = "y") {
+        init(float_tensor(w, {3, 8}, 24));
+        init(float_tensor(b, {3}, 3));
+        return add(make_node("Gemm", {"x", w, b}, {out}, "/fc/Gemm", {int_attr("transB", 1)}));
+    }
+    std::string bytes() const {
+        Pb m;
+        m.i(model::kIrVersion, 8)
+            .msg(model::kOpset, Pb().bytes(1, "").i(2, 13))
+            .msg(model::kGraph, g);
+        return m.b;
+    }
+};
+
+std::string error_of(const std::string& bytes, const OnnxImportOptions& opt = {}) {
+    try {
+        network_from_onnx(bytes, "m.onnx", opt);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+#define EXPECT_REFUSED(bytes, ...)                         \
+    do {                                                   \
+        const std::string msg_ = error_of(bytes);          \
+        for (const char* part_ : {__VA_ARGS__})            \
+            EXPECT_NE(msg_.find(part_), std::string::npos) \
+                << "'" << part_ << "' not in: " << msg_;   \
+    } while (0)
+
+// Every ONNX test skips, with the reason, in a build configured with -DREMATLAB_ONNX=OFF.
+#define REQUIRE_ONNX()                                                                  \
+    do {                                                                                \
+        if (!onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF"; \
+    } while (0)
+
+// --- the fixtures ------------------------------------------------------------------------------
+
+struct Fixture {
+    std::string name;
+    Graph g;
+    GivenInput input;
+};
+
+Fixture load_fixture(const std::string& name) {
+    Fixture f{name, load_network((kFixtures / (name + ".onnx")).string()), {}};
+    f.input.name = "x";
+    f.input.values = read_npy_f32((kFixtures / (name + ".input.npy")).string(), f.input.shape);
+    return f;
+}
+
+class OnnxFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxFixture, GradientsMatchPyTorchFloat64Reference) {
+    REQUIRE_ONNX();
+    const Fixture f = load_fixture(GetParam());
+    const RunData data = RunData::seeded(f.g, {f.input});
+    auto backend = make_cpu_backend(1);
+    const Plan none = plan_with(f.g, CostModel{}, Spec{"none", {}});
+    const Execution run = execute(f.g, none.schedule, *backend, data);
+
+    double ref_loss = 0;
+    std::ifstream(kFixtures / (GetParam() + ".loss.txt")) >> ref_loss;
+    EXPECT_NEAR(run.loss, ref_loss, 1e-5 * std::fabs(ref_loss));
+
+    const fs::path grads = kFixtures / (GetParam() + ".grads");
+    std::set<std::string> expected, imported;
+    for (const auto& e : fs::directory_iterator(grads)) expected.insert(e.path().stem().string());
+    for (ParamId p = 0; p < f.g.num_params(); ++p) {
+        const Param& par = f.g.param(p);
+        imported.insert(par.name);
+        EXPECT_EQ(par.init, ParamInit::Given) << par.name;
+        Shape ref_shape;
+        const auto ref = read_npy_f32((grads / (par.name + ".npy")).string(), ref_shape);
+        ASSERT_EQ(ref_shape, par.shape) << par.name;
+        const auto& got = run.param_grads[static_cast<size_t>(p)];
+        double scale = 0, worst = 0;
+        for (size_t k = 0; k < ref.size(); ++k) {
+            scale = std::max(scale, static_cast<double>(std::fabs(ref[k])));
+            worst = std::max(worst, static_cast<double>(std::fabs(ref[k] - got[k])));
+        }
+        // float32 arithmetic against a float64 reference: a few ulps of the tensor's scale.
+        EXPECT_LE(worst, 2e-6 * std::max(scale, 1.0)) << par.name << " (scale " << scale << ")";
+    }
+    // Parameters keep their PyTorch (initializer) names, and every one was imported.
+    EXPECT_EQ(imported, expected);
+}
+
+TEST_P(OnnxFixture, EveryStrategyKeepsPeakAndGradientInvariants) {
+    REQUIRE_ONNX();
+    const Fixture f = load_fixture(GetParam());
+    const RunData data = RunData::seeded(f.g, {f.input});
+    auto backend = make_cpu_backend(1);
+    const CostModel costs = CostModel::analytic(f.g, DeviceRates{});
+    const Plan none = plan_with(f.g, costs, Spec{"none", {}});
+    const auto reference = execute(f.g, none.schedule, *backend, data).param_grads;
+    for (const Strategy* s : strategies()) {
+        SCOPED_TRACE(std::string(s->name()));
+        const Plan plan = plan_with(f.g, costs, Spec{std::string(s->name()), {}});
+        ASSERT_NE(plan.status, PlanStatus::Infeasible) << plan.message;
+        const Simulation sim = simulate(f.g, plan.schedule, costs);
+        const Execution run = execute(f.g, plan.schedule, *backend, data);
+        EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
+        for (size_t p = 0; p < reference.size(); ++p)
+            EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
+                                     reference[p].size() * sizeof(float)))
+                << f.g.param(static_cast<ParamId>(p)).name;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
+                         ::testing::Values("mlp", "cnn", "transformer"));
+
+TEST(OnnxImport, FusesPyTorchPatternsIntoOurOps) {
+    REQUIRE_ONNX();
+    const Graph t = load_network((kFixtures / "transformer.onnx").string());
+    int gelu = 0, layernorm = 0, linear = 0, matmul = 0;
+    for (const Node& n : t.nodes()) {
+        gelu += n.op == OpKind::Gelu;
+        layernorm += n.op == OpKind::LayerNorm;
+        linear += n.op == OpKind::Linear;
+        matmul += n.op == OpKind::MatMul;
+    }
+    EXPECT_EQ(gelu, 1);
+    EXPECT_EQ(layernorm, 2);
+    EXPECT_EQ(linear, 6);  // q, k, v, proj, fc1, fc2: MatMul + Add(bias) each
+    EXPECT_EQ(matmul, 2);  // the scores (with 1/√d as alpha) and the weighted values
+    EXPECT_EQ(t.node(t.loss_node()).op, OpKind::SumSquares);
+
+    const Graph c = load_network((kFixtures / "cnn.onnx").string());
+    int bn = 0, conv = 0;
+    for (const Node& n : c.nodes()) {
+        bn += n.op == OpKind::BatchNorm;
+        conv += n.op == OpKind::Conv2d;
+    }
+    EXPECT_EQ(bn, 2);
+    EXPECT_EQ(conv, 3);
+}
+
+TEST(OnnxImport, CrossEntropyLossOnRequest) {
+    REQUIRE_ONNX();
+    OnnxImportOptions opt;
+    opt.loss = ImportLoss::CrossEntropy;
+    const Graph g = load_onnx_file((kFixtures / "mlp.onnx").string(), opt);
+    EXPECT_EQ(g.node(g.loss_node()).op, OpKind::CrossEntropy);
+    ASSERT_EQ(g.inputs().size(), 2u);
+    EXPECT_EQ(g.value(g.inputs()[1]).label_classes, 10);
+}
+
+TEST(OnnxImport, SmallHandWrittenModelLoads) {
+    REQUIRE_ONNX();
+    const Graph g =
+        network_from_onnx(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes());
+    ASSERT_EQ(g.num_params(), 2);
+    EXPECT_EQ(g.param(0).name, "fc.weight");
+    EXPECT_EQ(g.param(1).name, "fc.bias");
+    EXPECT_EQ(g.value(g.node(0).output).shape, (Shape{4, 3}));
+}
+
+TEST(OnnxImport, ConvSamePaddingIsComputed) {
+    REQUIRE_ONNX();
+    Pb same;
+    same.bytes(attr::kName, "auto_pad").bytes(4, "SAME_UPPER").i(attr::kType, 3);
+    const Graph g = network_from_onnx(
+        ModelBuilder()
+            .input("x", {1, 2, 7, 7})
+            .init(float_tensor("w", {4, 2, 3, 3}, 72))
+            .add(make_node("Conv", {"x", "w"}, {"y"}, "c", {ints_attr("strides", {2, 2}), same}))
+            .output("y")
+            .bytes());
+    EXPECT_EQ(g.output_of(0).shape, (Shape{1, 4, 4, 4}));  // ceil(7 / 2)
+}
+
+// --- refusals ----------------------------------------------------------------------------------
+
+TEST(OnnxRefusals, NotOnnxEmptyTruncated) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(std::string(), "empty");
+    EXPECT_REFUSED(std::string("{\"format\": \"rematlab-network\"}"), "not a valid ONNX model");
+    EXPECT_REFUSED(std::string("\x08\x01", 2), "not an ONNX model");
+    const std::string full = read_bytes(kFixtures / "mlp.onnx");
+    for (size_t cut : {full.size() / 2, full.size() - 1, size_t{7}})
+        EXPECT_NE(error_of(full.substr(0, cut)), "(no error)") << "cut at " << cut;
+}
+
+TEST(OnnxRefusals, HugeProtobufFieldsAndFiles) {
+    REQUIRE_ONNX();
+    // A length prefix claiming ~2 GiB for the graph field: protobuf's limits stop it.
+    Pb m;
+    m.i(model::kIrVersion, 8).key(model::kGraph, 2).varint(uint64_t{2} << 30);
+    m.b += "tiny";
+    EXPECT_REFUSED(m.b, "not a valid ONNX model");
+    OnnxImportOptions small;
+    small.max_file_bytes = 16;
+    EXPECT_NE(error_of(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), small)
+                  .find("more than the limit of 16 bytes"),
+              std::string::npos);
+}
+
+TEST(OnnxRefusals, NonPositiveSymbolicAndOverflowingDims) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(ModelBuilder().input("x", {4, 0}).small_linear().output("y").bytes(),
+                   "input 0 'x'", "dimension 1 is 0");
+    EXPECT_REFUSED(ModelBuilder().input("x", {-4, 8}).small_linear().output("y").bytes(),
+                   "dimension 0 is -4");
+    EXPECT_REFUSED(ModelBuilder().input("x", {4}, "batch").small_linear().output("y").bytes(),
+                   "symbolic ('batch')");
+    // An initializer whose dimensions multiply past 2^62, and one with a negative dimension.
+    Pb huge;
+    huge.i(tensor::kDims, int64_t{1} << 40).i(tensor::kDims, int64_t{1} << 40);
+    huge.i(tensor::kDataType, tensor::kFloat).bytes(tensor::kName, "big");
+    EXPECT_REFUSED(ModelBuilder().init(huge).input("x", {4, 8}).small_linear().output("y").bytes(),
+                   "'big'", "overflows 2^62");
+    Pb negative;
+    negative.i(tensor::kDims, -2).i(tensor::kDataType, tensor::kFloat).bytes(tensor::kName, "neg");
+    EXPECT_REFUSED(
+        ModelBuilder().init(negative).input("x", {4, 8}).small_linear().output("y").bytes(),
+        "'neg'", "negative dimension");
+    // An activation overflowing after shape inference: Reshape to 2^31·2^31·2^31 elements.
+    Pb shape;
+    shape.i(tensor::kDims, 3).i(tensor::kDataType, 7).bytes(tensor::kName, "s");
+    for (int k = 0; k < 3; ++k) shape.i(7, int64_t{1} << 31);
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .init(shape)
+                       .add(make_node("Reshape", {"x", "s"}, {"r"}))
+                       .add(make_node("Relu", {"r"}, {"y"}))
+                       .output("y")
+                       .bytes(),
+                   "Reshape", "overflows");
+}
+
+TEST(OnnxRefusals, TensorsAboveTheConfiguredLimit) {
+    REQUIRE_ONNX();
+    OnnxImportOptions opt;
+    opt.max_tensor_bytes = 64;
+    const std::string msg =
+        error_of(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), opt);
+    EXPECT_NE(msg.find("more than the limit of 64 bytes per tensor"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'fc.weight'"), std::string::npos) << msg;
+    // Data that does not match the declared shape is refused before it is copied.
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .init(float_tensor("w", {3, 8}, 5))
+                       .add(make_node("Gemm", {"x", "w"}, {"y"}, "", {int_attr("transB", 1)}))
+                       .output("y")
+                       .bytes(),
+                   "'w'", "24 elements", "holds 5");
+}
+
+TEST(OnnxRefusals, CyclesDanglingInputsDuplicateNames) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Relu", {"b"}, {"a"}, "first"))
+                       .add(make_node("Add", {"a", "x"}, {"b"}, "second"))
+                       .add(make_node("Relu", {"b"}, {"y"}, "last"))
+                       .output("y")
+                       .bytes(),
+                   "cycle", "'first'", "'second'");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Add", {"x", "ghost"}, {"a"}, "adder"))
+                       .add(make_node("Relu", {"nobody"}, {"y"}, "relu"))
+                       .output("y")
+                       .bytes(),
+                   "2 node input(s)", "'adder' (Add) reads 'ghost'",
+                   "'relu' (Relu) reads 'nobody'");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Relu", {"x"}, {"a"}, "one"))
+                       .add(make_node("Tanh", {"x"}, {"a"}, "two"))
+                       .add(make_node("Relu", {"a"}, {"y"}))
+                       .output("y")
+                       .bytes(),
+                   "output 'a' is also the output of", "'one'");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .init(float_tensor("w", {3, 8}, 24))
+                       .init(float_tensor("w", {3, 8}, 24))
+                       .small_linear()
+                       .output("y")
+                       .bytes(),
+                   "'w'", "used twice");
+    // Tied weights: one initializer as the weight of two layers.
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .init(float_tensor("w", {8, 8}, 64))
+                       .add(make_node("Gemm", {"x", "w"}, {"a"}, "g1"))
+                       .add(make_node("Gemm", {"a", "w"}, {"y"}, "g2"))
+                       .output("y")
+                       .bytes(),
+                   "'w' is also a weight of", "tied");
+}
+
+TEST(OnnxRefusals, WrongAttributeTypes) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .init(float_tensor("w", {3, 8}, 24))
+                       .add(make_node("Gemm", {"x", "w"}, {"y"}, "g", {float_attr("transB", 1)}))
+                       .output("y")
+                       .bytes(),
+                   "'g' (Gemm)", "attribute 'transB' is FLOAT, expected INT");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {1, 2, 8, 8})
+                       .init(float_tensor("w", {4, 2, 3, 3}, 72))
+                       .add(make_node("Conv", {"x", "w"}, {"y"}, "c", {int_attr("pads", 1)}))
+                       .output("y")
+                       .bytes(),
+                   "attribute 'pads' is INT, expected INTS");
+}
+
+TEST(OnnxRefusals, UnsupportedOpsAllAtOnceWithTheSupportedList) {
+    REQUIRE_ONNX();
+    const std::string msg = error_of(ModelBuilder()
+                                         .input("x", {4, 8})
+                                         .add(make_node("TopK", {"x"}, {"a"}, "topk"))
+                                         .add(make_node("Relu", {"a"}, {"b"}))
+                                         .add(make_node("Einsum", {"b"}, {"y"}, "einsum"))
+                                         .output("y")
+                                         .bytes());
+    EXPECT_NE(msg.find("2 nodes use ops RematLab cannot import"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 0 'topk' (TopK)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 2 'einsum' (Einsum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Supported ONNX ops: Add, AveragePool"), std::string::npos) << msg;
+}
+
+TEST(OnnxRefusals, UnsupportedFormsOfSupportedOps) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Mul", {"x", "x"}, {"y"}, "sq"))
+                       .output("y")
+                       .bytes(),
+                   "'sq' (Mul)", "GELU pattern");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Softmax", {"x"}, {"y"}, "sm", {int_attr("axis", 0)}))
+                       .output("y")
+                       .bytes(),
+                   "over the last axis");
+}
+
+TEST(OnnxRefusals, MissingFile) {
+    REQUIRE_ONNX();
+    EXPECT_THROW(load_network("/nonexistent/model.onnx"), Error);
+    EXPECT_THROW(load_network(kFixtures.string() + "/"), Error);
+}
+
+// --- the engine pieces the importer uses -----------------------------------------------------
+
+TEST(GivenParams, NamesAndValuesOverrideTheDefaults) {
+    Graph g("t", 1);
+    g.add_input("x", DType::F32, Shape{2, 3});
+    auto w = std::make_shared<const std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+    g.add_node("fc", OpKind::Linear, std::vector<std::string>{"x"}, {{"out_features", 2}}, {},
+               {ParamSource{"my.weight", w}});
+    EXPECT_THROW(g.add_node("fc2", OpKind::Linear, std::vector<std::string>{"fc"},
+                            {{"out_features", 2}}, {}, {ParamSource{"my.weight", nullptr}}),
+                 Error);
+    EXPECT_THROW(g.add_node("fc3", OpKind::Linear, std::vector<std::string>{"fc"},
+                            {{"out_features", 2}}, {}, {ParamSource{"", w}, ParamSource{"", w}}),
+                 Error);                                     // the bias needs 2 values, not 6
+    EXPECT_FALSE(g.find_node("fc2") || g.find_node("fc3"));  // refused nodes leave no trace
+    g.add_node("loss", OpKind::SumSquares, std::vector<std::string>{"fc"});
+    g.finalize();
+    EXPECT_EQ(g.param(0).name, "my.weight");
+    EXPECT_EQ(g.param(1).name, "fc.bias");
+    const RunData d = RunData::seeded(g);
+    EXPECT_EQ(d.params[0], *w);
+
+    GivenInput bad{"x", Shape{3, 2}, std::vector<float>(6, 1.0f)};
+    EXPECT_THROW(RunData::seeded(g, {bad}), Error);
+    GivenInput missing{"nope", Shape{2, 3}, std::vector<float>(6, 1.0f)};
+    EXPECT_THROW(RunData::seeded(g, {missing}), Error);
+    GivenInput good{"x", Shape{2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6}};
+    const RunData d2 = RunData::seeded(g, {good});
+    float first = 0;
+    std::memcpy(&first, d2.inputs[0].data(), 4);
+    EXPECT_EQ(first, 1.0f);
+}
+
+}  // namespace
+}  // namespace rl

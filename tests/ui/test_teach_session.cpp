@@ -1,0 +1,267 @@
+// Teach mode, guided tours and sessions, offscreen.
+#include <gtest/gtest.h>
+
+#include <QFile>
+#include <QLineSeries>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+
+#include "engine/errors.h"
+#include "engine/networks/network_json.h"
+#include "engine/networks/presets.h"
+#include "ui/evaluation.h"
+#include "ui/graph_view.h"
+#include "ui/main_window.h"
+#include "ui/memory_chart.h"
+#include "ui/residuals_panel.h"
+#include "ui/results_model.h"
+#include "ui/schedule_trace.h"
+#include "ui/session.h"
+#include "ui/teach_panel.h"
+#include "ui/tours.h"
+
+namespace rl::ui {
+namespace {
+
+constexpr int kWaitMs = 120000;
+const QString kSmall = QStringLiteral("mlp:depth=4,width=16,batch=8");
+
+RunSummary planned(const QStringList& strategies, bool execute = false) {
+    RunRequest r;
+    r.network = kSmall;
+    r.strategies = strategies;
+    return evaluate_all(r, execute);
+}
+
+TEST(UiTeach, SteppingForwardAndBackReturnsToTheSameState) {
+    const RunSummary s = planned({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")});
+    TeachPanel teach;
+    teach.setResults(s.results);
+    teach.setStrategies(1, 0);
+    ASSERT_GT(teach.size(), 0);
+    const ScheduleState start = *teach.state();
+    std::vector<ScheduleState> seen{start};
+    std::vector<QString> sentences{teach.sentence()};
+    while (teach.position() < teach.size()) {
+        teach.stepForward();
+        seen.push_back(*teach.state());
+        sentences.push_back(teach.sentence());
+    }
+    // Back, one step at a time: every state and sentence comes back exactly.
+    for (long p = teach.size(); p > 0; --p) {
+        teach.stepBack();
+        ASSERT_EQ(*teach.state(), seen[size_t(p - 1)]) << p;
+        ASSERT_EQ(teach.sentence(), sentences[size_t(p - 1)]) << p;
+    }
+    EXPECT_EQ(*teach.state(), start);
+    // The sentence is the engine's.
+    teach.seek(7);
+    const ScheduleTrace& t = *s.results[1].trace;
+    const Explanation e = ScheduleExplainer(*t.graph, t.plan, t.sim, t.costs).explain(6);
+    ASSERT_NE(teach.explanation(), nullptr);
+    EXPECT_EQ(teach.explanation()->why, e.why);
+    EXPECT_TRUE(teach.sentence().contains(QString::fromStdString(e.what)));
+}
+
+TEST(UiTeach, LockstepMovesBothToTheBackwardOfTheSameNode) {
+    const RunSummary s = planned({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")});
+    TeachPanel teach;
+    teach.setResults(s.results);
+    teach.setStrategies(1, 0);
+    for (int k = 0; k < 4; ++k) {
+        teach.nextBackward();
+        ASSERT_NE(teach.explanation(), nullptr);
+        ASSERT_NE(teach.rightExplanation(), nullptr);
+        EXPECT_EQ(teach.explanation()->instruction.kind, InstrKind::Backward);
+        EXPECT_EQ(teach.rightExplanation()->instruction, teach.explanation()->instruction);
+    }
+    // Plain steps move both by one instruction.
+    const long left = teach.position();
+    const long right = teach.rightState()->position;
+    teach.stepForward();
+    EXPECT_EQ(teach.position(), left + 1);
+    EXPECT_EQ(teach.rightState()->position, right + 1);
+}
+
+TEST(UiTeach, WindowShowsTheViewsAndFollowsTheSteps) {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    w.setNetworkSpec(kSmall);
+    w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")});
+    ASSERT_TRUE(plan.wait(kWaitMs));
+    auto* tabs = w.findChild<QTabWidget*>();
+    ASSERT_NE(tabs, nullptr);
+    QStringList names;
+    for (int i = 0; i < tabs->count(); ++i) names << tabs->tabText(i);
+    EXPECT_TRUE(names.contains(QStringLiteral("Graph")));
+    EXPECT_TRUE(names.contains(QStringLiteral("Schedule matrix")));
+    EXPECT_TRUE(names.contains(QStringLiteral("Saved residuals")));
+    ASSERT_NE(w.graphView()->trace(), nullptr);
+    EXPECT_GT(w.teachPanel()->size(), 0);
+    EXPECT_GT(w.residualsPanel()->residuals().rows.size(), 0u);
+    w.showTeachMode(true);
+    w.teachPanel()->seek(3);
+    // The memory chart's teach cursor is a two-point vertical line.
+    QLineSeries* cursor = nullptr;
+    for (QAbstractSeries* s : w.memoryChart()->chart()->series())
+        if (s->name() == QLatin1String("teach mode")) cursor = qobject_cast<QLineSeries*>(s);
+    ASSERT_NE(cursor, nullptr);
+    EXPECT_EQ(cursor->count(), 2);
+    w.showTeachMode(false);
+    EXPECT_EQ(cursor->count(), 0);
+}
+
+TEST(UiTour, EveryStepHasItsFiguresAndATourLoadsIntoTheWindow) {
+    for (const Tour& t : tours()) {
+        EXPECT_GE(t.steps.size(), 1u) << t.name.toStdString();
+        for (const TourStep& s : t.steps) {
+            const QString text = s.text();
+            EXPECT_GT(text.size(), 80) << t.name.toStdString();
+            EXPECT_FALSE(text.contains(QStringLiteral("%1"))) << text.toStdString();
+        }
+    }
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    int revolve = -1;
+    for (size_t i = 0; i < tours().size(); ++i)
+        if (tours()[i].name == QLatin1String("revolve")) revolve = int(i);
+    ASSERT_GE(revolve, 0);
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    w.startTour(revolve);
+    while (!(w.teachPanel()->trace() && w.teachPanel()->trace()->spec.rfind("revolve", 0) == 0))
+        ASSERT_TRUE(plan.wait(kWaitMs));
+    QCoreApplication::processEvents();
+    EXPECT_TRUE(w.tourPanel()->text().contains(QStringLiteral("repetition number is r = ")));
+    EXPECT_GT(w.teachPanel()->position(), 0);  // at the first recompute
+    ASSERT_NE(w.teachPanel()->explanation(), nullptr);
+    EXPECT_TRUE(w.teachPanel()->explanation()->recompute);
+}
+
+void expect_same_results(const std::vector<StrategyResult>& a,
+                         const std::vector<StrategyResult>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        const StrategyResult &x = a[i], &y = b[i];
+        EXPECT_EQ(x.spec, y.spec);
+        EXPECT_EQ(x.status, y.status);
+        EXPECT_EQ(x.predicted_peak, y.predicted_peak);
+        EXPECT_EQ(x.predicted_total_ms, y.predicted_total_ms);
+        EXPECT_EQ(x.recomputes, y.recomputes);
+        EXPECT_EQ(x.executed, y.executed);
+        EXPECT_EQ(x.measured_peak, y.measured_peak);
+        EXPECT_EQ(x.total_ms, y.total_ms);
+        EXPECT_EQ(x.loss, y.loss);
+        EXPECT_EQ(x.grads_equal, y.grads_equal);
+        for (const auto& [p, q] : {std::pair{x.predicted_timeline, y.predicted_timeline},
+                                   std::pair{x.measured_timeline, y.measured_timeline}}) {
+            ASSERT_EQ(bool(p), bool(q));
+            if (!p) continue;
+            ASSERT_EQ(p->points.size(), q->points.size());
+            for (size_t k = 0; k < p->points.size(); ++k) {
+                EXPECT_EQ(p->points[k].x, q->points[k].x);
+                EXPECT_EQ(p->points[k].y, q->points[k].y);
+            }
+            EXPECT_EQ(p->instruction, q->instruction);
+        }
+        ASSERT_EQ(bool(x.trace), bool(y.trace));
+        if (!x.trace) continue;
+        EXPECT_EQ(x.trace->plan.schedule.code, y.trace->plan.schedule.code);
+        EXPECT_EQ(x.trace->plan.checkpoints, y.trace->plan.checkpoints);
+        EXPECT_EQ(x.trace->sim.peak_bytes, y.trace->sim.peak_bytes);
+        EXPECT_EQ(x.trace->sim.total_ms(), y.trace->sim.total_ms());
+        for (size_t n = 0; n < x.trace->costs.size(); ++n)
+            EXPECT_EQ(x.trace->costs.forward_ms(NodeId(n)), y.trace->costs.forward_ms(NodeId(n)));
+        ASSERT_TRUE(x.instruction_text && y.instruction_text);
+        EXPECT_EQ(*x.instruction_text, *y.instruction_text);
+    }
+}
+
+TEST(UiSession, ASavedSessionReopensWithIdenticalResults) {
+    const RunSummary run =
+        planned({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")}, true);
+    Session s;
+    s.network_spec = kSmall;
+    s.graph = run.results[0].trace->graph;
+    s.strategies = {QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")};
+    s.budget = 123456;
+    s.threads = 1;
+    s.results = run.results;
+    s.baseline_ms = run.baseline_total_ms;
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("s.json"));
+    save_session(path, s);
+    const Session back = load_session(path);
+    EXPECT_EQ(back.network_spec, s.network_spec);
+    EXPECT_EQ(back.strategies, s.strategies);
+    EXPECT_EQ(back.budget, s.budget);
+    EXPECT_EQ(back.baseline_ms, s.baseline_ms);
+    EXPECT_EQ(network_to_json(*back.graph), network_to_json(*s.graph));
+    expect_same_results(back.results, s.results);
+
+    // Bad files say what is wrong.
+    QFile bad(dir.filePath(QStringLiteral("bad.json")));
+    ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
+    bad.write("{\"format\": \"rematlab-session\", \"version\": 99}");
+    bad.close();
+    try {
+        (void)load_session(bad.fileName());
+        FAIL() << "a newer version loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+    }
+}
+
+TEST(UiSession, TheWindowSavesAndReopensARun) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("window.json"));
+    std::vector<StrategyResult> before;
+    {
+        MainWindow w(false);
+        w.show();
+        w.setNetworkSpec(kSmall);
+        w.setStrategies({QStringLiteral("none"), QStringLiteral("periodic:k=2")});
+        QSignalSpy plan(&w, &MainWindow::planReady);
+        ASSERT_TRUE(plan.wait(kWaitMs));
+        QSignalSpy done(&w, &MainWindow::runCompleted);
+        w.startRun();
+        ASSERT_TRUE(done.wait(kWaitMs));
+        before = w.resultsModel()->results();
+        ASSERT_EQ(w.saveSession(path), QString());
+    }
+    MainWindow w(false);
+    w.show();
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    ASSERT_EQ(w.openSession(path), QString());
+    // The first plan after the load is replaced by the session's own results.
+    ASSERT_TRUE(plan.wait(kWaitMs));
+    expect_same_results(w.resultsModel()->results(), before);
+    EXPECT_EQ(w.networkSpec(), kSmall);
+    EXPECT_TRUE(w.resultsModel()->results()[0].executed);
+    // The views show the reopened plans.
+    ASSERT_NE(w.graphView()->trace(), nullptr);
+}
+
+TEST(UiSession, NetworkAndScheduleExports) {
+    const RunSummary s = planned({QStringLiteral("sqrt-n:segments=2")});
+    const ScheduleTrace& t = *s.results[0].trace;
+    QTemporaryDir dir;
+    export_network(*t.graph, dir.filePath(QStringLiteral("n.dot")));
+    export_network(*t.graph, dir.filePath(QStringLiteral("n.json")));
+    export_schedule(t, dir.filePath(QStringLiteral("s.json")));
+    EXPECT_EQ(
+        network_to_json(load_network_file(dir.filePath(QStringLiteral("n.json")).toStdString())),
+        network_to_json(*t.graph));
+    const std::string dot = network_dot(*t.graph);
+    EXPECT_EQ(dot.rfind("digraph ", 0), 0u);
+    EXPECT_NE(dot.find("\"block0.fc\" -> \"block0.act\""), std::string::npos) << dot;
+    const std::string js = schedule_json(t);
+    EXPECT_NE(js.find("\"recompute\": true"), std::string::npos);
+    EXPECT_THROW(export_network(*t.graph, dir.filePath(QStringLiteral("n.txt"))), Error);
+}
+
+}  // namespace
+}  // namespace rl::ui

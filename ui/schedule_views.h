@@ -1,0 +1,62 @@
+#pragma once
+// Keeps the schedule views in step: the graph view, the schedule matrix and the saved-residuals
+// table show one strategy's plan (the current one: the results table's row, or teach mode's left
+// strategy), share one node selection, and follow teach mode's steps (live values in the graph,
+// the stage in the matrix, a cursor on the memory chart through `memory_cursor`).
+#include <QObject>
+#include <QSize>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "ui/snapshots.h"
+
+namespace rl::ui {
+
+// The headless export of a schedule view of the first planned result: "schedule" (the matrix:
+// .png .svg .pdf .json .csv) or "graph" (the whole layered drawing at one scene pixel per image
+// pixel, `size` ignored: .png .svg .pdf). Returns "" on success.
+QString export_schedule_view(const QString& chart, const std::vector<StrategyResult>& results,
+                             const QString& path, QSize size);
+
+class GraphView;
+class NodeSelection;
+class ResidualsPanel;
+class ScheduleMatrixView;
+class TeachPanel;
+
+class ScheduleViews : public QObject {
+    Q_OBJECT
+  public:
+    ScheduleViews(GraphView* graph, ScheduleMatrixView* matrix, ResidualsPanel* residuals,
+                  TeachPanel* teach, QObject* parent = nullptr);
+
+    void setResults(const std::vector<StrategyResult>& results);
+    void setCurrent(int index);  // a result index; ignored for a result without a plan
+    int current() const { return current_; }
+    // Teach mode shown: the views follow its steps; hidden: plain colours again.
+    void setTeaching(bool on);
+    bool teaching() const { return teaching_; }
+    NodeSelection* selection() const { return selection_; }
+
+    // Called with (strategy index, time in ms) on each teach step, or (-1, nullopt) to clear.
+    std::function<void(int, std::optional<double>)> memory_cursor;
+
+  signals:
+    void currentChanged(int index);
+
+  private:
+    void show();
+    void onStepped();
+
+    GraphView* graph_;
+    ScheduleMatrixView* matrix_;
+    ResidualsPanel* residuals_;
+    TeachPanel* teach_;
+    NodeSelection* selection_;
+    std::vector<StrategyResult> results_;
+    int current_ = -1;
+    bool teaching_ = false;
+};
+
+}  // namespace rl::ui
