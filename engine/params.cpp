@@ -171,6 +171,10 @@ Spec parse_spec(std::string_view text) {
     return s;
 }
 
+bool has_arg(const Spec& s, std::string_view key) {
+    return std::any_of(s.args.begin(), s.args.end(), [&](const auto& a) { return a.first == key; });
+}
+
 std::string format_spec(const Spec& s) {
     std::string out = s.name;
     for (size_t i = 0; i < s.args.size(); ++i) {

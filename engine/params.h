@@ -31,6 +31,8 @@ struct Spec {
 // Throws rl::Error for a malformed spec (a missing '=', an empty key, a duplicate key).
 Spec parse_spec(std::string_view text);
 std::string format_spec(const Spec& s);
+// Whether `s` gives a value for `key`.
+bool has_arg(const Spec& s, std::string_view key);
 
 // Values checked against a schema: unknown keys and bad values are errors naming the key, the
 // value, what is accepted, and `context` (the preset or strategy name).

@@ -74,14 +74,6 @@ struct Candidate {
     double recompute_ms = 0;
 };
 
-Spec with_budget(Spec s, uint64_t budget) {
-    s.args.erase(std::remove_if(s.args.begin(), s.args.end(),
-                                [](const auto& a) { return a.first == "budget"; }),
-                 s.args.end());
-    s.args.emplace_back("budget", std::to_string(budget));
-    return s;
-}
-
 // The portfolio's candidates that do not depend on the budget, and the budgeted strategies to
 // run at the budget itself.
 struct Portfolio {

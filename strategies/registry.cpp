@@ -70,6 +70,12 @@ bool is_budgeted(const Strategy& s) {
     return false;
 }
 
+Spec with_budget(Spec s, uint64_t budget) {
+    std::erase_if(s.args, [](const auto& a) { return a.first == "budget"; });
+    s.args.emplace_back("budget", std::to_string(budget));
+    return s;
+}
+
 Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec) {
     const Strategy& s = find_strategy(spec.name);
     const ParamValues params = ParamValues::resolve(s.schema(), spec);

@@ -50,6 +50,8 @@ class Strategy {
 
 // Whether a strategy takes a byte budget (a `budget` parameter of type Bytes).
 bool is_budgeted(const Strategy& s);
+// `s` with its `budget` argument set to `budget` bytes, in place of any it had.
+Spec with_budget(Spec s, uint64_t budget);
 
 // --- registry ---
 void register_strategy(std::unique_ptr<Strategy> s);

@@ -8,22 +8,6 @@
 
 namespace rl {
 
-namespace {
-
-bool has_arg(const Spec& s, const std::string& key) {
-    return std::any_of(s.args.begin(), s.args.end(), [&](const auto& a) { return a.first == key; });
-}
-
-Spec with_budget(Spec s, uint64_t budget) {
-    s.args.erase(std::remove_if(s.args.begin(), s.args.end(),
-                                [](const auto& a) { return a.first == "budget"; }),
-                 s.args.end());
-    s.args.emplace_back("budget", std::to_string(budget));
-    return s;
-}
-
-}  // namespace
-
 std::vector<Spec> sweep_specs(const Graph& g, const CostModel& costs, const Spec& base,
                               const SweepOptions& opt,
                               std::vector<std::optional<uint64_t>>* budgets) {

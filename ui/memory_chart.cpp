@@ -78,9 +78,6 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
         in_redraw_ = false;
         scheduleRedraw();
     });
-    redraw_timer_.setSingleShot(true);
-    redraw_timer_.setInterval(16);  // at most one redraw per frame
-    connect(&redraw_timer_, &QTimer::timeout, this, &MemoryChart::redraw);
     unit_ = byte_unit_for(0);
 }
 
@@ -189,12 +186,11 @@ void MemoryChart::resetZoom() {
 }
 
 void MemoryChart::scheduleRedraw() {
-    if (!redraw_timer_.isActive()) redraw_timer_.start();
+    redraw_timer_.request();
 }
 
 void MemoryChart::flush() {
-    redraw_timer_.stop();
-    redraw();
+    redraw_timer_.flush();
 }
 
 int MemoryChart::plotColumns() const {

@@ -5,12 +5,12 @@
 // once per frame; the axes are created once and only their ranges move.
 #include <QChartView>
 #include <QColor>
-#include <QTimer>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "ui/chart_math.h"
+#include "ui/frame_timer.h"
 #include "ui/snapshots.h"
 
 QT_BEGIN_NAMESPACE
@@ -86,7 +86,7 @@ class MemoryChart : public QChartView {
     double x_max_ = 0, y_max_ = 0;  // axis maxima in ms and in unit_
     bool zoomed_ = false, show_predicted_ = true, show_measured_ = true;
     bool in_redraw_ = false;
-    QTimer redraw_timer_;
+    FrameTimer redraw_timer_{[this] { redraw(); }};
 };
 
 }  // namespace rl::ui

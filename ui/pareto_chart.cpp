@@ -56,9 +56,6 @@ ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
         "better. Filled: measured; hollow: predicted by the simulator and the cost model. Sweep "
         "draws each strategy's trade-off curve and the optimal frontier; hover a point for its "
         "figures."));
-    rebuild_timer_.setSingleShot(true);
-    rebuild_timer_.setInterval(16);
-    connect(&rebuild_timer_, &QTimer::timeout, this, &ParetoChart::rebuild);
     connect(chart, &QChart::plotAreaChanged, this, &ParetoChart::placeLabels);
 }
 
@@ -86,12 +83,11 @@ void ParetoChart::setBudget(std::optional<uint64_t> bytes) {
 }
 
 void ParetoChart::scheduleRebuild() {
-    if (!rebuild_timer_.isActive()) rebuild_timer_.start();
+    rebuild_timer_.request();
 }
 
 void ParetoChart::flush() {
-    rebuild_timer_.stop();
-    rebuild();
+    rebuild_timer_.flush();
 }
 
 int ParetoChart::pointSeriesCount() const {

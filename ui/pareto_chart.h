@@ -5,11 +5,11 @@
 // budget as a horizontal line. Hover names the point under the cursor.
 #include <QChartView>
 #include <QPointer>
-#include <QTimer>
 #include <optional>
 #include <vector>
 
 #include "ui/chart_math.h"
+#include "ui/frame_timer.h"
 #include "ui/sweeps.h"
 
 QT_BEGIN_NAMESPACE
@@ -84,7 +84,7 @@ class ParetoChart : public QChartView {
     QValueAxis* x_ = nullptr;
     QValueAxis* y_ = nullptr;
     double divisor_ = 1;
-    QTimer rebuild_timer_;
+    FrameTimer rebuild_timer_{[this] { rebuild(); }};
 };
 
 }  // namespace rl::ui

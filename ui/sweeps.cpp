@@ -13,16 +13,6 @@ namespace rl::ui {
 
 namespace {
 
-bool has_arg(const Spec& s, const std::string& key) {
-    return std::any_of(s.args.begin(), s.args.end(), [&](const auto& a) { return a.first == key; });
-}
-
-Spec with_budget(Spec s, uint64_t budget) {
-    std::erase_if(s.args, [](const auto& a) { return a.first == "budget"; });
-    s.args.emplace_back("budget", std::to_string(budget));
-    return s;
-}
-
 void check(const std::atomic<bool>* cancel) {
     if (cancel && cancel->load()) throw Cancelled();
 }

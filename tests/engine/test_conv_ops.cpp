@@ -9,18 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <limits>
-#include <map>
-#include <memory>
-#include <new>
-#include <numeric>
-#include <random>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/errors.h"
+#include "engine/op_harness.h"
 #include "engine/ops/op.h"
 #include "engine/ops/window.h"
 #include "engine/rng.h"
@@ -31,173 +25,20 @@ namespace {
 using Ids = std::vector<ValueId>;
 using Ints = std::vector<int64_t>;
 
-// --- the harness (as in test_ops.cpp, with any number of inputs) ----------------------------
+using testing::check_accumulate;
+using testing::check_forward;
+using testing::check_repeatable;
+using testing::Floats;
+using testing::Grads;
 
-template <class T>
-struct Aligned64 {
-    using value_type = T;
-    Aligned64() = default;
-    template <class U>
-    Aligned64(const Aligned64<U>&) {}
-    T* allocate(size_t n) {
-        return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
-    }
-    void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
-    bool operator==(const Aligned64&) const = default;
-};
-using Floats = std::vector<float, Aligned64<float>>;
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-struct Grads {
-    std::map<ValueId, Floats> inputs;
-    std::vector<Floats> params;
-};
-
-Floats workspace_for(uint64_t bytes) {
-    return Floats((bytes + 3) / 4, kNaN);  // garbage: kernels must not read it before writing
-}
-
-class OpCase {
-  public:
+// The cases here draw their values from seed 11, which the tolerances below were set with.
+struct OpCase : testing::OpHarness {
     explicit OpCase(uint32_t seed = 11, std::string node_name = "op")
-        : name_(std::move(node_name)), rng_(seed), backend_(make_cpu_backend()) {}
-
-    ValueId input(const std::string& name, Shape shape) {
-        const ValueId v = g.add_input(name, DType::F32, shape);
-        Floats b(static_cast<size_t>(shape.numel()));
-        for (float& x : b) x = uniform();
-        values[v] = std::move(b);
-        return v;
-    }
-
-    // An input whose values are a shuffled ladder with steps of `gap`: no two are close, so a
-    // finite-difference step cannot change which element of a window is the maximum.
-    ValueId distinct_input(const std::string& name, Shape shape, float gap = 0.05f) {
-        const ValueId v = input(name, shape);
-        Floats& b = values[v];
-        std::vector<size_t> order(b.size());
-        std::iota(order.begin(), order.end(), size_t{0});
-        std::shuffle(order.begin(), order.end(), rng_);
-        for (size_t k = 0; k < b.size(); ++k)
-            b[order[k]] = (static_cast<float>(k) - static_cast<float>(b.size()) / 2) * gap;
-        return v;
-    }
-
-    void op(OpKind k, std::vector<ValueId> ins, Attrs attrs = {}) {
-        node = g.add_node(name_, k, ins, std::move(attrs));
-        for (ParamId p : g.node(node).params) {
-            Floats w(static_cast<size_t>(g.param(p).shape.numel()));
-            for (float& x : w) x = uniform();
-            params.push_back(std::move(w));
-        }
-    }
-
-    const Node& n() const { return g.node(node); }
-    const OpDef& def() const { return op_def(n().op); }
-    Shape out_shape() const { return g.output_of(node).shape; }
-
-    Floats forward() {
-        std::vector<const void*> ins;
-        for (ValueId v : n().inputs) ins.push_back(values.at(v).data());
-        Floats out(static_cast<size_t>(out_shape().numel()), kNaN);
-        Floats ws = workspace_for(def().fwd_workspace ? def().fwd_workspace(g, n()) : 0);
-        const std::vector<float*> ps = param_ptrs();
-        backend_->forward(
-            {g, n(), ins.data(), ps.data(), out.data(), ws.empty() ? nullptr : ws.data()});
-        return out;
-    }
-
-    // Input gradient buffers start as `initial` (accumulate) or NaN (overwrite). A value in two
-    // slots shares one buffer and its second slot accumulates, as in the executor.
-    Grads backward(const Floats& dy, const Grads* initial = nullptr) {
-        const Residuals res = def().residuals(g, n());
-        const size_t k = n().inputs.size();
-        std::vector<const void*> ins(k, nullptr);
-        for (size_t i = 0; i < k; ++i)
-            if (res.reads_input(static_cast<int>(i))) ins[i] = values.at(n().inputs[i]).data();
-        Floats out;
-        if (res.output) out = forward();
-        Grads gr;
-        std::vector<float*> gi(k, nullptr);
-        std::unique_ptr<bool[]> acc(new bool[k]());
-        std::set<ValueId> seen;
-        for (size_t i = 0; i < k; ++i) {
-            const ValueId v = n().inputs[i];
-            if (!gr.inputs.count(v))
-                gr.inputs[v] = initial ? initial->inputs.at(v) : Floats(values.at(v).size(), kNaN);
-            gi[i] = gr.inputs[v].data();
-            acc[i] = seen.count(v) ? true : initial != nullptr;
-            seen.insert(v);
-        }
-        for (const auto& p : params) gr.params.emplace_back(p.size(), kNaN);
-        std::vector<float*> gp;
-        for (auto& p : gr.params) gp.push_back(p.data());
-        Floats ws = workspace_for(def().bwd_workspace ? def().bwd_workspace(g, n()) : 0);
-        const std::vector<float*> ps = param_ptrs();
-        backend_->backward({g, n(), ins.data(), res.output ? out.data() : nullptr, ps.data(),
-                            dy.data(), gi.data(), acc.get(), gp.data(),
-                            ws.empty() ? nullptr : ws.data()});
-        return gr;
-    }
-
-    float uniform() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_); }
-    Floats random(size_t n) {
-        Floats r(n);
-        for (float& x : r) x = uniform();
-        return r;
-    }
-    const Floats& data(ValueId v) const { return values.at(v); }
-
-    Graph g{"conv-ops", 1};
-    NodeId node = kNoId;
-    std::map<ValueId, Floats> values;
-    std::vector<Floats> params;
-
-  private:
-    std::vector<float*> param_ptrs() {
-        std::vector<float*> ps;
-        for (auto& p : params) ps.push_back(p.data());
-        return ps;
-    }
-
-    std::string name_;
-    std::mt19937 rng_;
-    std::unique_ptr<Backend> backend_;
+        : OpHarness(seed, "conv-ops", std::move(node_name)) {}
 };
 
-// Every input and parameter gradient against central differences of L = Σ r·y (in double).
 void check_gradients(OpCase& c, double eps = 1e-2, double atol = 2e-3, double rtol = 1e-2) {
-    const Floats r = c.random(c.forward().size());
-    auto loss = [&] {
-        const Floats y = c.forward();
-        double s = 0;
-        for (size_t k = 0; k < y.size(); ++k) s += static_cast<double>(r[k]) * y[k];
-        return s;
-    };
-    const Grads an = c.backward(r);
-    auto check = [&](Floats& x, const Floats& grad, const std::string& what) {
-        ASSERT_EQ(x.size(), grad.size()) << what;
-        for (size_t k = 0; k < x.size(); ++k) {
-            const float saved = x[k];
-            x[k] = static_cast<float>(saved + eps);
-            const double plus = loss();
-            x[k] = static_cast<float>(saved - eps);
-            const double minus = loss();
-            x[k] = saved;
-            const double fd = (plus - minus) / (2 * eps);
-            ASSERT_NEAR(grad[k], fd, atol + rtol * std::abs(fd)) << what << " element " << k;
-        }
-    };
-    for (auto& [v, buf] : c.values) check(buf, an.inputs.at(v), "input " + c.g.value(v).name);
-    for (size_t p = 0; p < c.params.size(); ++p)
-        check(c.params[p], an.params[p], c.g.param(c.n().params[p]).name);
-}
-
-void check_forward(OpCase& c, const std::vector<double>& want, double tol = 1e-4) {
-    const Floats y = c.forward();
-    ASSERT_EQ(y.size(), want.size());
-    for (size_t k = 0; k < y.size(); ++k)
-        ASSERT_NEAR(y[k], want[k], tol * (1 + std::abs(want[k]))) << "output element " << k;
+    testing::check_gradients(c, eps, atol, rtol);
 }
 
 // --- references in double -----------------------------------------------------------------
@@ -591,7 +432,7 @@ TEST(ConvOps, AvgPool) {
 TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
     OpCase c;
     const ValueId x = c.input("x", Shape{1, 1, 2, 4});
-    c.values.at(x) = {1, 1, 0, 2, 1, 0, 2, 2};
+    c.values.at(x).f = {1, 1, 0, 2, 1, 0, 2, 2};
     c.op(OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}});
     EXPECT_EQ(c.out_shape(), (Shape{1, 1, 1, 2}));
     const Floats y = c.forward();
@@ -623,7 +464,7 @@ void check_batchnorm(Shape shape) {
     SCOPED_TRACE(format_dims(shape));
     OpCase c;
     const ValueId x = c.input("x", shape);
-    for (float& v : c.values.at(x)) v = 2.0f * v + 0.5f;
+    for (float& v : c.values.at(x).f) v = 2.0f * v + 0.5f;
     c.op(OpKind::BatchNorm, {x}, {{"eps", 1e-3}});
     ASSERT_EQ(c.params.size(), 2u);
     EXPECT_EQ(c.g.param(c.n().params[0]).init, ParamInit::Ones);
@@ -727,7 +568,7 @@ TEST(ConvOps, Flatten) {
 TEST(ConvOps, DropoutMaskIsSeededScaledAndRecomputable) {
     OpCase c;
     const ValueId x = c.input("x", Shape{64, 64});
-    for (float& v : c.values.at(x)) v = std::abs(v) + 0.5f;  // never 0: zeros show the mask
+    for (float& v : c.values.at(x).f) v = std::abs(v) + 0.5f;  // never 0: zeros show the mask
     c.op(OpKind::Dropout, {x}, {{"p", 0.25}});
     const Floats y1 = c.forward(), y2 = c.forward();
     EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
@@ -752,7 +593,7 @@ TEST(ConvOps, DropoutMaskIsSeededScaledAndRecomputable) {
     // Another node name or another graph seed gives another mask; p = 0 keeps everything.
     OpCase other(11, "other");
     const ValueId ox = other.input("x", Shape{64, 64});
-    other.values.at(ox) = c.values.at(x);
+    other.values.at(ox).f = c.values.at(x).f;
     other.op(OpKind::Dropout, {ox}, {{"p", 0.25}});
     EXPECT_NE(other.forward(), y1);
     c.g.set_seed(2);
@@ -878,23 +719,7 @@ TEST(ConvOps, AccumulateAddsToExistingGradient) {
         SCOPED_TRACE(name);
         OpCase c;
         build(c);
-        const Floats dy = c.random(c.forward().size());
-        const Grads fresh = c.backward(dy);
-        Grads initial;
-        for (const auto& [v, g] : fresh.inputs) initial.inputs[v] = c.random(g.size());
-        const Grads summed = c.backward(dy, &initial);
-        for (const auto& [v, g] : fresh.inputs) {
-            const Floats& got = summed.inputs.at(v);
-            const Floats& before = initial.inputs.at(v);
-            for (size_t k = 0; k < g.size(); ++k) {
-                ASSERT_FALSE(std::isnan(g[k])) << "overwrite left element " << k << " unwritten";
-                EXPECT_NEAR(got[k], before[k] + g[k], 1e-5f * (1 + std::abs(g[k]))) << k;
-            }
-        }
-        for (size_t p = 0; p < fresh.params.size(); ++p) {
-            for (float v : fresh.params[p]) ASSERT_FALSE(std::isnan(v));
-            EXPECT_EQ(fresh.params[p], summed.params[p]);
-        }
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
     }
 }
 
@@ -952,15 +777,7 @@ TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
         OpCase c;
         build(c);
         SCOPED_TRACE(std::string(op_name(c.n().op)));
-        const Floats y1 = c.forward(), y2 = c.forward();
-        ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
-        const Floats dy = c.random(y1.size());
-        const Grads g1 = c.backward(dy), g2 = c.backward(dy);
-        for (const auto& [v, g] : g1.inputs)
-            EXPECT_EQ(std::memcmp(g.data(), g2.inputs.at(v).data(), g.size() * 4), 0);
-        for (size_t p = 0; p < g1.params.size(); ++p)
-            EXPECT_EQ(
-                std::memcmp(g1.params[p].data(), g2.params[p].data(), g1.params[p].size() * 4), 0);
+        ASSERT_NO_FATAL_FAILURE(check_repeatable(c));
     }
     set_cpu_threads(1);
 }
@@ -968,16 +785,7 @@ TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
 // ---------------------------------------------------------------------------------------------
 // attribute and shape errors name the attribute and the shapes
 
-void expect_error(const std::function<void(Graph&)>& build, const std::vector<std::string>& parts) {
-    Graph g;
-    try {
-        build(g);
-        ADD_FAILURE() << "expected rl::Error mentioning '" << parts.front() << "'";
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-    }
-}
+using testing::expect_error;
 
 ValueId image(Graph& g, Shape s = Shape{2, 4, 8, 8}) {
     return g.add_input("x", DType::F32, s);

@@ -11,24 +11,15 @@
 #include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
+#include "engine/test_util.h"
 
 namespace rl {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(auto&& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-    return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::error_of;
 
 std::string read_text(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);

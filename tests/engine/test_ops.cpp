@@ -5,19 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <functional>
-#include <limits>
-#include <map>
-#include <memory>
-#include <new>
-#include <random>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/errors.h"
+#include "engine/op_harness.h"
 #include "engine/ops/op.h"
 
 namespace rl {
@@ -25,193 +19,20 @@ namespace {
 
 using Ids = std::vector<ValueId>;
 
-// Buffers are 64-byte aligned, as the backends' allocations are: Eigen's vectorised loops peel
-// to an aligned boundary, so a kernel's rounding is reproducible for a given alignment.
-template <class T>
-struct Aligned64 {
-    using value_type = T;
-    Aligned64() = default;
-    template <class U>
-    Aligned64(const Aligned64<U>&) {}
-    T* allocate(size_t n) {
-        return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
-    }
-    void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
-    bool operator==(const Aligned64&) const = default;
-};
-using Floats = std::vector<float, Aligned64<float>>;
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using testing::check_accumulate;
+using testing::check_forward;
+using testing::check_repeatable;
+using testing::Floats;
+using testing::Grads;
+using testing::kNaN;
 
-struct Buffer {
-    DType dtype = DType::F32;
-    Floats f;
-    std::vector<int32_t> i;
-    const void* data() const {
-        return dtype == DType::F32 ? static_cast<const void*>(f.data()) : i.data();
-    }
+// The cases here draw their values from seed 7, which the tolerances below were set with.
+struct OpCase : testing::OpHarness {
+    explicit OpCase(uint32_t seed = 7) : OpHarness(seed, "ops") {}
 };
 
-struct Grads {
-    std::map<ValueId, Floats> inputs;  // per f32 graph input
-    std::vector<Floats> params;
-};
-
-Floats workspace_for(uint64_t bytes) {
-    // Garbage (NaN) content: kernels must not depend on what the workspace held before.
-    return Floats((bytes + 3) / 4, kNaN);
-}
-
-// One node under test over graph inputs, with host buffers for everything, run through the CPU
-// backend's forward and backward exactly as the executor calls them.
-class OpCase {
-  public:
-    explicit OpCase(uint32_t seed = 7) : rng_(seed), backend_(make_cpu_backend()) {}
-
-    // An f32 input, uniform in [-1, 1]; `min_abs` keeps values away from 0 (relu's kink).
-    ValueId input(const std::string& name, Shape shape, float min_abs = 0.0f) {
-        const ValueId v = g.add_input(name, DType::F32, shape);
-        Buffer b;
-        b.f.resize(static_cast<size_t>(shape.numel()));
-        for (float& x : b.f) {
-            x = uniform();
-            if (std::abs(x) < min_abs) x += x < 0 ? -min_abs : min_abs;
-        }
-        values[v] = std::move(b);
-        return v;
-    }
-
-    ValueId labels(const std::string& name, Shape shape, int classes) {
-        const ValueId v = g.add_input(name, DType::I32, shape, classes);
-        Buffer b;
-        b.dtype = DType::I32;
-        std::uniform_int_distribution<int32_t> pick(0, classes - 1);
-        for (int64_t k = 0; k < shape.numel(); ++k) b.i.push_back(pick(rng_));
-        values[v] = std::move(b);
-        return v;
-    }
-
-    void op(OpKind k, std::vector<ValueId> ins, Attrs attrs = {}) {
-        node = g.add_node("op", k, ins, std::move(attrs));
-        for (ParamId p : g.node(node).params) {
-            Floats w(static_cast<size_t>(g.param(p).shape.numel()));
-            for (float& x : w) x = uniform();
-            params.push_back(std::move(w));
-        }
-    }
-
-    const Node& n() const { return g.node(node); }
-    const OpDef& def() const { return op_def(n().op); }
-
-    Floats forward() {
-        std::vector<const void*> ins;
-        for (ValueId v : n().inputs) ins.push_back(values.at(v).data());
-        Floats out(static_cast<size_t>(g.output_of(node).shape.numel()), kNaN);
-        Floats ws = workspace_for(def().fwd_workspace ? def().fwd_workspace(g, n()) : 0);
-        const std::vector<float*> ps = param_ptrs();
-        backend_->forward(
-            {g, n(), ins.data(), ps.data(), out.data(), ws.empty() ? nullptr : ws.data()});
-        return out;
-    }
-
-    // Backward with output gradient dy. Input gradient buffers start as `initial` (when given,
-    // with the accumulate flag set) or as NaN (overwrite expected). A value in two input slots
-    // gets one buffer; its second slot accumulates, as the executor does it.
-    Grads backward(const Floats& dy, const Grads* initial = nullptr) {
-        const Residuals res = def().residuals(g, n());
-        std::vector<const void*> ins(n().inputs.size(), nullptr);
-        for (size_t i = 0; i < ins.size(); ++i)
-            if (res.reads_input(static_cast<int>(i))) ins[i] = values.at(n().inputs[i]).data();
-        Floats out;
-        if (res.output) out = forward();
-
-        Grads gr;
-        std::vector<float*> gi(n().inputs.size(), nullptr);
-        bool acc[4] = {false, false, false, false};
-        std::set<ValueId> seen;
-        for (size_t i = 0; i < gi.size(); ++i) {
-            const ValueId v = n().inputs[i];
-            if (g.value(v).dtype != DType::F32) continue;
-            if (!gr.inputs.count(v))
-                gr.inputs[v] =
-                    initial ? initial->inputs.at(v) : Floats(values.at(v).f.size(), kNaN);
-            gi[i] = gr.inputs[v].data();
-            acc[i] = seen.count(v) ? true : initial != nullptr;
-            seen.insert(v);
-        }
-        std::vector<float*> gp;
-        for (const auto& p : params) gr.params.emplace_back(p.size(), kNaN);
-        for (auto& p : gr.params) gp.push_back(p.data());
-        Floats ws = workspace_for(def().bwd_workspace ? def().bwd_workspace(g, n()) : 0);
-        const std::vector<float*> ps = param_ptrs();
-        backend_->backward({g, n(), ins.data(), res.output ? out.data() : nullptr, ps.data(),
-                            dy.data(), gi.data(), acc, gp.data(),
-                            ws.empty() ? nullptr : ws.data()});
-        return gr;
-    }
-
-    float uniform() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_); }
-    Floats random(size_t n) {
-        Floats r(n);
-        for (float& x : r) x = uniform();
-        return r;
-    }
-
-    Graph g{"ops", 1};
-    NodeId node = kNoId;
-    std::map<ValueId, Buffer> values;
-    std::vector<Floats> params;
-
-  private:
-    std::vector<float*> param_ptrs() {
-        std::vector<float*> ps;
-        for (auto& p : params) ps.push_back(p.data());
-        return ps;
-    }
-
-    std::mt19937 rng_;
-    std::unique_ptr<Backend> backend_;
-};
-
-// Checks every input and parameter gradient against central differences of L = Σ r·y (in
-// double), with fixed random r.
 void check_gradients(OpCase& c, double eps = 1e-2, double atol = 1e-3, double rtol = 1e-2) {
-    const Floats r = c.random(c.forward().size());
-    auto loss = [&] {
-        const Floats y = c.forward();
-        double s = 0;
-        for (size_t k = 0; k < y.size(); ++k) s += static_cast<double>(r[k]) * y[k];
-        return s;
-    };
-    const Grads an = c.backward(r);
-    auto check = [&](Floats& x, const Floats& grad, const std::string& what) {
-        ASSERT_EQ(x.size(), grad.size()) << what;
-        for (size_t k = 0; k < x.size(); ++k) {
-            const float saved = x[k];
-            x[k] = static_cast<float>(saved + eps);
-            const double plus = loss();
-            x[k] = static_cast<float>(saved - eps);
-            const double minus = loss();
-            x[k] = saved;
-            const double fd = (plus - minus) / (2 * eps);
-            EXPECT_NEAR(grad[k], fd, atol + rtol * std::abs(fd)) << what << " element " << k;
-        }
-    };
-    for (auto& [v, buf] : c.values)
-        if (buf.dtype == DType::F32) check(buf.f, an.inputs.at(v), "input " + c.g.value(v).name);
-    for (size_t p = 0; p < c.params.size(); ++p)
-        check(c.params[p], an.params[p], c.g.param(c.n().params[p]).name);
-}
-
-// Forward output against a float64 reference.
-void check_forward(OpCase& c, const std::vector<double>& want, double tol = 1e-4) {
-    const Floats y = c.forward();
-    ASSERT_EQ(y.size(), want.size());
-    for (size_t k = 0; k < y.size(); ++k)
-        EXPECT_NEAR(y[k], want[k], tol * (1 + std::abs(want[k]))) << "output element " << k;
-}
-
-const Floats& data(OpCase& c, ValueId v) {
-    return c.values.at(v).f;
+    testing::check_gradients(c, eps, atol, rtol);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,7 +145,7 @@ TEST(OpGradient, Linear) {
         for (int o = 0; o < 4; ++o) {
             double s = c.params[1][static_cast<size_t>(o)];
             for (int i = 0; i < 5; ++i)
-                s += double(data(c, x)[static_cast<size_t>(r * 5 + i)]) *
+                s += double(c.data(x)[static_cast<size_t>(r * 5 + i)]) *
                      c.params[0][static_cast<size_t>(o * 5 + i)];
             want.push_back(s);
         }
@@ -363,7 +184,7 @@ TEST(OpGradient, MatMul) {
     const ValueId b = c.input("b", Shape{2, 4, 5});
     c.op(OpKind::MatMul, {a, b});
     EXPECT_EQ(c.g.output_of(c.node).shape, (Shape{2, 3, 5}));
-    check_forward(c, matmul_reference(data(c, a), data(c, b), 2, 3, 4, 5, false, 1.0));
+    check_forward(c, matmul_reference(c.data(a), c.data(b), 2, 3, 4, 5, false, 1.0));
     check_gradients(c);
 }
 
@@ -373,7 +194,7 @@ TEST(OpGradient, MatMulTransposeBAndAlpha) {
     const ValueId b = c.input("b", Shape{2, 5, 4});
     c.op(OpKind::MatMul, {a, b}, {{"transpose_b", int64_t{1}}, {"alpha", 0.5}});
     EXPECT_EQ(c.g.output_of(c.node).shape, (Shape{2, 3, 5}));
-    check_forward(c, matmul_reference(data(c, a), data(c, b), 2, 3, 4, 5, true, 0.5));
+    check_forward(c, matmul_reference(c.data(a), c.data(b), 2, 3, 4, 5, true, 0.5));
     check_gradients(c);
 }
 
@@ -382,7 +203,7 @@ TEST(OpGradient, MatMulSameInputTwice) {
     OpCase c;
     const ValueId x = c.input("x", Shape{2, 3, 4});
     c.op(OpKind::MatMul, {x, x}, {{"transpose_b", int64_t{1}}, {"alpha", 0.25}});
-    check_forward(c, matmul_reference(data(c, x), data(c, x), 2, 3, 4, 3, true, 0.25));
+    check_forward(c, matmul_reference(c.data(x), c.data(x), 2, 3, 4, 3, true, 0.25));
     check_gradients(c);
 }
 
@@ -392,7 +213,7 @@ TEST(OpGradient, Add) {
     const ValueId b = c.input("b", Shape{3, 4});
     c.op(OpKind::Add, {a, b});
     std::vector<double> want;
-    for (size_t k = 0; k < 12; ++k) want.push_back(double(data(c, a)[k]) + data(c, b)[k]);
+    for (size_t k = 0; k < 12; ++k) want.push_back(double(c.data(a)[k]) + c.data(b)[k]);
     check_forward(c, want);
     check_gradients(c);
 }
@@ -413,7 +234,7 @@ void check_pointwise(OpKind k, const std::function<double(double)>& f, float min
     for (float& v : c.values.at(x).f) v *= 3.0f;  // cover the saturating tails too
     c.op(k, {x});
     std::vector<double> want;
-    for (float v : data(c, x)) want.push_back(f(v));
+    for (float v : c.data(x)) want.push_back(f(v));
     check_forward(c, want);
     check_gradients(c, 1e-3);
 }
@@ -446,11 +267,11 @@ TEST(OpGradient, LayerNorm) {
     std::vector<double> want;
     for (int r = 0; r < 6; ++r) {
         double mean = 0, var = 0;
-        for (int j = 0; j < 6; ++j) mean += data(c, x)[static_cast<size_t>(r * 6 + j)] / 6.0;
+        for (int j = 0; j < 6; ++j) mean += c.data(x)[static_cast<size_t>(r * 6 + j)] / 6.0;
         for (int j = 0; j < 6; ++j)
-            var += std::pow(data(c, x)[static_cast<size_t>(r * 6 + j)] - mean, 2) / 6.0;
+            var += std::pow(c.data(x)[static_cast<size_t>(r * 6 + j)] - mean, 2) / 6.0;
         for (int j = 0; j < 6; ++j)
-            want.push_back((data(c, x)[static_cast<size_t>(r * 6 + j)] - mean) /
+            want.push_back((c.data(x)[static_cast<size_t>(r * 6 + j)] - mean) /
                                std::sqrt(var + 1e-3) * c.params[0][static_cast<size_t>(j)] +
                            c.params[1][static_cast<size_t>(j)]);
     }
@@ -467,9 +288,9 @@ TEST(OpGradient, Softmax) {
     for (int r = 0; r < 4; ++r) {
         double s = 0;
         for (int j = 0; j < 5; ++j)
-            s += std::exp(double(data(c, x)[static_cast<size_t>(r * 5 + j)]));
+            s += std::exp(double(c.data(x)[static_cast<size_t>(r * 5 + j)]));
         for (int j = 0; j < 5; ++j)
-            want.push_back(std::exp(double(data(c, x)[static_cast<size_t>(r * 5 + j)])) / s);
+            want.push_back(std::exp(double(c.data(x)[static_cast<size_t>(r * 5 + j)])) / s);
     }
     check_forward(c, want);
     check_gradients(c);
@@ -480,7 +301,7 @@ TEST(OpGradient, Reshape) {
     const ValueId x = c.input("x", Shape{2, 3, 4});
     c.op(OpKind::Reshape, {x}, {{"shape", std::vector<int64_t>{4, -1}}});
     EXPECT_EQ(c.g.output_of(c.node).shape, (Shape{4, 6}));
-    check_forward(c, std::vector<double>(data(c, x).begin(), data(c, x).end()));
+    check_forward(c, std::vector<double>(c.data(x).begin(), c.data(x).end()));
     check_gradients(c);
 }
 
@@ -513,7 +334,7 @@ TEST(OpGradient, Transpose) {
             int64_t off = 0;
             for (int a = 0; a < shape.rank(); ++a)
                 off = off * shape[a] + in_idx[static_cast<size_t>(a)];
-            want.push_back(data(c, x)[static_cast<size_t>(off)]);
+            want.push_back(c.data(x)[static_cast<size_t>(off)]);
         }
         check_forward(c, want, 0.0);
         check_gradients(c);
@@ -526,11 +347,11 @@ TEST(OpGradient, SumSquares) {
     c.op(OpKind::SumSquares, {x});
     EXPECT_EQ(c.g.output_of(c.node).shape.rank(), 0);
     double want = 0;
-    for (float v : data(c, x)) want += 0.5 * double(v) * v;
+    for (float v : c.data(x)) want += 0.5 * double(v) * v;
     check_forward(c, {want});
     // dL/dy = y scaled by the incoming scalar.
     const Grads gr = c.backward({2.0f});
-    for (size_t k = 0; k < 15; ++k) EXPECT_FLOAT_EQ(gr.inputs.at(x)[k], 2.0f * data(c, x)[k]);
+    for (size_t k = 0; k < 15; ++k) EXPECT_FLOAT_EQ(gr.inputs.at(x)[k], 2.0f * c.data(x)[k]);
     check_gradients(c);
 }
 
@@ -544,9 +365,9 @@ TEST(OpGradient, CrossEntropy) {
     for (int r = 0; r < 5; ++r) {
         double s = 0;
         for (int j = 0; j < 4; ++j)
-            s += std::exp(double(data(c, logits)[static_cast<size_t>(r * 4 + j)]));
+            s += std::exp(double(c.data(logits)[static_cast<size_t>(r * 4 + j)]));
         const int32_t label = c.values.at(labels).i[static_cast<size_t>(r)];
-        want += (std::log(s) - data(c, logits)[static_cast<size_t>(r * 4 + label)]) / 5.0;
+        want += (std::log(s) - c.data(logits)[static_cast<size_t>(r * 4 + label)]) / 5.0;
     }
     check_forward(c, {want});
     check_gradients(c);
@@ -661,22 +482,7 @@ TEST(OpContract, AccumulateAddsToExistingGradient) {
         SCOPED_TRACE(m.name);
         OpCase c;
         m.build(c);
-        const Floats dy = c.random(c.forward().size());
-        const Grads fresh = c.backward(dy);
-        Grads initial;
-        for (const auto& [v, g] : fresh.inputs) initial.inputs[v] = c.random(g.size());
-        const Grads summed = c.backward(dy, &initial);
-        for (const auto& [v, g] : fresh.inputs) {
-            const Floats& got = summed.inputs.at(v);
-            const Floats& before = initial.inputs.at(v);
-            for (size_t k = 0; k < g.size(); ++k) {
-                ASSERT_FALSE(std::isnan(g[k])) << "overwrite left element " << k << " unwritten";
-                EXPECT_NEAR(got[k], before[k] + g[k], 1e-5f * (1 + std::abs(g[k]))) << k;
-            }
-        }
-        // Parameter gradients are always overwritten, whatever the input flags say.
-        for (size_t p = 0; p < fresh.params.size(); ++p)
-            EXPECT_EQ(fresh.params[p], summed.params[p]);
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
     }
 }
 
@@ -686,7 +492,7 @@ TEST(OpContract, NullGradientSlotsAreSkipped) {
     const ValueId x = c.input("x", Shape{4, 6});
     c.op(OpKind::Linear, {x}, {{"out_features", int64_t{3}}});
     Floats dy = c.random(12), dw(18, kNaN), db(3, kNaN);
-    const void* ins[] = {data(c, x).data()};
+    const void* ins[] = {c.data(x).data()};
     float* ps[] = {c.params[0].data(), c.params[1].data()};
     float* gi[] = {nullptr};
     float* gp[] = {dw.data(), db.data()};
@@ -733,15 +539,7 @@ TEST(OpContract, RepeatedRunsAreBitwiseIdentical) {
         OpCase c;
         build(c);
         SCOPED_TRACE(std::string(op_name(c.n().op)));
-        const Floats y1 = c.forward(), y2 = c.forward();
-        ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
-        const Floats dy = c.random(y1.size());
-        const Grads g1 = c.backward(dy), g2 = c.backward(dy);
-        for (const auto& [v, g] : g1.inputs)
-            EXPECT_EQ(std::memcmp(g.data(), g2.inputs.at(v).data(), g.size() * 4), 0);
-        for (size_t p = 0; p < g1.params.size(); ++p)
-            EXPECT_EQ(
-                std::memcmp(g1.params[p].data(), g2.params[p].data(), g1.params[p].size() * 4), 0);
+        ASSERT_NO_FATAL_FAILURE(check_repeatable(c));
     }
 }
 
@@ -772,16 +570,7 @@ TEST(CpuBackend, ThreadCount) {
 // ---------------------------------------------------------------------------------------------
 // Shape inference errors name the node, the input and the problem.
 
-void expect_error(const std::function<void(Graph&)>& build, const std::vector<std::string>& parts) {
-    Graph g;
-    try {
-        build(g);
-        ADD_FAILURE() << "expected rl::Error mentioning '" << parts.front() << "'";
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-    }
-}
+using testing::expect_error;
 
 TEST(OpShapeErrors, MessagesNameTheProblem) {
     expect_error(

@@ -2,22 +2,13 @@
 
 #include "engine/errors.h"
 #include "engine/params.h"
+#include "engine/test_util.h"
 
 namespace rl {
 namespace {
 
-std::string error_of(auto&& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-    return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::error_of;
 
 ParamSchema test_schema() {
     ParamSchema s;

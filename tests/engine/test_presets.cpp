@@ -6,22 +6,13 @@
 #include "engine/graph_compare.h"
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
+#include "engine/test_util.h"
 
 namespace rl {
 namespace {
 
-std::string error_of(auto&& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-    return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::error_of;
 
 const Node& node_named(const Graph& g, std::string_view name) {
     auto n = g.find_node(name);

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -8,6 +7,7 @@
 #include "engine/executor.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
+#include "strategies/execution_check.h"
 #include "strategies/strategy.h"
 
 namespace rl {
@@ -119,19 +119,13 @@ TEST(Dtr, ExecutesWithPredictedPeakAndGradientsOfNone) {
         const Graph g = load_network(net);
         const CostModel costs = CostModel::analytic(g, DeviceRates{});
         const RunData data = RunData::seeded(g);
-        const auto reference =
-            execute(g, plan_with(g, costs, parse_spec("none")).schedule, *backend, data)
-                .param_grads;
+        const auto reference = testing::none_gradients(g, costs, *backend, data);
         const Plan p = dtr(g, costs, least_budget(g, costs));
         ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
         const Simulation sim = simulate(g, p.schedule, costs);
         EXPECT_GT(sim.recomputes, 0);
-        const Execution run = execute(g, p.schedule, *backend, data);
-        EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
-        ASSERT_EQ(reference.size(), run.param_grads.size());
-        for (size_t i = 0; i < reference.size(); ++i)
-            EXPECT_EQ(0, std::memcmp(reference[i].data(), run.param_grads[i].data(),
-                                     reference[i].size() * sizeof(float)));
+        ASSERT_NO_FATAL_FAILURE(
+            testing::expect_runs_as_simulated(g, p.schedule, sim, *backend, data, reference));
     }
 }
 

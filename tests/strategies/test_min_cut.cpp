@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
 #include "engine/simulator.h"
+#include "strategies/execution_check.h"
 #include "strategies/strategy.h"
 
 namespace rl {
@@ -188,9 +188,7 @@ TEST(MinCut, ExecutesWithPredictedPeakAndGradientsOfNone) {
         const Graph g = load_network(net);
         const CostModel costs = CostModel::analytic(g, DeviceRates{});
         const RunData data = RunData::seeded(g);
-        const auto reference =
-            execute(g, plan_with(g, costs, parse_spec("none")).schedule, *backend, data)
-                .param_grads;
+        const auto reference = testing::none_gradients(g, costs, *backend, data);
         const uint64_t least =
             *plan_with(g, costs, parse_spec("min-cut:budget=1")).min_feasible_budget;
         const std::vector<std::string> specs = {"min-cut:recompute_dots=1",
@@ -200,12 +198,8 @@ TEST(MinCut, ExecutesWithPredictedPeakAndGradientsOfNone) {
             const Plan p = plan_with(g, costs, parse_spec(spec));
             ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
             const Simulation sim = simulate(g, p.schedule, costs);
-            const Execution run = execute(g, p.schedule, *backend, data);
-            EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
-            ASSERT_EQ(reference.size(), run.param_grads.size());
-            for (size_t i = 0; i < reference.size(); ++i)
-                EXPECT_EQ(0, std::memcmp(reference[i].data(), run.param_grads[i].data(),
-                                         reference[i].size() * sizeof(float)));
+            ASSERT_NO_FATAL_FAILURE(
+                testing::expect_runs_as_simulated(g, p.schedule, sim, *backend, data, reference));
         }
     }
 }
