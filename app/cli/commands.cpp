@@ -99,6 +99,19 @@ Spec checked_strategy(const std::string& text) {
     return spec;
 }
 
+// The strategy specs of a --strategies list as the user wrote them; every registered strategy
+// when the option is absent.
+std::vector<std::string> strategy_texts(const std::string& list) {
+    std::vector<std::string> texts;
+    if (list.empty()) {
+        for (const Strategy* s : strategies()) texts.emplace_back(s->name());
+        return texts;
+    }
+    texts = split_strategy_list(list);
+    if (texts.empty()) throw Error("--strategies: the list is empty; give at least one strategy");
+    return texts;
+}
+
 std::string infeasible_message(const std::string& strategy, const Plan& plan) {
     std::string msg = plan.message.empty()
                           ? "strategy '" + strategy + "' cannot meet its budget on this network"
@@ -285,13 +298,7 @@ int plan_command(const PlanOptions& opt) {
 
 int compare_command(const CompareOptions& opt) {
     Graph g = load_network(opt.network);
-    std::vector<std::string> texts;
-    if (opt.strategies.empty()) {
-        for (const Strategy* s : strategies()) texts.emplace_back(s->name());
-    } else {
-        texts = split_strategy_list(opt.strategies);
-    }
-    if (texts.empty()) throw Error("--strategies: the list is empty; give at least one strategy");
+    const std::vector<std::string> texts = strategy_texts(opt.strategies);
     std::vector<Spec> specs;
     for (const auto& t : texts) specs.push_back(checked_strategy(t));
 
@@ -444,12 +451,7 @@ int sweep_command(const SweepOptions& opt) {
     if (!opt.out.empty() && ext != "csv" && ext != "json")
         throw Error("--out '" + opt.out + "': the file must end in .csv or .json");
     Graph g = load_network(opt.network);
-    std::vector<std::string> texts;
-    if (opt.strategies.empty()) {
-        for (const Strategy* s : strategies()) texts.emplace_back(s->name());
-    } else {
-        texts = split_strategy_list(opt.strategies);
-    }
+    const std::vector<std::string> texts = strategy_texts(opt.strategies);
     std::vector<Spec> specs;
     for (const auto& t : texts) specs.push_back(checked_strategy(t));
 
