@@ -31,6 +31,9 @@ class TrackingAllocator {
     // `what` names the buffer in the error when the cap is exceeded.
     void* allocate(uint64_t bytes, Category c, int32_t instruction, const std::string& what);
     void release(void* p, uint64_t bytes, Category c, int32_t instruction);
+    // A timeline event without a change of bytes: an in-place Compute (engine/liveness.h), so
+    // that every Compute has an event at the time it ran.
+    void mark(int32_t instruction) { record(instruction); }
 
     // Time 0 is now; events recorded so far (set-up) move to time 0.
     void reset_epoch();

@@ -159,6 +159,15 @@ class RunVisitor final : public MemoryVisitor {
         slot = nullptr;
     }
 
+    // The output takes over the input's buffer; run_kernel finds the input there
+    // (Liveness::in_place_input), and the tracking allocator releases it once, as the output.
+    void hand_over(BufferRef from, BufferRef to, uint64_t) override {
+        alloc_.mark(instruction);
+        void*& src = slot_of(from);
+        slot_of(to) = src;
+        src = nullptr;
+    }
+
     void run_kernel(const Instruction& ins, bool recompute) override {
         if (!opt_.run_kernels) return;
         const Node& n = g_.node(ins.target);
@@ -166,8 +175,11 @@ class RunVisitor final : public MemoryVisitor {
         for (size_t k = 0; k < n.params.size(); ++k)
             par_ptrs_[k] = static_cast<float*>(par_[static_cast<size_t>(n.params[k])]);
         if (ins.kind == InstrKind::Compute) {
+            const int in_place = live_.in_place_input();
+            const ValueId moved = in_place >= 0 ? n.inputs[static_cast<size_t>(in_place)] : -1;
             for (size_t k = 0; k < n.inputs.size(); ++k)
-                in_ptrs_[k] = act_[static_cast<size_t>(n.inputs[k])];
+                in_ptrs_[k] = n.inputs[k] == moved ? act_[static_cast<size_t>(n.output)]
+                                                   : act_[static_cast<size_t>(n.inputs[k])];
             backend_.forward(ForwardCall{g_, n, in_ptrs_.data(), par_ptrs_.data(),
                                          act_[static_cast<size_t>(n.output)], workspace_});
             if (ins.target == g_.loss_node() && !recompute) {
@@ -243,7 +255,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     Execution result;
     TrackingAllocator alloc(backend, opt.cap);
     alloc.set_record_timeline(opt.record_timeline);
-    Liveness live(g, t);
+    Liveness live(g, t, s);
     RunVisitor v(g, backend, alloc, data, live, opt, result);
     v.residual_inputs = &t.residual_inputs;
     v.residual_output = &t.residual_output;
@@ -274,14 +286,19 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
         const Instruction& ins = s.code[i];
         const bool recompute = ins.kind == InstrKind::Compute && live.compute_count(ins.target) > 0;
         v.instruction = static_cast<int32_t>(i);
+        backend.begin_instruction();
         try {
-            live.step(static_cast<long>(i), ins, v);
+            live.step(static_cast<long>(i), v);
         } catch (const CapExceeded& e) {
             throw cap_context(static_cast<long>(i), e);
         }
-        backend.synchronize();
+        // Waits for the instruction; a device backend returns its time on the device (CUDA
+        // events), which then replaces the host clock's.
+        const double device_ms = backend.end_instruction();
         const auto now = std::chrono::steady_clock::now();
-        const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+        const double ms = device_ms >= 0
+                              ? device_ms
+                              : std::chrono::duration<double, std::milli>(now - last).count();
         last = now;
         result.instruction_ms[i] = ms;
         if (ins.kind == InstrKind::Compute)

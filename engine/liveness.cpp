@@ -32,6 +32,7 @@ LivenessTables::LivenessTables(const Graph& g) {
     residual_inputs.resize(n_nodes);
     residual_output.resize(n_nodes);
     needs_backward.resize(n_nodes);
+    in_place_inputs.assign(n_nodes, 0);
     grad_contributions.assign(static_cast<size_t>(g.num_values()), 0);
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
         const Node& node = g.node(n);
@@ -43,6 +44,13 @@ LivenessTables::LivenessTables(const Graph& g) {
         residual_inputs[i] = r.inputs;
         residual_output[i] = r.output;
         needs_backward[i] = g.needs_backward(n);
+        const Value& out = g.value(node.output);
+        for (size_t k = 0; k < node.inputs.size(); ++k) {
+            const Value& in = g.value(node.inputs[k]);
+            if (((def.in_place_inputs >> k) & 1u) && !in.is_input() && in.bytes == out.bytes &&
+                in.dtype == out.dtype)
+                in_place_inputs[i] |= 1u << k;
+        }
         if (needs_backward[i]) {
             ++backward_count;
             for (ValueId in : node.inputs)
@@ -51,18 +59,39 @@ LivenessTables::LivenessTables(const Graph& g) {
     }
 }
 
-Liveness::Liveness(const Graph& g, const LivenessTables& t)
+Liveness::Liveness(const Graph& g, const LivenessTables& t, const Schedule& s)
     : g_(g),
       t_(t),
+      s_(s),
+      in_place_(s.size(), -1),
       act_live_(static_cast<size_t>(g.num_values()), 0),
       grad_live_(static_cast<size_t>(g.num_values()), 0),
       backwarded_(static_cast<size_t>(g.num_nodes()), 0),
+      handed_over_(static_cast<size_t>(g.num_values()), 0),
       computes_(static_cast<size_t>(g.num_nodes()), 0),
       pending_(t.grad_contributions),
       last_backward_(g.num_nodes()) {
     size_t max_inputs = 0;
     for (const Node& n : g.nodes()) max_inputs = std::max(max_inputs, n.inputs.size());
     accumulate_.assign(max_inputs, 0);
+    // The in-place rule (liveness.h): a pointwise Compute takes over the buffer of the first
+    // eligible input that the run of Frees right after it releases. Decided here, from the
+    // schedule alone, so every walk of one schedule makes the same choices.
+    for (size_t i = 0; i < s.size(); ++i) {
+        const Instruction& ins = s.code[i];
+        if (ins.kind != InstrKind::Compute || ins.target < 0 || ins.target >= g.num_nodes())
+            continue;
+        const uint32_t mask = t.in_place_inputs[static_cast<size_t>(ins.target)];
+        const Node& node = g.node(ins.target);
+        for (size_t k = 0; mask && k < node.inputs.size() && in_place_[i] < 0; ++k) {
+            if (!((mask >> k) & 1u)) continue;
+            for (size_t j = i + 1; j < s.size() && s.code[j].kind == InstrKind::Free; ++j)
+                if (s.code[j].target == node.inputs[k]) {
+                    in_place_[i] = static_cast<int8_t>(k);
+                    break;
+                }
+        }
+    }
 }
 
 void Liveness::begin(MemoryVisitor& v) {
@@ -80,7 +109,8 @@ std::string quoted(const std::string& s) {
 }
 }  // namespace
 
-void Liveness::step(long index, const Instruction& ins, MemoryVisitor& v) {
+void Liveness::step(long index, MemoryVisitor& v) {
+    const Instruction& ins = s_.code[static_cast<size_t>(index)];
     const int32_t target = ins.target;
     if (ins.kind == InstrKind::Free) {
         if (target < 0 || target >= g_.num_values())
@@ -90,6 +120,11 @@ void Liveness::step(long index, const Instruction& ins, MemoryVisitor& v) {
         if (val.is_input())
             throw ScheduleError(
                 index, "free " + quoted(val.name) + ": graph inputs stay live for the whole step");
+        if (handed_over_[static_cast<size_t>(target)]) {
+            // Its buffer went to the output of the in-place Compute just before: nothing to free.
+            handed_over_[static_cast<size_t>(target)] = 0;
+            return;
+        }
         if (!act_live_[static_cast<size_t>(target)]) {
             const bool never = computes_[static_cast<size_t>(val.producer)] == 0;
             throw ScheduleError(
@@ -117,10 +152,21 @@ void Liveness::step(long index, const Instruction& ins, MemoryVisitor& v) {
                                            ": its output is already live; free it before "
                                            "computing it again");
         act_live_[static_cast<size_t>(node.output)] = 1;
-        v.allocate({Category::Activations, node.output}, out.bytes);
+        const int in_place = in_place_[static_cast<size_t>(index)];
+        if (in_place >= 0) {
+            const ValueId from = node.inputs[static_cast<size_t>(in_place)];
+            act_live_[static_cast<size_t>(from)] = 0;
+            handed_over_[static_cast<size_t>(from)] = 1;
+            v.hand_over({Category::Activations, from}, {Category::Activations, node.output},
+                        out.bytes);
+        } else {
+            v.allocate({Category::Activations, node.output}, out.bytes);
+        }
         const uint64_t ws = t_.fwd_workspace[ni];
         if (ws) v.allocate({Category::Workspace, target}, ws);
+        in_place_now_ = in_place;
         v.run_kernel(ins, computes_[ni] > 0);
+        in_place_now_ = -1;
         if (ws) v.release({Category::Workspace, target}, ws);
         ++computes_[ni];
         return;

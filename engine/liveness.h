@@ -11,6 +11,19 @@
 // workspace only inside its instruction. Inside an instruction the order is: allocate the output
 // or the new gradients, allocate workspace, run the kernel, release workspace, release the dead
 // output gradient.
+//
+// In-place forwards. A Compute of a pointwise op (OpDef::in_place_inputs: relu, gelu, tanh,
+// sigmoid, sin, cos, dropout, add) writes its output over an input's buffer, allocating nothing,
+// when that input
+//   - is an activation (not a graph input) of the output's size and dtype, and
+//   - is freed by the run of Free instructions that directly follows this Compute (for schedules
+//     from ScheduleBuilder: this Compute is the input's last read).
+// The first such input slot wins. That input then stops being live at the Compute, and its Free
+// releases nothing (its bytes now belong to the output, released by the output's own Free).
+// This is what PyTorch's `relu_` does, decided from the schedule: a value's buffer is reused only
+// when nothing reads it afterwards, so the bits every kernel sees are unchanged. It only lowers
+// live bytes (by the output's size, from the Compute to the input's Free), so a memory model
+// that ignores it (the Checkmate MILP, rotor's DP, DTR's replay) still gives a safe upper bound.
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +58,9 @@ class MemoryVisitor {
     virtual void release(BufferRef b, uint64_t bytes) = 0;
     // The kernel of the current instruction runs now (Compute or Backward only).
     virtual void run_kernel(const Instruction& ins, bool recompute) = 0;
+    // An in-place Compute: `to` (the output) takes over `from`'s buffer (an input), before the
+    // kernel runs; no bytes change hands (the simulator and the executor record a timeline event).
+    virtual void hand_over(BufferRef /*from*/, BufferRef /*to*/, uint64_t /*bytes*/) {}
 };
 
 // Per-graph tables the rules need, computed once.
@@ -55,17 +71,22 @@ struct LivenessTables {
     std::vector<uint8_t> residual_output;                // per node
     std::vector<uint8_t> needs_backward;                 // per node
     std::vector<int32_t> grad_contributions;             // per value: consumers that need backward
-    int32_t backward_count = 0;                          // nodes that need a backward
+    std::vector<uint32_t> in_place_inputs;  // per node: input slots whose buffer the output may
+                                            // take (pointwise op, same bytes, not a graph input)
+    int32_t backward_count = 0;             // nodes that need a backward
 };
 
 class Liveness {
   public:
-    Liveness(const Graph& g, const LivenessTables& t);
+    // `s` is the schedule that will be walked: the in-place rule reads the Frees after each
+    // Compute.
+    Liveness(const Graph& g, const LivenessTables& t, const Schedule& s);
 
     // Parameters and inputs come alive.
     void begin(MemoryVisitor& v);
-    // Applies one instruction; throws ScheduleError(index, reason) when it is illegal.
-    void step(long index, const Instruction& ins, MemoryVisitor& v);
+    // Applies instruction `index` of the schedule; throws ScheduleError(index, reason) when it is
+    // illegal.
+    void step(long index, MemoryVisitor& v);
     // Checks that every needed Backward ran; releases what is still live (activations left
     // over, parameter gradients, inputs, parameters).
     void end(long index, MemoryVisitor& v);
@@ -74,11 +95,19 @@ class Liveness {
     // During a Backward's run_kernel: whether input slot i's gradient accumulates.
     const std::vector<uint8_t>& accumulate_flags() const { return accumulate_; }
     int compute_count(NodeId n) const { return computes_[static_cast<size_t>(n)]; }
+    // During a Compute's run_kernel: the input slot whose buffer the output took, or -1.
+    int in_place_input() const { return in_place_now_; }
+    // The input slot instruction `index` (a Compute) runs in place over, or -1.
+    int in_place_input(long index) const { return in_place_[static_cast<size_t>(index)]; }
 
   private:
     const Graph& g_;
     const LivenessTables& t_;
+    const Schedule& s_;
+    std::vector<int8_t> in_place_;  // per instruction
+    int in_place_now_ = -1;
     std::vector<uint8_t> act_live_, grad_live_, backwarded_;
+    std::vector<uint8_t> handed_over_;  // per value: its buffer went to a consumer's output
     std::vector<int32_t> computes_, pending_;
     std::vector<uint8_t> accumulate_;
     NodeId last_backward_;

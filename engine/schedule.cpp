@@ -79,10 +79,10 @@ class NullVisitor final : public MemoryVisitor {
 
 void validate(const Graph& g, const Schedule& s) {
     const LivenessTables t(g);
-    Liveness live(g, t);
+    Liveness live(g, t, s);
     NullVisitor v;
     live.begin(v);
-    for (size_t i = 0; i < s.size(); ++i) live.step(static_cast<long>(i), s.code[i], v);
+    for (size_t i = 0; i < s.size(); ++i) live.step(static_cast<long>(i), v);
     live.end(static_cast<long>(s.size()), v);
 }
 

@@ -28,6 +28,10 @@ class CountingVisitor final : public MemoryVisitor {
         by_category_[static_cast<size_t>(b.category)] -= bytes;
         if (record_) sim_.timeline.push_back({instruction, live_});
     }
+    // An in-place Compute changes no bytes; it still gets its event, as in the executor.
+    void hand_over(BufferRef, BufferRef, uint64_t) override {
+        if (record_) sim_.timeline.push_back({instruction, live_});
+    }
     void run_kernel(const Instruction& ins, bool recompute) override {
         if (ins.kind == InstrKind::Compute) {
             const double ms = has_costs_ ? costs_.forward_ms(ins.target) : 0.0;
@@ -65,13 +69,13 @@ Simulation simulate(const Graph& g, const LivenessTables& t, const Schedule& s,
     Simulation sim;
     if (opt.record_timeline) sim.timeline.reserve(s.size() + 2 * g.num_values());
     CountingVisitor v(sim, costs, opt.record_timeline);
-    Liveness live(g, t);
+    Liveness live(g, t, s);
     live.begin(v);
     for (size_t i = 0; i < s.size(); ++i) {
         v.instruction = static_cast<int32_t>(i);
         const Instruction& ins = s.code[i];
         if (ins.kind == InstrKind::Free) ++sim.frees;
-        live.step(static_cast<long>(i), ins, v);
+        live.step(static_cast<long>(i), v);
     }
     v.instruction = -1;
     live.end(static_cast<long>(s.size()), v);

@@ -26,7 +26,7 @@ struct Simulation {
     long computes = 0, recomputes = 0, backwards = 0, frees = 0;
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0;
     double total_ms() const { return forward_ms + recompute_ms + backward_ms; }
-    std::vector<SimPoint> timeline;  // one point per allocate/release event
+    std::vector<SimPoint> timeline;  // one point per allocate/release event and in-place Compute
 };
 
 struct SimulateOptions {

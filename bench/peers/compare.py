@@ -117,7 +117,8 @@ def grad_check(ours_dir, torch_dir, f64_dir):
 
 
 def our_blas(cli):
-    """Ours: Eigen's own GEMM (no BLAS), with the flags the CLI was built with."""
+    """Ours: Eigen, with OpenBLAS behind its GEMM when the CLI links it (cmake/OpenBLAS.cmake),
+    and the flags the CLI was built with."""
     info = "Eigen"
     try:
         with open("/usr/include/eigen3/Eigen/src/Core/util/Macros.h") as f:
@@ -133,8 +134,19 @@ def our_blas(cli):
             text = f.read()
         native = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", text)
         btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", text)
-        info += " (own GEMM kernels, %s, %s)" % (
-            btype.group(1) if btype else "?",
+        # OpenBLAS may be loaded anyway (CBC's LAPACK): what counts is whether the engine calls
+        # sgemm_ (cmake/OpenBLAS.cmake, REMATLAB_OPENBLAS=ON).
+        gemm = "own GEMM kernels"
+        lib = re.search(r"REMATLAB_OPENBLAS_LIBRARY:FILEPATH=(\S+)", text)
+        try:
+            syms = subprocess.run(["nm", "-D", "--undefined-only", cli], capture_output=True,
+                                  text=True).stdout
+            if re.search(r"\bsgemm_\b", syms):
+                gemm = "GEMM by OpenBLAS: " + (os.path.realpath(lib.group(1)) if lib else "?")
+        except OSError:
+            pass
+        info += " (%s, %s, %s)" % (
+            gemm, btype.group(1) if btype else "?",
             "-O3 -march=native -mtune=generic" if native and native.group(1) == "ON"
             else "-O3 -march=x86-64-v3")
     except OSError:
@@ -173,6 +185,7 @@ def main():
     rounds = 1 if a.quick else a.rounds
     repeat = 2 if a.quick else a.repeat
     work = tempfile.mkdtemp(prefix="rematlab-peer-")
+    load_start = os.getloadavg()[0]
     rows = []
     blas_torch, blas_torch_version = None, "?"
     try:
@@ -286,7 +299,8 @@ def main():
     config = " ".join(blas_torch["torch_config"]) if blas_torch else ""
     torch_config = ", ".join(re.findall(r"(?:BLAS|LAPACK)_INFO=\w+", config))
     meta = (f"{date}; {machine()}; {a.threads} thread(s) on both sides; "
-            f"{rounds} alternating rounds x {repeat} timed steps, medians.\n"
+            f"{rounds} alternating rounds x {repeat} timed steps, medians; load average "
+            f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
             f"Ours: rematlab-cli, {our_blas(cli)}.\n"
             f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
             f"(torch.__config__: {torch_config}).")

@@ -5,9 +5,21 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#ifdef REMATLAB_HAVE_OPENBLAS
+// OpenBLAS's own entry point (cblas-openblas.h declares it too, with the whole CBLAS API).
+extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace rl {
 
@@ -76,27 +88,111 @@ constexpr bool table_complete() {
 }
 static_assert(table_complete(), "every OpKind needs a CPU forward and backward kernel");
 
-class CpuBackend final : public Backend {
-  public:
-    std::string name() const override { return "cpu"; }
+// With OpenBLAS behind Eigen (cmake/OpenBLAS.cmake): its OpenMP build takes its thread count
+// from the calling thread's OpenMP setting at every GEMM, so a kernel run from a worker thread
+// (the GUI's) first gets ours; a no-op when it already has it. Without OpenBLAS, nothing to do.
+inline void match_blas_threads() {
+#ifdef REMATLAB_HAVE_OPENBLAS
+    const int n = Eigen::nbThreads();
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+#endif
+}
 
-    void* allocate(uint64_t bytes) override {
-        constexpr uint64_t kAlign = 64;
+// Released host buffers are kept for reuse, by exact size. A step frees and allocates the same
+// sizes every run; handed back to glibc, buffers of 128 KiB and more went back to the kernel
+// (fresh mmaps, heap trimming), so every step paid its page faults again: on
+// mlp:depth=16,width=256,batch=256, ~1 800 faults and ~5.8 ms of system time in a 21 ms step
+// (docs/benchmarks.md). The tracking allocator still counts every request and release, so the
+// accounting and the cap are unchanged; this only decides where the bytes come from. Kernels
+// never read an output buffer before writing it, so a reused buffer's old contents change no
+// bit. At most kLimit bytes are kept; the rest go back at once. Off under AddressSanitizer,
+// which should see every free.
+class HostBuffers {
+  public:
+    static constexpr uint64_t kAlign = 64;
+    static constexpr uint64_t kLimit = uint64_t{1} << 30;
+
+    HostBuffers() = default;
+    HostBuffers(const HostBuffers&) = delete;
+    HostBuffers& operator=(const HostBuffers&) = delete;
+    ~HostBuffers() {
+        for (auto& [size, list] : free_)
+            for (void* p : list) std::free(p);
+    }
+
+    void* take(uint64_t bytes) {
         // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a
         // distinct pointer.
         const uint64_t size = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
         if (size < bytes) throw Error("cannot allocate " + std::to_string(bytes) + " bytes");
+        {
+            std::lock_guard lock(mutex_);
+            auto it = free_.find(size);
+            if (it != free_.end() && !it->second.empty()) {
+                void* p = it->second.back();
+                it->second.pop_back();
+                cached_ -= size;
+                sizes_[p] = size;
+                return p;
+            }
+        }
         void* p = std::aligned_alloc(kAlign, size);
         if (!p)
             throw Error("the host is out of memory: allocating " + std::to_string(bytes) +
                         " bytes failed; try a smaller network or batch, or a memory cap");
+        std::lock_guard lock(mutex_);
+        sizes_[p] = size;
         return p;
     }
 
-    void release(void* p) override { std::free(p); }
+    void give(void* p) {
+        if (!p) return;
+        std::lock_guard lock(mutex_);
+        auto it = sizes_.find(p);
+        assert(it != sizes_.end());
+        const uint64_t size = it->second;
+        sizes_.erase(it);
+        if (!kCache || cached_ + size > kLimit) {
+            std::free(p);
+            return;
+        }
+        free_[size].push_back(p);
+        cached_ += size;
+    }
 
-    void forward(const ForwardCall& call) override { kTable[index(call.node.op)].forward(call); }
-    void backward(const BackwardCall& call) override { kTable[index(call.node.op)].backward(call); }
+  private:
+#if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
+    static constexpr bool kCache = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang's
+    static constexpr bool kCache = false;
+#else
+    static constexpr bool kCache = true;
+#endif
+#else
+    static constexpr bool kCache = true;
+#endif
+    std::mutex mutex_;
+    std::unordered_map<void*, uint64_t> sizes_;              // live buffers
+    std::unordered_map<uint64_t, std::vector<void*>> free_;  // kept, by size
+    uint64_t cached_ = 0;
+};
+
+class CpuBackend final : public Backend {
+  public:
+    std::string name() const override { return "cpu"; }
+
+    void* allocate(uint64_t bytes) override { return buffers_.take(bytes); }
+    void release(void* p) override { buffers_.give(p); }
+
+    void forward(const ForwardCall& call) override {
+        match_blas_threads();
+        kTable[index(call.node.op)].forward(call);
+    }
+    void backward(const BackwardCall& call) override {
+        match_blas_threads();
+        kTable[index(call.node.op)].backward(call);
+    }
 
     void copy_to_host(void* dst, const void* src, uint64_t bytes) override {
         if (bytes) std::memcpy(dst, src, bytes);
@@ -104,12 +200,35 @@ class CpuBackend final : public Backend {
     void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
         if (bytes) std::memcpy(dst, src, bytes);
     }
+
+  private:
+    HostBuffers buffers_;
 };
 
 }  // namespace
 }  // namespace cpu
 
+namespace {
+// Heap allocations outside the tracking allocator (Eigen's GEMM takes its packing buffers from
+// the heap, once per product) still cost page faults with glibc's defaults: freeing a block at
+// the top of the heap can trim it, and the next allocation faults its pages in again. ~3 800
+// faults per sqrt-n step on mlp:depth=16,width=256,batch=256, a third of the step
+// (docs/benchmarks.md). Keep freed memory in the process instead (trim only above 1 GiB of free
+// heap) and take blocks up to 32 MiB (glibc's maximum) from the heap rather than fresh mmaps.
+// Process-wide, set once; other allocators ignore mallopt.
+void keep_freed_memory() {
+#ifdef __GLIBC__
+    static std::once_flag once;
+    std::call_once(once, [] {
+        mallopt(M_TRIM_THRESHOLD, 1 << 30);
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    });
+#endif
+}
+}  // namespace
+
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
+    keep_freed_memory();
     Eigen::initParallel();
     if (threads > 0) set_cpu_threads(threads);
     return std::make_unique<cpu::CpuBackend>();
@@ -121,10 +240,17 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
 void set_cpu_threads(int threads) {
     if (threads <= 0) {
         Eigen::setNbThreads(0);  // back to the OpenMP default
+#ifdef REMATLAB_HAVE_OPENBLAS
+        openblas_set_num_threads(Eigen::nbThreads());
+#endif
         return;
     }
     Eigen::setNbThreads(threads);
     omp_set_num_threads(threads);
+#ifdef REMATLAB_HAVE_OPENBLAS
+    // Process-wide in OpenBLAS; at 1 it stays single-threaded whatever OpenMP says.
+    openblas_set_num_threads(threads);
+#endif
 }
 
 int cpu_threads() {

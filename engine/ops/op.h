@@ -54,6 +54,16 @@ struct OpDef {
     uint64_t (*fwd_workspace)(const Graph& g, const Node& n) = nullptr;  // null: none
     uint64_t (*bwd_workspace)(const Graph& g, const Node& n) = nullptr;  // null: none
     OpCost (*cost)(const Graph& g, const Node& n) = nullptr;
+    // Bit i set: the forward is pointwise in input i (output element j reads only element j of
+    // each input), so its kernel gives the same bits when the output buffer *is* input i's (on
+    // every backend: no __restrict__ on those kernels' pointers). Liveness then lets the output
+    // take over input i's buffer at a Compute after which the schedule frees input i at once
+    // (engine/liveness.h, "In-place forwards").
+    uint32_t in_place_inputs = 0;
+    // Bit i set: input i is a *derivative input* — a value the forward already computed for the
+    // backward to read (JAX's sin saves cos x from its jvp: sin(x, d = cos(x))). No gradient
+    // flows through it; Graph::finalize requires that it reach the loss through no other path.
+    uint32_t derivative_inputs = 0;
 };
 
 const OpDef& op_def(OpKind k);

@@ -119,6 +119,7 @@ const OpDef kDropoutDef{
     .fwd_workspace = nullptr,
     .bwd_workspace = nullptr,
     .cost = dropout_cost,
+    .in_place_inputs = 0b1u,  // y[i] reads x[i] only; the mask is a hash of i
 };
 
 }  // namespace rl::ops

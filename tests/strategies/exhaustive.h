@@ -7,6 +7,9 @@
 // backward to the producer's; parameter gradients from the owner's backward on). Callers check
 // the schedules it returns with simulate(), so a wrong derivation fails a test rather than
 // passing silently. Used by test_checkmate.cpp and test_cross_strategy.cpp.
+// As in the engine (engine/liveness.h), a Compute of a pointwise op may also run in place over a
+// live input — the output takes the input's buffer, the schedule frees the input right after —
+// which charges no output bytes.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -100,6 +103,7 @@ class Exhaustive {
         std::vector<double> dist(states, std::numeric_limits<double>::infinity());
         std::vector<size_t> parent(states, 0);
         std::vector<Instruction> via(states, Instruction{InstrKind::Free, -1});
+        std::vector<ValueId> then_free(states, -1);  // an in-place Compute's freed input
         using Item = std::pair<double, size_t>;
         std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
         const size_t start = key(0, false, 0);
@@ -120,13 +124,15 @@ class Exhaustive {
                 break;
             }
             const double now = live(k, mask);
-            auto relax = [&](size_t to, double peak, double cost, Instruction ins) {
+            auto relax = [&](size_t to, double peak, double cost, Instruction ins,
+                             ValueId freed = -1) {
                 if (peak > budget) return;
                 const double nd = minimise_peak ? std::max(d, peak) : d + cost;
                 if (nd < dist[to]) {
                     dist[to] = nd;
                     parent[to] = s;
                     via[to] = ins;
+                    then_free[to] = freed;
                     queue.push({nd, to});
                 }
             };
@@ -141,6 +147,18 @@ class Exhaustive {
                         static_cast<double>(t_.fwd_workspace[static_cast<size_t>(j)]);
                     relax(key(k, loss || j == g_.loss_node(), mask | bit), peak,
                           costs_.forward_ms(j), {InstrKind::Compute, j});
+                    // In place over input slot i (then freed): no output bytes charged.
+                    const Node& nd = g_.node(j);
+                    const uint32_t ip = t_.in_place_inputs[static_cast<size_t>(j)];
+                    for (size_t i = 0; i < nd.inputs.size(); ++i) {
+                        if (!((ip >> i) & 1u)) continue;
+                        const uint32_t from = 1u << g_.value(nd.inputs[i]).producer;
+                        const double in_place_peak =
+                            now + static_cast<double>(t_.fwd_workspace[static_cast<size_t>(j)]);
+                        relax(key(k, loss || j == g_.loss_node(), (mask | bit) & ~from),
+                              in_place_peak, costs_.forward_ms(j), {InstrKind::Compute, j},
+                              nd.inputs[i]);
+                    }
                 }
             }
             const uint32_t need = residual_mask_[static_cast<size_t>(k)];
@@ -152,7 +170,10 @@ class Exhaustive {
         if (goal == states) return r;
         r.found = true;
         std::vector<Instruction> code;
-        for (size_t s = goal; s != start; s = parent[s]) code.push_back(via[s]);
+        for (size_t s = goal; s != start; s = parent[s]) {
+            if (then_free[s] >= 0) code.push_back({InstrKind::Free, then_free[s]});
+            code.push_back(via[s]);
+        }
         std::reverse(code.begin(), code.end());
         r.schedule.code = code;
         double first_forward = 0;
