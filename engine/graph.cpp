@@ -170,11 +170,44 @@ void Graph::finalize() {
     if (params_.empty())
         throw Error("network '" + name_ + "' has no parameters, so there is nothing to train");
     check_total_bytes();
-    for (Node& node : nodes_) {
-        bool rg = !node.params.empty();
-        for (ValueId in : node.inputs) rg = rg || values_[static_cast<size_t>(in)].requires_grad;
-        values_[static_cast<size_t>(node.output)].requires_grad = rg;
+    // A value needs a gradient when some parameter lies upstream of it and it reaches the loss
+    // through an input that is not a derivative input (OpDef::derivative_inputs).
+    std::vector<uint8_t> upstream(values_.size(), 0), reaches(values_.size(), 0);
+    for (const Node& node : nodes_) {
+        bool up = !node.params.empty();
+        for (ValueId in : node.inputs) up = up || upstream[static_cast<size_t>(in)];
+        upstream[static_cast<size_t>(node.output)] = up;
     }
+    reaches[static_cast<size_t>(nodes_.back().output)] = 1;
+    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+        const Node& node = *it;
+        if (!reaches[static_cast<size_t>(node.output)]) {
+            if (!node.params.empty())
+                throw Error("node '" + node.name + "' (" + std::string(op_name(node.op)) +
+                            ") owns parameters, but its output reaches the loss only as a "
+                            "derivative input, so its parameters would get no gradient");
+            continue;
+        }
+        const uint32_t derivative = op_def(node.op).derivative_inputs;
+        for (size_t k = 0; k < node.inputs.size(); ++k)
+            if (!((derivative >> k) & 1u)) reaches[static_cast<size_t>(node.inputs[k])] = 1;
+    }
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+        const Node& node = nodes_[n];
+        const uint32_t derivative = op_def(node.op).derivative_inputs;
+        for (size_t k = 0; k < node.inputs.size(); ++k) {
+            const ValueId in = node.inputs[k];
+            if (((derivative >> k) & 1u) && reaches[static_cast<size_t>(in)] &&
+                upstream[static_cast<size_t>(in)])
+                throw Error("node '" + node.name + "': input " + std::to_string(k) + " ('" +
+                            values_[static_cast<size_t>(in)].name +
+                            "') is a derivative input, which passes no gradient, but the value "
+                            "also reaches the loss as an ordinary input; give the derivative a "
+                            "node of its own");
+        }
+    }
+    for (size_t v = 0; v < values_.size(); ++v)
+        values_[v].requires_grad = upstream[v] && reaches[v];
     finalized_ = true;
 }
 

@@ -147,7 +147,23 @@ void sin_forward(const ForwardCall& c) {
     pointwise_forward(c, [](float x) { return std::sin(x); });
 }
 
+// dX (+)= dY · sign · d, with d the derivative input (input 1) computed in the forward.
+void derivative_backward(const BackwardCall& c, float sign) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const float* d = as_f32(c.inputs[1]);
+    const float* dy = c.grad_output;
+    const bool acc = c.accumulate[0];
+    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
+        if (acc)
+            for (int64_t i = s; i < s + n; ++i) dx[i] += dy[i] * (sign * d[i]);
+        else
+            for (int64_t i = s; i < s + n; ++i) dx[i] = dy[i] * (sign * d[i]);
+    });
+}
+
 void sin_backward(const BackwardCall& c) {
+    if (c.node.inputs.size() == 2) return derivative_backward(c, 1.0f);
     pointwise_backward(c, [](float x) { return std::cos(x); });
 }
 
@@ -156,6 +172,7 @@ void cos_forward(const ForwardCall& c) {
 }
 
 void cos_backward(const BackwardCall& c) {
+    if (c.node.inputs.size() == 2) return derivative_backward(c, -1.0f);
     pointwise_backward(c, [](float x) { return -std::sin(x); });
 }
 

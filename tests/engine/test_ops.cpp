@@ -572,6 +572,74 @@ TEST(CpuBackend, ThreadCount) {
 
 using testing::expect_error;
 
+// sin(x, d) / cos(x, d): d, the derivative computed in the forward, is what the backward reads;
+// no gradient flows into it.
+TEST(OpGradient, SinCosWithDerivativeInput) {
+    for (const OpKind k : {OpKind::Sin, OpKind::Cos}) {
+        SCOPED_TRACE(std::string(op_name(k)));
+        const OpKind other = k == OpKind::Sin ? OpKind::Cos : OpKind::Sin;
+        Graph g;
+        const ValueId x = g.add_input("x", DType::F32, Shape{3, 4});
+        const NodeId fc = g.add_node("fc", OpKind::Linear, Ids{x}, {{"out_features", int64_t{4}}});
+        const ValueId y = g.node(fc).output;
+        const NodeId d = g.add_node("d", other, Ids{y});
+        const NodeId f = g.add_node("f", k, Ids{y, g.node(d).output});
+        g.add_node("loss", OpKind::SumSquares, Ids{g.node(f).output});
+        g.finalize();
+        const Residuals r = op_def(k).residuals(g, g.node(f));
+        EXPECT_EQ(r.inputs, 0b10u);  // the derivative, not x
+        EXPECT_FALSE(g.output_of(d).requires_grad);
+        EXPECT_FALSE(g.needs_backward(d));
+        EXPECT_TRUE(g.value(y).requires_grad);
+    }
+}
+
+TEST(OpShapeErrors, DerivativeInputs) {
+    expect_error(
+        [](Graph& g) {
+            g.add_node("s", OpKind::Sin,
+                       Ids{g.add_input("a", DType::F32, Shape{2, 3}),
+                           g.add_input("b", DType::F32, Shape{3, 2})});
+        },
+        {"node 's' (sin)", "input 1 (the derivative) has shape [3,2]", "[2,3]"});
+    expect_error(
+        [](Graph& g) {
+            const ValueId a = g.add_input("a", DType::F32, Shape{2, 3});
+            g.add_node("s", OpKind::Sin, Ids{a, a});
+        },
+        {"is input 0 itself"});
+    // The derivative also reaching the loss as an ordinary input would need a gradient it never
+    // gets.
+    expect_error(
+        [](Graph& g) {
+            const ValueId x = g.add_input("x", DType::F32, Shape{2, 3});
+            const ValueId y =
+                g.node(g.add_node("fc", OpKind::Linear, Ids{x}, {{"out_features", int64_t{3}}}))
+                    .output;
+            const ValueId c = g.node(g.add_node("c", OpKind::Cos, Ids{y})).output;
+            const ValueId s = g.node(g.add_node("s", OpKind::Sin, Ids{y, c})).output;
+            const ValueId sum = g.node(g.add_node("sum", OpKind::Add, Ids{s, c})).output;
+            g.add_node("loss", OpKind::SumSquares, Ids{sum});
+            g.finalize();
+        },
+        {"node 's'", "input 1 ('c') is a derivative input", "also reaches the loss"});
+    // Parameters whose node reaches the loss only as a derivative would get no gradient.
+    expect_error(
+        [](Graph& g) {
+            const ValueId x = g.add_input("x", DType::F32, Shape{2, 3});
+            const ValueId y =
+                g.node(g.add_node("fc", OpKind::Linear, Ids{x}, {{"out_features", int64_t{3}}}))
+                    .output;
+            const ValueId d =
+                g.node(g.add_node("d", OpKind::Linear, Ids{x}, {{"out_features", int64_t{3}}}))
+                    .output;
+            const ValueId s = g.node(g.add_node("s", OpKind::Sin, Ids{y, d})).output;
+            g.add_node("loss", OpKind::SumSquares, Ids{s});
+            g.finalize();
+        },
+        {"node 'd' (linear) owns parameters", "only as a derivative input"});
+}
+
 TEST(OpShapeErrors, MessagesNameTheProblem) {
     expect_error(
         [](Graph& g) {

@@ -23,21 +23,20 @@ struct Case {
     std::string strategy;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.network << " / " << c.strategy; }
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.network << " / " << c.strategy;
+}
 
 std::vector<std::string> small_networks() {
-    return {"mlp:depth=6,width=16,batch=4",
-            "mlp:depth=5,width=12,batch=3,act=gelu",
-            "mlp:depth=4,width=8,batch=2,act=tanh",
-            "mlp:depth=4,width=8,batch=2,act=sigmoid",
-            "chain:l=9,width=16,batch=4",
-            "resmlp:depth=3,width=16,batch=4",
+    return {"mlp:depth=6,width=16,batch=4", "mlp:depth=5,width=12,batch=3,act=gelu",
+            "mlp:depth=4,width=8,batch=2,act=tanh", "mlp:depth=4,width=8,batch=2,act=sigmoid",
+            "chain:l=9,width=16,batch=4", "resmlp:depth=3,width=16,batch=4",
             "transformer:layers=2,d_model=16,heads=2,seq=4,batch=2,vocab=8",
             "vgg:depth=11,width=4,size=8,batch=2,hidden=16",
-            "resnet:depth=18,width=4,size=8,batch=2",
-            "resnet:depth=50,width=2,size=8,batch=2",
-            "unet:depth=2,channels=4,size=8,batch=2",
-            "mobilenet:width=4,size=16,batch=2"};
+            "resnet:depth=18,width=4,size=8,batch=2", "resnet:depth=50,width=2,size=8,batch=2",
+            "unet:depth=2,channels=4,size=8,batch=2", "mobilenet:width=4,size=16,batch=2",
+            // sin with its derivative computed in the forward (a derivative input, no gradient)
+            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json"};
 }
 
 std::vector<std::string> strategy_specs() {

@@ -23,9 +23,12 @@ namespace rl {
 namespace {
 
 // JAX's f: x [4]; layer i: y_i = linear(x, bias=0) (W_i [out, in], as JAX's jnp.dot(W, x)),
-// s_i = sin(y_i); the layer outputs carry the names a, b, c; then a sum-of-squares loss (JAX's
-// listing is of f alone; ours leaves the loss's own backward out, see policy.h).
-Graph jax_network() {
+// c_i = cos(y_i), s_i = sin(y_i, c_i) — sin with its derivative computed in the forward, as
+// JAX's jvp rule for sin does, so its backward reads c_i, not y_i; the layer outputs carry the
+// names a, b, c; then a sum-of-squares loss (JAX's listing is of f alone; ours leaves the loss's
+// own backward out, see policy.h). `with_derivative` false: plain sin(y_i), whose backward
+// reads y_i.
+Graph jax_network(bool with_derivative = true) {
     Graph g("jax_sin", 1);
     ValueId x = g.add_input("x", DType::F32, Shape{4});
     const int64_t outs[] = {5, 6, 7};
@@ -36,9 +39,14 @@ Graph jax_network() {
         const NodeId dot =
             g.add_node(layer + ".dot", OpKind::Linear, std::vector<ValueId>{x},
                        Attrs{{"out_features", outs[i]}, {"bias", int64_t{0}}}, {"dot", block});
+        const ValueId y = g.node(dot).output;
+        std::vector<ValueId> sin_inputs = {y};
+        if (with_derivative)
+            sin_inputs.push_back(g.node(g.add_node(layer + ".cos", OpKind::Cos,
+                                                   std::vector<ValueId>{y}, {}, {block}))
+                                     .output);
         const NodeId sin =
-            g.add_node(layer + ".sin", OpKind::Sin, std::vector<ValueId>{g.node(dot).output}, {},
-                       {block, names[i]});
+            g.add_node(layer + ".sin", OpKind::Sin, sin_inputs, {}, {block, names[i]});
         x = g.node(sin).output;
     }
     g.add_node("loss", OpKind::SumSquares, std::vector<ValueId>{x}, {}, {"loss"});
@@ -82,23 +90,47 @@ std::vector<Row> arguments_plus(std::vector<Row> rest) {
     return out;
 }
 
-TEST(PolicyJax, NoCheckpointSavesTheArgumentsSinAndCosStandIns) {
-    // JAX: the arguments, then f32[5] sin, f32[5] cos, f32[6] sin, f32[6] cos, f32[7] cos.
-    // Our sin's backward reads its input y and computes cos y itself, where JAX's sin saves
-    // cos y from the forward: each JAX "output of cos" row is our "output of linear" row of the
-    // same layer — same type, same bytes (docs/policies.md).
+TEST(PolicyJax, NoCheckpointSavesTheArgumentsSinAndCos) {
+    // JAX: the arguments, then f32[5] sin, f32[5] cos, f32[6] sin, f32[6] cos, f32[7] cos
+    // (ours lists activations in node order: each layer's cos before its sin).
     const Graph g = jax_network();
     const std::vector<Row> jax = arguments_plus({{"f32[5]", "output of cos"},
                                                  {"f32[5]", "output of sin"},
                                                  {"f32[6]", "output of cos"},
                                                  {"f32[6]", "output of sin"},
                                                  {"f32[7]", "output of cos"}});
-    std::vector<Row> ours_as_jax = listing(g, "none");
-    for (Row& r : ours_as_jax)
-        if (r.second == "output of linear") r.second = "output of cos";
-    EXPECT_EQ(ours_as_jax, jax);
+    EXPECT_EQ(listing(g, "none"), jax);
     // And the same set under a policy that saves everything.
     EXPECT_EQ(listing(g, "policy:regions=model,policy=everything_saveable"), listing(g, "none"));
+}
+
+TEST(PolicyJax, PlainSinSavesItsInputInsteadOfCos) {
+    // Without the derivative input, sin's backward reads y: the linear output takes cos's place
+    // (same types and bytes).
+    const Graph g = jax_network(false);
+    EXPECT_EQ(listing(g, "none"), arguments_plus({{"f32[5]", "output of linear"},
+                                                  {"f32[5]", "output of sin"},
+                                                  {"f32[6]", "output of linear"},
+                                                  {"f32[6]", "output of sin"},
+                                                  {"f32[7]", "output of linear"}}));
+}
+
+TEST(PolicyJax, DerivativeInputGivesTheSameGradientsAsPlainSin) {
+    // cos y computed in the forward and read by the backward, or computed in the backward:
+    // the same expression dY * cos(y), so the same bits.
+    std::vector<std::vector<float>> grads[2];
+    for (int with = 0; with < 2; ++with) {
+        const Graph g = jax_network(with != 0);
+        EXPECT_EQ(g.output_of(*g.find_node("layer1.dot")).requires_grad, true);
+        if (with) {
+            EXPECT_FALSE(g.output_of(*g.find_node("layer1.cos")).requires_grad);
+        }
+        const Plan p = plan_with(g, CostModel{}, parse_spec("none"));
+        auto backend = make_cpu_backend(1);
+        grads[with] = execute(g, p.schedule, *backend, RunData::seeded(g)).param_grads;
+    }
+    ASSERT_EQ(grads[0].size(), 3u);
+    EXPECT_EQ(grads[0], grads[1]);
 }
 
 TEST(PolicyJax, EachLayerCheckpointedSavesTheArgumentsAndTwoSinOutputs) {
