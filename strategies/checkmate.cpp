@@ -47,6 +47,15 @@ class NonActivationBytes final : public MemoryVisitor {
     void run_kernel(const Instruction&, bool) override { at_kernel = live; }
 };
 
+// Whether node k's compute may run in place over value v (one of its eligible input slots).
+bool reads_in_place(const LivenessTables& t, NodeId k, ValueId v, const Graph& g) {
+    const uint32_t mask = t.in_place_inputs[static_cast<size_t>(k)];
+    const Node& node = g.node(k);
+    for (size_t s = 0; s < node.inputs.size(); ++s)
+        if (((mask >> s) & 1u) && node.inputs[s] == v) return true;
+    return false;
+}
+
 Schedule plain_backprop(const Graph& g) {
     ScheduleBuilder b(g);
     for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
@@ -57,7 +66,8 @@ Schedule plain_backprop(const Graph& g) {
 
 std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool forward_stages) {
     NonActivationBytes v;
-    Liveness live(g, t);
+    const Schedule none = plain_backprop(g);
+    Liveness live(g, t, none);
     live.begin(v);
     const double forward_base = static_cast<double>(v.live);
     std::vector<Stage> stages;
@@ -70,7 +80,6 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
             s.base_bytes = forward_base;
             stages.push_back(s);
         }
-    const Schedule none = plain_backprop(g);
     bool first_backward = true;
     for (size_t i = 0; i < none.size(); ++i) {
         const Instruction& ins = none.code[i];
@@ -91,12 +100,12 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
             std::sort(s.residuals.begin(), s.residuals.end());
             s.residuals.erase(std::unique(s.residuals.begin(), s.residuals.end()),
                               s.residuals.end());
-            live.step(static_cast<long>(i), ins, v);
+            live.step(static_cast<long>(i), v);
             s.bwd_extra = static_cast<double>(v.at_kernel) - s.base_bytes;
             stages.push_back(std::move(s));
             first_backward = false;
         } else {
-            live.step(static_cast<long>(i), ins, v);
+            live.step(static_cast<long>(i), v);
         }
     }
     return stages;
@@ -274,15 +283,26 @@ class Formulation {
             std::vector<std::vector<std::pair<int, double>>> frees_at(
                 static_cast<size_t>(st.max_node) + 1);
             std::vector<std::pair<int, double>> frees_after_backward;
+            // in_place_at[k]: FREE columns of inputs that the compute at position k may run in
+            // place over (engine/liveness.h: a pointwise op's eligible input slot, freed right
+            // after it).
+            std::vector<std::vector<int>> in_place_at(static_cast<size_t>(st.max_node) + 1);
             const std::vector<int>* next_S = s + 1 < T ? &S_[s + 1] : nullptr;
             for (NodeId i = 0; i <= st.max_node; ++i) {
                 const int kept_next = next_S ? at(*next_S, i) : kNone;
                 const bool residual =
                     std::binary_search(st.residuals.begin(), st.residuals.end(), i);
+                // A value is freed at most once in a stage, and only when it is live there:
+                // sum of its FREEs <= S + R. Without this row the LP relaxation frees a
+                // fractionally computed value several times over (each FREE is bounded only by
+                // its own reader), which makes its memory rows nearly free.
+                std::vector<std::pair<int, double>> once = {{at(S, i), -1}, {at(R, i), -1}};
                 if (residual) {
                     const int f = m_.add_col(0, 1, 0, false);
                     if (kept_next != kNone) m_.add_row({{f, 1}, {kept_next, 1}}, -m_infinity(), 1);
                     frees_after_backward.push_back({f, bytes(i)});
+                    once.push_back({f, 1});
+                    m_.add_row(once, -m_infinity(), 0);
                     continue;
                 }
                 std::vector<NodeId> readers;  // consumers that may run in this stage
@@ -297,7 +317,11 @@ class Formulation {
                         if (c > k) m_.add_row({{f, 1}, {at(R, c), 1}}, -m_infinity(), 1);
                     if (kept_next != kNone) m_.add_row({{f, 1}, {kept_next, 1}}, -m_infinity(), 1);
                     frees_at[static_cast<size_t>(k)].push_back({f, bytes(i)});
+                    if (k != i && reads_in_place(t, k, g.node(i).output, g))
+                        in_place_at[static_cast<size_t>(k)].push_back(f);
+                    once.push_back({f, 1});
                 }
+                m_.add_row(once, -m_infinity(), 0);
             }
 
             // Memory. U[j] = live bytes inside the compute at position j (its output allocated,
@@ -321,7 +345,18 @@ class Formulation {
                 m_.add_row(row, rhs, rhs);
                 const double ws =
                     static_cast<double>(t.fwd_workspace[static_cast<size_t>(j)]) / unit_bytes;
-                add_budget_row({{u, 1}, {at(R, j), ws}}, budget_units);
+                std::vector<std::pair<int, double>> inside = {{u, 1}, {at(R, j), ws}};
+                const auto& over = in_place_at[static_cast<size_t>(j)];
+                if (!over.empty()) {
+                    // Run in place, the compute allocates no output: z = 1 when one of the
+                    // eligible inputs is freed right after it (z <= their FREEs, z <= 1).
+                    const int z = m_.add_col(0, 1, 0, false);
+                    std::vector<std::pair<int, double>> row = {{z, 1}};
+                    for (int f : over) row.push_back({f, -1});
+                    m_.add_row(row, -m_infinity(), 0);
+                    inside.push_back({z, -bytes(j)});
+                }
+                add_budget_row(inside, budget_units);
                 prev = u;
             }
             if (st.backward != kNone) {
@@ -329,6 +364,33 @@ class Formulation {
                 for (const auto& [f, b] : frees_at[static_cast<size_t>(st.max_node)])
                     row.push_back({f, -b});
                 add_budget_row(row, budget_units - st.bwd_extra / unit_bytes);
+            }
+
+            // The same memory, seen through what must be live at the stage's last instruction:
+            // every value kept into the next stage (S[s+1] = 1) is live from its compute to the
+            // end of the stage, and a Backward's residuals are live at it. A knapsack row over
+            // binaries alone, implied at integral points but not by the LP relaxation (whose
+            // fractional FREEs can discount a kept value); CBC derives cover cuts from it.
+            if (next_S) {
+                std::vector<std::pair<int, double>> row;
+                double fixed = base;
+                for (NodeId i = 0; i <= st.max_node; ++i) {
+                    if (std::binary_search(st.residuals.begin(), st.residuals.end(), i))
+                        fixed += bytes(i);
+                    else if (i != st.max_node || st.backward != kNone)
+                        row.push_back({at(*next_S, i), bytes(i)});
+                }
+                if (st.backward != kNone) {
+                    fixed += st.bwd_extra / unit_bytes;
+                } else {
+                    // Inside the last compute: its output (unless it may run in place) and its
+                    // workspace.
+                    const NodeId j = st.max_node;
+                    if (in_place_at[static_cast<size_t>(j)].empty()) fixed += bytes(j);
+                    fixed +=
+                        static_cast<double>(t.fwd_workspace[static_cast<size_t>(j)]) / unit_bytes;
+                }
+                add_budget_row(row, budget_units - fixed);
             }
         }
     }
@@ -569,8 +631,10 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
             bool proven = false;
             Schedule lean;
             const uint64_t min_budget = checkmate_min_budget(g, opt, &proven, &lean);
-            if (!r.proven_infeasible && min_budget <= budget) {
-                // The peak-minimising search found a schedule that fits: return it.
+            if (min_budget <= budget) {
+                // The peak-minimising search found a schedule that fits: return it. (The cost
+                // MILP may have hit its time limit, or — by solver tolerance only — called a
+                // budget infeasible that the simulated peak of this schedule meets.)
                 p.schedule = std::move(lean);
                 p.status = PlanStatus::Feasible;
                 const Simulation sim = simulate(g, t, p.schedule, costs, quiet);

@@ -16,13 +16,22 @@
 // residuals (S[t][r] + R[t][r] >= 1); S[t+1][i] <= S[t][i] + R[t][i]; memory at every position
 // of every stage (inside each instruction, with the engine's rules from engine/liveness.h:
 // parameters and inputs, parameter and activation gradients as the fixed backward order makes
-// them, workspace) <= budget. Objective: total recomputation time (computations beyond the first
-// forward), from the CostModel.
+// them, workspace, and the in-place rule: a pointwise compute over an input freed right after it
+// allocates no output) <= budget. Objective: total recomputation time (computations beyond the
+// first forward), from the CostModel.
+//
+// Rows that only tighten the LP relaxation (valid for every integral point; without them CBC's
+// bound barely moved on a transformer block, see docs/benchmarks.md):
+//   - a value is freed at most once per stage, and only if live there: sum of FREEs <= S + R;
+//   - S + R <= 1, and R / S at most the reads of the value in the stage plus keeping it;
+//   - a knapsack over the next stage's S: what is kept into stage s+1 is live at stage s's last
+//     instruction, together with that Backward's residuals, within the budget (CBC derives
+//     cover cuts from it).
 //
 // The schedule is read off R (each stage: its computations in node order, then its Backward)
 // and built with ScheduleBuilder, which frees every value right after its last read; the MILP's
-// memory accounting is exact for such schedules and an upper bound otherwise, and every plan is
-// checked with simulate() before it is returned.
+// memory accounting (in-place forwards included) is exact for such schedules and an upper bound
+// otherwise, and every plan is checked with simulate() before it is returned.
 //
 // Worked example: x -> l1 (linear) -> t (tanh) -> l2 (linear) -> loss (sum of squares), four
 // forward stages and four backward stages [.. loss'], [.. l2'], [.. t'], [.. l1']. Backward(l2)

@@ -126,7 +126,9 @@ struct Named {
 class CheckmateSmallDag : public ::testing::TestWithParam<Named> {};
 
 // The heart of it: at budgets from the least feasible peak to plain backprop's, the MILP's
-// proven optimum equals the exhaustive optimum, and its plan simulates within the budget.
+// proven optimum equals the exhaustive optimum over all valid schedules under the engine's
+// memory rules (in-place pointwise forwards included, engine/liveness.h), and its plan simulates
+// within the budget.
 TEST_P(CheckmateSmallDag, MatchesExhaustiveSearchAcrossBudgets) {
     const Graph g = GetParam().build();
     ASSERT_LE(g.num_nodes(), 12);
@@ -135,8 +137,8 @@ TEST_P(CheckmateSmallDag, MatchesExhaustiveSearchAcrossBudgets) {
     const Exhaustive::Result lean = search.min_peak();
     ASSERT_TRUE(lean.found);
     const uint64_t lo = static_cast<uint64_t>(lean.value);
-    // The search's memory rules agree with the engine's on its own answer.
     ASSERT_NO_THROW(validate(g, lean.schedule));
+    // The search's memory rules agree with the engine's on its own answer.
     ASSERT_EQ(simulate(g, lean.schedule, costs).peak_bytes, lo);
     const uint64_t hi = simulate(g, plain_backprop(g), costs).peak_bytes;
     ASSERT_LT(lo, hi) << "the graph must leave room for a trade-off";

@@ -196,6 +196,8 @@ TEST(CrossStrategy, ChainDpAndMilpFindTheSameOptimum) {
         SCOPED_TRACE(g.name());
         ASSERT_LE(g.num_nodes(), 11);
         const CostModel costs = CostModel::analytic(g, DeviceRates{});
+        // Over all valid schedules under the engine's rules (in-place forwards included, which
+        // the MILP models and the DP's memory accounting does not).
         const Exhaustive search(g, costs);
         // An exact memory grid for the DP (slots above span/gcd): its class optimum.
         const std::string dp_spec = "optimal:method=dp,slots=1000000";
