@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     run->add_option("--cap", run_cap, "memory cap (e.g. 512MiB): fail the run above it")
         ->check(kSize);
+    run->add_option("--device", run_opt.device,
+                    "where the step executes: cpu, or cuda (the GPU; fails naming the cause when "
+                    "none is usable)")
+        ->capture_default_str();
     run->add_flag("--json", run_opt.json, "print one JSON object instead of the summary");
     run->add_option("--dump-grads", run_opt.dump_grads,
                     "write each parameter's gradient to DIR/<parameter>.npy");
@@ -95,6 +99,8 @@ int main(int argc, char** argv) {
     compare->add_option("--strategies,-s", cmp_opt.strategies,
                         "strategy specs separated by ';' or ',' (a ',' followed by key=value "
                         "continues the previous spec); default: all");
+    compare->add_option("--device", cmp_opt.device, "where the steps execute: cpu or cuda")
+        ->capture_default_str();
     compare->add_option("--threads,-t", cmp_opt.threads, "CPU threads for the kernels")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();

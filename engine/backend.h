@@ -14,11 +14,26 @@
 //   value is bitwise equal to the first one, and gradients match across strategies.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/graph.h"
 
 namespace rl {
+
+// The driver's view of device memory (cudaMemGetInfo), beside the tracking allocator's exact
+// count: what the process really took from the device, pool and library overheads included.
+struct DeviceMemory {
+    std::string device;          // "NVIDIA H200 (sm_90, 139.8 GiB)"
+    uint64_t total = 0;          // the device's memory
+    uint64_t free_at_start = 0;  // free when the backend was made (after its own set-up)
+    uint64_t min_free = 0;       // the lowest free seen since (after each cudaMalloc)
+    uint64_t reserved = 0;       // bytes the backend holds from cudaMalloc now (pool included)
+    uint64_t reserved_peak = 0;  // the most it held at once
+    uint64_t overhead = 0;       // fixed bytes outside the tracking allocator (cuBLAS workspace)
+    // How far free memory fell below its level at start: the driver's peak for the run.
+    uint64_t driver_peak_delta() const { return free_at_start - min_free; }
+};
 
 struct ForwardCall {
     const Graph& graph;
@@ -53,10 +68,35 @@ class Backend {
     virtual void copy_to_host(void* dst, const void* src, uint64_t bytes) = 0;
     virtual void copy_from_host(void* dst, const void* src, uint64_t bytes) = 0;
     virtual void synchronize() {}
+
+    // Optional hooks of an asynchronous (device) backend; the CPU backend keeps the defaults.
+    // The executor calls begin_instruction() before each instruction and end_instruction()
+    // after it: that waits for the instruction's work to finish and returns its device time in
+    // milliseconds (CUDA events), or a negative number when the backend does not time on the
+    // device (the executor then uses the host clock).
+    virtual void begin_instruction() {}
+    virtual double end_instruction() {
+        synchronize();
+        return -1;
+    }
+    // The driver's view of device memory; nullopt for host backends.
+    virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
+    // Starts a new driver-peak window: min_free = current free, reserved_peak = reserved.
+    virtual void reset_device_memory_peak() {}
 };
 
 // The CPU backend with `threads` OpenMP/Eigen threads (0: leave the current setting).
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+// The CUDA backend on device 0 (engine/cuda/), serving allocations from a caching pool unless
+// `pool` is false. Throws rl::Error naming the cause when this build has no CUDA backend
+// ("this build has no CUDA backend: …") or no GPU can be used ("no CUDA device: …").
+std::unique_ptr<Backend> make_cuda_backend(bool pool = true);
+// Whether make_cuda_backend() can succeed; when not, `why` (if given) gets the reason.
+bool cuda_available(std::string* why = nullptr);
+// The backend named `device` ("cpu" or "cuda"); throws rl::Error for another name, or with
+// make_cuda_backend()'s message when CUDA cannot be used.
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0);
 
 // Sets the thread count used by CPU kernels (Eigen and OpenMP) for this process.
 void set_cpu_threads(int threads);

@@ -61,8 +61,8 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
                 "inspect it without running it");
     }
     if (opt_.execute) {
-        auto backend = make_cpu_backend(opt_.threads);
-        costs_ = CostModel::profiled(g, *backend);
+        backend_ = make_backend(opt_.device, opt_.threads);
+        costs_ = CostModel::profiled(g, *backend_);
         data_ = RunData::seeded(g, opt_.inputs);
     } else {
         costs_ = CostModel::analytic(g, DeviceRates::measure_cpu());
@@ -85,13 +85,13 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
                     format_bytes(available_memory()) +
                     " of memory is available; use smaller sizes or a strategy with a lower peak");
 
-    auto backend = make_cpu_backend(opt_.threads);
+    Backend& backend = *backend_;
     if (!reference_grads_) {
         const Plan none = plan_with(g_, costs_, Spec{"none", {}});
         ExecuteOptions ro;
         ro.record_timeline = false;
         ro.cancel = opt_.cancel;
-        reference_grads_ = execute(g_, none.schedule, *backend, data_, ro).param_grads;
+        reference_grads_ = execute(g_, none.schedule, backend, data_, ro).param_grads;
     }
     ExecuteOptions eo;
     eo.cap = opt_.cap;
@@ -101,7 +101,9 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
     for (int r = 0; r < opt_.repeat; ++r) {
         eo.keep_gradients = r == 0;
         eo.record_timeline = r == 0;
-        Execution e = execute(g_, ev.plan.schedule, *backend, data_, eo);
+        if (r == 0) backend.reset_device_memory_peak();
+        Execution e = execute(g_, ev.plan.schedule, backend, data_, eo);
+        if (r == 0) ev.device_memory = backend.device_memory();
         fwd.push_back(e.forward_ms);
         rec.push_back(e.recompute_ms);
         bwd.push_back(e.backward_ms);

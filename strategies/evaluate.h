@@ -3,10 +3,12 @@
 // what `rematlab-cli run/compare` print and what the GUI's results table shows.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/executor.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
@@ -21,6 +23,7 @@ struct EvaluateOptions {
     ExecutionObserver* observer = nullptr;
     const std::atomic<bool>* cancel = nullptr;
     std::vector<GivenInput> inputs;  // replace the seeded data of these inputs (`--input`)
+    std::string device = "cpu";      // the backend that executes: "cpu" or "cuda" (make_backend)
 };
 
 struct Evaluation {
@@ -31,6 +34,7 @@ struct Evaluation {
     std::optional<Execution> measured;  // when executed (median times over repeats)
     bool grads_bitwise_equal_to_none = false;
     double max_abs_grad_diff_vs_none = 0;
+    std::optional<DeviceMemory> device_memory;  // the driver's view of the run (device backends)
 };
 
 // Runs `none` first (once per network) and then each strategy; Errors from one strategy (an
@@ -49,6 +53,7 @@ class Evaluator {
     CostModel costs_;
     RunData data_;
     std::optional<std::vector<std::vector<float>>> reference_grads_;
+    std::shared_ptr<Backend> backend_;  // made once when executing (a GPU context is costly)
 };
 
 }  // namespace rl

@@ -245,6 +245,7 @@ int run_command(const RunOptions& opt) {
     eo.observer = bar.get();
     eo.cancel = cancel_on_interrupt();
     eo.inputs = given_inputs(g, opt.input);
+    eo.device = opt.device;
     Evaluator ev(g, opt.network, eo);
     if (!opt.dump_weights.empty()) dump_weights(g, ev.data(), opt.dump_weights);
     const ReportContext ctx =
@@ -311,6 +312,7 @@ int compare_command(const CompareOptions& opt) {
     eo.observer = bar.get();
     eo.cancel = cancel_on_interrupt();
     eo.inputs = given_inputs(g, opt.input);
+    eo.device = opt.device;
     Evaluator ev(g, opt.network, eo);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);

@@ -38,6 +38,7 @@ struct RunOptions {
     std::string dump_grads;    // directory, "" = none
     std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
     std::string input;         // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
+    std::string device = "cpu";  // cpu or cuda
 };
 
 struct PlanOptions {
@@ -56,6 +57,7 @@ struct CompareOptions {
     uint64_t cap = 0;
     bool json = false;
     std::string input;  // as RunOptions::input
+    std::string device = "cpu";  // cpu or cuda
 };
 
 struct NetworkOptions {

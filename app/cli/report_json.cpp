@@ -71,6 +71,13 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
         j["grads_bitwise_equal_to_none"] = e.grads_bitwise_equal_to_none;
         j["max_abs_grad_diff_vs_none"] = e.max_abs_grad_diff_vs_none;
     }
+    if (e.device_memory) {  // the CUDA driver's view, beside the tracking allocator's peak
+        const DeviceMemory& d = *e.device_memory;
+        j["device"] = d.device;
+        j["driver_peak_delta_bytes"] = d.driver_peak_delta();
+        j["device_reserved_peak_bytes"] = d.reserved_peak;
+        j["device_overhead_bytes"] = d.overhead;
+    }
     return j.dump();
 }
 

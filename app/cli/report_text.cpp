@@ -116,6 +116,11 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
             << ", at " << describe_at(g, plan.schedule, m.peak_instruction) << '\n';
         out << "activations  peak predicted " << format_bytes(sim.activation_peak_bytes())
             << ", measured " << format_bytes(m.activation_peak_bytes()) << '\n';
+        if (const auto& d = e.device_memory)  // the CUDA driver's view of the same run
+            out << "device       " << d->device << ": driver peak +"
+                << format_bytes(d->driver_peak_delta()) << ", pool reserved "
+                << format_bytes(d->reserved_peak) << ", cuBLAS workspace "
+                << format_bytes(d->overhead) << '\n';
         out << "time (ms)    forward " << ms(m.forward_ms) << ", recompute " << ms(m.recompute_ms)
             << ", backward " << ms(m.backward_ms) << ", total " << ms(m.total_ms);
         if (ctx.repeat > 1) out << " (median of " << ctx.repeat << ")";
