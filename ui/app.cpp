@@ -164,10 +164,20 @@ int screenshot_mode(const QCommandLineParser& args) {
     if (args.isSet(QStringLiteral("threads")))
         window.setThreads(args.value(QStringLiteral("threads")).toInt());
     window.show();
-    QEventLoop loop;
-    QObject::connect(&window, &MainWindow::runCompleted, &loop, &QEventLoop::quit);
-    QTimer::singleShot(0, &window, [&window] { window.startRun(); });
-    loop.exec();
+    if (args.isSet(QStringLiteral("open-session"))) {
+        // A saved session, as it reopens (nothing is run): wait for its results to show.
+        QEventLoop loop;
+        QObject::connect(&window, &MainWindow::planReady, &loop, &QEventLoop::quit);
+        QObject::connect(&window, &MainWindow::networkFailed, &loop, &QEventLoop::quit);
+        const QString err = window.openSession(args.value(QStringLiteral("open-session")));
+        if (!err.isEmpty()) return fail(kExitUserError, err);
+        if (window.missingNetwork().isEmpty()) loop.exec();  // else restored at once
+    } else {
+        QEventLoop loop;
+        QObject::connect(&window, &MainWindow::runCompleted, &loop, &QEventLoop::quit);
+        QTimer::singleShot(0, &window, [&window] { window.startRun(); });
+        loop.exec();
+    }
     if (args.isSet(QStringLiteral("sweep"))) {
         bool ok = false;
         const int points = args.value(QStringLiteral("sweep")).toInt(&ok);
@@ -197,6 +207,8 @@ int screenshot_mode(const QCommandLineParser& args) {
     if (args.isSet(QStringLiteral("select")))
         window.scheduleViews()->selection()->select(args.value(QStringLiteral("select")).toInt());
     window.graphView()->waitForLayout(60000);
+    QApplication::processEvents();
+    window.memoryChart()->flush();  // the selected node's marks
     QApplication::processEvents();
     if (!window.grab().save(out))
         return fail(kExitUserError, QStringLiteral("cannot write '%1'").arg(out));
@@ -239,6 +251,10 @@ int run_app(int argc, char** argv) {
          QStringLiteral("N")},
         {QStringLiteral("select"), QStringLiteral("--screenshot: select node N in the views"),
          QStringLiteral("N")},
+        // Not "--session": QApplication takes that one (X11 session management).
+        {QStringLiteral("open-session"),
+         QStringLiteral("--screenshot: open this saved session instead of running"),
+         QStringLiteral("FILE")},
         {QStringLiteral("tab"), QStringLiteral("chart tab for --screenshot (0 memory, 1 Pareto)"),
          QStringLiteral("N")},
         {QStringLiteral("export"), QStringLiteral("headless: write --chart to --out and exit")},

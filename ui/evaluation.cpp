@@ -251,6 +251,7 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     EvaluateOptions eo;
     eo.threads = request.threads;
     eo.cap = request.cap;
+    eo.device = request.device.toStdString();
     eo.execute = execute;
     eo.cancel = cancel;
     Evaluator evaluator(g, request.network.toStdString(), eo);

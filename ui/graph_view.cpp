@@ -338,6 +338,10 @@ void GraphView::recolor() {
 void GraphView::setStepState(const ScheduleState* state, int current,
                              const std::vector<int>& related) {
     if (!laid_out_) return;
+    if (stepping_ != (state != nullptr)) {
+        stepping_ = state != nullptr;
+        viewport()->update();  // the legend gains or loses teach mode's entries
+    }
     const Graph& g = *laid_graph_;
     const int inputs = static_cast<int>(g.inputs().size());
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
@@ -388,6 +392,7 @@ void GraphView::onSelectionChanged(int node) {
     }
     if (node >= 0 && size_t(inputs + node) < items_.size())
         ensureVisible(items_[size_t(inputs + node)], 80, 80);
+    viewport()->update();  // the legend's "selected node" entry
 }
 
 void GraphView::fitAll() {
@@ -444,66 +449,224 @@ void GraphView::mouseReleaseEvent(QMouseEvent* event) {
     }
 }
 
+// ---- the legend ------------------------------------------------------------------------------
+
+enum class LegendSwatch { Box, DashedBox, Dimmed, Pill, Diamond, Corner, Outline, CurrentOutline };
+
+struct GraphLegendEntry {
+    LegendSwatch swatch;
+    QColor color;
+    QString text;
+};
+
+namespace {
+
+QFont legend_font() {
+    QFont f = QApplication::font();
+    f.setPointSizeF(8.5);
+    return f;
+}
+
+constexpr double kSwatchW = 18, kSwatchGap = 6, kEntryGap = 16, kPad = 8;
+
+// A small copy of what the drawing shows, in `r`.
+void paint_swatch(QPainter& p, const GraphLegendEntry& e, const QRectF& r) {
+    const QColor border(0x55, 0x5b, 0x66);
+    const QRectF box = r.adjusted(0, 2, 0, -2);
+    switch (e.swatch) {
+        case LegendSwatch::Box:
+        case LegendSwatch::DashedBox:
+        case LegendSwatch::Dimmed: {
+            QPen pen(e.swatch == LegendSwatch::Dimmed ? QColor(0xbb, 0xbb, 0xbb) : border);
+            if (e.swatch == LegendSwatch::DashedBox) pen.setStyle(Qt::DashLine);
+            p.setPen(pen);
+            p.setBrush(e.color);
+            p.drawRoundedRect(box, 3, 3);
+            break;
+        }
+        case LegendSwatch::Pill:
+            p.setPen(border);
+            p.setBrush(e.color);
+            p.drawRoundedRect(box, box.height() / 2, box.height() / 2);
+            break;
+        case LegendSwatch::Diamond: {
+            const QPointF c = box.center();
+            QPolygonF d;
+            d << c + QPointF(0, -5) << c + QPointF(5, 0) << c + QPointF(0, 5) << c + QPointF(-5, 0);
+            p.setPen(Qt::NoPen);
+            p.setBrush(e.color);
+            p.drawPolygon(d);
+            break;
+        }
+        case LegendSwatch::Corner: {
+            p.setPen(border);
+            p.setBrush(Qt::white);
+            p.drawRoundedRect(box, 3, 3);
+            QPolygonF tri;
+            tri << box.topRight() << box.topRight() + QPointF(-8, 0)
+                << box.topRight() + QPointF(0, 8);
+            p.setPen(Qt::NoPen);
+            p.setBrush(e.color);
+            p.drawPolygon(tri);
+            break;
+        }
+        case LegendSwatch::Outline:
+        case LegendSwatch::CurrentOutline:
+            p.setPen(QPen(e.color, e.swatch == LegendSwatch::Outline ? 2.4 : 3.0));
+            p.setBrush(Qt::white);
+            p.drawRoundedRect(box.adjusted(1.5, 1.5, -1.5, -1.5), 3, 3);
+            break;
+    }
+}
+
+// Lays out (and with a painter, paints) the title on a line of its own, then the entries left to
+// right, wrapping before `max_width` (0: one entry a line). Returns the size used.
+QSizeF flow_legend(QPainter* p, const QString& title, const std::vector<GraphLegendEntry>& entries,
+                   QPointF origin, double max_width) {
+    const QFont font = legend_font();
+    QFont bold = font;
+    bold.setBold(true);
+    const QFontMetricsF fm(font), fb(bold);
+    const double row = std::ceil(fm.height()) + 6;
+    double x = origin.x(), y = origin.y(), used_w = 0;
+    if (!title.isEmpty()) {
+        const double w = fb.horizontalAdvance(title);
+        if (p) {
+            p->setFont(bold);
+            p->setPen(Qt::black);
+            p->drawText(QRectF(x, y, w + 2, row), Qt::AlignVCenter | Qt::AlignLeft, title);
+        }
+        used_w = w;
+        y += row;
+    }
+    double line_x = 0;
+    bool line_open = false;
+    for (const GraphLegendEntry& e : entries) {
+        const double text_w = fm.horizontalAdvance(e.text);
+        const double w = kSwatchW + kSwatchGap + text_w;
+        if (line_open && line_x + kEntryGap + w > max_width) {
+            y += row;
+            line_x = 0;
+            line_open = false;
+        }
+        const double at = line_open ? line_x + kEntryGap : 0;
+        if (p) {
+            paint_swatch(*p, e, QRectF(x + at, y + 3, kSwatchW, row - 6));
+            p->setFont(font);
+            p->setPen(Qt::black);
+            p->drawText(QRectF(x + at + kSwatchW + kSwatchGap, y, text_w + 2, row),
+                        Qt::AlignVCenter | Qt::AlignLeft, e.text);
+        }
+        line_x = at + w;
+        line_open = true;
+        used_w = std::max(used_w, line_x);
+    }
+    if (line_open) y += row;
+    return {used_w, y - origin.y()};
+}
+
+QString elided_title(const QString& title, double width) {
+    QFont bold = legend_font();
+    bold.setBold(true);
+    return QFontMetricsF(bold).elidedText(title, Qt::ElideMiddle, width);
+}
+
+}  // namespace
+
+QString GraphView::legendTitle() const {
+    if (!trace_) return {};
+    return QStringLiteral("%1 on %2").arg(q(trace_->spec), q(trace_->graph->name()));
+}
+
+std::vector<GraphLegendEntry> GraphView::legendEntries() const {
+    std::vector<GraphLegendEntry> out = {
+        {LegendSwatch::Box, sp::kept(), QStringLiteral("kept for the backward")},
+        {LegendSwatch::Box, sp::recomputed(), QStringLiteral("recomputed (×n: computed n times)")},
+        {LegendSwatch::DashedBox, sp::freed(),
+         QStringLiteral("freed early, never saved (no backward reads it)")},
+    };
+    bool not_run = false;
+    for (const NodeUse& u : uses_) not_run |= u.fate == NodeFate::NotRun;
+    if (not_run)
+        out.push_back({LegendSwatch::Box, sp::fate_color(NodeFate::NotRun),
+                       QStringLiteral("not run (not in the schedule)")});
+    out.push_back({LegendSwatch::Pill, sp::input(), QStringLiteral("graph input (always live)")});
+    if (trace_ && !trace_->plan.checkpoints.empty())
+        out.push_back({LegendSwatch::Diamond, QColor(0x1d, 0x5e, 0x2a),
+                       QStringLiteral("checkpoint of the plan")});
+    if (stepping_) {
+        out.push_back({LegendSwatch::Dimmed, QColor(0xfa, 0xfa, 0xfa),
+                       QStringLiteral("not in memory at this step")});
+        out.push_back(
+            {LegendSwatch::CurrentOutline, sp::current(), QStringLiteral("this step's node")});
+        out.push_back({LegendSwatch::Corner, sp::backward(), QStringLiteral("backward done")});
+    }
+    if (selected_ >= 0)
+        out.push_back({LegendSwatch::Outline, sp::selected(), QStringLiteral("selected node")});
+    return out;
+}
+
+QStringList GraphView::legendLabels() const {
+    QStringList out;
+    for (const GraphLegendEntry& e : legendEntries()) out << e.text;
+    return out;
+}
+
+double GraphView::legendHeight(double width) const {
+    // The title takes one line whatever its length (exports elide it to the width).
+    return flow_legend(nullptr, legendTitle().left(1), legendEntries(), QPointF(kPad, kPad),
+                       std::max(0.0, width - 2 * kPad))
+               .height() +
+           2 * kPad;
+}
+
 void GraphView::drawForeground(QPainter* p, const QRectF& rect) {
     (void)rect;
     if (!laid_out_) return;
     p->save();
     p->resetTransform();
-    QFont f = QApplication::font();
-    f.setPointSizeF(8.5);
-    p->setFont(f);
-    const QFontMetrics fm(f);
-    struct Entry {
-        QColor color;
-        QString text;
-        bool dashed;
-    };
-    const std::vector<Entry> entries = {
-        {sp::kept(), QStringLiteral("kept for the backward"), false},
-        {sp::recomputed(), QStringLiteral("recomputed (×count)"), false},
-        {sp::freed(), QStringLiteral("freed early (no backward reads it)"), true},
-        {sp::input(), QStringLiteral("graph input"), false},
-    };
-    int w = 0;
-    for (const Entry& e : entries) w = std::max(w, fm.horizontalAdvance(e.text));
-    const int row = fm.height() + 4;
-    QRect box(8, 8, w + 36, row * int(entries.size() + (trace_ ? 1 : 0)) + 8);
+    p->setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+    // A box in the top-left corner, one entry a line.
+    const auto entries = legendEntries();
+    double widest = 0;
+    for (const auto& e : entries)
+        widest = std::max(widest, flow_legend(nullptr, {}, {e}, QPointF(0, 0), 0).width());
+    const QString title = elided_title(legendTitle(), std::max(widest, 300.0));
+    const QSizeF size = flow_legend(nullptr, title, entries, QPointF(0, 0), 0);
+    const QRectF box(8, 8, size.width() + 2 * kPad, size.height() + 2 * kPad);
     p->setPen(QColor(0xcc, 0xcc, 0xcc));
     p->setBrush(QColor(255, 255, 255, 225));
     p->drawRoundedRect(box, 4, 4);
-    int y = box.top() + 6;
-    if (trace_) {
-        QFont b = f;
-        b.setBold(true);
-        p->setFont(b);
-        p->setPen(Qt::black);
-        p->drawText(QRect(box.left() + 8, y, w + 24, row), Qt::AlignVCenter,
-                    fm.elidedText(q(trace_->spec), Qt::ElideRight, w + 24));
-        p->setFont(f);
-        y += row;
-    }
-    for (const Entry& e : entries) {
-        QPen pen(QColor(0x55, 0x5b, 0x66));
-        if (e.dashed) pen.setStyle(Qt::DashLine);
-        p->setPen(pen);
-        p->setBrush(e.color);
-        p->drawRoundedRect(QRect(box.left() + 8, y + 3, 16, row - 6), 3, 3);
-        p->setPen(Qt::black);
-        p->drawText(QRect(box.left() + 30, y, w + 4, row), Qt::AlignVCenter, e.text);
-        y += row;
-    }
+    flow_legend(p, title, entries, box.topLeft() + QPointF(kPad, kPad), 0);
     p->restore();
 }
 
 QString GraphView::exportImage(const QString& path, double scale) const {
     if (!laid_out_) return QStringLiteral("the graph is not laid out yet");
     const QRectF source = scene()->sceneRect();
-    const QSize size = (source.size() * scale).toSize();
+    // The legend strip above the drawing, at least as wide as its widest entry.
+    const auto entries = legendEntries();
+    double widest = 0;
+    for (const auto& e : entries)
+        widest = std::max(widest, flow_legend(nullptr, {}, {e}, QPointF(0, 0), 0).width());
+    const QString title = elided_title(legendTitle(), std::max(widest, source.width() - 2 * kPad));
+    const double width = std::max(source.width(), widest + 2 * kPad);
+    const double strip = legendHeight(width);
+    const QSizeF logical(width, strip + source.height());
+    const QSize size = (logical * scale).toSize();
     const QString suffix = QFileInfo(path).suffix().toLower();
     auto paint = [&](QPainter& p) {
         p.setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
         p.fillRect(QRectF(QPointF(0, 0), QSizeF(size)), Qt::white);
-        scene()->render(&p, QRectF(QPointF(0, 0), QSizeF(size)), source);
+        p.save();
+        p.scale(scale, scale);
+        flow_legend(&p, title, entries, QPointF(kPad, kPad), width - 2 * kPad);
+        p.setPen(QColor(0xdd, 0xdd, 0xdd));
+        p.drawLine(QPointF(0, strip - 0.5), QPointF(width, strip - 0.5));
+        p.restore();
+        const QRectF target((width - source.width()) / 2 * scale, strip * scale,
+                            source.width() * scale, source.height() * scale);
+        scene()->render(&p, target, source);
     };
     if (suffix == QLatin1String("png")) {
         QImage image(size, QImage::Format_ARGB32_Premultiplied);

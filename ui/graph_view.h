@@ -6,11 +6,16 @@
 // selection is shared with the other schedule views through a NodeSelection). Teach mode dims the
 // values not in memory at the current instruction and outlines the node it is about.
 //
+// A legend says what the colours and marks mean — the entries that occur in the drawing (kept,
+// recomputed, freed early, graph input, checkpoint; the selection and teach mode's marks while
+// shown): a box in the view's corner on screen, a strip above the drawing in exports.
+//
 // The layout runs on a worker thread and only when the network changes; a new strategy only
 // recolours.
 #include <QGraphicsView>
 #include <QPointer>
 #include <QSizeF>
+#include <QStringList>
 #include <memory>
 #include <vector>
 
@@ -22,6 +27,7 @@ namespace rl::ui {
 struct ScheduleTrace;
 class NodeSelection;
 class GraphNodeItem;
+struct GraphLegendEntry;
 
 // The box size of every vertex (graph inputs, then nodes), for a given font: wide enough for the
 // name and the "op · bytes" line, taller and wider as the output grows (log scale).
@@ -55,8 +61,13 @@ class GraphView : public QGraphicsView {
 
     void fitAll();
     void zoomBy(double factor);
-    // The whole drawing at `scale` (1 = one scene pixel per image pixel) as PNG, SVG or PDF.
+    // The whole drawing at `scale` (1 = one scene pixel per image pixel) as PNG, SVG or PDF,
+    // below a strip with the legend (the image is taller by legendHeight(width) × scale).
     QString exportImage(const QString& path, double scale = 1.0) const;
+    // The legend's entries as shown now ("kept for the backward", …), for tests.
+    QStringList legendLabels() const;
+    // The height of the export's legend strip for a drawing `width` scene pixels wide.
+    double legendHeight(double width) const;
 
   signals:
     void layoutReady();
@@ -74,6 +85,8 @@ class GraphView : public QGraphicsView {
     void applyLayout(quint64 job, GraphLayout layout);
     void recolor();
     void onSelectionChanged(int node);
+    std::vector<GraphLegendEntry> legendEntries() const;
+    QString legendTitle() const;
 
     std::shared_ptr<const ScheduleTrace> trace_;
     std::shared_ptr<const Graph> laid_graph_;  // the network the scene shows
@@ -84,6 +97,7 @@ class GraphView : public QGraphicsView {
     int selected_ = -1;
     quint64 layout_job_ = 0;
     bool laid_out_ = false;
+    bool stepping_ = false;  // teach mode's marks are drawn
     QPoint press_pos_;
 };
 

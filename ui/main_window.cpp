@@ -41,10 +41,12 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/backend.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
 #include "strategies/strategy.h"
 #include "ui/evaluation.h"
+#include "ui/graph_view.h"
 #include "ui/memory_chart.h"
 #include "ui/palette.h"
 #include "ui/param_form.h"
@@ -536,9 +538,16 @@ QWidget* MainWindow::buildRunPanel() {
     device_ = new QComboBox;
     device_->addItem(QStringLiteral("CPU"));
     device_->addItem(QStringLiteral("GPU (CUDA)"));
-    device_->setItemData(1, false, Qt::UserRole - 1);  // disabled: no GPU backend in this build
-    device_->setItemData(1, QStringLiteral("This build has no GPU backend"), Qt::ToolTipRole);
-    device_->setToolTip(QStringLiteral("Where the step runs; this build runs on the CPU"));
+    std::string why;
+    if (cuda_available(&why)) {
+        device_->setToolTip(QStringLiteral(
+            "Where the step runs: the CPU, or the GPU with exact device-memory accounting"));
+    } else {
+        // Disabled, with the reason: no CUDA backend in this build, or no usable GPU.
+        device_->setItemData(1, false, Qt::UserRole - 1);
+        device_->setItemData(1, q(why), Qt::ToolTipRole);
+        device_->setToolTip(QStringLiteral("Where the step runs; no GPU here: ") + q(why));
+    }
     threads_ = new QSpinBox;
     threads_->setRange(1, std::max(1, QThread::idealThreadCount()));
     threads_->setValue(1);
@@ -747,6 +756,8 @@ void MainWindow::onNetworkAvailable(quint64 job, const NetworkSummary& s) {
     }
     network_ = s;
     network_ready_ = true;
+    missing_network_.clear();  // a network is back (located, or another one chosen)
+    detached_session_.reset();
     setWindowTitle(QStringLiteral("%1 — RematLab").arg(s.spec));
     if (message_->kind() == MessageWidget::Kind::Error && !message_->text().isEmpty() &&
         message_->text().startsWith(QLatin1String("Cannot load")))
@@ -918,6 +929,7 @@ RunRequest MainWindow::request() const {
     r.network = networkSpec();
     r.strategies = strategySpecs();
     r.threads = threads_->value();
+    r.device = device_->currentIndex() == 1 ? QStringLiteral("cuda") : QStringLiteral("cpu");
     const QString cap = cap_->text().trimmed();
     r.cap = cap.isEmpty() ? 0 : parse_bytes(cap.toStdString());
     return r;
@@ -1104,6 +1116,12 @@ void MainWindow::reportFailures(const std::vector<StrategyResult>& results) {
 void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message) {
     if (kind == FailureKind::Network) {
         if (job != network_job_) return;
+        if (pending_session_) {  // a session's network file no longer loads: restore the rest
+            restoreSessionWithoutNetwork(loading_spec_,
+                                         QStringLiteral("cannot be loaded: %1").arg(message));
+            emit networkFailed(message);
+            return;
+        }
         network_ready_ = false;
         run_when_ready_ = false;
         summary_->setText(QStringLiteral("<span style='color:#c0392b'>Not loaded</span>"));
@@ -1170,6 +1188,7 @@ void MainWindow::startSweep() {
         r.network = base.network;
         r.threads = base.threads;
         r.cap = base.cap;
+        r.device = base.device;
     } catch (const std::exception& e) {
         message_->showMessage(MessageWidget::Kind::Error,
                               QStringLiteral("Memory cap: %1").arg(q(e.what())));
@@ -1284,8 +1303,11 @@ void MainWindow::exportChartDialog() {
     auto* chart = new QComboBox;
     chart->addItem(QStringLiteral("Memory timeline"));
     chart->addItem(QStringLiteral("Pareto: memory vs recompute"));
-    chart->setCurrentIndex(charts_->currentIndex());
-    chart->setToolTip(QStringLiteral("Which chart to export"));
+    chart->addItem(QStringLiteral("Graph (the whole drawing, with its legend)"));
+    chart->setCurrentIndex(
+        charts_->currentWidget() == graph_view_ ? 2 : std::min(charts_->currentIndex(), 1));
+    chart->setToolTip(QStringLiteral(
+        "Which chart to export; the graph is drawn whole, one pixel per point, whatever the size"));
     auto* width = new QSpinBox;
     width->setRange(100, 20000);
     width->setValue(1600);
@@ -1303,16 +1325,31 @@ void MainWindow::exportChartDialog() {
     form->addRow(buttons);
     connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    connect(chart, &QComboBox::currentIndexChanged, &dialog, [width, height](int i) {
+        width->setEnabled(i != 2);
+        height->setEnabled(i != 2);
+    });
+    width->setEnabled(chart->currentIndex() != 2);
+    height->setEnabled(chart->currentIndex() != 2);
     if (dialog.exec() != QDialog::Accepted) return;
+    const int which = chart->currentIndex();
+    const QString names[] = {QStringLiteral("memory.png"), QStringLiteral("pareto.png"),
+                             QStringLiteral("graph.png")};
     const QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export chart"),
-        chart->currentIndex() == 0 ? QStringLiteral("memory.png") : QStringLiteral("pareto.png"),
-        QStringLiteral("PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf);;"
-                       "CSV data (*.csv)"));
+        this, QStringLiteral("Export chart"), names[which],
+        which == 2 ? QStringLiteral("PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)")
+                   : QStringLiteral("PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf);;"
+                                    "CSV data (*.csv)"));
     if (path.isEmpty()) return;
-    const QString err =
-        exportChart(chart->currentIndex() == 0 ? ChartKind::Memory : ChartKind::Pareto, path,
-                    QSize(width->value(), height->value()));
+    QString err;
+    if (which == 2) {
+        err = graph_view_->isLaidOut()
+                  ? graph_view_->exportImage(path, 1.0)
+                  : QStringLiteral("Plan a strategy and wait for the graph to be laid out first.");
+    } else {
+        err = exportChart(which == 0 ? ChartKind::Memory : ChartKind::Pareto, path,
+                          QSize(width->value(), height->value()));
+    }
     if (err.isEmpty())
         status_label_->setText(QStringLiteral("Exported %1").arg(path));
     else

@@ -111,6 +111,14 @@ class MainWindow : public QMainWindow {
     // were (nothing is planned or run again).
     QString saveSession(const QString& path) const;
     QString openSession(const QString& path);
+    // A session whose network file is gone (moved, deleted, or no longer loads) still opens: the
+    // strategies, settings and saved results come back, drawn from the copy of the network the
+    // session holds, and a warning names the missing path with a "Locate…" button (a file
+    // dialog). missingNetwork() is that path ("" when none); locateNetwork() loads the file found
+    // there instead and shows the saved results again once it has loaded, if it is the same
+    // network (same node count), else plans anew and says so.
+    QString missingNetwork() const { return missing_network_; }
+    void locateNetwork(const QString& path);
     QTableView* resultsTable() const { return table_; }
     QString messageText() const { return message_->text(); }
     MessageWidget::Kind messageKind() const { return message_->kind(); }
@@ -183,6 +191,8 @@ class MainWindow : public QMainWindow {
     void about();
     void buildScheduleViews();
     bool applyPendingSession();
+    void restoreSessionWithoutNetwork(const QString& path, const QString& reason);
+    void locateNetworkDialog();
     void saveSessionDialog();
     void openSessionDialog();
     void exportNetworkDialog();
@@ -205,7 +215,9 @@ class MainWindow : public QMainWindow {
     TourPanel* tour_panel_ = nullptr;
     QDockWidget* teach_dock_ = nullptr;
     QDockWidget* tour_dock_ = nullptr;
-    std::shared_ptr<Session> pending_session_;  // opened, waiting for its network to load
+    std::shared_ptr<Session> pending_session_;   // opened, waiting for its network to load
+    std::shared_ptr<Session> detached_session_;  // opened without its network file (see above)
+    QString missing_network_;
     QSplitter* splitter_ = nullptr;
     MessageWidget* message_ = nullptr;
 

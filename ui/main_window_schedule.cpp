@@ -2,8 +2,10 @@
 // main_window.cpp, which builds the setup panels, the charts and the run.
 #include <QAction>
 #include <QApplication>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLegend>
@@ -17,6 +19,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QValueAxis>
 
 #include "engine/networks/presets.h"
@@ -35,6 +38,12 @@
 namespace rl::ui {
 
 namespace {
+
+// The test setNetworkSpec uses: a path rather than a preset spec.
+bool is_file_spec(const QString& spec) {
+    return spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
+           spec.endsWith(QLatin1String(".onnx"));
+}
 
 QMenu* find_menu(QMenuBar* bar, const QString& title) {
     for (QAction* a : bar->actions())
@@ -122,6 +131,7 @@ void MainWindow::buildScheduleViews() {
                 if (current.isValid())
                     schedule_views_->setCurrent(proxy_->mapToSource(current).row());
             });
+    schedule_views_->setMemoryChart(memory_);
     connect(teach_dock_, &QDockWidget::visibilityChanged, schedule_views_,
             &ScheduleViews::setTeaching);
     connect(tour_panel_, &TourPanel::finished, tour_dock_, &QDockWidget::hide);
@@ -284,7 +294,16 @@ QString MainWindow::openSession(const QString& path) {
         return QString::fromUtf8(e.what());
     }
     pending_session_ = std::make_shared<Session>(std::move(s));
+    detached_session_.reset();
+    missing_network_.clear();
     const Session& p = *pending_session_;
+    if (is_file_spec(p.network_spec) && !QFileInfo::exists(p.network_spec)) {
+        restoreSessionWithoutNetwork(
+            p.network_spec,
+            QStringLiteral("was not found: it has been moved, renamed or deleted since the "
+                           "session was saved"));
+        return {};
+    }
     setNetworkSpec(p.network_spec);
     setStrategies(p.strategies);
     setThreads(p.threads);
@@ -298,6 +317,21 @@ bool MainWindow::applyPendingSession() {
     if (!pending_session_) return false;
     const auto s = std::move(pending_session_);
     pending_session_.reset();
+    if (network_ready_ && s->graph && s->graph->num_nodes() != network_.nodes) {
+        // A located file that is another network: the saved plans do not fit it. Said after
+        // onPlanAvailable has shown the new plan (which dismisses older messages).
+        const QString text =
+            QStringLiteral(
+                "<b>%1</b> is not the network the session was saved with (%2 nodes, "
+                "not %3): its strategies were planned anew and the saved results "
+                "are not shown.")
+                .arg(network_.spec.toHtmlEscaped())
+                .arg(network_.nodes)
+                .arg(s->graph->num_nodes());
+        QTimer::singleShot(
+            0, this, [this, text] { message_->showMessage(MessageWidget::Kind::Warning, text); });
+        return false;
+    }
     model_->setResults(s->results, s->baseline_ms);
     memory_->setResults(s->results);
     memory_->setBudget(s->budget);
@@ -308,6 +342,63 @@ bool MainWindow::applyPendingSession() {
                                .arg(s->network_spec));
     emit planReady();
     return true;
+}
+
+void MainWindow::restoreSessionWithoutNetwork(const QString& path, const QString& reason) {
+    if (!pending_session_) return;
+    detached_session_ = pending_session_;
+    missing_network_ = path;
+    // Nothing may plan or load over the saved results: no network is ready until one is located.
+    network_timer_.stop();
+    plan_timer_.stop();
+    network_job_ = plan_job_ = 0;
+    run_when_ready_ = false;
+    network_ready_ = false;
+    file_spec_ = path;
+    sweeps_.clear();
+    pareto_->setSweeps({});
+    const Session& p = *detached_session_;
+    setStrategies(p.strategies);
+    setThreads(p.threads);
+    setCap(p.cap);
+    setBudget(p.budget);  // kept pending: applied when a network loads
+    applyPendingSession();
+    const QString name = p.graph ? QString::fromStdString(p.graph->name()) : QString();
+    summary_->setText(
+        QStringLiteral("<span style='color:#b9770e'>Network file missing</span>"
+                       "<br><i>%1</i><br>showing the copy saved in the session%2")
+            .arg(path.toHtmlEscaped(),
+                 name.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(name.toHtmlEscaped())));
+    setWindowTitle(QStringLiteral("%1 (missing) — RematLab").arg(path));
+    message_->showMessage(
+        MessageWidget::Kind::Warning,
+        QStringLiteral("The session's network file <b>%1</b> %2. Everything else was restored — "
+                       "the strategies, settings and saved results, drawn from the copy of the "
+                       "network kept in the session. Locate the file to plan or run again.")
+            .arg(path.toHtmlEscaped(), reason.toHtmlEscaped()),
+        QStringLiteral("Locate…"), [this] { locateNetworkDialog(); });
+    status_label_->setText(
+        QStringLiteral("Opened a session; its network file %1 is missing").arg(path));
+}
+
+void MainWindow::locateNetworkDialog() {
+    const QString missing = missing_network_;
+    QString dir = QFileInfo(missing).absolutePath();
+    while (!dir.isEmpty() && !QFileInfo(dir).isDir() && QFileInfo(dir).absolutePath() != dir)
+        dir = QFileInfo(dir).absolutePath();
+    const QString found = QFileDialog::getOpenFileName(
+        this, QStringLiteral("Locate %1").arg(QFileInfo(missing).fileName()),
+        QDir(dir).filePath(QFileInfo(missing).fileName()),
+        QStringLiteral("Networks (*.json *.onnx);;All files (*)"));
+    if (!found.isEmpty()) locateNetwork(found);
+}
+
+void MainWindow::locateNetwork(const QString& path) {
+    if (detached_session_) pending_session_ = detached_session_;  // shown again once it loads
+    detached_session_.reset();
+    missing_network_.clear();
+    message_->dismiss();
+    openFile(path);
 }
 
 void MainWindow::saveSessionDialog() {

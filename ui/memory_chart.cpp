@@ -4,11 +4,13 @@
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QMouseEvent>
+#include <QScatterSeries>
 #include <QToolTip>
 #include <QValueAxis>
 #include <algorithm>
 
 #include "ui/palette.h"
+#include "ui/schedule_palette.h"
 
 namespace rl::ui {
 
@@ -23,6 +25,18 @@ QList<QPointF> to_points(const std::vector<XY>& xy, double divisor) {
 
 double max_x(const std::vector<XY>& v) {
     return v.empty() ? 0 : v.back().x;
+}
+
+QColor mark_color(MarkKind k) {
+    switch (k) {
+        case MarkKind::Compute:
+            return schedule_palette::computed();
+        case MarkKind::Recompute:
+            return schedule_palette::recomputed();
+        case MarkKind::Backward:
+            return schedule_palette::backward();
+    }
+    return Qt::black;
 }
 double max_y(const std::vector<XY>& v) {
     double m = 0;
@@ -57,7 +71,22 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
     chart->addSeries(budget_);
     budget_->attachAxis(x_);
     budget_->attachAxis(y_);
+    for (MarkKind k : {MarkKind::Compute, MarkKind::Recompute, MarkKind::Backward}) {
+        auto* m = new QScatterSeries;
+        m->setMarkerShape(k == MarkKind::Backward ? QScatterSeries::MarkerShapeRectangle
+                                                  : QScatterSeries::MarkerShapeCircle);
+        m->setMarkerSize(11);
+        m->setColor(mark_color(k));
+        m->setBorderColor(Qt::white);
+        chart->addSeries(m);
+        m->attachAxis(x_);
+        m->attachAxis(y_);
+        // Always visible (empty draws nothing); only its legend entry comes and goes.
+        for (QLegendMarker* lm : chart->legend()->markers(m)) lm->setVisible(false);
+        mark_series_[int(k)] = m;
+    }
     setChart(chart);
+    connect(chart, &QChart::plotAreaChanged, this, [this] { placeMarkLines(); });
     setRenderHint(QPainter::Antialiasing);
     setRubberBand(QChartView::HorizontalRubberBand);
     setMouseTracking(true);
@@ -136,6 +165,16 @@ void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
         for (QLegendMarker* m : chart()->legend()->markers(t.predicted_series))
             m->setVisible(false);
     }
+    // The node marks above the lines (series paint in the order they were added).
+    for (QScatterSeries* m : mark_series_) {
+        chart()->removeSeries(m);
+        chart()->addSeries(m);
+        m->attachAxis(x_);
+        m->attachAxis(y_);
+        for (QLegendMarker* lm : chart()->legend()->markers(m)) lm->setVisible(m->count() > 0);
+    }
+    placed_on_ = nullptr;
+    placed_keep_.reset();
     zoomed_ = false;
     x_max_ = y_max_ = 0;
     scheduleRedraw();
@@ -272,7 +311,123 @@ void MemoryChart::redraw() {
         budget_->clear();
         budget_->setVisible(false);
     }
+    redrawMarks();
     in_redraw_ = false;
+}
+
+// ---- the selected node's marks -----------------------------------------------------------------
+
+void MemoryChart::setNodeMarks(int track, const QString& node_name, std::vector<NodeMark> marks) {
+    marks_track_ = track;
+    marks_name_ = node_name;
+    marks_ = std::move(marks);
+    placed_on_ = nullptr;
+    placed_keep_.reset();
+    // Only the marks change: no need to decimate every line again (a full redraw of 100k-point
+    // timelines costs tens of milliseconds; this is a pass over one timeline).
+    redrawMarks();
+}
+
+void MemoryChart::clearNodeMarks() {
+    setNodeMarks(-1, QString(), {});
+}
+
+void MemoryChart::redrawMarks() {
+    // The timeline the marks sit on: the predicted one while shown (complete before a run), else
+    // the measured one.
+    std::shared_ptr<const Timeline> on;
+    if (marks_track_ >= 0 && marks_track_ < strategyCount() && !marks_.empty()) {
+        const Track& t = tracks_[size_t(marks_track_)];
+        if (show_predicted_ && t.predicted)
+            on = t.predicted;
+        else if (show_measured_ && t.measured)
+            on = t.measured;
+    }
+    if (on.get() != placed_on_ || !on) {
+        placed_ = on ? marks_ : std::vector<NodeMark>{};
+        if (on) place_marks(placed_, *on);
+        placed_on_ = on.get();
+        placed_keep_ = on;
+    }
+    QList<QPointF> points[3];
+    for (const NodeMark& m : placed_)
+        if (m.time_ms) points[int(m.kind)].append(QPointF(*m.time_ms, m.bytes / unit_.divisor));
+    for (int k = 0; k < 3; ++k) {
+        QScatterSeries* s = mark_series_[k];
+        s->replace(points[k]);
+        s->setName(
+            QStringLiteral("%1 %2").arg(QLatin1String(mark_kind_name(MarkKind(k))), marks_name_));
+        for (QLegendMarker* lm : chart()->legend()->markers(s))
+            lm->setVisible(!points[k].isEmpty());
+    }
+    placeMarkLines();
+}
+
+void MemoryChart::placeMarkLines() {
+    size_t used = 0;
+    const QRectF plot = chart()->plotArea();
+    const double x0 = x_->min(), x1 = x_->max();
+    for (const NodeMark& m : placed_) {
+        if (!m.time_ms || *m.time_ms < x0 || *m.time_ms > x1) continue;
+        if (used == mark_lines_.size()) {
+            auto* line = new QGraphicsLineItem(chart());
+            line->setZValue(15);
+            mark_lines_.push_back(line);
+        }
+        QGraphicsLineItem* line = mark_lines_[used++];
+        QColor c = mark_color(m.kind);
+        c.setAlpha(170);
+        line->setPen(QPen(c, 1.2));
+        const double x = chart()->mapToPosition(QPointF(*m.time_ms, 0), mark_series_[0]).x();
+        line->setLine(x, plot.top(), x, plot.bottom());
+        line->show();
+    }
+    for (size_t i = used; i < mark_lines_.size(); ++i) mark_lines_[i]->hide();
+}
+
+std::optional<std::pair<int, long>> MemoryChart::instructionAt(QPointF chart_pos) const {
+    if (!chart()->plotArea().contains(chart_pos)) return std::nullopt;
+    const double x = chart()->mapToValue(chart_pos, mark_series_[0]).x();
+    std::optional<std::pair<int, long>> best;
+    double best_distance = 0;
+    // The marked strategy first: on a tie (lines drawn over each other) it wins.
+    std::vector<int> order;
+    if (marks_track_ >= 0 && marks_track_ < strategyCount()) order.push_back(marks_track_);
+    for (int k = 0; k < strategyCount(); ++k)
+        if (k != marks_track_) order.push_back(k);
+    for (int k : order) {
+        const Track& t = tracks_[size_t(k)];
+        for (const Timeline* tl : {show_measured_ ? t.measured.get() : nullptr,
+                                   show_predicted_ ? t.predicted.get() : nullptr}) {
+            if (!tl || tl->points.empty() || x > tl->points.back().x) continue;
+            const size_t i = index_at(tl->points, x);
+            if (i >= tl->instruction.size() || tl->instruction[i] < 0) continue;
+            const double y =
+                chart()
+                    ->mapToPosition(QPointF(x, tl->points[i].y / unit_.divisor), mark_series_[0])
+                    .y();
+            const double d = std::abs(y - chart_pos.y());
+            if (!best || d < best_distance) {
+                best = std::pair<int, long>(k, tl->instruction[i]);
+                best_distance = d;
+            }
+        }
+    }
+    return best;
+}
+
+void MemoryChart::mousePressEvent(QMouseEvent* event) {
+    press_pos_ = event->position().toPoint();
+    QChartView::mousePressEvent(event);
+}
+
+void MemoryChart::mouseReleaseEvent(QMouseEvent* event) {
+    const bool click = event->button() == Qt::LeftButton &&
+                       (event->position().toPoint() - press_pos_).manhattanLength() <= 3;
+    QChartView::mouseReleaseEvent(event);
+    if (!click) return;
+    const QPointF pos = chart()->mapFromScene(mapToScene(event->position().toPoint()));
+    if (const auto hit = instructionAt(pos)) emit instructionClicked(hit->first, hit->second);
 }
 
 QString MemoryChart::hoverText(double time_ms) const {

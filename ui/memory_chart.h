@@ -3,6 +3,11 @@
 // a line, and a hover read-out naming the instruction under the cursor ("recompute block3.fc").
 // Series are fed with QXYSeries::replace of vectors decimated to the plot's pixel width, at most
 // once per frame; the axes are created once and only their ranges move.
+//
+// The node selected in the schedule views is marked on the strategy they show: a point on its
+// line and a thin vertical line at each instruction that computes (blue), recomputes (orange) or
+// runs the backward of (purple) that node. A click (no drag) on a line emits the instruction
+// under it, which the window turns into a node selection.
 #include <QChartView>
 #include <QColor>
 #include <memory>
@@ -11,10 +16,12 @@
 
 #include "ui/chart_math.h"
 #include "ui/frame_timer.h"
+#include "ui/node_marks.h"
 #include "ui/snapshots.h"
 
 QT_BEGIN_NAMESPACE
 class QLineSeries;
+class QScatterSeries;
 class QValueAxis;
 class QGraphicsLineItem;
 QT_END_NAMESPACE
@@ -52,7 +59,27 @@ class MemoryChart : public QChartView {
     QValueAxis* bytesAxis() const { return y_; }
     QString hoverText(double time_ms) const;
 
+    // Marks `marks` (node_marks of the selected node, unplaced) on strategy `track`'s timeline —
+    // the predicted one while it is shown, else the measured one. `node_name` names the legend
+    // entries ("recompute block3.fc"). The marks survive setResults: the schedule views re-send
+    // them when the plan changes.
+    void setNodeMarks(int track, const QString& node_name, std::vector<NodeMark> marks);
+    void clearNodeMarks();
+    int markedTrack() const { return marks_track_; }
+    // The marks as drawn (placed on the timeline in use), for tests.
+    const std::vector<NodeMark>& nodeMarks() const { return placed_; }
+    QScatterSeries* markSeries(MarkKind kind) const { return mark_series_[int(kind)]; }
+    // The strategy and instruction under a point in chart coordinates: the shown line nearest to
+    // it in y at that time; nullopt outside the plot or where no line has an instruction.
+    std::optional<std::pair<int, long>> instructionAt(QPointF chart_pos) const;
+
+  signals:
+    // A click (not a drag) on the plot: the instruction under it (instructionAt).
+    void instructionClicked(int track, long instruction);
+
   protected:
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
     void leaveEvent(QEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
@@ -75,6 +102,8 @@ class MemoryChart : public QChartView {
     void updateAxes();
     void assign(Track& t, const StrategyResult& r);
     int plotColumns() const;
+    void redrawMarks();
+    void placeMarkLines();
 
     std::vector<Track> tracks_;
     QValueAxis* x_ = nullptr;
@@ -86,6 +115,15 @@ class MemoryChart : public QChartView {
     double x_max_ = 0, y_max_ = 0;  // axis maxima in ms and in unit_
     bool zoomed_ = false, show_predicted_ = true, show_measured_ = true;
     bool in_redraw_ = false;
+    // The selected node's marks.
+    int marks_track_ = -1;
+    QString marks_name_;
+    std::vector<NodeMark> marks_, placed_;
+    const Timeline* placed_on_ = nullptr;
+    std::shared_ptr<const Timeline> placed_keep_;  // keeps placed_on_ alive
+    QScatterSeries* mark_series_[3] = {};
+    std::vector<QGraphicsLineItem*> mark_lines_;
+    QPoint press_pos_;
     FrameTimer redraw_timer_{[this] { redraw(); }};
 };
 

@@ -131,6 +131,7 @@ class RunWorker : public QObject {
             RunRequest r;
             r.threads = request.threads;
             r.cap = request.cap;
+            r.device = request.device;
             // Predict with the cost model of the figures on screen: the profiled one of the last
             // run when asked (or when executing), else the analytic one of the plans.
             const bool exec = request.execute || request.use_run_costs;
@@ -182,12 +183,14 @@ class RunWorker : public QObject {
     // One evaluator per (threads, cap, execute) on the current graph: it keeps the profiled cost
     // model and none's reference gradients between runs.
     Evaluator& evaluator(const RunRequest& request, bool execute) {
-        const auto key = std::make_tuple(request.threads, request.cap, execute);
+        const auto key =
+            std::make_tuple(request.threads, request.cap, execute, request.device.toStdString());
         auto it = evaluators_.find(key);
         if (it == evaluators_.end()) {
             EvaluateOptions eo;
             eo.threads = request.threads;
             eo.cap = request.cap;
+            eo.device = request.device.toStdString();
             eo.execute = execute;
             eo.cancel = &shared_->stop;
             if (!observer_)
@@ -205,7 +208,7 @@ class RunWorker : public QObject {
     std::shared_ptr<RunController::Shared> shared_;
     std::shared_ptr<const Graph> graph_;
     QString graph_spec_;
-    std::map<std::tuple<int, uint64_t, bool>, std::unique_ptr<Evaluator>> evaluators_;
+    std::map<std::tuple<int, uint64_t, bool, std::string>, std::unique_ptr<Evaluator>> evaluators_;
     std::unique_ptr<ThrottledObserver> observer_;
     quint64 obs_job_ = 0;
 };

@@ -1,6 +1,8 @@
 #include "ui/schedule_views.h"
 
 #include "ui/graph_view.h"
+#include "ui/memory_chart.h"
+#include "ui/node_marks.h"
 #include "ui/node_selection.h"
 #include "ui/residuals_panel.h"
 #include "ui/schedule_matrix.h"
@@ -53,6 +55,48 @@ ScheduleViews::ScheduleViews(GraphView* graph, ScheduleMatrixView* matrix,
     connect(teach_, &TeachPanel::stepped, this, &ScheduleViews::onStepped);
     // A new layout drops the step marks: draw them again.
     connect(graph_, &GraphView::layoutReady, this, &ScheduleViews::onStepped);
+    connect(selection_, &NodeSelection::changed, this, &ScheduleViews::onSelectionChanged);
+}
+
+void ScheduleViews::setMemoryChart(MemoryChart* chart) {
+    if (memory_) disconnect(memory_, nullptr, this, nullptr);
+    memory_ = chart;
+    if (memory_)
+        connect(memory_, &MemoryChart::instructionClicked, this, &ScheduleViews::selectInstruction);
+    updateMarks();
+}
+
+void ScheduleViews::selectInstruction(int index, long instruction) {
+    if (index < 0 || size_t(index) >= results_.size() || !results_[size_t(index)].trace) return;
+    const ScheduleTrace& t = *results_[size_t(index)].trace;
+    const NodeId node = instruction_node(*t.graph, t.plan.schedule, instruction);
+    if (node < 0) return;
+    setCurrent(index);
+    selection_->select(node);
+    if (teaching_ && teach_->trace() == results_[size_t(index)].trace)
+        teach_->seek(instruction + 1);
+}
+
+void ScheduleViews::onSelectionChanged(int node) {
+    teach_->setSelectedNode(node);
+    if (teaching_ && node >= 0) teach_->seekNextOfNode();
+    updateMarks();
+}
+
+void ScheduleViews::updateMarks() {
+    if (!memory_) return;
+    const int node = selection_->node();
+    if (current_ < 0 || node < 0 || !results_[size_t(current_)].trace) {
+        memory_->clearNodeMarks();
+        return;
+    }
+    const ScheduleTrace& t = *results_[size_t(current_)].trace;
+    if (node >= t.graph->num_nodes()) {
+        memory_->clearNodeMarks();
+        return;
+    }
+    memory_->setNodeMarks(current_, QString::fromStdString(t.graph->node(node).name),
+                          node_marks(t.plan.schedule, node));
 }
 
 void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
@@ -87,6 +131,8 @@ void ScheduleViews::show() {
     graph_->setTrace(trace);
     matrix_->setTrace(trace);
     residuals_->setTrace(trace);
+    teach_->setSelectedNode(selection_->node());
+    updateMarks();
     onStepped();
 }
 

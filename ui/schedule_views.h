@@ -3,6 +3,11 @@
 // table show one strategy's plan (the current one: the results table's row, or teach mode's left
 // strategy), share one node selection, and follow teach mode's steps (live values in the graph,
 // the stage in the matrix, a cursor on the memory chart through `memory_cursor`).
+//
+// The selected node is also shown where the other views can show it: the memory chart marks the
+// current strategy's instructions that compute, recompute and run the backward of it, and teach
+// mode lists them (and, while shown, jumps to the next one). A click on an instruction in the
+// memory chart (selectInstruction) selects its node everywhere.
 #include <QObject>
 #include <QSize>
 #include <functional>
@@ -20,6 +25,7 @@ QString export_schedule_view(const QString& chart, const std::vector<StrategyRes
                              const QString& path, QSize size);
 
 class GraphView;
+class MemoryChart;
 class NodeSelection;
 class ResidualsPanel;
 class ScheduleMatrixView;
@@ -38,6 +44,12 @@ class ScheduleViews : public QObject {
     void setTeaching(bool on);
     bool teaching() const { return teaching_; }
     NodeSelection* selection() const { return selection_; }
+    // The memory chart that marks the selected node (null: none).
+    void setMemoryChart(MemoryChart* chart);
+    // Instruction `instruction` of result `index` (a click in the memory chart): that strategy
+    // becomes the current one, the instruction's node the selection, and teach mode, while
+    // shown, moves to that very instruction.
+    void selectInstruction(int index, long instruction);
 
     // Called with (strategy index, time in ms) on each teach step, or (-1, nullopt) to clear.
     std::function<void(int, std::optional<double>)> memory_cursor;
@@ -48,11 +60,14 @@ class ScheduleViews : public QObject {
   private:
     void show();
     void onStepped();
+    void onSelectionChanged(int node);
+    void updateMarks();
 
     GraphView* graph_;
     ScheduleMatrixView* matrix_;
     ResidualsPanel* residuals_;
     TeachPanel* teach_;
+    MemoryChart* memory_ = nullptr;
     NodeSelection* selection_;
     std::vector<StrategyResult> results_;
     int current_ = -1;

@@ -88,7 +88,8 @@ struct RunRequest {
     QString network;
     QStringList strategies;  // specs
     int threads = 1;
-    uint64_t cap = 0;  // bytes, 0 = none
+    uint64_t cap = 0;                        // bytes, 0 = none
+    QString device = QStringLiteral("cpu");  // "cpu" or "cuda" (rl::make_backend)
 };
 
 struct RunSummary {

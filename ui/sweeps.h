@@ -46,7 +46,8 @@ struct SweepRequest {
     QString frontier_spec;   // the optimal instance to take it from ("" = plain `optimal`)
     int threads = 1;
     uint64_t cap = 0;
-    bool use_run_costs = false;  // predict with the profiled cost model of the last run
+    QString device = QStringLiteral("cpu");  // where "Run each point" executes
+    bool use_run_costs = false;              // predict with the profiled cost model of the last run
 };
 
 struct SweepSummary {

@@ -9,10 +9,13 @@
 #include <QSlider>
 #include <QSpinBox>
 #include <QStyle>
+#include <QTextDocument>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "engine/units.h"
 #include "ui/palette.h"
+#include "ui/schedule_palette.h"
 #include "ui/schedule_trace.h"
 
 namespace rl::ui {
@@ -26,8 +29,10 @@ QString q(const std::string& s) {
 }  // namespace
 
 std::optional<double> instruction_time(const Timeline& t, long index) {
+    // Events come in instruction order; an instruction with no event of its own (a Free of
+    // nothing live) stands where the next one begins.
     for (size_t i = 0; i < t.points.size() && i < t.instruction.size(); ++i)
-        if (t.instruction[i] == index) return t.points[i].x;
+        if (t.instruction[i] >= index) return t.points[i].x;
     return std::nullopt;
 }
 
@@ -71,6 +76,21 @@ TeachPanel::TeachPanel(QWidget* parent) : QWidget(parent) {
     counter_->setToolTip(QStringLiteral("Instructions applied on the left / in its schedule"));
     controls->addWidget(counter_);
     v->addLayout(controls);
+
+    auto* node_row = new QHBoxLayout;
+    node_line_ = new QLabel;
+    node_line_->setTextFormat(Qt::RichText);
+    node_line_->setToolTip(QStringLiteral(
+        "The node selected in the graph, the matrix, the residuals or the memory chart: its "
+        "instructions in the left strategy's schedule"));
+    node_next_ = new QPushButton(QStringLiteral("Next of node"));
+    node_next_->setShortcut(QKeySequence(Qt::Key_N));
+    node_next_->setToolTip(
+        QStringLiteral("On to the selected node's next compute, recompute or backward (N)"));
+    node_row->addWidget(node_line_, 1);
+    node_row->addWidget(node_next_);
+    v->addLayout(node_row);
+    connect(node_next_, &QPushButton::clicked, this, [this] { seekNextOfNode(); });
 
     auto* lanes = new QHBoxLayout;
     lanes->setSpacing(8);
@@ -346,6 +366,66 @@ void TeachPanel::updateControls() {
     counter_->setText(any ? QStringLiteral("%1 / %2").arg(position()).arg(size()) : QString());
     if (!left_.cursor) refresh(left_);
     if (!right_.cursor) refresh(right_);
+    updateNodeLine();
+}
+
+void TeachPanel::setSelectedNode(int node) {
+    selected_node_ = node;
+    node_marks_of_.reset();
+    updateNodeLine();
+}
+
+bool TeachPanel::seekNextOfNode() {
+    if (!left_.trace || selected_node_ < 0) return false;
+    const long k = next_instruction_of(left_.trace->plan.schedule, selected_node_, position());
+    if (k < 0) return false;
+    seek(k + 1);
+    return true;
+}
+
+void TeachPanel::updateNodeLine() {
+    const ScheduleTrace* t = left_.trace.get();
+    if (!t || selected_node_ < 0 || selected_node_ >= t->graph->num_nodes()) {
+        node_line_->setText(QStringLiteral(
+            "<span style='color:#777'>Select a node (click it in any view) to see its "
+            "instructions here</span>"));
+        node_next_->setEnabled(false);
+        return;
+    }
+    // One pass over the schedule per node or strategy, not per step.
+    if (node_marks_of_.get() != t) {
+        node_marks_ = node_marks(t->plan.schedule, selected_node_);
+        node_marks_of_ = left_.trace;
+    }
+    const long current = position() - 1;
+    QStringList parts;
+    constexpr size_t kShown = 8;
+    // The listed window: up to kShown marks around the current instruction.
+    size_t first = 0;
+    while (first < node_marks_.size() && node_marks_[first].instruction < current) ++first;
+    first = first > kShown / 2 ? first - kShown / 2 : 0;
+    first = std::min(first, node_marks_.size() > kShown ? node_marks_.size() - kShown : 0);
+    if (first > 0) parts << QStringLiteral("…");
+    for (size_t i = first; i < node_marks_.size() && i < first + kShown; ++i) {
+        const NodeMark& m = node_marks_[i];
+        const QString text =
+            QStringLiteral("#%1 %2").arg(m.instruction).arg(QLatin1String(mark_kind_name(m.kind)));
+        parts << (m.instruction == current ? QStringLiteral("<b style='color:%1'>▶ %2</b>")
+                                                 .arg(schedule_palette::selected().name(), text)
+                                           : text);
+    }
+    if (first + kShown < node_marks_.size()) parts << QStringLiteral("…");
+    node_line_->setText(QStringLiteral("Selected <b>%1</b>: %2")
+                            .arg(q(t->graph->node(selected_node_).name).toHtmlEscaped(),
+                                 parts.isEmpty() ? QStringLiteral("not in this schedule")
+                                                 : parts.join(QStringLiteral(" · "))));
+    node_next_->setEnabled(!node_marks_.empty());
+}
+
+QString TeachPanel::nodeLine() const {
+    QTextDocument doc;
+    doc.setHtml(node_line_->text());
+    return doc.toPlainText();
 }
 
 const ScheduleState* TeachPanel::state() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "strategies/explain.h"
+#include "ui/node_marks.h"
 #include "ui/snapshots.h"
 
 QT_BEGIN_NAMESPACE
@@ -29,7 +30,8 @@ namespace rl::ui {
 
 struct ScheduleTrace;
 
-// The time (ms) at which instruction `index` starts in a timeline, for the memory chart's cursor.
+// The time (ms) at which instruction `index` starts in a timeline (where the next one starts when
+// it has no event of its own), for the memory chart's cursor.
 std::optional<double> instruction_time(const Timeline& t, long index);
 
 class TeachPanel : public QWidget {
@@ -65,6 +67,16 @@ class TeachPanel : public QWidget {
     const Explanation* rightExplanation() const;
     QString sentence() const;  // the left side's text as shown
 
+    // The node selected in the schedule views: a line under the controls lists its instructions
+    // on the left (#12 compute · #57 recompute · #80 backward, the current one highlighted) and
+    // "Next of node" (N) jumps to the next of them.
+    void setSelectedNode(int node);
+    int selectedNode() const { return selected_node_; }
+    // Moves to the selected node's next instruction after the current one (wrapping around to the
+    // start): that instruction becomes the current one. False when the node has none.
+    bool seekNextOfNode();
+    QString nodeLine() const;  // the line as shown, as plain text (tests)
+
   signals:
     void stepped();
     void leftStrategyChanged(int index);
@@ -89,6 +101,7 @@ class TeachPanel : public QWidget {
     void moveTo(long position);
     void moveBy(long delta);
     void updateControls();
+    void updateNodeLine();
 
     std::vector<StrategyResult> results_;
     Lane left_, right_;
@@ -97,6 +110,11 @@ class TeachPanel : public QWidget {
     QSlider* slider_ = nullptr;
     QSpinBox* speed_ = nullptr;
     QLabel* counter_ = nullptr;
+    QLabel* node_line_ = nullptr;
+    QPushButton* node_next_ = nullptr;
+    int selected_node_ = -1;
+    std::vector<NodeMark> node_marks_;  // of selected_node_ in the left strategy's schedule
+    std::shared_ptr<const ScheduleTrace> node_marks_of_;
     QTimer timer_;
     bool updating_ = false;
 };

@@ -1,7 +1,10 @@
 // Teach mode, guided tours and sessions, offscreen.
 #include <gtest/gtest.h>
 
+#include <QApplication>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QLineSeries>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -14,6 +17,7 @@
 #include "ui/graph_view.h"
 #include "ui/main_window.h"
 #include "ui/memory_chart.h"
+#include "ui/message_widget.h"
 #include "ui/residuals_panel.h"
 #include "ui/results_model.h"
 #include "ui/schedule_trace.h"
@@ -243,6 +247,117 @@ TEST(UiSession, TheWindowSavesAndReopensARun) {
     EXPECT_TRUE(w.resultsModel()->results()[0].executed);
     // The views show the reopened plans.
     ASSERT_NE(w.graphView()->trace(), nullptr);
+}
+
+// Saves a session of `strategies` on a network file `net` (written from kSmall); returns the
+// results it holds.
+std::vector<StrategyResult> save_file_session(const QString& net, const QString& path) {
+    export_network(load_network(kSmall.toStdString()), net);
+    MainWindow w(false);
+    w.show();
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    w.openFile(net);
+    w.setStrategies({QStringLiteral("none"), QStringLiteral("periodic:k=2")});
+    w.setThreads(1);
+    w.setCap(QStringLiteral("64MiB"));
+    EXPECT_TRUE(plan.wait(kWaitMs));
+    while (w.resultsModel()->rowCount() != 2 && plan.wait(kWaitMs)) {
+    }
+    EXPECT_EQ(w.networkSpec(), QFileInfo(net).absoluteFilePath());
+    EXPECT_EQ(w.saveSession(path), QString());
+    return w.resultsModel()->results();
+}
+
+TEST(UiSession, AMissingNetworkFileRestoresTheRestAndNamesThePath) {
+    QTemporaryDir dir;
+    const QString net = dir.filePath(QStringLiteral("net.json"));
+    const QString path = dir.filePath(QStringLiteral("s.json"));
+    const auto before = save_file_session(net, path);
+    ASSERT_EQ(before.size(), 2u);
+    ASSERT_TRUE(QFile::remove(net));
+
+    MainWindow w(false);
+    w.show();
+    ASSERT_EQ(w.openSession(path), QString());
+    // Everything but the network, at once, from the copy the session holds.
+    expect_same_results(w.resultsModel()->results(), before);
+    EXPECT_EQ(w.memoryChart()->strategyCount(), 2);
+    ASSERT_NE(w.graphView()->trace(), nullptr);
+    QStringList specs = w.strategySpecs();
+    EXPECT_TRUE(specs.contains(QStringLiteral("periodic:k=2"))) << specs.join(',').toStdString();
+    EXPECT_TRUE(specs.contains(QStringLiteral("none")));
+    // The message says what is missing and what to do.
+    EXPECT_EQ(w.messageKind(), MessageWidget::Kind::Warning);
+    EXPECT_TRUE(w.messageText().contains(net)) << w.messageText().toStdString();
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("not found")));
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("Locate")));
+    EXPECT_EQ(w.missingNetwork(), net);
+    EXPECT_EQ(w.networkSpec(), net);
+    // Nothing loads or plans over it afterwards.
+    QSignalSpy failed(&w, &MainWindow::networkFailed);
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    EXPECT_FALSE(plan.wait(500));
+    EXPECT_EQ(failed.count(), 0);
+    expect_same_results(w.resultsModel()->results(), before);
+    EXPECT_EQ(w.messageKind(), MessageWidget::Kind::Warning);
+
+    // Located elsewhere: it loads, and the saved results stay on screen.
+    ASSERT_TRUE(QDir(dir.path()).mkpath(QStringLiteral("moved")));
+    const QString moved = dir.filePath(QStringLiteral("moved/net.json"));
+    export_network(load_network(kSmall.toStdString()), moved);
+    w.locateNetwork(moved);
+    ASSERT_TRUE(plan.wait(kWaitMs));
+    EXPECT_TRUE(w.isNetworkReady());
+    EXPECT_EQ(w.networkSpec(), QFileInfo(moved).absoluteFilePath());
+    EXPECT_EQ(w.missingNetwork(), QString());
+    expect_same_results(w.resultsModel()->results(), before);
+    EXPECT_TRUE(w.messageText().isEmpty()) << w.messageText().toStdString();
+}
+
+TEST(UiSession, ANetworkFileThatNoLongerLoadsRestoresTheRest) {
+    QTemporaryDir dir;
+    const QString net = dir.filePath(QStringLiteral("net.json"));
+    const QString path = dir.filePath(QStringLiteral("s.json"));
+    const auto before = save_file_session(net, path);
+    QFile broken(net);
+    ASSERT_TRUE(broken.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    broken.write("{ not json");
+    broken.close();
+
+    MainWindow w(false);
+    w.show();
+    QSignalSpy failed(&w, &MainWindow::networkFailed);
+    ASSERT_EQ(w.openSession(path), QString());
+    ASSERT_TRUE(failed.wait(kWaitMs));
+    expect_same_results(w.resultsModel()->results(), before);
+    EXPECT_EQ(w.messageKind(), MessageWidget::Kind::Warning);
+    EXPECT_TRUE(w.messageText().contains(net)) << w.messageText().toStdString();
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("cannot be loaded")));
+    EXPECT_EQ(w.missingNetwork(), net);
+}
+
+TEST(UiSession, LocatingAnotherNetworkPlansItAnewAndSaysSo) {
+    QTemporaryDir dir;
+    const QString net = dir.filePath(QStringLiteral("net.json"));
+    const QString path = dir.filePath(QStringLiteral("s.json"));
+    const auto before = save_file_session(net, path);
+    ASSERT_TRUE(QFile::remove(net));
+    MainWindow w(false);
+    w.show();
+    ASSERT_EQ(w.openSession(path), QString());
+    const QString other = dir.filePath(QStringLiteral("other.json"));
+    export_network(load_network("mlp:depth=2,width=16,batch=8"), other);
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    w.locateNetwork(other);
+    ASSERT_TRUE(plan.wait(kWaitMs));
+    QApplication::processEvents();
+    EXPECT_EQ(w.messageKind(), MessageWidget::Kind::Warning);
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("is not the network")))
+        << w.messageText().toStdString();
+    ASSERT_EQ(w.resultsModel()->rowCount(), 2);
+    // Planned on the located network, not the saved results.
+    EXPECT_EQ(w.resultsModel()->results()[0].trace->graph->num_nodes(),
+              load_network("mlp:depth=2,width=16,batch=8").num_nodes());
 }
 
 TEST(UiSession, NetworkAndScheduleExports) {
