@@ -2,34 +2,11 @@
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
+#include "engine/ops/layout.h"
 #include "engine/rng.h"
 
 namespace rl::cpu {
-namespace {
-
-// concat along `axis`, seen as [outer, chunk(i)] per input and [outer, row] for the output.
-struct ConcatLayout {
-    int64_t axis, outer = 1, inner = 1, row = 0;
-};
-
-ConcatLayout concat_layout(const Graph& g, const Node& n) {
-    const Shape& y = output_shape(g, n);
-    ConcatLayout l;
-    l.axis = n.attrs.get_int("axis", 1);
-    if (l.axis < 0) l.axis += y.rank();
-    for (int a = 0; a < y.rank(); ++a) {
-        if (a < l.axis) l.outer *= y[a];
-        if (a > l.axis) l.inner *= y[a];
-    }
-    l.row = y[static_cast<int>(l.axis)] * l.inner;
-    return l;
-}
-
-int64_t chunk(const Graph& g, const Node& n, const ConcatLayout& l, size_t i) {
-    return g.value(n.inputs[i]).shape[static_cast<int>(l.axis)] * l.inner;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void concat_forward(const ForwardCall& c) {
     const ConcatLayout l = concat_layout(c.graph, c.node);
@@ -37,7 +14,7 @@ void concat_forward(const ForwardCall& c) {
     parallel_for(l.outer, l.row, [&](int64_t o) {
         float* dst = y + o * l.row;
         for (size_t k = 0; k < c.node.inputs.size(); ++k) {
-            const int64_t len = chunk(c.graph, c.node, l, k);
+            const int64_t len = l.chunk(c.graph, c.node, k);
             std::memcpy(dst, as_f32(c.inputs[k]) + o * len,
                         static_cast<size_t>(len) * sizeof(float));
             dst += len;
@@ -51,7 +28,7 @@ void concat_backward(const BackwardCall& c) {
     const float* dy = c.grad_output;
     int64_t offset = 0;
     for (size_t k = 0; k < c.node.inputs.size(); ++k) {
-        const int64_t len = chunk(c.graph, c.node, l, k);
+        const int64_t len = l.chunk(c.graph, c.node, k);
         if (float* dx = c.grad_inputs[k]) {
             const bool acc = c.accumulate[k];
             parallel_for(l.outer, len, [&](int64_t o) {

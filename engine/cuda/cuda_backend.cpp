@@ -19,6 +19,7 @@
 #include "engine/backend.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/launch.h"
+#include "engine/ops/layout.h"
 #include "engine/ops/window.h"
 #include "engine/rng.h"
 
@@ -296,28 +297,11 @@ void transpose_bwd(const Ctx& c, const BackwardCall& b) {
             b.accumulate[0]);
 }
 
-struct ConcatLayout {
-    int64_t axis, outer = 1, inner = 1, row = 0;
-};
-ConcatLayout concat_layout(const Graph& g, const Node& n) {
-    const Shape& y = out_shape(g, n);
-    ConcatLayout l;
-    l.axis = n.attrs.get_int("axis", 1);
-    if (l.axis < 0) l.axis += y.rank();
-    for (int a = 0; a < y.rank(); ++a) {
-        if (a < l.axis) l.outer *= y[a];
-        if (a > l.axis) l.inner *= y[a];
-    }
-    l.row = y[static_cast<int>(l.axis)] * l.inner;
-    return l;
-}
-
 void concat_fwd(const Ctx& c, const ForwardCall& f) {
     const ConcatLayout l = concat_layout(f.graph, f.node);
     int64_t offset = 0;
     for (size_t k = 0; k < f.node.inputs.size(); ++k) {
-        const int64_t len =
-            f.graph.value(f.node.inputs[k]).shape[static_cast<int>(l.axis)] * l.inner;
+        const int64_t len = l.chunk(f.graph, f.node, k);
         concat_part_forward(f32(f.inputs[k]), f32(f.output), l.outer, len, l.row, offset, c.s);
         offset += len;
     }
@@ -327,8 +311,7 @@ void concat_bwd(const Ctx& c, const BackwardCall& b) {
     const ConcatLayout l = concat_layout(b.graph, b.node);
     int64_t offset = 0;
     for (size_t k = 0; k < b.node.inputs.size(); ++k) {
-        const int64_t len =
-            b.graph.value(b.node.inputs[k]).shape[static_cast<int>(l.axis)] * l.inner;
+        const int64_t len = l.chunk(b.graph, b.node, k);
         if (b.grad_inputs[k])
             concat_part_backward(b.grad_output, b.grad_inputs[k], b.accumulate[k], l.outer, len,
                                  l.row, offset, c.s);

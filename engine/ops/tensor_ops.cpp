@@ -1,4 +1,5 @@
 // concat, flatten and dropout: data movement and masking, no parameters.
+#include "engine/ops/layout.h"
 #include "engine/ops/op_defs.h"
 
 namespace rl::ops {
@@ -123,3 +124,20 @@ const OpDef kDropoutDef{
 };
 
 }  // namespace rl::ops
+
+namespace rl {
+
+ConcatLayout concat_layout(const Graph& g, const Node& n) {
+    const Shape& y = g.value(n.output).shape;
+    ConcatLayout l;
+    l.axis = n.attrs.get_int("axis", 1);
+    if (l.axis < 0) l.axis += y.rank();
+    for (int a = 0; a < y.rank(); ++a) {
+        if (a < l.axis) l.outer *= y[a];
+        if (a > l.axis) l.inner *= y[a];
+    }
+    l.row = y[static_cast<int>(l.axis)] * l.inner;
+    return l;
+}
+
+}  // namespace rl

@@ -1,0 +1,21 @@
+#pragma once
+// Memory layouts of ops that move data, shared by every backend's kernels (as window.h is for
+// the sliding-window ops).
+#include <cstdint>
+
+#include "engine/graph.h"
+
+namespace rl {
+
+// concat along `axis`, seen as [outer, chunk(i)] per input and [outer, row] for the output:
+// input i's elements are the slices [offset(i), offset(i) + chunk(i)) of every output row.
+struct ConcatLayout {
+    int64_t axis = 0, outer = 1, inner = 1, row = 0;
+    int64_t chunk(const Graph& g, const Node& n, size_t input) const {
+        return g.value(n.inputs[input]).shape[static_cast<int>(axis)] * inner;
+    }
+};
+
+ConcatLayout concat_layout(const Graph& g, const Node& n);
+
+}  // namespace rl
