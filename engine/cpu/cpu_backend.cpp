@@ -11,6 +11,7 @@
 
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
+#include "engine/kernel_table.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -38,55 +39,36 @@ void column_sums(const float* src, int64_t rows, int64_t cols, float* dst) {
 
 namespace {
 
-// `set` rather than a null test of the pointers in table_complete(): under GCC's
-// -fsanitize=null (the asan preset) comparing a function pointer with null is not a constant
-// expression.
-struct Kernels {
-    ForwardKernel forward = nullptr;
-    BackwardKernel backward = nullptr;
-    bool set = false;
-    constexpr Kernels() = default;
-    constexpr Kernels(ForwardKernel f, BackwardKernel b) : forward(f), backward(b), set(true) {}
-};
-
-constexpr size_t index(OpKind k) {
-    return static_cast<size_t>(k);
-}
-
-constexpr std::array<Kernels, kNumOpKinds> kTable = [] {
-    std::array<Kernels, kNumOpKinds> t{};
-    t[index(OpKind::Linear)] = {linear_forward, linear_backward};
-    t[index(OpKind::MatMul)] = {matmul_forward, matmul_backward};
-    t[index(OpKind::Add)] = {add_forward, add_backward};
-    t[index(OpKind::Relu)] = {relu_forward, relu_backward};
-    t[index(OpKind::Gelu)] = {gelu_forward, gelu_backward};
-    t[index(OpKind::Tanh)] = {tanh_forward, tanh_backward};
-    t[index(OpKind::Sigmoid)] = {sigmoid_forward, sigmoid_backward};
-    t[index(OpKind::LayerNorm)] = {layernorm_forward, layernorm_backward};
-    t[index(OpKind::Softmax)] = {softmax_forward, softmax_backward};
-    t[index(OpKind::Reshape)] = {reshape_forward, reshape_backward};
-    t[index(OpKind::Transpose)] = {transpose_forward, transpose_backward};
-    t[index(OpKind::SumSquares)] = {sum_squares_forward, sum_squares_backward};
-    t[index(OpKind::CrossEntropy)] = {cross_entropy_forward, cross_entropy_backward};
-    t[index(OpKind::Sin)] = {sin_forward, sin_backward};
-    t[index(OpKind::Cos)] = {cos_forward, cos_backward};
-    t[index(OpKind::Conv2d)] = {conv2d_forward, conv2d_backward};
-    t[index(OpKind::MaxPool2d)] = {maxpool2d_forward, maxpool2d_backward};
-    t[index(OpKind::AvgPool2d)] = {avgpool2d_forward, avgpool2d_backward};
-    t[index(OpKind::BatchNorm)] = {batchnorm_forward, batchnorm_backward};
-    t[index(OpKind::UpsampleNearest2d)] = {upsample_nearest2d_forward, upsample_nearest2d_backward};
-    t[index(OpKind::Concat)] = {concat_forward, concat_backward};
-    t[index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
-    t[index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
+constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
+    KernelTable<ForwardKernel, BackwardKernel> t{};
+    t[op_index(OpKind::Linear)] = {linear_forward, linear_backward};
+    t[op_index(OpKind::MatMul)] = {matmul_forward, matmul_backward};
+    t[op_index(OpKind::Add)] = {add_forward, add_backward};
+    t[op_index(OpKind::Relu)] = {relu_forward, relu_backward};
+    t[op_index(OpKind::Gelu)] = {gelu_forward, gelu_backward};
+    t[op_index(OpKind::Tanh)] = {tanh_forward, tanh_backward};
+    t[op_index(OpKind::Sigmoid)] = {sigmoid_forward, sigmoid_backward};
+    t[op_index(OpKind::LayerNorm)] = {layernorm_forward, layernorm_backward};
+    t[op_index(OpKind::Softmax)] = {softmax_forward, softmax_backward};
+    t[op_index(OpKind::Reshape)] = {reshape_forward, reshape_backward};
+    t[op_index(OpKind::Transpose)] = {transpose_forward, transpose_backward};
+    t[op_index(OpKind::SumSquares)] = {sum_squares_forward, sum_squares_backward};
+    t[op_index(OpKind::CrossEntropy)] = {cross_entropy_forward, cross_entropy_backward};
+    t[op_index(OpKind::Sin)] = {sin_forward, sin_backward};
+    t[op_index(OpKind::Cos)] = {cos_forward, cos_backward};
+    t[op_index(OpKind::Conv2d)] = {conv2d_forward, conv2d_backward};
+    t[op_index(OpKind::MaxPool2d)] = {maxpool2d_forward, maxpool2d_backward};
+    t[op_index(OpKind::AvgPool2d)] = {avgpool2d_forward, avgpool2d_backward};
+    t[op_index(OpKind::BatchNorm)] = {batchnorm_forward, batchnorm_backward};
+    t[op_index(OpKind::UpsampleNearest2d)] = {upsample_nearest2d_forward,
+                                              upsample_nearest2d_backward};
+    t[op_index(OpKind::Concat)] = {concat_forward, concat_backward};
+    t[op_index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
+    t[op_index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
     return t;
 }();
 
-constexpr bool table_complete() {
-    for (const Kernels& k : kTable)
-        if (!k.set) return false;
-    return true;
-}
-static_assert(table_complete(), "every OpKind needs a CPU forward and backward kernel");
+static_assert(table_complete(kTable), "every OpKind needs a CPU forward and backward kernel");
 
 // With OpenBLAS behind Eigen (cmake/OpenBLAS.cmake): its OpenMP build takes its thread count
 // from the calling thread's OpenMP setting at every GEMM, so a kernel run from a worker thread
@@ -187,11 +169,11 @@ class CpuBackend final : public Backend {
 
     void forward(const ForwardCall& call) override {
         match_blas_threads();
-        kTable[index(call.node.op)].forward(call);
+        kTable[op_index(call.node.op)].forward(call);
     }
     void backward(const BackwardCall& call) override {
         match_blas_threads();
-        kTable[index(call.node.op)].backward(call);
+        kTable[op_index(call.node.op)].backward(call);
     }
 
     void copy_to_host(void* dst, const void* src, uint64_t bytes) override {

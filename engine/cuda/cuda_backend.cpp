@@ -19,6 +19,7 @@
 #include "engine/backend.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/launch.h"
+#include "engine/kernel_table.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/window.h"
 #include "engine/rng.h"
@@ -542,52 +543,35 @@ void batchnorm_bwd(const Ctx& c, const BackwardCall& b) {
 using ForwardKernel = void (*)(const Ctx&, const ForwardCall&);
 using BackwardKernel = void (*)(const Ctx&, const BackwardCall&);
 
-struct Kernels {
-    ForwardKernel forward = nullptr;
-    BackwardKernel backward = nullptr;
-    bool set = false;
-    constexpr Kernels() = default;
-    constexpr Kernels(ForwardKernel f, BackwardKernel b) : forward(f), backward(b), set(true) {}
-};
-
-constexpr size_t index(OpKind k) {
-    return static_cast<size_t>(k);
-}
-
-constexpr std::array<Kernels, kNumOpKinds> kTable = [] {
-    std::array<Kernels, kNumOpKinds> t{};
-    t[index(OpKind::Linear)] = {linear_fwd, linear_bwd};
-    t[index(OpKind::MatMul)] = {matmul_fwd, matmul_bwd};
-    t[index(OpKind::Add)] = {add_fwd, add_bwd};
-    t[index(OpKind::Relu)] = {unary_fwd<Unary::Relu>, unary_bwd<Unary::Relu, true>};
-    t[index(OpKind::Gelu)] = {unary_fwd<Unary::Gelu>, unary_bwd<Unary::Gelu, false>};
-    t[index(OpKind::Tanh)] = {unary_fwd<Unary::Tanh>, unary_bwd<Unary::Tanh, true>};
-    t[index(OpKind::Sigmoid)] = {unary_fwd<Unary::Sigmoid>, unary_bwd<Unary::Sigmoid, true>};
-    t[index(OpKind::LayerNorm)] = {layernorm_fwd, layernorm_bwd};
-    t[index(OpKind::Softmax)] = {softmax_fwd, softmax_bwd};
-    t[index(OpKind::Reshape)] = {copy_fwd, copy_bwd};
-    t[index(OpKind::Transpose)] = {transpose_fwd, transpose_bwd};
-    t[index(OpKind::SumSquares)] = {sum_squares_fwd, sum_squares_bwd};
-    t[index(OpKind::CrossEntropy)] = {cross_entropy_fwd, cross_entropy_bwd};
-    t[index(OpKind::Sin)] = {unary_fwd<Unary::Sin>, sin_cos_bwd<Unary::Sin, Unary::Times>};
-    t[index(OpKind::Cos)] = {unary_fwd<Unary::Cos>, sin_cos_bwd<Unary::Cos, Unary::NegTimes>};
-    t[index(OpKind::Conv2d)] = {conv2d_fwd, conv2d_bwd};
-    t[index(OpKind::MaxPool2d)] = {maxpool_fwd, maxpool_bwd};
-    t[index(OpKind::AvgPool2d)] = {avgpool_fwd, avgpool_bwd};
-    t[index(OpKind::BatchNorm)] = {batchnorm_fwd, batchnorm_bwd};
-    t[index(OpKind::UpsampleNearest2d)] = {upsample_fwd, upsample_bwd};
-    t[index(OpKind::Concat)] = {concat_fwd, concat_bwd};
-    t[index(OpKind::Flatten)] = {copy_fwd, copy_bwd};
-    t[index(OpKind::Dropout)] = {dropout_fwd, dropout_bwd};
+constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
+    KernelTable<ForwardKernel, BackwardKernel> t{};
+    t[op_index(OpKind::Linear)] = {linear_fwd, linear_bwd};
+    t[op_index(OpKind::MatMul)] = {matmul_fwd, matmul_bwd};
+    t[op_index(OpKind::Add)] = {add_fwd, add_bwd};
+    t[op_index(OpKind::Relu)] = {unary_fwd<Unary::Relu>, unary_bwd<Unary::Relu, true>};
+    t[op_index(OpKind::Gelu)] = {unary_fwd<Unary::Gelu>, unary_bwd<Unary::Gelu, false>};
+    t[op_index(OpKind::Tanh)] = {unary_fwd<Unary::Tanh>, unary_bwd<Unary::Tanh, true>};
+    t[op_index(OpKind::Sigmoid)] = {unary_fwd<Unary::Sigmoid>, unary_bwd<Unary::Sigmoid, true>};
+    t[op_index(OpKind::LayerNorm)] = {layernorm_fwd, layernorm_bwd};
+    t[op_index(OpKind::Softmax)] = {softmax_fwd, softmax_bwd};
+    t[op_index(OpKind::Reshape)] = {copy_fwd, copy_bwd};
+    t[op_index(OpKind::Transpose)] = {transpose_fwd, transpose_bwd};
+    t[op_index(OpKind::SumSquares)] = {sum_squares_fwd, sum_squares_bwd};
+    t[op_index(OpKind::CrossEntropy)] = {cross_entropy_fwd, cross_entropy_bwd};
+    t[op_index(OpKind::Sin)] = {unary_fwd<Unary::Sin>, sin_cos_bwd<Unary::Sin, Unary::Times>};
+    t[op_index(OpKind::Cos)] = {unary_fwd<Unary::Cos>, sin_cos_bwd<Unary::Cos, Unary::NegTimes>};
+    t[op_index(OpKind::Conv2d)] = {conv2d_fwd, conv2d_bwd};
+    t[op_index(OpKind::MaxPool2d)] = {maxpool_fwd, maxpool_bwd};
+    t[op_index(OpKind::AvgPool2d)] = {avgpool_fwd, avgpool_bwd};
+    t[op_index(OpKind::BatchNorm)] = {batchnorm_fwd, batchnorm_bwd};
+    t[op_index(OpKind::UpsampleNearest2d)] = {upsample_fwd, upsample_bwd};
+    t[op_index(OpKind::Concat)] = {concat_fwd, concat_bwd};
+    t[op_index(OpKind::Flatten)] = {copy_fwd, copy_bwd};
+    t[op_index(OpKind::Dropout)] = {dropout_fwd, dropout_bwd};
     return t;
 }();
 
-constexpr bool table_complete() {
-    for (const Kernels& k : kTable)
-        if (!k.set) return false;
-    return true;
-}
-static_assert(table_complete(), "every OpKind needs a CUDA forward and backward kernel");
+static_assert(table_complete(kTable), "every OpKind needs a CUDA forward and backward kernel");
 
 // --- the backend ------------------------------------------------------------------------------
 
@@ -689,11 +673,11 @@ class CudaBackend final : public Backend {
     }
 
     void forward(const ForwardCall& call) override {
-        kTable[index(call.node.op)].forward(ctx(), call);
+        kTable[op_index(call.node.op)].forward(ctx(), call);
         check_launch(op_label(call.node));
     }
     void backward(const BackwardCall& call) override {
-        kTable[index(call.node.op)].backward(ctx(), call);
+        kTable[op_index(call.node.op)].backward(ctx(), call);
         check_launch(op_label(call.node));
     }
 
