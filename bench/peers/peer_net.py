@@ -1,4 +1,4 @@
-"""Shared by the GPU peers (torch_gpu_peer.py, jax_peer.py): a RematLab network file (written
+"""Shared by the peers (torch_peer.py, torch_gpu_peer.py, jax_peer.py): a RematLab network file (written
 by `rematlab-cli network`) and the parameters and inputs `rematlab-cli run --dump-weights DIR`
 wrote, as plain numpy arrays and a node list; and the segment ranges for checkpointing at
 RematLab's checkpoints (the node names in `rematlab-cli run --json`'s "checkpoints")."""
@@ -27,13 +27,17 @@ def param_suffixes(n):
 
 class NetFile:
     def __init__(self, network_json, weights):
-        with open(network_json) as f:
-            net = json.load(f)
+        """`network_json`: the file's path, or its already parsed contents."""
+        if isinstance(network_json, dict):
+            net = network_json
+        else:
+            with open(network_json) as f:
+                net = json.load(f)
         self.name = net.get("name", "")
         self.nodes = net["nodes"]
         bad = sorted({n["op"] for n in self.nodes} - SUPPORTED)
         if bad:
-            raise ValueError("ops not supported by the GPU peers: " + ", ".join(bad))
+            raise ValueError("ops not supported by the peers: " + ", ".join(bad))
         self.inputs = {}
         for inp in net["inputs"]:
             a = load_npy(weights, inp["name"])

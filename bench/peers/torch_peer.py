@@ -257,46 +257,21 @@ def checkpointed(fn, *args):
 
 # --- the network -------------------------------------------------------------------------------
 
-def load_npy(weights, name):
-    safe = name.replace("/", "_").replace("\\", "_")
-    return np.load(os.path.join(weights, safe + ".npy"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_net import NetFile  # noqa: E402
 
 
-class Network:
+class Network(NetFile):
     """A RematLab network file run op by op with torch functions, parameters from the dump."""
 
     def __init__(self, net, weights):
-        self.nodes = net["nodes"]
-        self.inputs = {}
-        for inp in net["inputs"]:
-            a = load_npy(weights, inp["name"])
-            if inp["dtype"] in ("i32", "int32"):
-                self.inputs[inp["name"]] = torch.from_numpy(a.astype(np.int64))
-            else:
-                self.inputs[inp["name"]] = torch.from_numpy(np.ascontiguousarray(a))
-        self.params = {}
-        for n in self.nodes:
-            for suffix in self.param_suffixes(n):
-                name = n["name"] + "." + suffix
-                t = torch.from_numpy(np.ascontiguousarray(load_npy(weights, name)))
-                self.params[name] = t.requires_grad_(True)
-        self.index = {n["name"]: i for i, n in enumerate(self.nodes)}
-        self.last_use = {}
-        for i, n in enumerate(self.nodes):
-            for a in n["inputs"]:
-                self.last_use[a] = i
-
-    @staticmethod
-    def param_suffixes(n):
-        attrs = n.get("attrs", {})
-        if n["op"] == "linear":
-            return ["weight", "bias"] if attrs.get("bias", 1) else ["weight"]
-        if n["op"] == "layernorm":
-            return ["weight", "bias"]
-        if n["op"] in ("matmul", "add", "relu", "gelu", "tanh", "sigmoid", "softmax", "reshape",
-                       "transpose", "sum_squares", "cross_entropy"):
-            return []
-        raise SystemExit(f"torch_peer: op '{n['op']}' (node '{n['name']}') is not supported")
+        try:
+            super().__init__(net, weights)
+        except ValueError as e:
+            raise SystemExit(f"torch_peer: {e}")
+        self.inputs = {k: torch.from_numpy(v) for k, v in self.inputs.items()}
+        self.params = {k: torch.from_numpy(v).requires_grad_(True)
+                       for k, v in self.params.items()}
 
     def run_node(self, n, args):
         op, attrs, name = n["op"], n.get("attrs", {}), n["name"]
@@ -346,22 +321,6 @@ class Network:
                     values.pop(a, None)
         return values
 
-    def crossing(self, start, end):
-        """Names of node outputs made before `start` and read in [start, end), and of those
-        made in [start, end) and read at or after `end`."""
-        made = {n["name"] for n in self.nodes[start:end]}
-        before = {n["name"] for n in self.nodes[:start]}
-        ins, outs = [], []
-        for n in self.nodes[start:end]:
-            for i in n["inputs"]:
-                if i in before and i not in ins:
-                    ins.append(i)
-        for n in self.nodes[end:]:
-            for i in n["inputs"]:
-                if i in made and i not in outs:
-                    outs.append(i)
-        return ins, outs
-
     def step(self, regions):
         """One forward + backward. `regions`: sorted, disjoint (start, end, ins, outs) node ranges
         run under checkpoint; the rest runs plainly. Returns the loss."""
@@ -390,13 +349,8 @@ class Network:
     def ranges_for(self, mode, checkpoints):
         if mode == "none":
             return []
-        if mode == "segments":
-            bounds = sorted(self.index[c] for c in checkpoints)
-            regions, start = [], 0
-            for b in bounds:  # segment i = (b_{i-1}, b_i]; the last segment runs plainly
-                regions.append((start, b + 1))
-                start = b + 1
-            return regions
+        if mode == "segments":  # segment i = (b_{i-1}, b_i]; the last segment runs plainly
+            return self.segments(checkpoints)
         if mode == "per-block":
             blocks = {}
             for i, n in enumerate(self.nodes):
