@@ -40,7 +40,6 @@ def main():
     a = p.parse_args()
     try:
         import torch
-        import torch.nn.functional as F
         import torch.utils.checkpoint as tcp
     except Exception as e:  # noqa: BLE001 - any import failure means "no peer"
         print(json.dumps({"peer": "torch", "skipped": f"PyTorch is not importable: {e}"}))
@@ -50,6 +49,7 @@ def main():
         print(json.dumps({"peer": "torch", "skipped": "torch.cuda.is_available() is False"}))
         return 0
     from peer_net import NetFile
+    import torch_ops
     try:
         net = NetFile(a.network, a.weights)
     except ValueError as e:
@@ -63,38 +63,7 @@ def main():
     params = {k: torch.from_numpy(v).to(dev).requires_grad_(True) for k, v in net.params.items()}
 
     def run_node(n, args):
-        op, attrs, name = n["op"], n.get("attrs", {}), n["name"]
-        if op == "linear":
-            return F.linear(args[0], params[name + ".weight"], params.get(name + ".bias"))
-        if op == "matmul":
-            b = args[1].transpose(1, 2) if attrs.get("transpose_b", 0) else args[1]
-            y = torch.bmm(args[0], b)
-            alpha = attrs.get("alpha", 1.0)
-            return y.mul_(alpha) if alpha != 1.0 else y
-        if op == "add":
-            return args[0] + args[1]
-        if op == "relu":
-            return torch.relu(args[0])
-        if op == "gelu":
-            return F.gelu(args[0])
-        if op == "tanh":
-            return torch.tanh(args[0])
-        if op == "sigmoid":
-            return torch.sigmoid(args[0])
-        if op == "layernorm":
-            return F.layer_norm(args[0], (args[0].shape[-1],), params[name + ".weight"],
-                                params[name + ".bias"], attrs.get("eps", 1e-5))
-        if op == "softmax":
-            return torch.softmax(args[0], dim=-1)
-        if op == "reshape":
-            return args[0].reshape(attrs["shape"])
-        if op == "transpose":
-            return args[0].permute(attrs["perm"])
-        if op == "sum_squares":
-            return 0.5 * args[0].pow(2).sum()
-        if op == "cross_entropy":
-            return F.cross_entropy(args[0], args[1])
-        raise SystemExit(f"torch_gpu_peer: op '{op}' is not supported")
+        return torch_ops.run_node(n, args, params)
 
     def run_range(start, end, values):
         for i in range(start, end):

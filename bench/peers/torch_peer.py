@@ -62,7 +62,6 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 import torch.utils.checkpoint as tcp  # noqa: E402
 
 
@@ -259,6 +258,7 @@ def checkpointed(fn, *args):
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_net import NetFile  # noqa: E402
+import torch_ops  # noqa: E402  (imports torch: after the thread settings above)
 
 
 class Network(NetFile):
@@ -274,40 +274,7 @@ class Network(NetFile):
                        for k, v in self.params.items()}
 
     def run_node(self, n, args):
-        op, attrs, name = n["op"], n.get("attrs", {}), n["name"]
-        if op == "linear":
-            return F.linear(args[0], self.params[name + ".weight"],
-                            self.params.get(name + ".bias"))
-        if op == "matmul":
-            b = args[1].transpose(1, 2) if attrs.get("transpose_b", 0) else args[1]
-            y = torch.bmm(args[0], b)
-            alpha = attrs.get("alpha", 1.0)
-            return y.mul_(alpha) if alpha != 1.0 else y  # bmm saves its inputs, not y
-        if op == "add":
-            return args[0] + args[1]
-        if op == "relu":
-            return torch.relu(args[0])
-        if op == "gelu":
-            return F.gelu(args[0])  # the exact erf form
-        if op == "tanh":
-            return torch.tanh(args[0])
-        if op == "sigmoid":
-            return torch.sigmoid(args[0])
-        if op == "layernorm":
-            d = args[0].shape[-1]
-            return F.layer_norm(args[0], (d,), self.params[name + ".weight"],
-                                self.params[name + ".bias"], attrs.get("eps", 1e-5))
-        if op == "softmax":
-            return torch.softmax(args[0], dim=-1)
-        if op == "reshape":
-            return args[0].reshape(attrs["shape"])
-        if op == "transpose":
-            return args[0].permute(attrs["perm"])
-        if op == "sum_squares":
-            return 0.5 * args[0].pow(2).sum()
-        if op == "cross_entropy":
-            return F.cross_entropy(args[0], args[1])
-        raise SystemExit(f"torch_peer: op '{op}' is not supported")
+        return torch_ops.run_node(n, args, self.params)
 
     def run_range(self, start, end, values):
         """Runs nodes [start, end) reading `values` (name -> tensor, changed in place), dropping
