@@ -16,6 +16,9 @@
 #include <memory>
 #include <optional>
 
+#include "analysis/evaluate.h"
+#include "analysis/explain.h"
+#include "analysis/sweep.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "engine/atomic_file.h"
@@ -23,10 +26,7 @@
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
 #include "engine/units.h"
-#include "strategies/evaluate.h"
-#include "strategies/explain.h"
 #include "strategies/policy.h"
-#include "strategies/sweep.h"
 
 namespace rl::cli {
 

@@ -35,9 +35,9 @@ struct RunOptions {
     int repeat = 1;
     uint64_t cap = 0;  // bytes, 0 = none
     bool json = false;
-    std::string dump_grads;    // directory, "" = none
-    std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
-    std::string input;         // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
+    std::string dump_grads;      // directory, "" = none
+    std::string dump_weights;    // directory, "" = none: every parameter and graph input as .npy
+    std::string input;           // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
     std::string device = "cpu";  // cpu or cuda
 };
 
@@ -56,7 +56,7 @@ struct CompareOptions {
     int repeat = 1;
     uint64_t cap = 0;
     bool json = false;
-    std::string input;  // as RunOptions::input
+    std::string input;           // as RunOptions::input
     std::string device = "cpu";  // cpu or cuda
 };
 
@@ -92,7 +92,7 @@ struct ResidualsOptions {
     bool include_loss = false;
 };
 
-// `explain`: teach mode's sentences (strategies/explain.h) for every instruction, or one.
+// `explain`: teach mode's sentences (analysis/explain.h) for every instruction, or one.
 struct ExplainOptions {
     std::string network;
     std::string strategy;

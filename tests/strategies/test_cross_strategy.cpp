@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis/sweep.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "strategies/exhaustive.h"
 #include "strategies/strategy.h"
-#include "strategies/sweep.h"
 
 namespace rl {
 namespace {

@@ -1,10 +1,10 @@
 // Teach mode's sentences, fates, matrix and stepping on a small schedule checked by hand.
 #include <gtest/gtest.h>
 
+#include "analysis/explain.h"
 #include "engine/errors.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
-#include "strategies/explain.h"
 
 namespace rl {
 namespace {

@@ -1,4 +1,4 @@
-// The Checkmate MILP (strategies/checkmate.h) against an exhaustive search over every valid
+// The Checkmate MILP (solvers/checkmate.h) against an exhaustive search over every valid
 // schedule of small hand-built DAGs.
 //
 // The search is Dijkstra over states (backwards done, set of live activations, loss computed):
@@ -19,7 +19,7 @@
 #include "engine/executor.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
-#include "strategies/checkmate.h"
+#include "solvers/checkmate.h"
 #include "strategies/exhaustive.h"
 
 namespace rl {

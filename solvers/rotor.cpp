@@ -1,4 +1,4 @@
-#include "strategies/rotor.h"
+#include "solvers/rotor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +43,7 @@ std::vector<ValueId> backward_reads(const Graph& g, const LivenessTables& t, Sta
 
 // What option (a) computes: the loss stage whole (its first and only forward); otherwise the
 // interior nodes whose outputs the stage's backwards read, and what they need in turn (as
-// strategies/segments.cpp does). The stage's last node is not recomputed: its output is live
+// solvers/segments.cpp does). The stage's last node is not recomputed: its output is live
 // whenever its backward reads it (a kept checkpoint).
 std::vector<NodeId> recompute_set(const Graph& g, const LivenessTables& t, StageNodes st) {
     std::vector<NodeId> out;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "analysis/sweep.h"
 #include "engine/networks/presets.h"
-#include "strategies/sweep.h"
 
 namespace rl {
 namespace {

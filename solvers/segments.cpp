@@ -1,4 +1,4 @@
-#include "strategies/segments.h"
+#include "solvers/segments.h"
 
 #include <algorithm>
 #include <cmath>

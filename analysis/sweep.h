@@ -9,26 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "strategies/evaluate.h"
+#include "analysis/evaluate.h"
+#include "strategies/sweep_specs.h"
 
 namespace rl {
-
-struct SweepOptions {
-    int budgets = 12;                   // points of a budget sweep
-    std::vector<uint64_t> budget_list;  // explicit budgets (bytes) instead
-};
 
 struct SweepPoint {
     Evaluation eval;                 // plan, prediction, and the run when executed
     std::optional<uint64_t> budget;  // the budget asked for, for budgeted sweeps
 };
-
-// The specs a sweep of `base` evaluates on `g`. `base` keeps its own arguments; a budget sweep
-// adds budget=… to them. Throws rl::Error when a budgeted strategy names no smallest feasible
-// budget.
-std::vector<Spec> sweep_specs(const Graph& g, const CostModel& costs, const Spec& base,
-                              const SweepOptions& opt,
-                              std::vector<std::optional<uint64_t>>* budgets);
 
 // Evaluates every point (executing each when the evaluator executes). Points whose plan is
 // infeasible are kept, with their status, so the caller can show them.

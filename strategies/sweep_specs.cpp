@@ -1,10 +1,11 @@
-#include "strategies/sweep.h"
+#include "strategies/sweep_specs.h"
 
 #include <algorithm>
 
 #include "engine/errors.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "strategies/strategy.h"
 
 namespace rl {
 
@@ -53,23 +54,6 @@ std::vector<Spec> sweep_specs(const Graph& g, const CostModel& costs, const Spec
     }
     if (budgets) *budgets = std::move(bs);
     return specs;
-}
-
-std::vector<SweepPoint> sweep(const Graph& g, Evaluator& evaluator, const Spec& base,
-                              const SweepOptions& opt) {
-    std::vector<std::optional<uint64_t>> budgets;
-    const std::vector<Spec> specs = sweep_specs(g, evaluator.costs(), base, opt, &budgets);
-    std::vector<SweepPoint> out;
-    out.reserve(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) {
-        SweepPoint p;
-        p.budget = budgets[i];
-        p.eval = evaluator.evaluate(specs[i]);
-        p.eval.predicted.timeline.clear();  // a sweep keeps the figures, not the timelines
-        if (p.eval.measured) p.eval.measured->timeline.clear();
-        out.push_back(std::move(p));
-    }
-    return out;
 }
 
 }  // namespace rl

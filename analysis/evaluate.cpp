@@ -1,4 +1,4 @@
-#include "strategies/evaluate.h"
+#include "analysis/evaluate.h"
 
 #include <unistd.h>
 

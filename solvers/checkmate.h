@@ -49,7 +49,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/graph.h"
-#include "strategies/strategy.h"
+#include "solvers/plan.h"
 
 namespace rl {
 

@@ -43,7 +43,7 @@
 // segment_boundaries, b_1 < … < b_k); stage i is the nodes (b_{i-1}, b_i] and x_i the output of
 // b_i; the nodes after b_k (the head and the loss) join the first turn. Advancing a stage
 // computes all its nodes; turning stage i recomputes the nodes of the stage that its backwards
-// read, and what those need (as strategies/segments.cpp does), including b_i itself when its
+// read, and what those need (as solvers/segments.cpp does), including b_i itself when its
 // backward reads its own output (relu, tanh, …) and stages have been advanced since x_i was last
 // used. Revolve is then optimal only in the number of stage advances for s slots — not in time
 // (stages differ in cost, turns recompute stage interiors) nor in bytes (stages differ in size).

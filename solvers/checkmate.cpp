@@ -1,5 +1,5 @@
 // The Checkmate MILP (Jain et al., MLSys 2020) over our fixed backward order; see checkmate.h.
-#include "strategies/checkmate.h"
+#include "solvers/checkmate.h"
 
 #include <coin/Cbc_C_Interface.h>
 

@@ -1,4 +1,4 @@
-#include "strategies/explain.h"
+#include "analysis/explain.h"
 
 #include <algorithm>
 #include <climits>

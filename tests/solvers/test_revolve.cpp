@@ -1,8 +1,8 @@
 // revolve (Griewank & Walther 2000): the closed form against an independent dynamic program and
 // an exhaustive search of Griewank's model, the action schedules against a slot-counting
-// simulation, and the plans on `chain:l=…` against the convention of strategies/revolve.h
+// simulation, and the plans on `chain:l=…` against the convention of solvers/revolve.h
 // (Computes = t(l,s) + 2: t advances, the last layer once, the loss once).
-#include "strategies/revolve.h"
+#include "solvers/revolve.h"
 
 #include <gtest/gtest.h>
 
