@@ -176,6 +176,17 @@ TEST(NetworkJson, NumberOverflowReportsLineAndColumn) {
     EXPECT_TRUE(contains(e, "net.json:1:1:")) << e;
 }
 
+// A weight of 2^31 x 2^31 floats has 2^62 elements (the element limit) but 2^64 bytes, which
+// wrapped to 0 and let the network load with a parameter of no bytes.
+TEST(NetworkJson, TensorBytesBeyond2To62AreRefused) {
+    std::string text = small_with("[4, 8]", "[4, 2147483648]");
+    const std::string fc = "\"out_features\": 8";
+    text.replace(text.find(fc), fc.size(), "\"out_features\": 2147483648");
+    const std::string e = load_error(text);
+    EXPECT_TRUE(contains(e, "net.json")) << e;
+    EXPECT_TRUE(contains(e, "overflows 2^62")) << e;
+}
+
 TEST(NetworkJson, FormatAndVersionAreChecked) {
     std::string e = load_error(small_with("rematlab-network", "other"));
     EXPECT_TRUE(contains(e, "not a RematLab network file")) << e;
