@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -377,9 +378,30 @@ Graph network_from_json(const std::string& text, const std::string& origin) {
     if (text.size() > kMaxFileBytes)
         throw Error(origin + ": the network description is " + std::to_string(text.size() >> 20) +
                     " MiB; network files are limited to 256 MiB");
+    // JSON allows a key twice in an object and nlohmann keeps one of them: a file that says
+    // "seed" twice would load with either, silently. Refuse it instead.
+    struct DuplicateKey {
+        std::string key;
+    };
+    std::vector<std::set<std::string>> keys;
+    const Json::parser_callback_t no_duplicates = [&keys](int, Json::parse_event_t event,
+                                                          Json& parsed) {
+        if (event == Json::parse_event_t::object_start) {
+            keys.emplace_back();
+        } else if (event == Json::parse_event_t::object_end) {
+            if (!keys.empty()) keys.pop_back();
+        } else if (event == Json::parse_event_t::key && !keys.empty()) {
+            std::string key = parsed.get<std::string>();
+            if (!keys.back().insert(key).second) throw DuplicateKey{std::move(key)};
+        }
+        return true;
+    };
     Json root;
     try {
-        root = Json::parse(text);
+        root = Json::parse(text, no_duplicates);
+    } catch (const DuplicateKey& d) {
+        throw Error(origin + ": the key \"" + d.key +
+                    "\" appears twice in one object; keep only one of them");
     } catch (const Json::parse_error& e) {
         const auto [line, col] = line_column(text, e.byte);
         throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
