@@ -208,6 +208,9 @@ int main(int argc, char** argv) {
         if (exp->parsed()) return export_command(exp_opt);
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;
+    } catch (const rl::Cancelled&) {
+        rl::cli::report_cancelled("stopped between instructions, no results");
+        return rl::cli::kExitInterrupted;
     } catch (const std::bad_alloc&) {
         print_error("out of memory; try a smaller network or a strategy with a lower peak");
         return kExitUserError;

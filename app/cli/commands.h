@@ -1,7 +1,8 @@
 #pragma once
 // The subcommands of rematlab-cli, free of any argument-parsing library: cli_main.cpp parses the
 // command line with CLI11 and calls these. Each returns the process exit code or throws: rl::Error
-// (a user error, exit 1), rl::CapExceeded (exit 4) or cli::Infeasible (exit 3).
+// (a user error, exit 1), rl::CapExceeded (exit 4), cli::Infeasible (exit 3) or rl::Cancelled
+// (Ctrl-C during a run, exit 130).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ class Infeasible : public Error {
 
 // Maps an exception to its exit code (see ExitCode).
 int exit_code_for(const std::exception& e);
+
+// Says once on stderr that Ctrl-C cancelled the run, with `detail` (what was completed).
+void report_cancelled(const std::string& detail);
 
 struct RunOptions {
     std::string network;

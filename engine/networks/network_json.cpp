@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -245,6 +246,34 @@ std::pair<size_t, size_t> line_column(const std::string& text, size_t chars_read
     return {line, std::max<size_t>(col, 1)};
 }
 
+// Where the value nlohmann failed on begins, in `line_column`'s terms (characters read up to and
+// including its first one), for failures whose exception carries no position: a SAX pass that
+// accepts every event and records the position and token the parser reports with its error.
+size_t failure_offset(const std::string& text) {
+    struct Locator : Json::json_sax_t {
+        size_t offset = 0;
+        bool null() override { return true; }
+        bool boolean(bool) override { return true; }
+        bool number_integer(number_integer_t) override { return true; }
+        bool number_unsigned(number_unsigned_t) override { return true; }
+        bool number_float(number_float_t, const string_t&) override { return true; }
+        bool string(string_t&) override { return true; }
+        bool binary(binary_t&) override { return true; }
+        bool start_object(std::size_t) override { return true; }
+        bool key(string_t&) override { return true; }
+        bool end_object() override { return true; }
+        bool start_array(std::size_t) override { return true; }
+        bool end_array() override { return true; }
+        bool parse_error(std::size_t position, const std::string& token,
+                         const Json::exception&) override {
+            offset = position >= token.size() ? position - token.size() + 1 : position;
+            return false;
+        }
+    } locator;
+    (void)Json::sax_parse(text, &locator);
+    return locator.offset;
+}
+
 // nlohmann's message without its "[json.exception...] parse error at line L, column C: " prefix.
 std::string parse_detail(const std::string& what) {
     const size_t col = what.find("column ");
@@ -349,15 +378,49 @@ Graph network_from_json(const std::string& text, const std::string& origin) {
     if (text.size() > kMaxFileBytes)
         throw Error(origin + ": the network description is " + std::to_string(text.size() >> 20) +
                     " MiB; network files are limited to 256 MiB");
+    // JSON allows a key twice in an object and nlohmann keeps one of them: a file that says
+    // "seed" twice would load with either, silently. Refuse it instead.
+    struct DuplicateKey {
+        std::string key;
+    };
+    std::vector<std::set<std::string>> keys;
+    const Json::parser_callback_t no_duplicates = [&keys](int, Json::parse_event_t event,
+                                                          Json& parsed) {
+        if (event == Json::parse_event_t::object_start) {
+            keys.emplace_back();
+        } else if (event == Json::parse_event_t::object_end) {
+            if (!keys.empty()) keys.pop_back();
+        } else if (event == Json::parse_event_t::key && !keys.empty()) {
+            std::string key = parsed.get<std::string>();
+            if (!keys.back().insert(key).second) throw DuplicateKey{std::move(key)};
+        }
+        return true;
+    };
     Json root;
     try {
-        root = Json::parse(text);
+        root = Json::parse(text, no_duplicates);
+    } catch (const DuplicateKey& d) {
+        throw Error(origin + ": the key \"" + d.key +
+                    "\" appears twice in one object; keep only one of them");
     } catch (const Json::parse_error& e) {
         const auto [line, col] = line_column(text, e.byte);
         throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
                     ": malformed JSON: " + parse_detail(e.what()));
+    } catch (const Json::exception& e) {
+        // Not a syntax error but a value the library cannot hold (a number such as 1E9999 that
+        // overflows a double: out_of_range.406), which carries no position: find it again.
+        const auto [line, col] = line_column(text, failure_offset(text));
+        throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                    ": malformed JSON: " + parse_detail(e.what()) +
+                    " (numbers must fit a double; write a smaller value)");
     }
-    return Reader{origin}.read(root);
+    try {
+        return Reader{origin}.read(root);
+    } catch (const Json::exception& e) {
+        // The reader checks every type before it reads a value, so this is a gap in its checks;
+        // still the user's file, still our error.
+        throw Error(origin + ": unexpected content: " + parse_detail(e.what()));
+    }
 }
 
 Graph load_network_file(const std::string& path) {

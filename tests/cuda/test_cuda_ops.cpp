@@ -1,4 +1,4 @@
-// Every op's CUDA kernels against its CPU kernels (issue 7): one small node at a time, on random
+// Every op's CUDA kernels against its CPU kernels: one small node at a time, on random
 // inputs, forward values and every gradient (overwrite and accumulate) within a relative bound,
 // bitwise where both backends compute the same operations in the same order (copies, dropout's
 // mask, max/avg pooling), and every GPU result bitwise repeatable. Skipped, with the reason,
