@@ -51,6 +51,7 @@
 #include "ui/palette.h"
 #include "ui/param_form.h"
 #include "ui/pareto_chart.h"
+#include "ui/qt_text.h"
 #include "ui/results_model.h"
 
 namespace rl::ui {
@@ -69,10 +70,6 @@ class ResizeWatcher : public QObject {
   private:
     std::function<void()> f_;
 };
-
-QString q(std::string_view s) {
-    return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
 
 // The default network and strategies: activations dominate parameters, so checkpointing shows.
 const char* const kDefaultPreset = "mlp";
@@ -330,8 +327,8 @@ QWidget* MainWindow::buildNetworkPanel() {
     preset_->setToolTip(QStringLiteral("A built-in network; its parameters are below"));
     preset_forms_ = new QStackedWidget;
     for (const PresetInfo& p : presets()) {
-        preset_->addItem(q(p.name), q(p.name));
-        preset_->setItemData(preset_->count() - 1, q(p.about), Qt::ToolTipRole);
+        preset_->addItem(to_qstring(p.name), to_qstring(p.name));
+        preset_->setItemData(preset_->count() - 1, to_qstring(p.about), Qt::ToolTipRole);
         auto* form = new ParamForm(p.schema);
         preset_forms_->addWidget(form);
         preset_param_forms_.push_back(form);
@@ -427,7 +424,7 @@ Spec MainWindow::StrategyBox::spec() const {
 MainWindow::StrategyBox* MainWindow::addStrategyBox(const Strategy& s, bool copy) {
     auto owned = std::make_unique<StrategyBox>();
     StrategyBox* sb = owned.get();
-    sb->name = q(s.name());
+    sb->name = to_qstring(s.name());
     sb->budgeted = takes_budget(s);
     sb->copy = copy;
     sb->frame = new QWidget;
@@ -442,7 +439,7 @@ MainWindow::StrategyBox* MainWindow::addStrategyBox(const Strategy& s, bool copy
     sb->check =
         new QCheckBox(sb->name + (sb->budgeted ? QStringLiteral("  · budgeted") : QString()));
     sb->check->setToolTip(
-        q(s.about()) +
+        to_qstring(s.about()) +
         (sb->budgeted ? QStringLiteral("\nIts budget comes from the budget slider.") : QString()));
     head->addWidget(sb->check, 1);
     auto* add = new QToolButton;
@@ -509,7 +506,7 @@ void MainWindow::removeStrategyBox(StrategyBox* box) {
 int MainWindow::duplicateStrategy(const QString& name) {
     const Strategy* found = nullptr;
     for (const Strategy* s : strategies())
-        if (q(s->name()) == name) found = s;
+        if (to_qstring(s->name()) == name) found = s;
     if (!found) return -1;
     const int index = strategyBoxCount(name);
     StrategyBox* sb = addStrategyBox(*found, true);
@@ -545,8 +542,8 @@ QWidget* MainWindow::buildRunPanel() {
     } else {
         // Disabled, with the reason: no CUDA backend in this build, or no usable GPU.
         device_->setItemData(1, false, Qt::UserRole - 1);
-        device_->setItemData(1, q(why), Qt::ToolTipRole);
-        device_->setToolTip(QStringLiteral("Where the step runs; no GPU here: ") + q(why));
+        device_->setItemData(1, to_qstring(why), Qt::ToolTipRole);
+        device_->setToolTip(QStringLiteral("Where the step runs; no GPU here: ") + to_qstring(why));
     }
     threads_ = new QSpinBox;
     threads_->setRange(1, std::max(1, QThread::idealThreadCount()));
@@ -681,7 +678,7 @@ void MainWindow::setNetworkSpec(const QString& spec) {
         suppress_ = true;
         try {
             const Spec parsed = parse_spec(spec.toStdString());
-            const int i = preset_->findData(q(parsed.name));
+            const int i = preset_->findData(to_qstring(parsed.name));
             if (i < 0) {
                 // Let the loader say what is wrong (it lists the presets).
                 file_spec_ = spec;
@@ -850,14 +847,15 @@ void MainWindow::setStrategies(const QStringList& specs) {
         try {
             spec = parse_spec(text.toStdString());
         } catch (const std::exception& e) {
-            message_->showMessage(MessageWidget::Kind::Error,
-                                  QStringLiteral("Bad strategy '%1': %2").arg(text, q(e.what())));
+            message_->showMessage(
+                MessageWidget::Kind::Error,
+                QStringLiteral("Bad strategy '%1': %2").arg(text, to_qstring(e.what())));
             continue;
         }
         StrategyBox* box = nullptr;
         bool known = false;
         for (const auto& sb : strategy_boxes_) {
-            if (sb->name != q(spec.name)) continue;
+            if (sb->name != to_qstring(spec.name)) continue;
             known = true;
             if (!sb->check->isChecked()) {
                 box = sb.get();
@@ -865,14 +863,15 @@ void MainWindow::setStrategies(const QStringList& specs) {
             }
         }
         if (!known) {
-            message_->showMessage(MessageWidget::Kind::Error,
-                                  QStringLiteral("Unknown strategy '%1'").arg(q(spec.name)));
+            message_->showMessage(
+                MessageWidget::Kind::Error,
+                QStringLiteral("Unknown strategy '%1'").arg(to_qstring(spec.name)));
             continue;
         }
         if (!box) {
-            int index = duplicateStrategy(q(spec.name));
+            int index = duplicateStrategy(to_qstring(spec.name));
             for (const auto& sb : strategy_boxes_)
-                if (sb->name == q(spec.name) && index-- == 0) box = sb.get();
+                if (sb->name == to_qstring(spec.name) && index-- == 0) box = sb.get();
         }
         box->check->setChecked(true);
         std::vector<std::pair<std::string, std::string>> args;
@@ -947,7 +946,7 @@ void MainWindow::planNow() {
         r = request();
     } catch (const std::exception& e) {
         message_->showMessage(MessageWidget::Kind::Error,
-                              QStringLiteral("Memory cap: %1").arg(q(e.what())));
+                              QStringLiteral("Memory cap: %1").arg(to_qstring(e.what())));
         return;
     }
     if (r.strategies.isEmpty()) {
@@ -1003,7 +1002,7 @@ void MainWindow::startRun() {
         run_request_ = request();
     } catch (const std::exception& e) {
         message_->showMessage(MessageWidget::Kind::Error,
-                              QStringLiteral("Memory cap: %1").arg(q(e.what())));
+                              QStringLiteral("Memory cap: %1").arg(to_qstring(e.what())));
         emit runCompleted();
         return;
     }
@@ -1191,7 +1190,7 @@ void MainWindow::startSweep() {
         r.device = base.device;
     } catch (const std::exception& e) {
         message_->showMessage(MessageWidget::Kind::Error,
-                              QStringLiteral("Memory cap: %1").arg(q(e.what())));
+                              QStringLiteral("Memory cap: %1").arg(to_qstring(e.what())));
         emit sweepCompleted();
         return;
     }
