@@ -1,10 +1,12 @@
 // The window's parts on their own, through their signals: the setup panel emits the run request
 // with exactly what it shows and says what changed; the results area reports a table row as the
-// model's row whatever the sort.
+// model's row whatever the sort; the session controller restores a session without its network
+// file, locates it, and refuses to show saved results over another network.
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
@@ -13,6 +15,7 @@
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QTableView>
+#include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
 
@@ -22,6 +25,8 @@
 #include "ui/palette.h"
 #include "ui/results_area.h"
 #include "ui/results_model.h"
+#include "ui/session.h"
+#include "ui/session_controller.h"
 #include "ui/setup_panel.h"
 
 namespace rl::ui {
@@ -260,6 +265,106 @@ TEST(UiResultsArea, ATableRowIsReportedAsTheModelRowWhateverTheSort) {
     EXPECT_EQ(count, 1);
     EXPECT_TRUE(csv.contains(QStringLiteral("none"))) << csv.toStdString();
     EXPECT_FALSE(csv.contains(QStringLiteral("sqrt-n"))) << csv.toStdString();
+}
+
+TEST(UiSessionController, ASessionWithoutItsNetworkFileRestoresTheRestAndLocates) {
+    QTemporaryDir dir;
+    const QString net = dir.filePath(QStringLiteral("net.json"));
+    const Graph g = load_network(kNet.toStdString());
+    export_network(g, net);
+    const QString path = dir.filePath(QStringLiteral("s.rematlab.json"));
+    {
+        SetupPanel panel;
+        panel.setNetworkSpec(net);
+        panel.setNetwork(summarize(g, net));
+        panel.setStrategies({QStringLiteral("none"), QStringLiteral("periodic:k=3")});
+        panel.setThreads(1);
+        panel.setCap(QStringLiteral("64MiB"));
+        ResultsModel model;
+        SessionController saver(&panel, &model, nullptr);
+        ASSERT_EQ(saver.save(path, net, std::nullopt), QString());
+    }
+    ASSERT_TRUE(QFile::remove(net));
+
+    SetupPanel panel;
+    ResultsModel model;
+    SessionController session(&panel, &model, nullptr);
+    QSignalSpy detached(&session, &SessionController::detached);
+    QSignalSpy restored(&session, &SessionController::restoredWithoutNetwork);
+    QSignalSpy edited(&panel, &SetupPanel::networkEdited);
+    ASSERT_EQ(session.open(path), QString());
+    // Nothing loads the missing file; the rest is in the panel.
+    EXPECT_EQ(edited.count(), 0);
+    EXPECT_EQ(detached.count(), 1);
+    ASSERT_EQ(restored.count(), 1);
+    EXPECT_EQ(restored.at(0).at(0).toString(), net);
+    EXPECT_EQ(restored.at(0).at(1).toString(), QString::fromStdString(g.name()));
+    EXPECT_TRUE(restored.at(0).at(2).toString().contains(QStringLiteral("not found")));
+    EXPECT_EQ(session.missingNetwork(), net);
+    EXPECT_EQ(panel.strategySpecs(),
+              (QStringList{QStringLiteral("none"), QStringLiteral("periodic:k=3")}));
+    EXPECT_EQ(panel.capText(), QStringLiteral("64MiB"));
+    // The window takes the session to show its saved results, drawn from the copy it holds.
+    ASSERT_TRUE(session.hasPending());
+    const auto shown = session.takePending(nullptr);
+    ASSERT_TRUE(shown);
+    ASSERT_TRUE(shown->graph);
+    EXPECT_EQ(shown->graph->num_nodes(), g.num_nodes());
+    EXPECT_FALSE(session.hasPending());
+
+    // Located: the file found is asked for, and the session waits for it to load again.
+    QSignalSpy locate(&session, &SessionController::locateRequested);
+    const QString found = dir.filePath(QStringLiteral("found.json"));
+    session.locate(found);
+    ASSERT_EQ(locate.count(), 1);
+    EXPECT_EQ(locate.at(0).at(0).toString(), found);
+    EXPECT_EQ(session.missingNetwork(), QString());
+    ASSERT_TRUE(session.hasPending());
+    // It was another network (node count): not shown, and the window is told why.
+    QSignalSpy message(&session, &SessionController::message);
+    NetworkSummary other = summarize(load_network("mlp:depth=2,width=16,batch=8"), found);
+    ASSERT_NE(other.nodes, g.num_nodes());
+    EXPECT_FALSE(session.takePending(&other));
+    ASSERT_TRUE(message.wait(5000));
+    EXPECT_EQ(message.at(0).at(0).value<MessageWidget::Kind>(), MessageWidget::Kind::Warning);
+    EXPECT_TRUE(message.at(0).at(1).toString().contains(QStringLiteral("not the network")));
+}
+
+TEST(UiSessionController, ASessionThatLoadsFillsThePanelAndWaitsForItsPlan) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("s.rematlab.json"));
+    {
+        SetupPanel panel;
+        panel.setNetworkSpec(kNet);
+        panel.setNetwork(summarize(load_network(kNet.toStdString()), kNet));
+        panel.setStrategies({QStringLiteral("sqrt-n")});
+        ResultsModel model;
+        ASSERT_EQ(SessionController(&panel, &model, nullptr).save(path, kNet, 4.5), QString());
+    }
+    SetupPanel panel;
+    ResultsModel model;
+    SessionController session(&panel, &model, nullptr);
+    QSignalSpy edited(&panel, &SetupPanel::networkEdited);
+    QSignalSpy detached(&session, &SessionController::detached);
+    ASSERT_EQ(session.open(path), QString());
+    ASSERT_EQ(edited.count(), 1);  // the window loads it
+    EXPECT_EQ(detached.count(), 0);
+    EXPECT_EQ(panel.networkSpec(), kNet);
+    EXPECT_EQ(panel.strategySpecs(), QStringList{QStringLiteral("sqrt-n")});
+    // A failed load of an ordinary network is not the session's business once taken.
+    const NetworkSummary net = summarize(load_network(kNet.toStdString()), kNet);
+    const auto s = session.takePending(&net);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->baseline_ms, 4.5);
+    EXPECT_FALSE(session.networkFailed(kNet, QStringLiteral("gone")));
+    // A broken file is an error, not a session.
+    const QString bad = dir.filePath(QStringLiteral("bad.json"));
+    QFile f(bad);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("{\"format\": \"rematlab-session\", \"version\": 1");
+    f.close();
+    EXPECT_FALSE(session.open(bad).isEmpty());
+    EXPECT_FALSE(session.hasPending());
 }
 
 }  // namespace
