@@ -23,7 +23,6 @@
 
 #include "ui/evaluation.h"
 #include "ui/export_dialogs.h"
-#include "ui/graph_view.h"
 #include "ui/memory_chart.h"
 #include "ui/palette.h"
 #include "ui/pareto_chart.h"
@@ -31,11 +30,9 @@
 #include "ui/results_area.h"
 #include "ui/results_model.h"
 #include "ui/schedule_area.h"
-#include "ui/schedule_views.h"
 #include "ui/session.h"
 #include "ui/session_controller.h"
 #include "ui/setup_panel.h"
-#include "ui/teach_panel.h"
 #include "ui/tours.h"
 
 namespace rl::ui {
