@@ -1,19 +1,24 @@
 // The window's parts on their own, through their signals: the setup panel emits the run request
 // with exactly what it shows and says what changed; the results area reports a table row as the
 // model's row whatever the sort; the session controller restores a session without its network
-// file, locates it, and refuses to show saved results over another network.
+// file, locates it, and refuses to show saved results over another network; the window's menus
+// hold every part's actions.
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QThread>
@@ -22,12 +27,15 @@
 #include "engine/networks/presets.h"
 #include "engine/units.h"
 #include "ui/evaluation.h"
+#include "ui/main_window.h"
 #include "ui/palette.h"
 #include "ui/results_area.h"
 #include "ui/results_model.h"
+#include "ui/schedule_matrix.h"
 #include "ui/session.h"
 #include "ui/session_controller.h"
 #include "ui/setup_panel.h"
+#include "ui/tours.h"
 
 namespace rl::ui {
 namespace {
@@ -365,6 +373,63 @@ TEST(UiSessionController, ASessionThatLoadsFillsThePanelAndWaitsForItsPlan) {
     f.close();
     EXPECT_FALSE(session.open(bad).isEmpty());
     EXPECT_FALSE(session.hasPending());
+}
+
+// The menus as a user reads them: every part's actions where the window puts them, with their
+// shortcuts (the schedule views' and sessions' actions used to be inserted into menus found by
+// their titles, and silently went missing when a title changed).
+TEST(UiMainWindow, EveryPartsActionsAreInTheMenus) {
+    MainWindow w(false);
+    auto menu = [&](const QString& title) -> QMenu* {
+        for (QAction* a : w.menuBar()->actions())
+            if (a->text() == title) return a->menu();
+        return nullptr;
+    };
+    auto entries = [](QMenu* m) {
+        QStringList out;
+        for (QAction* a : m->actions())
+            out << (a->isSeparator() ? QStringLiteral("--")
+                                     : a->text() + QLatin1Char('|') +
+                                           a->shortcut().toString(QKeySequence::PortableText));
+        return out;
+    };
+    QMenu* file = menu(QStringLiteral("&File"));
+    ASSERT_NE(file, nullptr);
+    EXPECT_EQ(
+        entries(file),
+        (QStringList{
+            "&Open network…|Ctrl+O", "Open &recent|", "--", "&Export chart…|Ctrl+E",
+            "Export &data…|Ctrl+Shift+E", "--", "&Save session…|Ctrl+S",
+            "Open sess&ion…|Ctrl+Shift+O", "--", "Export &network…|", "Export sc&hedule…|", "--",
+            "&Quit|" + QKeySequence(QKeySequence::Quit).toString(QKeySequence::PortableText)}));
+    QMenu* view = menu(QStringLiteral("&View"));
+    ASSERT_NE(view, nullptr);
+    EXPECT_EQ(entries(view),
+              (QStringList{"&Memory timeline|Ctrl+1", "&Pareto chart|Ctrl+2", "Reset &zoom|Ctrl+0",
+                           "--", "&Graph|Ctrl+3", "Schedule &matrix|Ctrl+4",
+                           "Saved r&esiduals|Ctrl+5", "&Teach mode|Ctrl+T"}));
+    QMenu* help = menu(QStringLiteral("&Help"));
+    ASSERT_NE(help, nullptr);
+    ASSERT_GE(help->actions().size(), 4);
+    QMenu* tours_menu = help->actions().front()->menu();
+    ASSERT_NE(tours_menu, nullptr);
+    EXPECT_EQ(tours_menu->title(), QStringLiteral("Guided &tours"));
+    ASSERT_EQ(tours_menu->actions().size(), qsizetype(tours().size()));
+    for (size_t i = 0; i < tours().size(); ++i)
+        EXPECT_EQ(tours_menu->actions()[qsizetype(i)]->text(), tours()[i].title);
+    EXPECT_TRUE(help->actions()[1]->isSeparator());
+
+    // The actions reach their parts: Ctrl+4 shows the matrix, Teach mode shows the teach dock.
+    for (QAction* a : view->actions())
+        if (a->text() == QStringLiteral("Schedule &matrix")) a->trigger();
+    EXPECT_EQ(w.findChild<QTabWidget*>()->currentWidget(),
+              static_cast<QWidget*>(w.scheduleMatrix()));
+    auto* teach = w.findChild<QDockWidget*>(QStringLiteral("teachDock"));
+    ASSERT_NE(teach, nullptr);
+    EXPECT_FALSE(teach->isVisibleTo(&w));
+    for (QAction* a : view->actions())
+        if (a->text() == QStringLiteral("&Teach mode")) a->trigger();
+    EXPECT_TRUE(teach->isVisibleTo(&w));
 }
 
 }  // namespace
