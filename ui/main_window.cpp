@@ -4,13 +4,9 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
-#include <QComboBox>
-#include <QDialog>
-#include <QDialogButtonBox>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenu>
@@ -19,16 +15,14 @@
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QSettings>
-#include <QSpinBox>
 #include <QStatusBar>
 #include <QTableView>
 #include <QToolBar>
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "engine/networks/presets.h"
 #include "ui/evaluation.h"
-#include "ui/graph_view.h"
+#include "ui/export_dialogs.h"
 #include "ui/memory_chart.h"
 #include "ui/palette.h"
 #include "ui/pareto_chart.h"
@@ -36,13 +30,9 @@
 #include "ui/results_area.h"
 #include "ui/results_model.h"
 #include "ui/schedule_area.h"
-#include "ui/schedule_matrix.h"
-#include "ui/schedule_trace.h"
-#include "ui/schedule_views.h"
 #include "ui/session.h"
 #include "ui/session_controller.h"
 #include "ui/setup_panel.h"
-#include "ui/teach_panel.h"
 #include "ui/tours.h"
 
 namespace rl::ui {
@@ -86,6 +76,12 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
 
     schedule_ = new ScheduleArea(results_, this);
     session_ = new SessionController(setup_, model_, this);
+    exports_ = new ExportDialogs(
+        results_, schedule_->graphView(), setup_,
+        [this](ChartKind kind, const QString& path, QSize size) {
+            return exportChart(kind, path, size);
+        },
+        this);
     buildActions();
 
     status_label_ = new QLabel(QStringLiteral("Ready"));
@@ -126,6 +122,12 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
             });
     connect(session_, &SessionController::dismissMessage, message_, &MessageWidget::dismiss);
     connect(session_, &SessionController::status, status_label_, &QLabel::setText);
+    // Exports.
+    connect(exports_, &ExportDialogs::exported, status_label_, &QLabel::setText);
+    connect(exports_, &ExportDialogs::failed, message_,
+            [this](MessageWidget::Kind kind, const QString& html) {
+                message_->showMessage(kind, html);
+            });
     // The worker.
     connect(controller_, &RunController::networkAvailable, this, &MainWindow::onNetworkAvailable);
     connect(controller_, &RunController::planAvailable, this, &MainWindow::onPlanAvailable);
@@ -253,12 +255,12 @@ void MainWindow::buildActions() {
     open_action_->setToolTip(QStringLiteral("Open a network file (Ctrl+O)"));
     recent_menu_ = file_menu_->addMenu(QStringLiteral("Open &recent"));
     file_menu_->addSeparator();
-    export_chart_action_ = file_menu_->addAction(QStringLiteral("&Export chart…"), this,
-                                                 &MainWindow::exportChartDialog);
+    export_chart_action_ = file_menu_->addAction(QStringLiteral("&Export chart…"), exports_,
+                                                 &ExportDialogs::exportChart);
     export_chart_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+E")));
     export_chart_action_->setToolTip(QStringLiteral("Save a chart as PNG, SVG or PDF (Ctrl+E)"));
-    export_data_action_ =
-        file_menu_->addAction(QStringLiteral("Export &data…"), this, &MainWindow::exportDataDialog);
+    export_data_action_ = file_menu_->addAction(QStringLiteral("Export &data…"), exports_,
+                                                &ExportDialogs::exportData);
     export_data_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+E")));
     export_data_action_->setToolTip(
         QStringLiteral("Save the results as CSV or JSON (Ctrl+Shift+E)"));
@@ -274,12 +276,12 @@ void MainWindow::buildActions() {
     open_session_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+O")));
     open_session_action_->setToolTip(QStringLiteral("Reopen a saved session (Ctrl+Shift+O)"));
     file_menu_->addSeparator();
-    export_network_action_ = file_menu_->addAction(QStringLiteral("Export &network…"), this,
-                                                   &MainWindow::exportNetworkDialog);
+    export_network_action_ = file_menu_->addAction(QStringLiteral("Export &network…"), exports_,
+                                                   &ExportDialogs::exportNetwork);
     export_network_action_->setToolTip(
         QStringLiteral("Save the network as Graphviz DOT or RematLab JSON"));
-    export_schedule_action_ = file_menu_->addAction(QStringLiteral("Export sc&hedule…"), this,
-                                                    &MainWindow::exportScheduleDialog);
+    export_schedule_action_ = file_menu_->addAction(QStringLiteral("Export sc&hedule…"), exports_,
+                                                    &ExportDialogs::exportSchedule);
     export_schedule_action_->setToolTip(QStringLiteral(
         "Save the selected strategy's schedule as JSON, or its matrix as an image or CSV"));
     file_menu_->addSeparator();
@@ -803,123 +805,6 @@ QString MainWindow::exportChart(ChartKind kind, const QString& path, QSize size)
                                           : QStringLiteral("Peak memory vs recompute time — %1"))
                    .arg(network_.spec);
     return export_chart(kind, in, path, size);
-}
-
-void MainWindow::exportChartDialog() {
-    QDialog dialog(this);
-    dialog.setWindowTitle(QStringLiteral("Export chart"));
-    auto* form = new QFormLayout(&dialog);
-    auto* chart = new QComboBox;
-    chart->addItem(QStringLiteral("Memory timeline"));
-    chart->addItem(QStringLiteral("Pareto: memory vs recompute"));
-    chart->addItem(QStringLiteral("Graph (the whole drawing, with its legend)"));
-    chart->setCurrentIndex(
-        results_->currentPageWidget() == graphView() ? 2 : std::min(results_->currentPage(), 1));
-    chart->setToolTip(QStringLiteral(
-        "Which chart to export; the graph is drawn whole, one pixel per point, whatever the size"));
-    auto* width = new QSpinBox;
-    width->setRange(100, 20000);
-    width->setValue(1600);
-    width->setSuffix(QStringLiteral(" px"));
-    width->setToolTip(QStringLiteral("Width of the exported chart"));
-    auto* height = new QSpinBox;
-    height->setRange(100, 20000);
-    height->setValue(900);
-    height->setSuffix(QStringLiteral(" px"));
-    height->setToolTip(QStringLiteral("Height of the exported chart"));
-    form->addRow(QStringLiteral("Chart"), chart);
-    form->addRow(QStringLiteral("Width"), width);
-    form->addRow(QStringLiteral("Height"), height);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel);
-    form->addRow(buttons);
-    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
-    connect(chart, &QComboBox::currentIndexChanged, &dialog, [width, height](int i) {
-        width->setEnabled(i != 2);
-        height->setEnabled(i != 2);
-    });
-    width->setEnabled(chart->currentIndex() != 2);
-    height->setEnabled(chart->currentIndex() != 2);
-    if (dialog.exec() != QDialog::Accepted) return;
-    const int which = chart->currentIndex();
-    const QString names[] = {QStringLiteral("memory.png"), QStringLiteral("pareto.png"),
-                             QStringLiteral("graph.png")};
-    const QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export chart"), names[which],
-        which == 2 ? QStringLiteral("PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf)")
-                   : QStringLiteral("PNG image (*.png);;SVG image (*.svg);;PDF document (*.pdf);;"
-                                    "CSV data (*.csv)"));
-    if (path.isEmpty()) return;
-    QString err;
-    if (which == 2) {
-        err = graphView()->isLaidOut()
-                  ? graphView()->exportImage(path, 1.0)
-                  : QStringLiteral("Plan a strategy and wait for the graph to be laid out first.");
-    } else {
-        err = exportChart(which == 0 ? ChartKind::Memory : ChartKind::Pareto, path,
-                          QSize(width->value(), height->value()));
-    }
-    if (err.isEmpty())
-        status_label_->setText(QStringLiteral("Exported %1").arg(path));
-    else
-        message_->showMessage(MessageWidget::Kind::Error, err.toHtmlEscaped());
-}
-
-void MainWindow::exportDataDialog() {
-    const QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export data"), QStringLiteral("results.csv"),
-        QStringLiteral("CSV table (*.csv);;JSON (*.json)"));
-    if (path.isEmpty()) return;
-    const QString err = exportChart(ChartKind::Pareto, path, QSize(800, 600));
-    if (err.isEmpty())
-        status_label_->setText(QStringLiteral("Exported %1").arg(path));
-    else
-        message_->showMessage(MessageWidget::Kind::Error, err.toHtmlEscaped());
-}
-
-void MainWindow::exportNetworkDialog() {
-    const QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export network"), QStringLiteral("network.dot"),
-        QStringLiteral("Graphviz DOT (*.dot);;RematLab network JSON (*.json)"));
-    if (path.isEmpty()) return;
-    try {
-        const ScheduleTrace* t = graphView()->trace();
-        if (t)
-            export_network(*t->graph, path);
-        else
-            export_network(load_network(networkSpec().toStdString()), path);
-        status_label_->setText(QStringLiteral("Exported the network to %1").arg(path));
-    } catch (const std::exception& e) {
-        message_->showMessage(MessageWidget::Kind::Error,
-                              QString::fromUtf8(e.what()).toHtmlEscaped());
-    }
-}
-
-void MainWindow::exportScheduleDialog() {
-    const auto trace = graphView()->traceShared();
-    if (!trace) {
-        message_->showMessage(MessageWidget::Kind::Warning,
-                              QStringLiteral("Plan a strategy first: there is no schedule yet."));
-        return;
-    }
-    const QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export schedule"), QStringLiteral("schedule.json"),
-        QStringLiteral("Schedule JSON (*.json);;Matrix image (*.png *.svg *.pdf);;"
-                       "Matrix CSV (*.csv)"));
-    if (path.isEmpty()) return;
-    QString err;
-    try {
-        if (path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive))
-            export_schedule(*trace, path);
-        else
-            err = export_schedule_matrix(trace, path, QSize(1600, 900));
-    } catch (const std::exception& e) {
-        err = QString::fromUtf8(e.what());
-    }
-    if (err.isEmpty())
-        status_label_->setText(QStringLiteral("Exported the schedule to %1").arg(path));
-    else
-        message_->showMessage(MessageWidget::Kind::Error, err.toHtmlEscaped());
 }
 
 void MainWindow::copyCsv() {

@@ -27,6 +27,7 @@ QT_END_NAMESPACE
 
 namespace rl::ui {
 
+class ExportDialogs;
 class GraphView;
 class MemoryChart;
 class ParetoChart;
@@ -158,10 +159,6 @@ class MainWindow : public QMainWindow {
                                     const QString& reason);
     void applyTourStep(const TourStep& step);
 
-    void exportChartDialog();
-    void exportDataDialog();
-    void exportNetworkDialog();
-    void exportScheduleDialog();
     void copyCsv();
     void openDialog();
     void addRecentFile(const QString& path);
@@ -176,6 +173,7 @@ class MainWindow : public QMainWindow {
     ResultsArea* results_ = nullptr;
     ScheduleArea* schedule_ = nullptr;
     SessionController* session_ = nullptr;
+    ExportDialogs* exports_ = nullptr;
     MessageWidget* message_ = nullptr;
     QLabel* status_label_ = nullptr;
     QProgressBar* progress_ = nullptr;

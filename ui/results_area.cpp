@@ -1,6 +1,5 @@
 #include "ui/results_area.h"
 
-#include <QApplication>
 #include <QCheckBox>
 #include <QEvent>
 #include <QHBoxLayout>

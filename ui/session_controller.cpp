@@ -13,16 +13,6 @@
 
 namespace rl::ui {
 
-namespace {
-
-// The test SetupPanel::setNetworkSpec uses: a path rather than a preset spec.
-bool is_file_spec(const QString& spec) {
-    return spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
-           spec.endsWith(QLatin1String(".onnx"));
-}
-
-}  // namespace
-
 SessionController::SessionController(SetupPanel* setup, const ResultsModel* results,
                                      QWidget* dialog_parent)
     : QObject(dialog_parent), setup_(setup), results_(results), dialog_parent_(dialog_parent) {}
@@ -66,7 +56,7 @@ QString SessionController::open(const QString& path) {
     detached_.reset();
     missing_network_.clear();
     const Session& p = *pending_;
-    if (is_file_spec(p.network_spec) && !QFileInfo::exists(p.network_spec)) {
+    if (is_network_file(p.network_spec) && !QFileInfo::exists(p.network_spec)) {
         restoreWithoutNetwork(
             p.network_spec,
             QStringLiteral("was not found: it has been moved, renamed or deleted since the "

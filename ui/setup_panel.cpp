@@ -57,6 +57,11 @@ QString budget_arg(uint64_t bytes) {
 
 }  // namespace
 
+bool is_network_file(const QString& spec) {
+    return spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
+           spec.endsWith(QLatin1String(".onnx"));
+}
+
 uint64_t round_budget(uint64_t bytes) {
     std::string s = format_bytes(bytes);
     s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
@@ -352,9 +357,7 @@ QString SetupPanel::networkSpec() const {
 }
 
 void SetupPanel::setNetworkSpec(const QString& spec) {
-    const bool file = spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
-                      spec.endsWith(QLatin1String(".onnx"));
-    if (file) {
+    if (is_network_file(spec)) {
         file_spec_ = spec;
     } else {
         file_spec_.clear();

@@ -38,6 +38,8 @@ namespace rl::ui {
 
 class ParamForm;
 
+// A network spec that names a file (a path, or a .json / .onnx name) rather than a preset.
+bool is_network_file(const QString& spec);
 // A budget that prints exactly as it parses: "21.3MiB" (the slider snaps to it).
 uint64_t round_budget(uint64_t bytes);
 

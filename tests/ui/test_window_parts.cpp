@@ -1,28 +1,41 @@
 // The window's parts on their own, through their signals: the setup panel emits the run request
 // with exactly what it shows and says what changed; the results area reports a table row as the
-// model's row whatever the sort.
+// model's row whatever the sort; the session controller restores a session without its network
+// file, locates it, and refuses to show saved results over another network; the window's menus
+// hold every part's actions.
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
+#include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableView>
+#include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
 
 #include "engine/networks/presets.h"
 #include "engine/units.h"
 #include "ui/evaluation.h"
+#include "ui/main_window.h"
 #include "ui/palette.h"
 #include "ui/results_area.h"
 #include "ui/results_model.h"
+#include "ui/schedule_matrix.h"
+#include "ui/session.h"
+#include "ui/session_controller.h"
 #include "ui/setup_panel.h"
+#include "ui/tours.h"
 
 namespace rl::ui {
 namespace {
@@ -260,6 +273,163 @@ TEST(UiResultsArea, ATableRowIsReportedAsTheModelRowWhateverTheSort) {
     EXPECT_EQ(count, 1);
     EXPECT_TRUE(csv.contains(QStringLiteral("none"))) << csv.toStdString();
     EXPECT_FALSE(csv.contains(QStringLiteral("sqrt-n"))) << csv.toStdString();
+}
+
+TEST(UiSessionController, ASessionWithoutItsNetworkFileRestoresTheRestAndLocates) {
+    QTemporaryDir dir;
+    const QString net = dir.filePath(QStringLiteral("net.json"));
+    const Graph g = load_network(kNet.toStdString());
+    export_network(g, net);
+    const QString path = dir.filePath(QStringLiteral("s.rematlab.json"));
+    {
+        SetupPanel panel;
+        panel.setNetworkSpec(net);
+        panel.setNetwork(summarize(g, net));
+        panel.setStrategies({QStringLiteral("none"), QStringLiteral("periodic:k=3")});
+        panel.setThreads(1);
+        panel.setCap(QStringLiteral("64MiB"));
+        ResultsModel model;
+        SessionController saver(&panel, &model, nullptr);
+        ASSERT_EQ(saver.save(path, net, std::nullopt), QString());
+    }
+    ASSERT_TRUE(QFile::remove(net));
+
+    SetupPanel panel;
+    ResultsModel model;
+    SessionController session(&panel, &model, nullptr);
+    QSignalSpy detached(&session, &SessionController::detached);
+    QSignalSpy restored(&session, &SessionController::restoredWithoutNetwork);
+    QSignalSpy edited(&panel, &SetupPanel::networkEdited);
+    ASSERT_EQ(session.open(path), QString());
+    // Nothing loads the missing file; the rest is in the panel.
+    EXPECT_EQ(edited.count(), 0);
+    EXPECT_EQ(detached.count(), 1);
+    ASSERT_EQ(restored.count(), 1);
+    EXPECT_EQ(restored.at(0).at(0).toString(), net);
+    EXPECT_EQ(restored.at(0).at(1).toString(), QString::fromStdString(g.name()));
+    EXPECT_TRUE(restored.at(0).at(2).toString().contains(QStringLiteral("not found")));
+    EXPECT_EQ(session.missingNetwork(), net);
+    EXPECT_EQ(panel.strategySpecs(),
+              (QStringList{QStringLiteral("none"), QStringLiteral("periodic:k=3")}));
+    EXPECT_EQ(panel.capText(), QStringLiteral("64MiB"));
+    // The window takes the session to show its saved results, drawn from the copy it holds.
+    ASSERT_TRUE(session.hasPending());
+    const auto shown = session.takePending(nullptr);
+    ASSERT_TRUE(shown);
+    ASSERT_TRUE(shown->graph);
+    EXPECT_EQ(shown->graph->num_nodes(), g.num_nodes());
+    EXPECT_FALSE(session.hasPending());
+
+    // Located: the file found is asked for, and the session waits for it to load again.
+    QSignalSpy locate(&session, &SessionController::locateRequested);
+    const QString found = dir.filePath(QStringLiteral("found.json"));
+    session.locate(found);
+    ASSERT_EQ(locate.count(), 1);
+    EXPECT_EQ(locate.at(0).at(0).toString(), found);
+    EXPECT_EQ(session.missingNetwork(), QString());
+    ASSERT_TRUE(session.hasPending());
+    // It was another network (node count): not shown, and the window is told why.
+    QSignalSpy message(&session, &SessionController::message);
+    NetworkSummary other = summarize(load_network("mlp:depth=2,width=16,batch=8"), found);
+    ASSERT_NE(other.nodes, g.num_nodes());
+    EXPECT_FALSE(session.takePending(&other));
+    ASSERT_TRUE(message.wait(5000));
+    EXPECT_EQ(message.at(0).at(0).value<MessageWidget::Kind>(), MessageWidget::Kind::Warning);
+    EXPECT_TRUE(message.at(0).at(1).toString().contains(QStringLiteral("not the network")));
+}
+
+TEST(UiSessionController, ASessionThatLoadsFillsThePanelAndWaitsForItsPlan) {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("s.rematlab.json"));
+    {
+        SetupPanel panel;
+        panel.setNetworkSpec(kNet);
+        panel.setNetwork(summarize(load_network(kNet.toStdString()), kNet));
+        panel.setStrategies({QStringLiteral("sqrt-n")});
+        ResultsModel model;
+        ASSERT_EQ(SessionController(&panel, &model, nullptr).save(path, kNet, 4.5), QString());
+    }
+    SetupPanel panel;
+    ResultsModel model;
+    SessionController session(&panel, &model, nullptr);
+    QSignalSpy edited(&panel, &SetupPanel::networkEdited);
+    QSignalSpy detached(&session, &SessionController::detached);
+    ASSERT_EQ(session.open(path), QString());
+    ASSERT_EQ(edited.count(), 1);  // the window loads it
+    EXPECT_EQ(detached.count(), 0);
+    EXPECT_EQ(panel.networkSpec(), kNet);
+    EXPECT_EQ(panel.strategySpecs(), QStringList{QStringLiteral("sqrt-n")});
+    // A failed load of an ordinary network is not the session's business once taken.
+    const NetworkSummary net = summarize(load_network(kNet.toStdString()), kNet);
+    const auto s = session.takePending(&net);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->baseline_ms, 4.5);
+    EXPECT_FALSE(session.networkFailed(kNet, QStringLiteral("gone")));
+    // A broken file is an error, not a session.
+    const QString bad = dir.filePath(QStringLiteral("bad.json"));
+    QFile f(bad);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("{\"format\": \"rematlab-session\", \"version\": 1");
+    f.close();
+    EXPECT_FALSE(session.open(bad).isEmpty());
+    EXPECT_FALSE(session.hasPending());
+}
+
+// The menus as a user reads them: every part's actions where the window puts them, with their
+// shortcuts (the schedule views' and sessions' actions used to be inserted into menus found by
+// their titles, and silently went missing when a title changed).
+TEST(UiMainWindow, EveryPartsActionsAreInTheMenus) {
+    MainWindow w(false);
+    auto menu = [&](const QString& title) -> QMenu* {
+        for (QAction* a : w.menuBar()->actions())
+            if (a->text() == title) return a->menu();
+        return nullptr;
+    };
+    auto entries = [](QMenu* m) {
+        QStringList out;
+        for (QAction* a : m->actions())
+            out << (a->isSeparator() ? QStringLiteral("--")
+                                     : a->text() + QLatin1Char('|') +
+                                           a->shortcut().toString(QKeySequence::PortableText));
+        return out;
+    };
+    QMenu* file = menu(QStringLiteral("&File"));
+    ASSERT_NE(file, nullptr);
+    EXPECT_EQ(
+        entries(file),
+        (QStringList{
+            "&Open network…|Ctrl+O", "Open &recent|", "--", "&Export chart…|Ctrl+E",
+            "Export &data…|Ctrl+Shift+E", "--", "&Save session…|Ctrl+S",
+            "Open sess&ion…|Ctrl+Shift+O", "--", "Export &network…|", "Export sc&hedule…|", "--",
+            "&Quit|" + QKeySequence(QKeySequence::Quit).toString(QKeySequence::PortableText)}));
+    QMenu* view = menu(QStringLiteral("&View"));
+    ASSERT_NE(view, nullptr);
+    EXPECT_EQ(entries(view),
+              (QStringList{"&Memory timeline|Ctrl+1", "&Pareto chart|Ctrl+2", "Reset &zoom|Ctrl+0",
+                           "--", "&Graph|Ctrl+3", "Schedule &matrix|Ctrl+4",
+                           "Saved r&esiduals|Ctrl+5", "&Teach mode|Ctrl+T"}));
+    QMenu* help = menu(QStringLiteral("&Help"));
+    ASSERT_NE(help, nullptr);
+    ASSERT_GE(help->actions().size(), 4);
+    QMenu* tours_menu = help->actions().front()->menu();
+    ASSERT_NE(tours_menu, nullptr);
+    EXPECT_EQ(tours_menu->title(), QStringLiteral("Guided &tours"));
+    ASSERT_EQ(tours_menu->actions().size(), qsizetype(tours().size()));
+    for (size_t i = 0; i < tours().size(); ++i)
+        EXPECT_EQ(tours_menu->actions()[qsizetype(i)]->text(), tours()[i].title);
+    EXPECT_TRUE(help->actions()[1]->isSeparator());
+
+    // The actions reach their parts: Ctrl+4 shows the matrix, Teach mode shows the teach dock.
+    for (QAction* a : view->actions())
+        if (a->text() == QStringLiteral("Schedule &matrix")) a->trigger();
+    EXPECT_EQ(w.findChild<QTabWidget*>()->currentWidget(),
+              static_cast<QWidget*>(w.scheduleMatrix()));
+    auto* teach = w.findChild<QDockWidget*>(QStringLiteral("teachDock"));
+    ASSERT_NE(teach, nullptr);
+    EXPECT_FALSE(teach->isVisibleTo(&w));
+    for (QAction* a : view->actions())
+        if (a->text() == QStringLiteral("&Teach mode")) a->trigger();
+    EXPECT_TRUE(teach->isVisibleTo(&w));
 }
 
 }  // namespace
