@@ -12,6 +12,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/errors.h"
+#include "engine/json_text.h"
 #include "engine/ops/op.h"
 
 namespace rl {
@@ -230,61 +231,6 @@ struct Reader {
     }
 };
 
-// Line and column (both from 1; columns count bytes) of a parse error that nlohmann reports after
-// reading `chars_read` characters: the last character read is the one it stopped at. Agrees with
-// the position in nlohmann's own message.
-std::pair<size_t, size_t> line_column(const std::string& text, size_t chars_read) {
-    size_t line = 1, col = 0;
-    for (size_t i = 0; i < chars_read && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            col = 0;
-        } else {
-            ++col;
-        }
-    }
-    return {line, std::max<size_t>(col, 1)};
-}
-
-// Where the value nlohmann failed on begins, in `line_column`'s terms (characters read up to and
-// including its first one), for failures whose exception carries no position: a SAX pass that
-// accepts every event and records the position and token the parser reports with its error.
-size_t failure_offset(const std::string& text) {
-    struct Locator : Json::json_sax_t {
-        size_t offset = 0;
-        bool null() override { return true; }
-        bool boolean(bool) override { return true; }
-        bool number_integer(number_integer_t) override { return true; }
-        bool number_unsigned(number_unsigned_t) override { return true; }
-        bool number_float(number_float_t, const string_t&) override { return true; }
-        bool string(string_t&) override { return true; }
-        bool binary(binary_t&) override { return true; }
-        bool start_object(std::size_t) override { return true; }
-        bool key(string_t&) override { return true; }
-        bool end_object() override { return true; }
-        bool start_array(std::size_t) override { return true; }
-        bool end_array() override { return true; }
-        bool parse_error(std::size_t position, const std::string& token,
-                         const Json::exception&) override {
-            offset = position >= token.size() ? position - token.size() + 1 : position;
-            return false;
-        }
-    } locator;
-    (void)Json::sax_parse(text, &locator);
-    return locator.offset;
-}
-
-// nlohmann's message without its "[json.exception...] parse error at line L, column C: " prefix.
-std::string parse_detail(const std::string& what) {
-    const size_t col = what.find("column ");
-    if (col != std::string::npos) {
-        const size_t colon = what.find(": ", col);
-        if (colon != std::string::npos) return what.substr(colon + 2);
-    }
-    const size_t bracket = what.find("] ");
-    return bracket == std::string::npos ? what : what.substr(bracket + 2);
-}
-
 // --- writing ---------------------------------------------------------------------------------
 
 Json attr_json(const AttrValue& v, const std::string& where) {
@@ -402,24 +348,15 @@ Graph network_from_json(const std::string& text, const std::string& origin) {
     } catch (const DuplicateKey& d) {
         throw Error(origin + ": the key \"" + d.key +
                     "\" appears twice in one object; keep only one of them");
-    } catch (const Json::parse_error& e) {
-        const auto [line, col] = line_column(text, e.byte);
-        throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                    ": malformed JSON: " + parse_detail(e.what()));
     } catch (const Json::exception& e) {
-        // Not a syntax error but a value the library cannot hold (a number such as 1E9999 that
-        // overflows a double: out_of_range.406), which carries no position: find it again.
-        const auto [line, col] = line_column(text, failure_offset(text));
-        throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                    ": malformed JSON: " + parse_detail(e.what()) +
-                    " (numbers must fit a double; write a smaller value)");
+        throw Error(json_parse_failure(text, origin, e));
     }
     try {
         return Reader{origin}.read(root);
     } catch (const Json::exception& e) {
         // The reader checks every type before it reads a value, so this is a gap in its checks;
         // still the user's file, still our error.
-        throw Error(origin + ": unexpected content: " + parse_detail(e.what()));
+        throw Error(origin + ": unexpected content: " + json_error_detail(e.what()));
     }
 }
 

@@ -1681,9 +1681,9 @@ Graph network_from_onnx(const std::string& bytes, const std::string& origin,
     in.SetTotalBytesLimit(static_cast<int>(bytes.size()));
     in.SetRecursionLimit(64);
     if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-        throw Error(origin +
-                    ": not a valid ONNX model (the protobuf data is truncated or malformed); "
-                    "export the network again");
+        throw Error(origin + ": not a valid ONNX model (the protobuf data is truncated or " +
+                    "malformed; parsing stopped at byte " + std::to_string(in.CurrentPosition()) +
+                    " of " + std::to_string(bytes.size()) + "); export the network again");
     return Importer(model, origin, opt).run();
 }
 

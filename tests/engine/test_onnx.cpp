@@ -342,6 +342,9 @@ TEST(OnnxRefusals, NotOnnxEmptyTruncated) {
     const std::string full = read_bytes(kFixtures / "mlp.onnx");
     for (size_t cut : {full.size() / 2, full.size() - 1, size_t{7}})
         EXPECT_NE(error_of(full.substr(0, cut)), "(no error)") << "cut at " << cut;
+    // Where the protobuf parse stopped, as a byte offset: a field tag with wire type 7 (none
+    // such exists) right after a valid IR version.
+    EXPECT_REFUSED(std::string("\x08\x08\x0f", 3), "stopped at byte 3 of 3");
 }
 
 TEST(OnnxRefusals, HugeProtobufFieldsAndFiles) {
