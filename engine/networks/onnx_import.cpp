@@ -1520,8 +1520,9 @@ class Importer {
     // --- h12-elementwise: broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
 
     // Add/Sub/Mul/Div: two computed tensors (numpy broadcasting), or a computed tensor and a
-    // constant: a one-element constant becomes the op's scalar, an initializer its parameter
-    // (param_shape: the initializer's dims, values and name), in the operands' order.
+    // constant, in the operands' order: an initializer becomes the op's parameter (param_shape:
+    // the initializer's dims, values and name; a one-element initializer too, as a learnable
+    // scalar must get its gradient), any other one-element constant the op's scalar.
     void binary_op(int idx, OpKind kind) {
         if (num_inputs(idx) != 2) fail_node(idx, "needs exactly 2 inputs");
         const bool c0 = is_const(idx, 0), c1 = is_const(idx, 1);
@@ -1534,7 +1535,7 @@ class Importer {
         const Const& c = cst(idx, k, "the constant operand");
         Attrs attrs;
         if (k == 0) attrs.set("reversed", int64_t{1});
-        if (c.scalar_like()) {
+        if (c.scalar_like() && (c.initializer.empty() || c.transposed || !c.is_float)) {
             if (static_cast<int>(c.dims.size()) > shape_of(x).rank())
                 fail_node(idx, "the constant " + dims_text(c.dims) + " has more axes than " +
                                    format_dims(shape_of(x)) +
