@@ -2,8 +2,8 @@
 // engine/ops/reduce.cpp). Same-shape operands keep the flat chunked loops (add's in-place forward
 // and its speed are unchanged); a scalar operand is a flat loop too; anything else walks the
 // output row by row through the BroadcastPlan. Gradients of a repeated operand are sums over the
-// repeated axes in row-major order, one element per task, in double: the same bits for any
-// thread count.
+// repeated axes (repeat_sum: a fixed order), one element per task, in double: the same bits for
+// any thread count.
 #include "engine/cpu/kernels.h"
 #include "engine/ops/layout.h"
 
@@ -68,6 +68,28 @@ void each_full(const BroadcastPlan& p, F&& body) {
         p.offsets(r * inner, off);
         for (int64_t i = 0; i < inner; ++i) body(r * inner + i, off[1] + i * s1, off[2] + i * s2);
     });
+}
+
+// Σ term(o0, o1, o2) over the full elements that element i of operand k stands for, in double:
+// along each run of the innermost repeated axis, four interleaved partial sums (independent add
+// chains, so the loop is not bound by one add's latency), added up in a fixed order at the end.
+// The order depends on the shapes only: the same bits for any thread count.
+template <class T>
+double repeat_sum(const BroadcastPlan& p, int k, int64_t i, T&& term) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    p.for_each_repeat_run(
+        k, i,
+        [&](int64_t o0, int64_t o1, int64_t o2, int64_t len, int64_t s0, int64_t s1, int64_t s2) {
+            int64_t t = 0;
+            for (; t + 4 <= len; t += 4) {
+                a0 += term(o0 + t * s0, o1 + t * s1, o2 + t * s2);
+                a1 += term(o0 + (t + 1) * s0, o1 + (t + 1) * s1, o2 + (t + 1) * s2);
+                a2 += term(o0 + (t + 2) * s0, o1 + (t + 2) * s1, o2 + (t + 2) * s2);
+                a3 += term(o0 + (t + 3) * s0, o1 + (t + 3) * s1, o2 + (t + 3) * s2);
+            }
+            for (; t < len; ++t) a0 += term(o0 + t * s0, o1 + t * s1, o2 + t * s2);
+        });
+    return (a0 + a1) + (a2 + a3);
 }
 
 template <Bin B>
@@ -135,11 +157,10 @@ void binary_backward(const BackwardCall& c) {
         } else {
             // Each element of a repeated operand sums its repeats in a fixed order.
             parallel_for(p.operand_numel(k + 1), p.repeats(k + 1), [&](int64_t i) {
-                double s = 0;
-                p.for_each_repeat(k + 1, i, [&](int64_t j, int64_t ia, int64_t ib) {
-                    s += partial<B>(k, dy[j], a, ia, b, ib);
-                });
-                const auto g = static_cast<float>(s);
+                const auto g = static_cast<float>(
+                    repeat_sum(p, k + 1, i, [&](int64_t j, int64_t ia, int64_t ib) {
+                        return static_cast<double>(partial<B>(k, dy[j], a, ia, b, ib));
+                    }));
                 dst[i] = acc ? dst[i] + g : g;
             });
         }
@@ -207,8 +228,8 @@ void reduce_mean_forward(const ForwardCall& c) {
     float* y = as_f32(c.output);
     const double count = static_cast<double>(p.repeats(1));
     parallel_for(p.operand_numel(1), p.repeats(1), [&](int64_t i) {
-        double s = 0;
-        p.for_each_repeat(1, i, [&](int64_t j, int64_t, int64_t) { s += x[j]; });
+        const double s =
+            repeat_sum(p, 1, i, [&](int64_t j, int64_t, int64_t) { return double(x[j]); });
         y[i] = static_cast<float>(s / count);
     });
 }

@@ -1,8 +1,9 @@
 // Broadcasting binary ops, reduce_mean and the hard / tanh activations on the GPU, with the CPU
 // kernels' formulas (engine/cpu/binary.cpp, engine/cpu/activations.cpp). A repeated operand's
 // gradient and reduce_mean's forward are gathers: one thread per element of the smaller tensor
-// sums its repeats in row-major order (BroadcastPlan::for_each_repeat), in double, as the CPU
-// does; no atomics.
+// sums its repeats in row-major order (BroadcastPlan::for_each_repeat), in double; no atomics, so
+// the result is the same bits on every run (the CPU's four interleaved partial sums round
+// differently: the two backends agree to rounding, not bitwise).
 #include "engine/cuda/common.cuh"
 
 namespace rl::cuda {

@@ -65,6 +65,7 @@ BroadcastPlan broadcast_plan(const Shape& full, const Shape& a, const Shape& b) 
             st *= size;
         }
     }
+    p.coalesce();
     return p;
 }
 

@@ -11,8 +11,9 @@
 // Worked example, squeeze-excitation scaling x [2,3,4,4] · s [2,3,1,1]:
 //   dims = [2,3,4,4], stride[0] = [48,16,4,1], stride[1] (x) = [48,16,4,1], stride[2] (s) =
 //   [3,1,0,0]. The gradient of s sums, for each of its 6 elements, the 16 full elements over the
-//   axes where its stride is 0 (2 and 3), in row-major order: a fixed order, so the sum is the
-//   same bits on every run and under every strategy.
+//   axes where its stride is 0 (2 and 3), in an order fixed by the shapes alone, so the sum is
+//   the same bits on every run and under every strategy. broadcast_plan() then coalesces the
+//   plan (coalesce() below) to dims [6,16], strides [16,1] / [16,1] / [1,0].
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -65,18 +66,36 @@ struct BroadcastPlan {
         }
     }
     // Calls f(o0, o1, o2) for every full element that element `index` of operand k stands for,
-    // in row-major order over the repeated axes (the one order every backend sums in).
+    // in row-major order over the repeated axes.
     template <class F>
     RL_HOST_DEVICE void for_each_repeat(int k, int64_t index, F&& f) const {
+        for_each_repeat_run(k, index,
+                            [&](int64_t o0, int64_t o1, int64_t o2, int64_t len, int64_t s0,
+                                int64_t s1, int64_t s2) {
+                                for (int64_t t = 0; t < len; ++t)
+                                    f(o0 + t * s0, o1 + t * s1, o2 + t * s2);
+                            });
+    }
+    // The same elements as runs along the innermost repeated axis: run(o0, o1, o2, len, s0, s1,
+    // s2) covers offsets o + t·s for t < len, the runs in row-major order of the other repeated
+    // axes.
+    template <class F>
+    RL_HOST_DEVICE void for_each_repeat_run(int k, int64_t index, F&& run) const {
         int64_t off[3];
         operand_base(k, index, off);
         int axes[kMaxBroadcastRank];
         int n = 0;
         for (int d = 0; d < rank; ++d)
             if (stride[k][d] == 0 && dims[d] > 1) axes[n++] = d;
+        if (n == 0) {
+            run(off[0], off[1], off[2], int64_t{1}, int64_t{0}, int64_t{0}, int64_t{0});
+            return;
+        }
+        const int inner = axes[--n];
         int64_t count[kMaxBroadcastRank] = {};
         while (true) {
-            f(off[0], off[1], off[2]);
+            run(off[0], off[1], off[2], dims[inner], stride[0][inner], stride[1][inner],
+                stride[2][inner]);
             int j = n - 1;
             for (; j >= 0; --j) {
                 const int d = axes[j];
@@ -89,6 +108,27 @@ struct BroadcastPlan {
             }
             if (j < 0) return;
         }
+    }
+    // Drops axes of size 1 and merges neighbouring axes that every slot walks contiguously
+    // (squeeze-excitation's [8,64,56,56] · [8,64,1,1] becomes [512, 3136] · [512, 1]): the same
+    // elements in the same order, with longer inner runs.
+    RL_HOST_DEVICE void coalesce() {
+        int out = 0;
+        for (int d = 0; d < rank; ++d) {
+            if (dims[d] == 1) continue;
+            bool merge = out > 0;
+            for (int s = 0; merge && s < 3; ++s)
+                merge = stride[s][out - 1] == stride[s][d] * dims[d];
+            if (merge) {
+                dims[out - 1] *= dims[d];
+                for (int s = 0; s < 3; ++s) stride[s][out - 1] = stride[s][d];
+                continue;
+            }
+            dims[out] = dims[d];
+            for (int s = 0; s < 3; ++s) stride[s][out] = stride[s][d];
+            ++out;
+        }
+        rank = out;
     }
 };
 

@@ -44,7 +44,7 @@ Shape kept_shape(const Shape& x, const std::vector<int>& axes) {
 BroadcastPlan reduce_mean_plan(const Graph& g, const Node& n) {
     const Shape& x = g.value(n.inputs[0]).shape;
     const Shape k = kept_shape(x, reduce_axes(x, n));
-    return broadcast_plan(x, k, k);
+    return broadcast_plan(x, k, k);  // coalesced: spatial means sum one contiguous run
 }
 
 namespace ops {

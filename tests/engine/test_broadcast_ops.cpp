@@ -14,6 +14,7 @@
 #include "engine/backend.h"
 #include "engine/errors.h"
 #include "engine/op_harness.h"
+#include "engine/ops/layout.h"
 #include "engine/ops/op.h"
 
 namespace rl {
@@ -225,6 +226,37 @@ TEST(BroadcastOps, GradientsDoNotDependOnThreadCount) {
                     h.data(x)[static_cast<size_t>(nc * 256 + p)];
         ASSERT_NEAR(g1.inputs.at(s)[static_cast<size_t>(nc)], want, 1e-4 * (1 + std::abs(want)));
     }
+}
+
+// The plan merges axes that every slot walks contiguously and drops size-1 axes: the example of
+// engine/ops/broadcast.h, and a layer scale whose repeats stay strided.
+TEST(BroadcastOps, PlansCoalesceContiguousAxes) {
+    const BroadcastPlan se =
+        broadcast_plan(Shape{2, 3, 4, 4}, Shape{2, 3, 4, 4}, Shape{2, 3, 1, 1});
+    ASSERT_EQ(se.rank, 2);
+    EXPECT_EQ(se.dims[0], 6);
+    EXPECT_EQ(se.dims[1], 16);
+    EXPECT_EQ(se.stride[2][0], 1);
+    EXPECT_EQ(se.stride[2][1], 0);
+    EXPECT_EQ(se.operand_numel(2), 6);
+    EXPECT_EQ(se.repeats(2), 16);
+    const BroadcastPlan ls = broadcast_plan(Shape{2, 3, 3, 5}, Shape{2, 3, 3, 5}, Shape{5});
+    ASSERT_EQ(ls.rank, 2);
+    EXPECT_EQ(ls.dims[0], 18);
+    EXPECT_EQ(ls.stride[0][0], 5);
+    EXPECT_EQ(ls.stride[2][0], 0);
+    // Element 2 of γ stands for full elements 2, 7, …, 87, in that order.
+    std::vector<int64_t> seen;
+    ls.for_each_repeat(2, 2, [&](int64_t j, int64_t ia, int64_t ib) {
+        EXPECT_EQ(ia, j);
+        EXPECT_EQ(ib, 2);
+        seen.push_back(j);
+    });
+    ASSERT_EQ(seen.size(), 18u);
+    for (size_t r = 0; r < seen.size(); ++r) EXPECT_EQ(seen[r], 2 + 5 * static_cast<int64_t>(r));
+    const BroadcastPlan scalar = broadcast_plan(Shape{1, 1}, Shape{1, 1}, Shape{});
+    EXPECT_EQ(scalar.rank, 0);
+    EXPECT_EQ(scalar.numel(), 1);
 }
 
 TEST(BroadcastOps, ResidualsAndParameters) {
