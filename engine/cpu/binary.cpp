@@ -2,8 +2,8 @@
 // engine/ops/reduce.cpp). Same-shape operands keep the flat chunked loops (add's in-place forward
 // and its speed are unchanged); a scalar operand is a flat loop too; anything else walks the
 // output row by row through the BroadcastPlan. Gradients of a repeated operand are sums over the
-// repeated axes (repeat_sum: a fixed order), one element per task, in double: the same bits for
-// any thread count.
+// repeated axes (reduce_repeats: an order fixed by the shapes), in double, each element's sum in
+// one task: the same bits for any thread count.
 #include "engine/cpu/kernels.h"
 #include "engine/ops/layout.h"
 
@@ -92,6 +92,36 @@ double repeat_sum(const BroadcastPlan& p, int k, int64_t i, T&& term) {
     return (a0 + a1) + (a2 + a3);
 }
 
+// For every element i of operand k (which the plan repeats), write(i, Σ term over its repeats),
+// split over threads by element; the order of each sum is fixed by the shapes. When operand k
+// keeps the innermost axis (layer scale γ [C] under x [N,H,W,C], a mean over a middle axis), a
+// task sums a block of up to 64 neighbouring elements together, walking the repeats once for the
+// block (each element's sum in row-major order of the repeats) rather than once per element with
+// a stride; otherwise each element's repeats are summed by repeat_sum.
+template <class T, class W>
+void reduce_repeats(const BroadcastPlan& p, int k, T&& term, W&& write) {
+    const int64_t count = p.operand_numel(k), repeats = p.repeats(k);
+    const int r = p.rank;
+    if (r == 0 || p.stride[k][r - 1] == 0) {
+        parallel_for(count, repeats, [&](int64_t i) { write(i, repeat_sum(p, k, i, term)); });
+        return;
+    }
+    constexpr int64_t kBlock = 64;
+    const int64_t inner = p.dims[r - 1];
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    const int64_t s0 = p.stride[0][r - 1], s1 = p.stride[1][r - 1], s2 = p.stride[2][r - 1];
+    parallel_for(count / inner * blocks, repeats * kBlock, [&](int64_t task) {
+        const int64_t first = task / blocks * inner + task % blocks * kBlock;
+        const int64_t width = std::min(kBlock, inner - task % blocks * kBlock);
+        double sum[kBlock] = {};
+        p.for_each_repeat(k, first, [&](int64_t o0, int64_t o1, int64_t o2) {
+            for (int64_t t = 0; t < width; ++t)
+                sum[t] += term(o0 + t * s0, o1 + t * s1, o2 + t * s2);
+        });
+        for (int64_t t = 0; t < width; ++t) write(first + t, sum[t]);
+    });
+}
+
 template <Bin B>
 void binary_forward(const ForwardCall& c) {
     const Operands o = operands(c.node, c.inputs, c.params);
@@ -156,13 +186,15 @@ void binary_backward(const BackwardCall& c) {
             });
         } else {
             // Each element of a repeated operand sums its repeats in a fixed order.
-            parallel_for(p.operand_numel(k + 1), p.repeats(k + 1), [&](int64_t i) {
-                const auto g = static_cast<float>(
-                    repeat_sum(p, k + 1, i, [&](int64_t j, int64_t ia, int64_t ib) {
-                        return static_cast<double>(partial<B>(k, dy[j], a, ia, b, ib));
-                    }));
-                dst[i] = acc ? dst[i] + g : g;
-            });
+            reduce_repeats(
+                p, k + 1,
+                [&](int64_t j, int64_t ia, int64_t ib) {
+                    return static_cast<double>(partial<B>(k, dy[j], a, ia, b, ib));
+                },
+                [&](int64_t i, double sum) {
+                    const auto g = static_cast<float>(sum);
+                    dst[i] = acc ? dst[i] + g : g;
+                });
         }
     }
 }
@@ -227,11 +259,9 @@ void reduce_mean_forward(const ForwardCall& c) {
     const float* x = as_f32(c.inputs[0]);
     float* y = as_f32(c.output);
     const double count = static_cast<double>(p.repeats(1));
-    parallel_for(p.operand_numel(1), p.repeats(1), [&](int64_t i) {
-        const double s =
-            repeat_sum(p, 1, i, [&](int64_t j, int64_t, int64_t) { return double(x[j]); });
-        y[i] = static_cast<float>(s / count);
-    });
+    reduce_repeats(
+        p, 1, [&](int64_t j, int64_t, int64_t) { return double(x[j]); },
+        [&](int64_t i, double sum) { y[i] = static_cast<float>(sum / count); });
 }
 
 void reduce_mean_backward(const BackwardCall& c) {

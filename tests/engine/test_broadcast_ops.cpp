@@ -101,6 +101,7 @@ std::vector<BinaryCase> binary_cases() {
         {"trailing_vector", Shape{2, 3, 4}, Shape{4}},
         {"both_repeat", Shape{3, 1}, Shape{1, 4}},
         {"layer_scale_param", Shape{2, 3, 3, 5}, Shape{5}, BinaryCase::Param},
+        {"wide_layer_scale_param", Shape{3, 70}, Shape{70}, BinaryCase::Param},  // 2 blocks
         {"position_embedding_param", Shape{2, 4, 3}, Shape{4, 3}, BinaryCase::Param},
         {"reversed_param", Shape{3, 1}, Shape{2, 3, 4}, BinaryCase::Param, true},
         {"scalar", Shape{3, 5}, Shape{}, BinaryCase::Scalar},
@@ -257,6 +258,30 @@ TEST(BroadcastOps, PlansCoalesceContiguousAxes) {
     const BroadcastPlan scalar = broadcast_plan(Shape{1, 1}, Shape{1, 1}, Shape{});
     EXPECT_EQ(scalar.rank, 0);
     EXPECT_EQ(scalar.numel(), 1);
+}
+
+// The same for a layer scale γ [C] over channels-last x, whose gradient sums blocks of
+// neighbouring channels per task.
+TEST(BroadcastOps, LayerScaleGradientDoesNotDependOnThreadCount) {
+    OpHarness h(6, "g");
+    const ValueId x = h.input("x", Shape{8, 16, 16, 96});
+    h.op(OpKind::Mul, {x}, {{"param_shape", Ints{96}}});
+    const Floats dy = h.random(static_cast<size_t>(h.out_shape().numel()));
+    const int before = cpu_threads();
+    set_cpu_threads(1);
+    const Grads g1 = h.backward(dy);
+    set_cpu_threads(4);
+    const Grads g4 = h.backward(dy);
+    set_cpu_threads(before);
+    ASSERT_EQ(g1.params.size(), 1u);
+    EXPECT_EQ(std::memcmp(g1.params[0].data(), g4.params[0].data(), 96 * 4), 0);
+    for (int64_t ch = 0; ch < 96; ++ch) {
+        double want = 0;
+        for (int64_t r = 0; r < 8 * 16 * 16; ++r)
+            want += double(dy[static_cast<size_t>(r * 96 + ch)]) *
+                    h.data(x)[static_cast<size_t>(r * 96 + ch)];
+        ASSERT_NEAR(g1.params[0][static_cast<size_t>(ch)], want, 1e-4 * (1 + std::abs(want)));
+    }
 }
 
 TEST(BroadcastOps, ResidualsAndParameters) {
@@ -467,6 +492,9 @@ TEST(ReduceMean, LastAxisWithoutKeepdims) {
 }
 TEST(ReduceMean, OuterAndMiddleAxes) {
     check_reduce_mean(Shape{3, 4, 5}, {0, 2}, true, Shape{1, 4, 1});
+}
+TEST(ReduceMean, MiddleAxisOfWideRows) {  // the innermost axis is kept: blocks of 64 and 6
+    check_reduce_mean(Shape{3, 5, 70}, {1}, true, Shape{3, 1, 70});
 }
 TEST(ReduceMean, AllAxes) {
     check_reduce_mean(Shape{3, 4}, {}, false, Shape{});
