@@ -1,0 +1,229 @@
+#include "solvers/general/heuristics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/errors.h"
+
+namespace rl::general {
+
+namespace {
+
+// The walk shared by the eviction rules and Chen's checkpointing: materialise each node in order,
+// recomputing evicted inputs on demand.
+class Walker {
+  public:
+    Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget)
+        : g_(*p.graph), rule_(rule), budget_(budget), limit_(p.max_computations) {
+        const auto n = static_cast<size_t>(g_.size());
+        live_.assign(n, 0);
+        lock_.assign(n, 0);
+        count_.assign(n, 0);
+        last_use_.assign(n, 0);
+        drop_after_forward_.assign(n, 0);
+    }
+
+    // Chen: outputs dropped as soon as no forward node still to be computed reads them.
+    // Only during the forward: in the backward, recomputed outputs stay until their last reader
+    // (Chen recomputes a segment once and keeps it for the segment's backward).
+    void set_dropped(const std::vector<uint8_t>& dropped, const std::vector<uint8_t>& forward) {
+        drop_after_forward_ = dropped;
+        forward_ = forward;
+        for (int32_t v = 0; v < g_.size(); ++v)
+            if (forward[static_cast<size_t>(v)]) last_forward_ = v;
+    }
+
+    HeuristicResult run() {
+        HeuristicResult r;
+        for (int32_t t = 0; t < g_.size(); ++t) {
+            frontier_ = t;
+            if (!materialize(t)) {
+                r.message = message_;
+                return r;
+            }
+            frontier_ = t + 1;
+            release_dead(t);
+            if (g_.succs[static_cast<size_t>(t)].empty()) free(t);
+        }
+        r.found = true;
+        r.computes = std::move(computes_);
+        return r;
+    }
+
+  private:
+    bool dead(int32_t u) const {
+        const auto& s = g_.succs[static_cast<size_t>(u)];
+        return s.empty() || s.back() < frontier_;
+    }
+    // Chen: u is dropped and no forward node at or after the frontier reads it.
+    bool dropped_now(int32_t u) const {
+        if (!drop_after_forward_[static_cast<size_t>(u)] || frontier_ > last_forward_) return false;
+        for (int32_t s : g_.succs[static_cast<size_t>(u)])
+            if (s >= frontier_ && forward_[static_cast<size_t>(s)]) return false;
+        return true;
+    }
+    void free(int32_t u) {
+        const auto k = static_cast<size_t>(u);
+        if (!live_[k]) return;
+        live_[k] = 0;
+        bytes_ -= g_.nodes[k].out_bytes;
+    }
+    void release_dead(int32_t v) {
+        for (int32_t p : g_.preds[static_cast<size_t>(v)])
+            if (!lock_[static_cast<size_t>(p)] && (dead(p) || dropped_now(p))) free(p);
+    }
+
+    double score(int32_t u) const {
+        const auto k = static_cast<size_t>(u);
+        if (rule_ == EvictionRule::FarthestNextUse) {
+            const auto& s = g_.succs[k];
+            const auto it = std::lower_bound(s.begin(), s.end(), frontier_);
+            const double next = it == s.end() ? 1e18 : static_cast<double>(*it);
+            // Larger is evicted first: next use, then bytes.
+            return next * 1e6 + static_cast<double>(g_.nodes[k].out_bytes) /
+                                    (1.0 + static_cast<double>(g_.nodes[k].out_bytes));
+        }
+        double cost = g_.nodes[k].duration;
+        for (int32_t p : g_.preds[k])
+            if (!live_[static_cast<size_t>(p)]) cost += g_.nodes[static_cast<size_t>(p)].duration;
+        const double staleness = static_cast<double>(clock_ - last_use_[k]) + 1.0;
+        // Negated: the smallest h is evicted first.
+        return -cost / (static_cast<double>(g_.nodes[k].out_bytes) * staleness);
+    }
+
+    bool reserve(uint64_t need, int32_t for_node) {
+        while (bytes_ + need > budget_) {
+            int32_t victim = -1;
+            double best = -std::numeric_limits<double>::infinity();
+            for (int32_t u = 0; u < g_.size(); ++u) {
+                const auto k = static_cast<size_t>(u);
+                if (!live_[k] || lock_[k] || g_.nodes[k].out_bytes == 0) continue;
+                const double s = score(u);
+                if (victim < 0 || s > best) {
+                    victim = u;
+                    best = s;
+                }
+            }
+            if (victim < 0) {
+                message_ = "node '" + g_.nodes[static_cast<size_t>(for_node)].name + "' needs " +
+                           std::to_string(bytes_ + need) +
+                           " bytes with its inputs pinned, above the budget of " +
+                           std::to_string(budget_);
+                return false;
+            }
+            free(victim);
+        }
+        return true;
+    }
+
+    bool materialize(int32_t v) {
+        const auto k = static_cast<size_t>(v);
+        if (live_[k]) {
+            last_use_[k] = ++clock_;
+            return true;
+        }
+        // Inputs to recompute first (they need room), then the live ones are only pinned.
+        std::vector<int32_t> inputs = g_.preds[k];
+        std::stable_partition(inputs.begin(), inputs.end(),
+                              [&](int32_t p) { return !live_[static_cast<size_t>(p)]; });
+        for (int32_t p : inputs) {
+            if (!materialize(p)) return false;
+            ++lock_[static_cast<size_t>(p)];
+        }
+        const bool ok = reserve(g_.nodes[k].out_bytes, v);
+        if (ok && limit_ > 0 && count_[k] >= limit_) {
+            message_ = "node '" + g_.nodes[k].name + "' would be computed more than " +
+                       std::to_string(limit_) + " times";
+        }
+        const bool run = ok && !(limit_ > 0 && count_[k] >= limit_);
+        if (run) {
+            live_[k] = 1;
+            bytes_ += g_.nodes[k].out_bytes;
+            ++count_[k];
+            computes_.push_back(v);
+            last_use_[k] = ++clock_;
+        }
+        for (int32_t p : g_.preds[k]) --lock_[static_cast<size_t>(p)];
+        if (run && v < frontier_) release_dead(v);  // inputs only a recomputation needed
+        return run;
+    }
+
+    const AbstractGraph& g_;
+    EvictionRule rule_;
+    uint64_t budget_;
+    int limit_;
+    std::vector<uint8_t> live_;
+    std::vector<int32_t> lock_, count_;
+    std::vector<uint64_t> last_use_;
+    std::vector<uint8_t> drop_after_forward_, forward_;
+    std::vector<int32_t> computes_;
+    std::string message_;
+    uint64_t bytes_ = 0, clock_ = 0;
+    int32_t frontier_ = 0;
+    int32_t last_forward_ = -1;
+};
+
+}  // namespace
+
+HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule) {
+    return Walker(p, rule, p.budget).run();
+}
+
+HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
+    const AbstractGraph& g = *p.graph;
+    const auto n = static_cast<size_t>(g.size());
+    std::vector<uint8_t> forward(n, 0);
+    bool any_backward = false;
+    for (size_t v = 0; v < n; ++v) {
+        forward[v] = !g.nodes[v].backward;
+        any_backward = any_backward || g.nodes[v].backward;
+    }
+    HeuristicResult none;
+    if (!any_backward) {
+        none.message =
+            "Chen's checkpointing needs a forward/backward split; this graph has no backward "
+            "nodes";
+        return none;
+    }
+    // Articulation points of the forward part in its order: no forward edge jumps over v.
+    std::vector<int32_t> fwd;
+    for (size_t v = 0; v < n; ++v)
+        if (forward[v]) fwd.push_back(static_cast<int32_t>(v));
+    std::vector<int32_t> cuts;
+    int32_t far = -1;
+    for (int32_t v : fwd) {
+        if (far <= v && v != fwd.back()) cuts.push_back(v);
+        for (int32_t s : g.succs[static_cast<size_t>(v)])
+            if (forward[static_cast<size_t>(s)]) far = std::max(far, s);
+    }
+    HeuristicResult best;
+    double best_duration = std::numeric_limits<double>::infinity();
+    best.message = "no checkpoint spacing of Chen's method fits the budget";
+    // Every k-th articulation point is kept (k = 1 .. |cuts|); everything else in the forward is
+    // dropped and recomputed on demand.
+    for (size_t k = 1; k <= std::max<size_t>(1, cuts.size()); ++k) {
+        std::vector<uint8_t> dropped(n, 0);
+        for (int32_t v : fwd) dropped[static_cast<size_t>(v)] = 1;
+        for (size_t i = k - 1; i < cuts.size(); i += k) dropped[static_cast<size_t>(cuts[i])] = 0;
+        GeneralProblem unbounded = p;
+        Walker w(unbounded, EvictionRule::FarthestNextUse, std::numeric_limits<uint64_t>::max());
+        w.set_dropped(dropped, forward);
+        HeuristicResult r = w.run();
+        if (!r.found) continue;
+        const Schedule s = schedule_from_computations(g, r.computes);
+        GeneralSimulation sim;
+        try {
+            sim = simulate_general(g, s, p.max_computations);
+        } catch (const Error&) {
+            continue;
+        }
+        if (sim.peak_bytes <= p.budget && sim.total_duration < best_duration) {
+            best_duration = sim.total_duration;
+            best = std::move(r);
+        }
+    }
+    return best;
+}
+
+}  // namespace rl::general
