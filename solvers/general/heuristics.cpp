@@ -14,11 +14,15 @@ namespace {
 // recomputing evicted inputs on demand.
 class Walker {
   public:
+    static constexpr int kMaxRounds = 8;
+    static constexpr size_t kMaxComputationsPerNode = 64;
+
     Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget)
         : g_(*p.graph), rule_(rule), budget_(budget), limit_(p.max_computations) {
         const auto n = static_cast<size_t>(g_.size());
         live_.assign(n, 0);
         lock_.assign(n, 0);
+        soft_.assign(n, 0);
         count_.assign(n, 0);
         last_use_.assign(n, 0);
         drop_after_forward_.assign(n, 0);
@@ -30,6 +34,7 @@ class Walker {
     void set_dropped(const std::vector<uint8_t>& dropped, const std::vector<uint8_t>& forward) {
         drop_after_forward_ = dropped;
         forward_ = forward;
+        eager_dead_ = true;
         for (int32_t v = 0; v < g_.size(); ++v)
             if (forward[static_cast<size_t>(v)]) last_forward_ = v;
     }
@@ -69,9 +74,25 @@ class Walker {
         live_[k] = 0;
         bytes_ -= g_.nodes[k].out_bytes;
     }
+    // Chen frees dead outputs at once (it plans without a budget); the eviction rules keep them
+    // until room is needed, as a recomputation may still read them.
     void release_dead(int32_t v) {
         for (int32_t p : g_.preds[static_cast<size_t>(v)])
-            if (!lock_[static_cast<size_t>(p)] && (dead(p) || dropped_now(p))) free(p);
+            if (!lock_[static_cast<size_t>(p)] && ((eager_dead_ && dead(p)) || dropped_now(p)))
+                free(p);
+    }
+
+    // u's inputs are live and each is read again no earlier than u's next reader: recomputing u
+    // there will not recurse (unless an input is evicted meanwhile).
+    bool safe(int32_t u) const {
+        const auto& s = g_.succs[static_cast<size_t>(u)];
+        const auto it = std::lower_bound(s.begin(), s.end(), frontier_);
+        if (it == s.end()) return true;
+        for (int32_t p : g_.preds[static_cast<size_t>(u)]) {
+            const auto P = static_cast<size_t>(p);
+            if (!live_[P] || g_.succs[P].back() < *it) return false;
+        }
+        return true;
     }
 
     double score(int32_t u) const {
@@ -94,21 +115,28 @@ class Walker {
 
     bool reserve(uint64_t need, int32_t for_node) {
         while (bytes_ + need > budget_) {
+            // Tiers: dead outputs (kept only in case a recomputation wants them), largest first;
+            // then by the rule, first among outputs whose recomputation needs no further
+            // recomputation (safe), then the rest; inputs made live for the node being prepared
+            // last.
             int32_t victim = -1;
+            int victim_tier = 4;
             double best = -std::numeric_limits<double>::infinity();
             for (int32_t u = 0; u < g_.size(); ++u) {
                 const auto k = static_cast<size_t>(u);
                 if (!live_[k] || lock_[k] || g_.nodes[k].out_bytes == 0) continue;
-                const double s = score(u);
-                if (victim < 0 || s > best) {
+                const int tier = dead(u) ? 0 : soft_[k] ? 3 : safe(u) ? 1 : 2;
+                const double s = tier == 0 ? static_cast<double>(g_.nodes[k].out_bytes) : score(u);
+                if (tier < victim_tier || (tier == victim_tier && s > best)) {
                     victim = u;
+                    victim_tier = tier;
                     best = s;
                 }
             }
             if (victim < 0) {
                 message_ = "node '" + g_.nodes[static_cast<size_t>(for_node)].name + "' needs " +
                            std::to_string(bytes_ + need) +
-                           " bytes with its inputs pinned, above the budget of " +
+                           " bytes with its inputs live, above the budget of " +
                            std::to_string(budget_);
                 return false;
             }
@@ -123,14 +151,31 @@ class Walker {
             last_use_[k] = ++clock_;
             return true;
         }
-        // Inputs to recompute first (they need room), then the live ones are only pinned.
-        std::vector<int32_t> inputs = g_.preds[k];
-        std::stable_partition(inputs.begin(), inputs.end(),
-                              [&](int32_t p) { return !live_[static_cast<size_t>(p)]; });
-        for (int32_t p : inputs) {
-            if (!materialize(p)) return false;
-            ++lock_[static_cast<size_t>(p)];
+        // Inputs are made live one after another without pinning each other, so a deep
+        // recomputation may evict a sibling made live before it; then the round repeats. Only
+        // the node's own computation pins its inputs, so it needs no more than its inputs and
+        // output: any budget above min_feasible_peak_bound leaves room for it.
+        if (computes_.size() > kMaxComputationsPerNode * static_cast<size_t>(g_.size())) {
+            message_ = "more than " + std::to_string(kMaxComputationsPerNode) +
+                       " computations per node on average: the budget is too tight for this rule";
+            return false;
         }
+        const auto& inputs = g_.preds[k];
+        bool all_live = false;
+        for (int32_t p : inputs) ++soft_[static_cast<size_t>(p)];
+        for (int round = 0; round < kMaxRounds && !all_live; ++round) {
+            for (int32_t p : inputs)
+                if (!live_[static_cast<size_t>(p)] && !materialize(p)) return false;
+            all_live = std::all_of(inputs.begin(), inputs.end(),
+                                   [&](int32_t p) { return live_[static_cast<size_t>(p)] != 0; });
+        }
+        for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
+        if (!all_live) {
+            message_ = "the inputs of node '" + g_.nodes[k].name +
+                       "' keep evicting each other under this budget";
+            return false;
+        }
+        for (int32_t p : inputs) ++lock_[static_cast<size_t>(p)];
         const bool ok = reserve(g_.nodes[k].out_bytes, v);
         if (ok && limit_ > 0 && count_[k] >= limit_) {
             message_ = "node '" + g_.nodes[k].name + "' would be computed more than " +
@@ -154,7 +199,7 @@ class Walker {
     uint64_t budget_;
     int limit_;
     std::vector<uint8_t> live_;
-    std::vector<int32_t> lock_, count_;
+    std::vector<int32_t> lock_, soft_, count_;
     std::vector<uint64_t> last_use_;
     std::vector<uint8_t> drop_after_forward_, forward_;
     std::vector<int32_t> computes_;
@@ -162,6 +207,7 @@ class Walker {
     uint64_t bytes_ = 0, clock_ = 0;
     int32_t frontier_ = 0;
     int32_t last_forward_ = -1;
+    bool eager_dead_ = false;
 };
 
 }  // namespace

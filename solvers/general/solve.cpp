@@ -83,7 +83,9 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         else
             note("chen", h.message);
     }
-    if (all) {
+    const bool cancelled = opt.cancel && opt.cancel->load();
+    best.interrupted = cancelled;
+    if (all && !cancelled) {
         MilpOptions mo;
         mo.time_limit_s = std::max(0.01, opt.time_limit_s - seconds_since(t0));
         mo.log_level = opt.log_level;
@@ -95,7 +97,7 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         }
         const double milp_t0 = seconds_since(t0);
         const MilpResult r = solve_checkmate_milp(p, mo);
-        best.interrupted = r.interrupted;
+        best.interrupted = r.interrupted || (opt.cancel && opt.cancel->load());
         if (r.found) {
             const bool improved = offer(p, r.computes, "milp", milp_t0 + r.time_to_best_s, best);
             (void)improved;

@@ -9,6 +9,7 @@
 //            baseline                                                   checkmate_general.h
 //   auto     the baselines, then the MILP from the best of them
 // The baselines prove nothing beyond the trivial bound (every node once: TDI 0).
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct SolveOptions {
     std::string method = "auto";
     double time_limit_s = 60;
     int log_level = 0;
+    // Set (e.g. by a SIGINT handler): stop before the next method and return the best so far.
+    // Inside the MILP, CBC's own SIGINT handler stops its search.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SolveResult {
