@@ -283,6 +283,7 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
                 l.add(Rc(t, i), -1);
                 row(l, -kInf, 0);
             }
+        if (m.cols() > opt.max_columns) break;
         // Memory along the stage's active positions.
         int prev_u = -1;
         int32_t prev_k = -1;
@@ -334,6 +335,10 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
     res.integer_variables = m.integers();
     res.constraints = m.rows();
     if (res.proven_infeasible) return res;
+    if (m.cols() > opt.max_columns) {
+        res.too_large = true;
+        return res;
+    }
 
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> cbc(Cbc_newModel(), Cbc_deleteModel);
     m.load(cbc.get());

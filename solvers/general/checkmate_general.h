@@ -51,6 +51,10 @@ struct MilpOptions {
     // A feasible order of computations (e.g. a heuristic's); put into the MILP's class and given
     // to CBC as its first incumbent when it fits there.
     const std::vector<int32_t>* warm_start = nullptr;
+    // CBC's presolve and root LP cannot be interrupted by its time limit; above this many
+    // columns (ResNet50's train graph) they alone take minutes on one core, so the MILP is not
+    // attempted (MilpResult::too_large).
+    int max_columns = 60000;
 };
 
 struct MilpResult {
@@ -59,6 +63,7 @@ struct MilpResult {
     bool proven_infeasible = false;
     bool interrupted = false;   // stopped by Ctrl-C (CBC's own SIGINT handler)
     bool warm_started = false;  // the warm start was in the class and fits the budget
+    bool too_large = false;     // more columns than MilpOptions::max_columns: not solved
     std::vector<int32_t> computes;
     double objective_tdi = 0;    // the MILP's TDI of the incumbent
     double lower_bound_tdi = 0;  // CBC's proven bound on the TDI

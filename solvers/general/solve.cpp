@@ -71,17 +71,21 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
     if (all || opt.method == "greedy") rules.emplace_back("greedy", EvictionRule::FarthestNextUse);
     for (const auto& [name, rule] : rules) {
         const HeuristicResult h = eviction_heuristic(p, rule);
-        if (h.found)
-            offer(p, h.computes, name, seconds_since(t0), best);
-        else
+        if (h.found) {
+            if (offer(p, h.computes, name, seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
             note(name, h.message);
+        }
     }
     if (all || opt.method == "chen") {
         const HeuristicResult h = chen_sqrt_n(p);
-        if (h.found)
-            offer(p, h.computes, "chen", seconds_since(t0), best);
-        else
+        if (h.found) {
+            if (offer(p, h.computes, "chen", seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
             note("chen", h.message);
+        }
     }
     const bool cancelled = opt.cancel && opt.cancel->load();
     best.interrupted = cancelled;
@@ -98,12 +102,18 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         const double milp_t0 = seconds_since(t0);
         const MilpResult r = solve_checkmate_milp(p, mo);
         best.interrupted = r.interrupted || (opt.cancel && opt.cancel->load());
+        best.milp_columns = r.variables;
+        best.milp_rows = r.constraints;
+        best.milp_attempted = !r.too_large;
         if (r.found) {
             const bool improved = offer(p, r.computes, "milp", milp_t0 + r.time_to_best_s, best);
             (void)improved;
             best.proven_optimal = r.proven_optimal;
         }
-        if (r.proven_infeasible)
+        if (r.too_large)
+            note("milp", "not attempted: the model has more than " +
+                             std::to_string(mo.max_columns) + " columns");
+        else if (r.proven_infeasible)
             note("milp", "proven infeasible: no schedule in the MILP's class fits the budget");
         else if (!r.found)
             note("milp", "no schedule found within the time limit");

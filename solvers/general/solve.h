@@ -11,12 +11,15 @@
 // The baselines prove nothing beyond the trivial bound (every node once: TDI 0).
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "solvers/general/general_problem.h"
 
 namespace rl::general {
+
+struct SolveResult;
 
 struct SolveOptions {
     std::string method = "auto";
@@ -25,6 +28,9 @@ struct SolveOptions {
     // Set (e.g. by a SIGINT handler): stop before the next method and return the best so far.
     // Inside the MILP, CBC's own SIGINT handler stops its search.
     const std::atomic<bool>* cancel = nullptr;
+    // Called whenever a baseline improves the best schedule (before the MILP starts), e.g. to
+    // keep a report ready for an interrupt.
+    std::function<void(const SolveResult&)> on_improved;
 };
 
 struct SolveResult {
@@ -39,6 +45,8 @@ struct SolveResult {
     double lower_bound = 0;  // total duration
     double time_to_best_s = 0;
     double solve_s = 0;
+    int milp_columns = 0, milp_rows = 0;
+    bool milp_attempted = false;
     double gap() const;  // (total - lower_bound) / total, 0 when total is 0
 };
 
