@@ -273,3 +273,142 @@ HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
 }
 
 }  // namespace rl::general
+
+namespace rl::general {
+
+HeuristicResult greedy_interval_split(const GeneralProblem& p) {
+    const AbstractGraph& g = *p.graph;
+    const int32_t n = g.size();
+    const auto N = static_cast<size_t>(n);
+    HeuristicResult res;
+    // use points of each node: its own stage, its readers' stages, and stages where a successor
+    // is recomputed (it must be live there); kept sorted.
+    std::vector<std::vector<int32_t>> uses(N);
+    // ranges: live [start, end] pairs, disjoint, sorted; the first starts at the node itself.
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> ranges(N);
+    std::vector<int64_t> mem(N, 0);  // live bytes per stage
+    std::vector<int32_t> splits(N, 0);
+    std::vector<std::vector<int32_t>> recompute_at(N);  // stage -> nodes recomputed there
+    for (int32_t v = 0; v < n; ++v) {
+        const auto V = static_cast<size_t>(v);
+        uses[V].push_back(v);
+        for (int32_t s : g.succs[V]) uses[V].push_back(s);
+        const int32_t end = g.succs[V].empty() ? v : g.succs[V].back();
+        ranges[V].emplace_back(v, end);
+        for (int32_t t = v; t <= end; ++t)
+            mem[static_cast<size_t>(t)] += static_cast<int64_t>(g.nodes[V].out_bytes);
+    }
+    auto live_at = [&](int32_t v, int32_t t) {
+        for (const auto& [a, b] : ranges[static_cast<size_t>(v)])
+            if (a <= t && t <= b) return true;
+        return false;
+    };
+    const auto budget = static_cast<int64_t>(std::min<uint64_t>(p.budget, INT64_MAX));
+    for (;;) {
+        int32_t worst = -1;
+        for (int32_t t = 0; t < n; ++t)
+            if (mem[static_cast<size_t>(t)] > budget &&
+                (worst < 0 || mem[static_cast<size_t>(t)] > mem[static_cast<size_t>(worst)]))
+                worst = t;
+        if (worst < 0) break;
+        // Candidates: u live at `worst` with no use there, and a use after it.
+        int32_t best_u = -1, best_a = 0, best_b = 0;
+        std::vector<std::pair<int32_t, int32_t>> best_extend;
+        double best_score = 0;
+        for (int32_t u = 0; u < worst; ++u) {
+            const auto U = static_cast<size_t>(u);
+            if (g.nodes[U].out_bytes == 0 || !live_at(u, worst)) continue;
+            if (p.max_computations > 0 && splits[U] + 1 >= p.max_computations) continue;
+            const auto& us = uses[U];
+            const auto it = std::lower_bound(us.begin(), us.end(), worst);
+            if (it == us.end() || *it == worst || it == us.begin()) continue;
+            const int32_t next_use = *it, a = *(it - 1);
+            // Recompute in the latest stage after `worst`, up to the next use, where all inputs
+            // are live, or can be kept live longer without pushing any stage over the budget.
+            int32_t b = -1;
+            std::vector<std::pair<int32_t, int32_t>> extend;  // (input, from its end to b)
+            for (int32_t s = next_use; s > worst && b < 0; --s) {
+                extend.clear();
+                bool ok = true;
+                std::vector<int64_t> extra;  // per stage of an extension
+                for (int32_t q : g.preds[U]) {
+                    if (live_at(q, s)) continue;
+                    const auto& qr = ranges[static_cast<size_t>(q)];
+                    int32_t end = -1;
+                    for (const auto& [x, y] : qr)
+                        if (x <= s) end = y;
+                    if (end < 0 || end <= worst) {
+                        ok = false;
+                        break;
+                    }
+                    for (int32_t t = end + 1; t <= s && ok; ++t) {
+                        int64_t add =
+                            static_cast<int64_t>(g.nodes[static_cast<size_t>(q)].out_bytes);
+                        for (const auto& [q2, e2] : extend)
+                            if (e2 < t)
+                                add += static_cast<int64_t>(
+                                    g.nodes[static_cast<size_t>(q2)].out_bytes);
+                        if (mem[static_cast<size_t>(t)] + add > budget) ok = false;
+                    }
+                    extend.emplace_back(q, end);
+                }
+                if (ok) b = s;
+            }
+            if (b < 0) continue;
+            // Duration per byte-stage relieved, the over-budget stages weighted.
+            double relief = 0;
+            for (int32_t t = a + 1; t < b; ++t)
+                if (mem[static_cast<size_t>(t)] > budget) relief += 1;
+            const double score =
+                (g.nodes[U].duration + 1e-9) / (static_cast<double>(g.nodes[U].out_bytes) * relief);
+            if (best_u < 0 || score < best_score) {
+                best_extend = extend;
+                best_u = u;
+                best_a = a;
+                best_b = b;
+                best_score = score;
+            }
+        }
+        if (best_u < 0) {
+            res.message = "no output live at stage '" + g.nodes[static_cast<size_t>(worst)].name +
+                          "' can be dropped and recomputed from live inputs; " +
+                          std::to_string(mem[static_cast<size_t>(worst)]) +
+                          " bytes there against a budget of " + std::to_string(p.budget);
+            return res;
+        }
+        const auto U = static_cast<size_t>(best_u);
+        auto& rs = ranges[U];
+        for (size_t i = 0; i < rs.size(); ++i)
+            if (rs[i].first <= worst && worst <= rs[i].second) {
+                const int32_t end = rs[i].second;
+                rs[i].second = best_a;
+                rs.insert(rs.begin() + static_cast<long>(i) + 1, {best_b, end});
+                break;
+            }
+        for (int32_t t = best_a + 1; t < best_b; ++t)
+            mem[static_cast<size_t>(t)] -= static_cast<int64_t>(g.nodes[U].out_bytes);
+        ++splits[U];
+        for (const auto& [q, end] : best_extend) {
+            for (auto& r : ranges[static_cast<size_t>(q)])
+                if (r.second == end) r.second = best_b;
+            for (int32_t t = end + 1; t <= best_b; ++t)
+                mem[static_cast<size_t>(t)] +=
+                    static_cast<int64_t>(g.nodes[static_cast<size_t>(q)].out_bytes);
+        }
+        recompute_at[static_cast<size_t>(best_b)].push_back(best_u);
+        for (int32_t q : g.preds[U]) {
+            auto& qu = uses[static_cast<size_t>(q)];
+            qu.insert(std::lower_bound(qu.begin(), qu.end(), best_b), best_b);
+        }
+    }
+    for (int32_t t = 0; t < n; ++t) {
+        auto& rc = recompute_at[static_cast<size_t>(t)];
+        std::sort(rc.begin(), rc.end());
+        for (int32_t u : rc) res.computes.push_back(u);
+        res.computes.push_back(t);
+    }
+    res.found = true;
+    return res;
+}
+
+}  // namespace rl::general

@@ -49,3 +49,17 @@ HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule);
 HeuristicResult chen_sqrt_n(const GeneralProblem& p);
 
 }  // namespace rl::general
+
+namespace rl::general {
+
+// Greedy interval splitting on the frontier-advancing stages: each output lives over an interval
+// of stages (from its computation to its last reader), as in Moccasin's retention intervals
+// (Bartan, Li, Teo, Ding, Zeng, Chen, "Moccasin: Efficient Tensor Rematerialization for Neural
+// Networks", ICML 2023). While some stage's live bytes exceed the budget, the worst stage is
+// relieved by splitting one interval that spans it: the output is freed after its use before the
+// stage and recomputed in the stage of its next use, where all its inputs are live anyway (so a
+// recomputation never cascades). Among the candidates, the smallest duration per byte wins. At
+// most max_computations - 1 splits per node (no limit when 0).
+HeuristicResult greedy_interval_split(const GeneralProblem& p);
+
+}  // namespace rl::general

@@ -15,7 +15,7 @@ double SolveResult::gap() const {
 }
 
 const std::vector<std::string>& solve_methods() {
-    static const std::vector<std::string> names{"auto", "dtr", "greedy", "chen", "milp"};
+    static const std::vector<std::string> names{"auto", "dtr", "greedy", "split", "chen", "milp"};
     return names;
 }
 
@@ -76,6 +76,15 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
                 opt.on_improved(best);
         } else {
             note(name, h.message);
+        }
+    }
+    if (all || opt.method == "split") {
+        const HeuristicResult h = greedy_interval_split(p);
+        if (h.found) {
+            if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note("split", h.message);
         }
     }
     if (all || opt.method == "chen") {

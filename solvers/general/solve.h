@@ -4,6 +4,7 @@
 // total duration and the gap.
 //   dtr      DTR-style eviction (Kirisame et al., ICLR 2021)            heuristics.h
 //   greedy   Belady farthest-next-use eviction                          heuristics.h
+//   split    greedy interval splitting on Moccasin's retention intervals   heuristics.h
 //   chen     Chen et al. 2016 sqrt(n) checkpointing on articulation points   heuristics.h
 //   milp     the Checkmate MILP on CBC (Jain et al., MLSys 2020), warm-started from the best
 //            baseline                                                   checkmate_general.h

@@ -80,7 +80,7 @@ TEST(GeneralSolvers, EveryMethodReturnsValidSchedulesWithinBudget) {
             const uint64_t peak = peak_no_remat(g);
             for (double frac : {0.9, 0.8, 0.7, 0.6}) {
                 GeneralProblem p{&g, static_cast<uint64_t>(std::floor(frac * peak)), 0};
-                for (const std::string method : {"dtr", "greedy", "chen", "milp"}) {
+                for (const std::string method : {"dtr", "greedy", "split", "chen", "milp"}) {
                     SolveOptions opt;
                     opt.method = method;
                     opt.time_limit_s = 2;
@@ -209,7 +209,7 @@ TEST(GeneralSolvers, NoBudgetPressureMeansNoRecomputation) {
     for (uint32_t seed = 1; seed <= 3; ++seed) {
         const AbstractGraph g = random_dag(25, seed);
         GeneralProblem p{&g, peak_no_remat(g), 0};
-        for (const std::string method : {"dtr", "greedy", "milp"}) {
+        for (const std::string method : {"dtr", "greedy", "split", "milp"}) {
             SolveOptions opt;
             opt.method = method;
             const SolveResult r = solve_general(p, opt);
