@@ -235,6 +235,10 @@ std::string schedule_matrix_json(const Graph& g, const ScheduleMatrix& m) {
 }
 
 // ---- stepping ----
+//
+// The live set comes from engine/liveness (one memory model): a value is live exactly when the
+// simulator and the executor hold its buffer, so an input whose buffer an in-place forward took
+// stops being live at that Compute, not at its Free.
 
 namespace {
 
@@ -247,29 +251,53 @@ ScheduleState initial_state(const Graph& g) {
     return s;
 }
 
-void apply(const Graph& g, const Instruction& ins, ScheduleState& s, int direction) {
-    switch (ins.kind) {
-        case InstrKind::Compute:
-            s.live[static_cast<size_t>(g.node(ins.target).output)] = direction > 0 ? 1 : 0;
-            s.computes[static_cast<size_t>(ins.target)] += direction;
-            break;
-        case InstrKind::Free:
-            s.live[static_cast<size_t>(ins.target)] = direction > 0 ? 0 : 1;
-            break;
-        case InstrKind::Backward:
-            s.backwarded[static_cast<size_t>(ins.target)] = direction > 0 ? 1 : 0;
-            break;
+// Records, per instruction, the activations that come alive and those that stop being live.
+class LiveChanges final : public MemoryVisitor {
+  public:
+    explicit LiveChanges(std::vector<std::vector<ScheduleCursor::Change>>& out) : out_(out) {}
+    long index = -1;
+    void allocate(BufferRef b, uint64_t) override { note(b, 1); }
+    void release(BufferRef b, uint64_t) override { note(b, 0); }
+    void hand_over(BufferRef from, BufferRef to, uint64_t) override {
+        note(from, 0);
+        note(to, 1);
     }
+    void run_kernel(const Instruction&, bool) override {}
+
+  private:
+    void note(BufferRef b, uint8_t live) {
+        if (index >= 0 && b.category == Category::Activations)
+            out_[static_cast<size_t>(index)].push_back({b.id, live});
+    }
+    std::vector<std::vector<ScheduleCursor::Change>>& out_;
+};
+
+void apply_counts(const Instruction& ins, ScheduleState& s, int direction) {
+    if (ins.kind == InstrKind::Compute)
+        s.computes[static_cast<size_t>(ins.target)] += direction;
+    else if (ins.kind == InstrKind::Backward)
+        s.backwarded[static_cast<size_t>(ins.target)] = direction > 0 ? 1 : 0;
 }
 
 }  // namespace
 
 ScheduleCursor::ScheduleCursor(const Graph& g, const Schedule& s)
-    : g_(g), s_(s), state_(initial_state(g)) {}
+    : g_(g), s_(s), state_(initial_state(g)), changes_(s.size()) {
+    const LivenessTables t(g);
+    Liveness live(g, t, s);
+    LiveChanges v(changes_);
+    live.begin(v);
+    for (size_t i = 0; i < s.size(); ++i) {
+        v.index = static_cast<long>(i);
+        live.step(static_cast<long>(i), v);
+    }
+}
 
 bool ScheduleCursor::forward() {
     if (state_.position >= size()) return false;
-    apply(g_, s_.code[static_cast<size_t>(state_.position)], state_, +1);
+    const auto i = static_cast<size_t>(state_.position);
+    for (const Change& c : changes_[i]) state_.live[static_cast<size_t>(c.value)] = c.live;
+    apply_counts(s_.code[i], state_, +1);
     ++state_.position;
     return true;
 }
@@ -277,7 +305,11 @@ bool ScheduleCursor::forward() {
 bool ScheduleCursor::back() {
     if (state_.position <= 0) return false;
     --state_.position;
-    apply(g_, s_.code[static_cast<size_t>(state_.position)], state_, -1);
+    const auto i = static_cast<size_t>(state_.position);
+    const std::vector<Change>& cs = changes_[i];
+    for (auto c = cs.rbegin(); c != cs.rend(); ++c)
+        state_.live[static_cast<size_t>(c->value)] = c->live ? 0 : 1;
+    apply_counts(s_.code[i], state_, -1);
     return true;
 }
 
@@ -288,9 +320,23 @@ void ScheduleCursor::seek(long position) {
 }
 
 ScheduleState state_at(const Graph& g, const Schedule& s, long position) {
+    // Walked from the start and read off Liveness itself, independently of the cursor's record.
+    class Quiet final : public MemoryVisitor {
+        void allocate(BufferRef, uint64_t) override {}
+        void release(BufferRef, uint64_t) override {}
+        void run_kernel(const Instruction&, bool) override {}
+    } quiet;
     ScheduleState st = initial_state(g);
     position = std::clamp(position, 0L, static_cast<long>(s.size()));
-    for (long i = 0; i < position; ++i) apply(g, s.code[static_cast<size_t>(i)], st, +1);
+    const LivenessTables t(g);
+    Liveness live(g, t, s);
+    live.begin(quiet);
+    for (long i = 0; i < position; ++i) {
+        live.step(i, quiet);
+        apply_counts(s.code[static_cast<size_t>(i)], st, +1);
+    }
+    for (ValueId v = 0; v < g.num_values(); ++v)
+        st.live[static_cast<size_t>(v)] = live.activation_live(v) ? 1 : 0;
     st.position = position;
     return st;
 }

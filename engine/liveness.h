@@ -23,7 +23,13 @@
 // This is what PyTorch's `relu_` does, decided from the schedule: a value's buffer is reused only
 // when nothing reads it afterwards, so the bits every kernel sees are unchanged. It only lowers
 // live bytes (by the output's size, from the Compute to the input's Free), so a memory model
-// that ignores it (the Checkmate MILP, rotor's DP, DTR's replay) still gives a safe upper bound.
+// that ignores it (rotor's DP, DTR's replay) still gives a safe upper bound; Liveness can walk a
+// schedule with the rule off to charge exactly that bound.
+//
+// Pieces. A solver that measures part of a schedule in isolation (rotor's stages,
+// solvers/rotor.h) starts the walk with resume() instead of begin(): what is live before the
+// piece (its activations, and the backwards already done with the gradients they left) is given,
+// and the same step() rules apply from there.
 #include <cstdint>
 #include <vector>
 
@@ -76,14 +82,28 @@ struct LivenessTables {
     int32_t backward_count = 0;             // nodes that need a backward
 };
 
+// What is live before the first instruction of a piece of a schedule (Liveness::resume).
+struct LiveStart {
+    std::vector<ValueId> activations;  // live activations (graph inputs are live anyway)
+    // Every node from this one on that needs a backward has run it (backwards run in decreasing
+    // node order); kNoId: no backward has run.
+    NodeId backwards_done_from = kNoId;
+};
+
 class Liveness {
   public:
     // `s` is the schedule that will be walked: the in-place rule reads the Frees after each
-    // Compute.
-    Liveness(const Graph& g, const LivenessTables& t, const Schedule& s);
+    // Compute. `in_place` false: every Compute allocates its output (the rule's upper bound).
+    Liveness(const Graph& g, const LivenessTables& t, const Schedule& s, bool in_place = true);
 
     // Parameters and inputs come alive.
     void begin(MemoryVisitor& v);
+    // Instead of begin(), to walk a piece of a schedule: parameters and inputs come alive, then
+    // what the instructions before the piece left live: the backwards from
+    // `start.backwards_done_from` on count as done (their parameter gradients are live, and the
+    // gradients they accumulated into values whose producer's backward has not run), and
+    // `start.activations` are live.
+    void resume(const LiveStart& start, MemoryVisitor& v);
     // Applies instruction `index` of the schedule; throws ScheduleError(index, reason) when it is
     // illegal.
     void step(long index, MemoryVisitor& v);
