@@ -15,27 +15,6 @@ namespace {
 
 constexpr long kNever = LONG_MAX;
 
-// The values an instruction reads: a Compute its inputs, a Backward its residuals.
-template <typename F>
-void for_each_read(const Graph& g, const std::vector<uint32_t>& residual_inputs,
-                   const std::vector<uint8_t>& residual_output, const Instruction& ins, F&& f) {
-    if (ins.kind == InstrKind::Free) return;
-    const Node& node = g.node(ins.target);
-    if (ins.kind == InstrKind::Compute) {
-        for (ValueId u : node.inputs) f(u);
-        return;
-    }
-    const auto n = static_cast<size_t>(ins.target);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-        if ((residual_inputs[n] >> i) & 1u) f(node.inputs[i]);
-    if (residual_output[n]) f(node.output);
-}
-
-template <typename F>
-void for_each_read(const Graph& g, const LivenessTables& t, const Instruction& ins, F&& f) {
-    for_each_read(g, t.residual_inputs, t.residual_output, ins, std::forward<F>(f));
-}
-
 std::string json_string(const std::string& s) {
     std::string out = "\"";
     for (char c : s) {
@@ -345,10 +324,8 @@ ScheduleState state_at(const Graph& g, const Schedule& s, long position) {
 
 ScheduleExplainer::ScheduleExplainer(const Graph& g, const Plan& plan, const Simulation& sim,
                                      const CostModel& costs)
-    : g_(g), plan_(plan), sim_(sim), costs_(costs) {
-    const LivenessTables t(g);
-    residual_inputs_ = t.residual_inputs;
-    residual_output_ = t.residual_output;
+    : g_(g), plan_(plan), sim_(sim), costs_(costs), tables_(g) {
+    const LivenessTables& t = tables_;
     const Schedule& s = plan.schedule;
     const long n = static_cast<long>(s.size());
     computes_of_.assign(static_cast<size_t>(g.num_nodes()), {});
@@ -653,7 +630,7 @@ std::string ScheduleExplainer::explain_backward(long i, Explanation& e) const {
     const Node& node = g_.node(n);
     e.what = "backward " + node.name;
     std::vector<std::string> reads;
-    for_each_read(g_, residual_inputs_, residual_output_, e.instruction, [&](ValueId v) {
+    for_each_read(g_, tables_, e.instruction, [&](ValueId v) {
         const Value& val = g_.value(v);
         std::string how;
         if (val.is_input()) {

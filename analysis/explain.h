@@ -19,6 +19,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/graph.h"
+#include "engine/liveness.h"
 #include "engine/schedule.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
@@ -157,8 +158,7 @@ class ScheduleExplainer {
     const Plan& plan_;
     const Simulation& sim_;
     const CostModel& costs_;
-    std::vector<uint32_t> residual_inputs_;
-    std::vector<uint8_t> residual_output_;
+    LivenessTables tables_;
     std::vector<std::vector<long>> computes_of_;  // per node: its Compute indices
     std::vector<std::vector<long>> frees_of_;     // per value: its Free indices
     std::vector<std::vector<long>> reads_of_;     // per value: instructions that read it

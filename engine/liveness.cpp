@@ -228,7 +228,7 @@ void Liveness::step(long index, MemoryVisitor& v) {
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
         const ValueId in = node.inputs[i];
-        if (((t_.residual_inputs[ni] >> i) & 1u) && !act_live_[static_cast<size_t>(in)])
+        if (t_.reads_input(target, i) && !act_live_[static_cast<size_t>(in)])
             throw ScheduleError(index, "backward " + quoted(node.name) + " needs its input " +
                                            quoted(g_.value(in).name) +
                                            ", which is not live; recompute it first");

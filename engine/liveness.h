@@ -80,7 +80,33 @@ struct LivenessTables {
     std::vector<uint32_t> in_place_inputs;  // per node: input slots whose buffer the output may
                                             // take (pointwise op, same bytes, not a graph input)
     int32_t backward_count = 0;             // nodes that need a backward
+
+    // Whether node n's backward reads its input slot `slot` (a residual its op declares).
+    bool reads_input(NodeId n, size_t slot) const {
+        return ((residual_inputs[static_cast<size_t>(n)] >> slot) & 1u) != 0;
+    }
 };
+
+// Calls f(value) for each value node n's backward reads: the input slots its op declares, in
+// slot order, then its own output when declared. A value in two slots is passed twice.
+template <typename F>
+void for_each_residual(const Graph& g, const LivenessTables& t, NodeId n, F&& f) {
+    const Node& node = g.node(n);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (t.reads_input(n, i)) f(node.inputs[i]);
+    if (t.residual_output[static_cast<size_t>(n)]) f(node.output);
+}
+
+// Calls f(value) for each value `ins` reads: a Compute its inputs, a Backward its residuals
+// (for_each_residual), a Free nothing.
+template <typename F>
+void for_each_read(const Graph& g, const LivenessTables& t, const Instruction& ins, F&& f) {
+    if (ins.kind == InstrKind::Compute) {
+        for (ValueId in : g.node(ins.target).inputs) f(in);
+    } else if (ins.kind == InstrKind::Backward) {
+        for_each_residual(g, t, ins.target, f);
+    }
+}
 
 // What is live before the first instruction of a piece of a schedule (Liveness::resume).
 struct LiveStart {

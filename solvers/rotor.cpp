@@ -30,14 +30,8 @@ std::vector<ValueId> backward_reads(const Graph& g, const LivenessTables& t, Sta
         if (!g.value(v).is_input() && std::find(out.begin(), out.end(), v) == out.end())
             out.push_back(v);
     };
-    for (NodeId n = st.first; n <= st.last; ++n) {
-        const auto ni = static_cast<size_t>(n);
-        if (!t.needs_backward[ni]) continue;
-        const Node& node = g.node(n);
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-            if ((t.residual_inputs[ni] >> i) & 1u) add(node.inputs[i]);
-        if (t.residual_output[ni]) add(node.output);
-    }
+    for (NodeId n = st.first; n <= st.last; ++n)
+        if (t.needs_backward[static_cast<size_t>(n)]) for_each_residual(g, t, n, add);
     return out;
 }
 
@@ -61,11 +55,8 @@ std::vector<NodeId> recompute_set(const Graph& g, const LivenessTables& t, Stage
         const auto ni = static_cast<size_t>(n);
         const Node& node = g.node(n);
         const bool interior = n != st.last;
-        if (t.needs_backward[ni]) {
-            for (size_t i = 0; i < node.inputs.size(); ++i)
-                if ((t.residual_inputs[ni] >> i) & 1u) mark(node.inputs[i]);
-            if (t.residual_output[ni] && interior) mark(node.output);
-        }
+        // (The last node's own output is never marked: mark() takes producers before st.last.)
+        if (t.needs_backward[ni]) for_each_residual(g, t, n, mark);
         if (interior && needed[static_cast<size_t>(n - st.first)])
             for (ValueId in : node.inputs) mark(in);
     }
@@ -106,20 +97,9 @@ class PiecePeak final : public MemoryVisitor {
 uint64_t walk_peak(const Graph& g, const LivenessTables& t, const std::vector<ValueId>& acts,
                    NodeId backwards_done_from, const std::vector<Instruction>& seq,
                    const std::vector<ValueId>& kept) {
-    auto reads = [&](const Instruction& ins, auto&& f) {
-        const Node& node = g.node(ins.target);
-        const auto ni = static_cast<size_t>(ins.target);
-        if (ins.kind == InstrKind::Compute) {
-            for (ValueId in : node.inputs) f(in);
-        } else {
-            for (size_t i = 0; i < node.inputs.size(); ++i)
-                if ((t.residual_inputs[ni] >> i) & 1u) f(node.inputs[i]);
-            if (t.residual_output[ni]) f(node.output);
-        }
-    };
     std::unordered_map<ValueId, size_t> last_read;
     for (size_t pos = 0; pos < seq.size(); ++pos)
-        reads(seq[pos], [&](ValueId v) {
+        for_each_read(g, t, seq[pos], [&](ValueId v) {
             if (!g.value(v).is_input()) last_read[v] = pos;
         });
     const std::unordered_set<ValueId> keep(kept.begin(), kept.end());
@@ -151,7 +131,7 @@ uint64_t walk_peak(const Graph& g, const LivenessTables& t, const std::vector<Va
             live.insert(out);
             free_if_dead(out, pos);
         }
-        reads(ins, [&](ValueId v) {
+        for_each_read(g, t, ins, [&](ValueId v) {
             if (!g.value(v).is_input()) free_if_dead(v, pos);
         });
     }
@@ -266,13 +246,9 @@ RotorChain rotor_chain(const Graph& g, const CostModel& costs, std::vector<NodeI
     }
 
     // The grid: none's peak, and the gcd of every size that enters the DP's sums.
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (t.needs_backward[static_cast<size_t>(n)]) b.backward(n);
     SimulateOptions opt;
     opt.record_timeline = false;
-    const uint64_t none_peak = simulate(g, t, b.finish(), CostModel{}, opt).peak_bytes;
+    const uint64_t none_peak = simulate(g, t, backprop_schedule(g), CostModel{}, opt).peak_bytes;
     chain.span = none_peak > chain.constant ? none_peak - chain.constant : 0;
     uint64_t d = 0;
     for (const Value& v : g.values()) d = std::gcd(d, v.bytes);
