@@ -30,6 +30,7 @@
 // solvers/rotor.h) starts the walk with resume() instead of begin(): what is live before the
 // piece (its activations, and the backwards already done with the gradients they left) is given,
 // and the same step() rules apply from there.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -49,6 +50,17 @@ enum class Category : uint8_t {
 };
 constexpr int kNumCategories = static_cast<int>(Category::Count);
 const char* category_name(Category c);
+
+// The high-water mark of a step under these rules: predicted (Simulation) or measured
+// (Execution), the same fields so the two compare field by field.
+struct MemoryPeak {
+    uint64_t peak_bytes = 0;
+    int32_t peak_instruction = -1;  // the instruction inside which it is reached (-1: none)
+    std::array<uint64_t, kNumCategories> peak_by_category{};  // each category's own high-water mark
+    uint64_t activation_peak_bytes() const {
+        return peak_by_category[static_cast<size_t>(Category::Activations)];
+    }
+};
 
 // Which buffer an event is about. `id` is a ValueId (Inputs, Activations, ActivationGrads), a
 // ParamId (Parameters, ParamGrads) or the node id (Workspace).
