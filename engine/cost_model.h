@@ -38,11 +38,11 @@ class CostModel {
     size_t size() const { return fwd_.size(); }
     double total_forward_ms() const;
 
-      // Per-node forward costs (never negative) to plan with: this model when it covers `g`, else
+    // Per-node forward costs (never negative) to plan with: this model when it covers `g`, else
     // an analytic one at nominal rates (callers that only want a schedule pass CostModel{}).
     std::vector<double> forward_costs_for(const Graph& g) const;
 
-private:
+  private:
     std::string kind_ = "none";
     std::vector<double> fwd_, bwd_;
 };

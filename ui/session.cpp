@@ -6,6 +6,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/errors.h"
+#include "engine/json_text.h"
 #include "engine/networks/network_json.h"
 #include "engine/ops/op.h"
 #include "engine/units.h"
@@ -255,8 +256,10 @@ Session load_session(const QString& path) {
     json j;
     try {
         j = json::parse(bytes.constData(), bytes.constData() + bytes.size());
-    } catch (const json::parse_error& e) {
-        throw Error("session '" + s(path) + "' is not valid JSON: " + e.what());
+    } catch (const json::exception& e) {
+        // Every failure of the parser (out_of_range for a number beyond a double included),
+        // with the line and column.
+        throw Error("session " + json_parse_failure(bytes.toStdString(), s(path), e));
     }
     try {
         if (j.value("format", std::string()) != "rematlab-session")
@@ -279,7 +282,8 @@ Session load_session(const QString& path) {
         for (const json& r : j.at("results")) out.results.push_back(result_of(r, out.graph));
         return out;
     } catch (const json::exception& e) {
-        throw Error("session '" + s(path) + "' is malformed: " + e.what());
+        throw Error("session '" + s(path) + "' is malformed: " + json_error_detail(e.what()) +
+                    "; it was not written by this version of RematLab, or was edited");
     } catch (const Error& e) {
         const std::string what = e.what();
         if (what.rfind("session '", 0) == 0) throw;

@@ -31,16 +31,18 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 std::vector<std::string> networks() {
-    return {"mlp:depth=6,width=64,batch=16",
-            "mlp:depth=5,width=48,batch=8,act=gelu",
-            "resmlp:depth=3,width=32,batch=8",
-            "transformer:layers=2,d_model=32,heads=2,seq=8,batch=2,vocab=16",
-            "vgg:depth=11,width=4,size=16,batch=2,hidden=16",
-            "resnet:depth=18,width=4,size=16,batch=2",
-            "unet:depth=2,channels=4,size=16,batch=2",
-            "mobilenet:width=4,size=16,batch=2",
-            // sin with its derivative computed in the forward (a derivative input)
-            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json"};
+    return {
+        "mlp:depth=6,width=64,batch=16",
+        "mlp:depth=5,width=48,batch=8,act=gelu",
+        "resmlp:depth=3,width=32,batch=8",
+        "transformer:layers=2,d_model=32,heads=2,seq=8,batch=2,vocab=16",
+        "vgg:depth=11,width=4,size=16,batch=2,hidden=16",
+        "resnet:depth=18,width=4,size=16,batch=2",
+        "unet:depth=2,channels=4,size=16,batch=2",
+        "mobilenet:width=4,size=16,batch=2",
+        // sin with its derivative computed in the forward (a derivative input)
+        REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json",
+    };
 }
 
 std::vector<Case> all_cases() {

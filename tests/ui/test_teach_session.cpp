@@ -1,6 +1,8 @@
 // Teach mode, guided tours and sessions, offscreen.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -217,6 +219,39 @@ TEST(UiSession, ASavedSessionReopensWithIdenticalResults) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
     }
+    // A number beyond a double (the library throws out_of_range, not parse_error) and a value of
+    // the wrong type: our error, with the line and column where there is one, and no library
+    // message prefix.
+    QFile good(path);
+    ASSERT_TRUE(good.open(QIODevice::ReadOnly));
+    const std::string saved = good.readAll().toStdString();
+    good.close();
+    const std::string threads = "\"threads\": 1";
+    ASSERT_NE(saved.find(threads), std::string::npos) << saved;
+    auto load_edited = [&](const std::string& replacement) {
+        std::string text = saved;
+        text.replace(text.find(threads), threads.size(), "\"threads\": " + replacement);
+        QFile edited(dir.filePath(QStringLiteral("edited.json")));
+        EXPECT_TRUE(edited.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        edited.write(text.data(), static_cast<qint64>(text.size()));
+        edited.close();
+        try {
+            (void)load_session(edited.fileName());
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(loaded)");
+    };
+    std::string e = load_edited("99999999999E9999");
+    const size_t line =
+        1 + static_cast<size_t>(std::count(
+                saved.begin(), saved.begin() + static_cast<long>(saved.find(threads)), '\n'));
+    EXPECT_NE(e.find("edited.json:" + std::to_string(line) + ":"), std::string::npos) << e;
+    EXPECT_NE(e.find("number overflow"), std::string::npos) << e;
+    EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
+    e = load_edited("\"one\"");
+    EXPECT_NE(e.find("edited.json' is malformed"), std::string::npos) << e;
+    EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
 }
 
 TEST(UiSession, TheWindowSavesAndReopensARun) {
