@@ -79,12 +79,14 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         }
     }
     if (all || opt.method == "split") {
-        const HeuristicResult h = greedy_interval_split(p);
-        if (h.found) {
-            if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
-                opt.on_improved(best);
-        } else {
-            note("split", h.message);
+        for (const bool recompute_inputs : {false, true}) {
+            const HeuristicResult h = greedy_interval_split(p, recompute_inputs);
+            if (h.found) {
+                if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
+                    opt.on_improved(best);
+            } else if (recompute_inputs) {
+                note("split", h.message);
+            }
         }
     }
     if (all || opt.method == "chen") {
