@@ -276,7 +276,7 @@ HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
 
 namespace rl::general {
 
-HeuristicResult greedy_interval_split(const GeneralProblem& p) {
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs) {
     const AbstractGraph& g = *p.graph;
     const int32_t n = g.size();
     const auto N = static_cast<size_t>(n);
@@ -314,6 +314,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p) {
         // Candidates: u live at `worst` with no use there, and a use after it.
         int32_t best_u = -1, best_a = 0, best_b = 0;
         std::vector<std::pair<int32_t, int32_t>> best_extend;
+        std::vector<int32_t> best_co;
         double best_score = 0;
         for (int32_t u = 0; u < worst; ++u) {
             const auto U = static_cast<size_t>(u);
@@ -323,34 +324,62 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p) {
             const auto it = std::lower_bound(us.begin(), us.end(), worst);
             if (it == us.end() || *it == worst || it == us.begin()) continue;
             const int32_t next_use = *it, a = *(it - 1);
-            // Recompute in the latest stage after `worst`, up to the next use, where all inputs
-            // are live, or can be kept live longer without pushing any stage over the budget.
+            // Recompute in the latest stage after `worst`, up to the next use, where every input
+            // is live, or can be kept live longer without pushing any stage over the budget, or
+            // can itself be recomputed there from live inputs (one level, no further cascade).
             int32_t b = -1;
             std::vector<std::pair<int32_t, int32_t>> extend;  // (input, from its end to b)
+            std::vector<int32_t> co;                          // inputs recomputed at b too
             for (int32_t s = next_use; s > worst && b < 0; --s) {
                 extend.clear();
+                co.clear();
+                int64_t co_bytes = 0;
                 bool ok = true;
-                std::vector<int64_t> extra;  // per stage of an extension
                 for (int32_t q : g.preds[U]) {
                     if (live_at(q, s)) continue;
-                    const auto& qr = ranges[static_cast<size_t>(q)];
+                    const auto Q = static_cast<size_t>(q);
+                    const auto& qr = ranges[Q];
                     int32_t end = -1;
                     for (const auto& [x, y] : qr)
                         if (x <= s) end = y;
-                    if (end < 0 || end <= worst) {
+                    bool handled = false;
+                    if (end >= 0 && end > worst) {
+                        bool ext_ok = true;
+                        for (int32_t t = end + 1; t <= s && ext_ok; ++t) {
+                            int64_t add = static_cast<int64_t>(g.nodes[Q].out_bytes);
+                            for (const auto& [q2, e2] : extend)
+                                if (e2 < t)
+                                    add += static_cast<int64_t>(
+                                        g.nodes[static_cast<size_t>(q2)].out_bytes);
+                            if (t == s) add += co_bytes;
+                            if (mem[static_cast<size_t>(t)] + add > budget) ext_ok = false;
+                        }
+                        if (ext_ok) {
+                            extend.emplace_back(q, end);
+                            handled = true;
+                        }
+                    }
+                    if (!handled && recompute_inputs &&
+                        !(p.max_computations > 0 && splits[Q] + 1 >= p.max_computations)) {
+                        bool preds_live = true;
+                        for (int32_t r : g.preds[Q])
+                            if (!live_at(r, s)) preds_live = false;
+                        int64_t ext_at_s = 0;
+                        for (const auto& [q2, e2] : extend)
+                            ext_at_s +=
+                                static_cast<int64_t>(g.nodes[static_cast<size_t>(q2)].out_bytes);
+                        const auto qb = static_cast<int64_t>(g.nodes[Q].out_bytes);
+                        if (preds_live &&
+                            mem[static_cast<size_t>(s)] + ext_at_s + co_bytes + qb <= budget) {
+                            co.push_back(q);
+                            co_bytes += qb;
+                            handled = true;
+                        }
+                    }
+                    if (!handled) {
                         ok = false;
                         break;
                     }
-                    for (int32_t t = end + 1; t <= s && ok; ++t) {
-                        int64_t add =
-                            static_cast<int64_t>(g.nodes[static_cast<size_t>(q)].out_bytes);
-                        for (const auto& [q2, e2] : extend)
-                            if (e2 < t)
-                                add += static_cast<int64_t>(
-                                    g.nodes[static_cast<size_t>(q2)].out_bytes);
-                        if (mem[static_cast<size_t>(t)] + add > budget) ok = false;
-                    }
-                    extend.emplace_back(q, end);
                 }
                 if (ok) b = s;
             }
@@ -363,6 +392,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p) {
                 (g.nodes[U].duration + 1e-9) / (static_cast<double>(g.nodes[U].out_bytes) * relief);
             if (best_u < 0 || score < best_score) {
                 best_extend = extend;
+                best_co = co;
                 best_u = u;
                 best_a = a;
                 best_b = b;
@@ -388,6 +418,20 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p) {
         for (int32_t t = best_a + 1; t < best_b; ++t)
             mem[static_cast<size_t>(t)] -= static_cast<int64_t>(g.nodes[U].out_bytes);
         ++splits[U];
+        for (int32_t q : best_co) {
+            const auto Q = static_cast<size_t>(q);
+            auto& qr = ranges[Q];
+            qr.insert(std::upper_bound(qr.begin(), qr.end(), std::make_pair(best_b, best_b)),
+                      {best_b, best_b});
+            mem[static_cast<size_t>(best_b)] += static_cast<int64_t>(g.nodes[Q].out_bytes);
+            ++splits[Q];
+            recompute_at[static_cast<size_t>(best_b)].push_back(q);
+            uses[Q].insert(std::lower_bound(uses[Q].begin(), uses[Q].end(), best_b), best_b);
+            for (int32_t r : g.preds[Q]) {
+                auto& ru = uses[static_cast<size_t>(r)];
+                ru.insert(std::lower_bound(ru.begin(), ru.end(), best_b), best_b);
+            }
+        }
         for (const auto& [q, end] : best_extend) {
             for (auto& r : ranges[static_cast<size_t>(q)])
                 if (r.second == end) r.second = best_b;

@@ -54,12 +54,15 @@ namespace rl::general {
 
 // Greedy interval splitting on the frontier-advancing stages: each output lives over an interval
 // of stages (from its computation to its last reader), as in Moccasin's retention intervals
-// (Bartan, Li, Teo, Ding, Zeng, Chen, "Moccasin: Efficient Tensor Rematerialization for Neural
+// (Bartan, Li, Teague, Lott, Dilkina, "Moccasin: Efficient Tensor Rematerialization for Neural
 // Networks", ICML 2023). While some stage's live bytes exceed the budget, the worst stage is
 // relieved by splitting one interval that spans it: the output is freed after its use before the
-// stage and recomputed in the stage of its next use, where all its inputs are live anyway (so a
-// recomputation never cascades). Among the candidates, the smallest duration per byte wins. At
-// most max_computations - 1 splits per node (no limit when 0).
-HeuristicResult greedy_interval_split(const GeneralProblem& p);
+// stage and recomputed in the latest stage after it, up to its next use, where every input is
+// live, or can be kept live longer without pushing another stage over the budget (so a
+// recomputation does not cascade). With `recompute_inputs`, an input that is not live there may
+// also be recomputed in that stage from live inputs of its own (one level). Among the candidates,
+// the smallest duration per byte wins. At most max_computations - 1 splits per node (no limit
+// when 0). Neither variant dominates on the benchmark graphs; solve_general runs both.
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs);
 
 }  // namespace rl::general

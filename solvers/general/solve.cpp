@@ -79,12 +79,14 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         }
     }
     if (all || opt.method == "split") {
-        const HeuristicResult h = greedy_interval_split(p);
-        if (h.found) {
-            if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
-                opt.on_improved(best);
-        } else {
-            note("split", h.message);
+        for (const bool recompute_inputs : {false, true}) {
+            const HeuristicResult h = greedy_interval_split(p, recompute_inputs);
+            if (h.found) {
+                if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
+                    opt.on_improved(best);
+            } else if (recompute_inputs) {
+                note("split", h.message);
+            }
         }
     }
     if (all || opt.method == "chen") {
@@ -117,7 +119,11 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         if (r.found) {
             const bool improved = offer(p, r.computes, "milp", milp_t0 + r.time_to_best_s, best);
             (void)improved;
-            best.proven_optimal = r.proven_optimal;
+            // Optimal within the MILP's class; a baseline outside it may still be better.
+            best.proven_optimal =
+                r.proven_optimal &&
+                best.sim.total_duration <=
+                    g.total_duration() * (1 + r.objective_tdi) * (1 + 1e-9) + 1e-9;
         }
         if (r.too_large)
             note("milp", "not attempted: the model has more than " +
