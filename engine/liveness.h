@@ -24,6 +24,13 @@
 // when nothing reads it afterwards, so the bits every kernel sees are unchanged. It only lowers
 // live bytes (by the output's size, from the Compute to the input's Free), so a memory model
 // that ignores it (the Checkmate MILP, rotor's DP, DTR's replay) still gives a safe upper bound.
+//
+// Tied parameters. A parameter read by several nodes (Param::readers) has one gradient. Its
+// owner, the last reader, creates it at its Backward, which runs first (backwards run in
+// decreasing node order). Each earlier reader's kernel writes its share into scratch placed
+// after the op's own backward workspace, and the executor adds that share into the gradient
+// right after the kernel: the sum of the uses, always in the same order, so gradients stay
+// bitwise equal across strategies. The scratch is counted in LivenessTables::bwd_workspace.
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +38,15 @@
 #include "engine/schedule.h"
 
 namespace rl {
+
+// Where the scratch for node `n`'s shares of tied parameters lies in its backward workspace:
+// one offset per parameter slot of the node (-1 for a parameter the node owns), after
+// `op_workspace` bytes, each 64-byte aligned; `total` is the whole workspace.
+struct TiedScratch {
+    std::vector<int64_t> offset;
+    uint64_t total = 0;
+};
+TiedScratch tied_scratch(const Graph& g, NodeId n, uint64_t op_workspace);
 
 enum class Category : uint8_t {
     Parameters,
@@ -66,7 +82,8 @@ class MemoryVisitor {
 // Per-graph tables the rules need, computed once.
 struct LivenessTables {
     explicit LivenessTables(const Graph& g);
-    std::vector<uint64_t> fwd_workspace, bwd_workspace;  // per node
+    std::vector<uint64_t> fwd_workspace, bwd_workspace;  // per node (bwd: with tied scratch)
+    std::vector<uint64_t> bwd_op_workspace;              // per node: the op's own part
     std::vector<uint32_t> residual_inputs;               // per node, bit mask
     std::vector<uint8_t> residual_output;                // per node
     std::vector<uint8_t> needs_backward;                 // per node

@@ -65,6 +65,9 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_forward, concat_backward};
     t[op_index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
     t[op_index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
+    t[op_index(OpKind::Embedding)] = {embedding_forward, embedding_backward};
+    t[op_index(OpKind::Slice)] = {slice_forward, slice_backward};
+    t[op_index(OpKind::CausalMask)] = {causal_mask_forward, causal_mask_backward};
     return t;
 }();
 
@@ -181,6 +184,9 @@ class CpuBackend final : public Backend {
     }
     void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
         if (bytes) std::memcpy(dst, src, bytes);
+    }
+    void add_into(float* dst, const float* src, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     }
 
   private:

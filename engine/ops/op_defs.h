@@ -46,5 +46,6 @@ extern const OpDef kMaxPool2dDef, kAvgPool2dDef;                        // pool.
 extern const OpDef kUpsampleNearest2dDef;                               // pool.cpp
 extern const OpDef kBatchNormDef;                                       // batchnorm.cpp
 extern const OpDef kConcatDef, kFlattenDef, kDropoutDef;                // tensor_ops.cpp
+extern const OpDef kEmbeddingDef, kSliceDef, kCausalMaskDef;            // indexing.cpp
 
 }  // namespace rl::ops

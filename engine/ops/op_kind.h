@@ -5,11 +5,11 @@ namespace rl {
 
 // Every op RematLab knows. Names (for files and the CLI) live in ops/op.cpp.
 enum class OpKind : uint8_t {
-    Linear,        // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
-    MatMul,        // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
-    Add,           // elementwise, same shapes
+    Linear,  // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
+    MatMul,  // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
+    Add,     // elementwise, same shapes
     Relu,
-    Gelu,          // erf form: x·Φ(x)
+    Gelu,  // erf form: x·Φ(x)
     Tanh,
     Sigmoid,
     LayerNorm,     // over the last axis, with weight and bias; eps attr
@@ -30,6 +30,11 @@ enum class OpKind : uint8_t {
     Concat,             // 2+ inputs joined along an axis (default 1, channels)
     Flatten,            // [d0…dk-1, dk…] -> [d0·…·dk-1, dk·…] (attr axis, default 1)
     Dropout,            // mask from (graph seed, node name, element index): recomputable
+
+    // Indexing (ops/indexing.cpp).
+    Embedding,   // rows of a [num_embeddings, dim] table by i32 indices (or constant ones)
+    Slice,       // [start, end) of one axis
+    CausalMask,  // -inf where column > row in the last two axes (a causal attention mask)
     Count
 };
 

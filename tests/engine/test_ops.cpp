@@ -52,7 +52,8 @@ TEST(OpRegistry, NamesRoundTrip) {
     EXPECT_EQ(op_names_joined(),
               "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
               "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
-              "batchnorm, upsample_nearest2d, concat, flatten, dropout");
+              "batchnorm, upsample_nearest2d, concat, flatten, dropout, embedding, slice, "
+              "causal_mask");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
