@@ -1614,7 +1614,54 @@ class Importer {
         for (size_t k = 0; identity && k < perm.size(); ++k)
             identity = perm[k] == static_cast<int64_t>(k);
         if (identity) return define(idx, 0, {x, {}});
+        if (rank > 4 && static_cast<int64_t>(perm.size()) == rank)
+            return define(idx, 0, {merged_transpose(idx, x, perm), {}});
         define(idx, 0, {add(idx, node_base(idx), OpKind::Transpose, {x}, {{"perm", perm}}), {}});
+    }
+
+    // A transpose above rank 4 whose axes move in runs that stay together (ShuffleNet's channel
+    // shuffle: [N, g, C/g, H, W] with perm [0, 2, 1, 3, 4]): each run is merged into one axis,
+    // so it is reshape → transpose (rank ≤ 4) → reshape, the same elements in the same order.
+    ValueId merged_transpose(int idx, ValueId x, const std::vector<int64_t>& perm) {
+        const Shape xs = shape_of(x);
+        std::vector<bool> seen(perm.size(), false);
+        for (int64_t p : perm) {
+            if (p < 0 || p >= xs.rank() || seen[static_cast<size_t>(p)])
+                fail_node(idx, "perm " + dims_text(perm) + " is not a permutation");
+            seen[static_cast<size_t>(p)] = true;
+        }
+        // Runs of output positions reading consecutive input axes, in output order.
+        std::vector<std::pair<int64_t, int64_t> > runs;  // (first input axis, length)
+        for (size_t k = 0; k < perm.size(); ++k) {
+            if (k > 0 && perm[k] == perm[k - 1] + 1)
+                ++runs.back().second;
+            else
+                runs.push_back({perm[k], 1});
+        }
+        if (runs.size() > 4)
+            fail_node(idx, "transpose of rank " + std::to_string(xs.rank()) + " with perm " +
+                               dims_text(perm) +
+                               " moves more than 4 groups of axes; RematLab's transpose is up to "
+                               "rank 4");
+        std::vector<size_t> by_input(runs.size());
+        for (size_t k = 0; k < runs.size(); ++k) by_input[k] = k;
+        std::sort(by_input.begin(), by_input.end(),
+                  [&](size_t a, size_t b) { return runs[a].first < runs[b].first; });
+        Dims merged;
+        std::vector<int64_t> merged_perm(runs.size());
+        for (size_t j = 0; j < by_input.size(); ++j) {
+            const auto& r = runs[by_input[j]];
+            int64_t d = 1;
+            for (int64_t a = r.first; a < r.first + r.second; ++a) d *= xs[static_cast<int>(a)];
+            merged.push_back(d);
+            merged_perm[by_input[j]] = static_cast<int64_t>(j);
+        }
+        Dims out;
+        for (int64_t p : perm) out.push_back(xs[static_cast<int>(p)]);
+        const std::string base = node_base(idx);
+        const ValueId m = add(idx, base + "/merge", OpKind::Reshape, {x}, {{"shape", merged}});
+        const ValueId t = add(idx, base, OpKind::Transpose, {m}, {{"perm", merged_perm}});
+        return add(idx, base + "/split", OpKind::Reshape, {t}, {{"shape", out}});
     }
 
     void resize(int idx) {

@@ -276,7 +276,8 @@ TEST_P(OnnxFixture, EveryStrategyKeepsPeakAndGradientInvariants) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
-                         ::testing::Values("mlp", "cnn", "transformer", "tiny_gpt"));
+                         ::testing::Values("mlp", "cnn", "transformer", "tiny_gpt",
+                                           "shufflenet_unit"));
 
 // GPT-2 as nanoGPT writes it: int64 token ids, embeddings, a causal tril mask, a head tied to
 // the token embedding.
