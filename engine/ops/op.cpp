@@ -73,6 +73,15 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kConcatDef,
         &ops::kFlattenDef,
         &ops::kDropoutDef,
+        // h12-elementwise: broadcasting binary ops, activations, reduce_mean
+        &ops::kSubDef,
+        &ops::kMulDef,
+        &ops::kDivDef,
+        &ops::kClipDef,
+        &ops::kHardSigmoidDef,
+        &ops::kHardSwishDef,
+        &ops::kGeluTanhDef,
+        &ops::kReduceMeanDef,
         // indexing.cpp
         &ops::kEmbeddingDef,
         &ops::kSliceDef,
@@ -80,7 +89,7 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
     };
     return t;
 }
-static_assert(kNumOpKinds == 26, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 34, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 
