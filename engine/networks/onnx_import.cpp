@@ -1225,6 +1225,7 @@ class Importer {
             return;
         }
         if (op == "Gather") return gather(idx);
+        if (op == "Expand" && table_gather(idx)) return expand_parameter(idx);
         if (op == "Slice") return slice(idx);
         if (op == "Split") return split(idx);
         if (op == "Where") return where_mask(idx);
@@ -1925,11 +1926,41 @@ class Importer {
     // --- indexing: Gather, Slice, Split ---------------------------------------------------------
 
     // A Gather from a 2-D float initializer: an embedding lookup (the table is a parameter, so
-    // it is not folded even when the indices are constant).
+    // it is not folded even when the indices are constant). Likewise an Expand of a float
+    // initializer (ViT's class token, cls.expand(B, -1, -1)): the parameter, repeated.
     bool table_gather(int idx) const {
-        if (op_of(idx) != "Gather" || !is_const(idx, 0)) return false;
+        if (!is_const(idx, 0)) return false;
         const Const& c = *entry(idx, 0).c;
+        if (op_of(idx) == "Expand") return c.is_float && !c.initializer.empty();
+        if (op_of(idx) != "Gather") return false;
         return c.is_float && c.dims.size() == 2 && !c.initializer.empty();
+    }
+
+    // Expand(parameter [1, …, 1, d], shape): every row of the output is the parameter; an
+    // embedding of one row with the constant index 0 at each position (its table keeps the
+    // initializer's shape).
+    void expand_parameter(int idx) {
+        const Const& p = cst(idx, 0, "input");
+        const Const& shape = cst(idx, 1, "shape");
+        if (shape.is_float) fail_node(idx, "the shape must be integers");
+        const Dims out = broadcast_dims(idx, p.dims, shape.i);
+        bool ones = !p.dims.empty() && !out.empty() && p.dims.back() == out.back();
+        for (size_t k = 0; k + 1 < p.dims.size(); ++k) ones = ones && p.dims[k] == 1;
+        if (!ones || out.size() < 2)
+            fail_node(idx, "Expand of the parameter '" + p.initializer + "' " + dims_text(p.dims) +
+                               " is imported when it repeats one row [1, …, 1, d] (a class "
+                               "token), to a shape of rank ≥ 2");
+        const int64_t dim = out.back();
+        Attrs attrs{{"num_embeddings", int64_t{1}},
+                    {"dim", dim},
+                    {"first", int64_t{0}},
+                    {"period", int64_t{1}},
+                    {"index_shape", Dims(out.begin(), out.end() - 1)}};
+        if (p.dims.size() != 2) attrs.set("table_shape", p.dims);
+        std::vector<ParamSource> params{param_from(idx, p, p.f)};
+        define(
+            idx, 0,
+            {add(idx, module_or_name(idx), OpKind::Embedding, {}, std::move(attrs), params), {}});
     }
 
     void gather(int idx) {

@@ -14,7 +14,8 @@ Shape index_shape(const Graph& g, const Node& n) {
 }
 
 Inferred embedding_infer(const Graph& g, const Node& n) {
-    require_known_attrs(n, {"num_embeddings", "dim", "first", "period", "index_shape"});
+    require_known_attrs(n,
+                        {"num_embeddings", "dim", "first", "period", "index_shape", "table_shape"});
     const int64_t rows = n.attrs.get_int("num_embeddings");
     const int64_t dim = n.attrs.get_int("dim");
     if (rows <= 0 || dim <= 0)
@@ -48,7 +49,17 @@ Inferred embedding_infer(const Graph& g, const Node& n) {
         out = s;
     }
     out.dims.push_back(dim);
-    return {DType::F32, out, {ParamDecl{"weight", Shape{rows, dim}, ParamInit::FanInUniform, 1}}};
+    // The table's own shape, when it is not [rows, dim] but holds the same rows (a class token
+    // parameter [1, 1, dim] read as a table of one row keeps its shape, and its gradient too).
+    Shape table{rows, dim};
+    if (n.attrs.has("table_shape")) {
+        table = Shape(n.attrs.get_ints("table_shape"));
+        if (table.rank() < 2 || table[-1] != dim ||
+            checked_numel(table, "attribute 'table_shape'") != rows * dim)
+            throw Error("attribute 'table_shape' " + format_dims(table) + " must be [..., " +
+                        std::to_string(dim) + "] with " + std::to_string(rows) + " rows");
+    }
+    return {DType::F32, out, {ParamDecl{"weight", table, ParamInit::FanInUniform, 1}}};
 }
 
 Residuals embedding_residuals(const Graph& g, const Node& n) {

@@ -282,7 +282,8 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                                            "mobilenetv3_block", "mbconv_se", "convnext_block",
                                            "elementwise",
                                            // h12-indexing
-                                           "tiny_gpt", "shufflenet_unit", "shifted_windows"));
+                                           "tiny_gpt", "shufflenet_unit", "shifted_windows",
+                                           "tiny_vit"));
 
 // GPT-2 as nanoGPT writes it: int64 token ids, embeddings, a causal tril mask, a head tied to
 // the token embedding.
