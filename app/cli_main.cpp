@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
     run->add_option("--dump-weights", run_opt.dump_weights,
                     "write each parameter and graph input (the run's data) to DIR/<name>.npy");
     run->add_option("--input,-i", run_opt.input,
-                    "data for the network's input from a float32 .npy file (NAME=FILE.npy picks "
-                    "the input by name); default: seeded random data");
+                    "data for the network's input from a .npy file: float32, or int64/int32 "
+                    "indices for an integer input (NAME=FILE.npy picks the input by name; "
+                    "repeat for several inputs); default: seeded random data");
 
     PlanOptions plan_opt;
     auto* plan = app.add_subcommand(

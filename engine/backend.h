@@ -8,7 +8,8 @@
 // - Backward: grad_inputs[i] is null when input i needs no gradient. When accumulate[i] is true
 //   the kernel adds into the buffer, otherwise it overwrites it. When one value feeds two inputs
 //   of a node, both slots hold the same pointer and the second accumulates: kernels write the
-//   gradients of inputs in index order. grad_params are always fresh (overwrite).
+//   gradients of inputs in index order. grad_params are always fresh (overwrite); for a tied
+//   parameter the executor points them at scratch and adds the share in (Backend::add_into).
 // - inputs[i] / output are null in backward where the op did not declare them as residuals.
 // - Reductions are deterministic (no order that depends on thread timing), so a recomputed
 //   value is bitwise equal to the first one, and gradients match across strategies.
@@ -68,6 +69,9 @@ class Backend {
     virtual void copy_to_host(void* dst, const void* src, uint64_t bytes) = 0;
     virtual void copy_from_host(void* dst, const void* src, uint64_t bytes) = 0;
     virtual void synchronize() {}
+    // dst[i] += src[i] for i < n, element by element (a tied parameter's gradient share,
+    // engine/liveness.h): the same bits on every run.
+    virtual void add_into(float* dst, const float* src, int64_t n) = 0;
 
     // Optional hooks of an asynchronous (device) backend; the CPU backend keeps the defaults.
     // The executor calls begin_instruction() before each instruction and end_instruction()

@@ -18,12 +18,34 @@ RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
         if (!v || !g.value(*v).is_input())
             throw Error("given input '" + in.name + "': the network has no input of that name");
         const Value& val = g.value(*v);
-        if (val.dtype != DType::F32)
+        const DType given_type = in.is_indices ? DType::I32 : DType::F32;
+        if (val.dtype != given_type)
             throw Error("given input '" + in.name + "': the network's input is " +
-                        format_type(val.dtype, val.shape) + "; only f32 inputs can be given");
-        if (in.shape != val.shape || in.values.size() * 4 != val.bytes)
+                        format_type(val.dtype, val.shape) + " but the file holds " +
+                        (in.is_indices ? "integer indices" : "float32 values") +
+                        (val.dtype == DType::I32
+                             ? "; give integer indices (an int64 or int32 .npy)"
+                             : "; give float32 values (array.astype(np.float32))"));
+        const size_t count = in.is_indices ? in.indices.size() : in.values.size();
+        if (in.shape != val.shape || count * dtype_size(val.dtype) != val.bytes)
             throw Error("given input '" + in.name + "' has shape " + format_dims(in.shape) +
                         " but the network's input is " + format_type(val.dtype, val.shape));
+        if (in.is_indices) {
+            for (size_t k = 0; k < in.indices.size(); ++k) {
+                const int64_t x = in.indices[k];
+                if (x >= 0 && x < val.label_classes) continue;
+                std::string at;
+                int64_t rest = static_cast<int64_t>(k);
+                for (int a = val.shape.rank() - 1; a >= 0; --a) {
+                    at = std::to_string(rest % val.shape[a]) + (at.empty() ? "" : ",") + at;
+                    rest /= val.shape[a];
+                }
+                throw Error("given input '" + in.name + "': index " + std::to_string(x) + " at [" +
+                            at + "] is out of range; its values must lie in [0, " +
+                            std::to_string(val.label_classes) +
+                            ") (the rows of the table it indexes, or the classes)");
+            }
+        }
     }
     RunData d;
     d.params.resize(static_cast<size_t>(g.num_params()));
@@ -55,7 +77,7 @@ RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
         auto& buf = d.inputs[i];
         buf.resize(v.bytes);
         SplitMix64 rng(g.seed() ^ stable_hash(v.name) ^ 0x5eedull);
-        const size_t n = v.bytes / 4;
+        const size_t n = v.bytes / dtype_size(v.dtype);
         if (v.dtype == DType::F32) {
             auto* f = reinterpret_cast<float*>(buf.data());
             for (size_t k = 0; k < n; ++k) f[k] = rng.symmetric();
@@ -68,8 +90,16 @@ RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
     for (const GivenInput& in : given) {
         const ValueId id = *g.find_value(in.name);
         for (size_t i = 0; i < g.inputs().size(); ++i)
-            if (g.inputs()[i] == id)
-                std::memcpy(d.inputs[i].data(), in.values.data(), in.values.size() * sizeof(float));
+            if (g.inputs()[i] == id) {
+                if (in.is_indices) {
+                    auto* l = reinterpret_cast<int32_t*>(d.inputs[i].data());
+                    for (size_t k = 0; k < in.indices.size(); ++k)
+                        l[k] = static_cast<int32_t>(in.indices[k]);  // checked above
+                } else {
+                    std::memcpy(d.inputs[i].data(), in.values.data(),
+                                in.values.size() * sizeof(float));
+                }
+            }
     }
     return d;
 }
@@ -124,6 +154,7 @@ class RunVisitor final : public MemoryVisitor {
     int32_t instruction = -1;
     const std::vector<uint8_t>* residual_output = nullptr;
     const std::vector<uint32_t>* residual_inputs = nullptr;
+    const std::vector<uint64_t>* bwd_op_workspace = nullptr;
 
     void allocate(BufferRef b, uint64_t bytes) override {
         void*& slot = slot_of(b);
@@ -198,13 +229,24 @@ class RunVisitor final : public MemoryVisitor {
                 g_.value(n.inputs[k]).requires_grad ? static_cast<float*>(grad_[v]) : nullptr;
             acc_[k] = acc[k] != 0;
         }
+        // A tied parameter's earlier reader writes its share into scratch (liveness.h).
+        const TiedScratch tied = tied_scratch(g_, ins.target, (*bwd_op_workspace)[ni]);
         for (size_t k = 0; k < n.params.size(); ++k)
-            pgrad_ptrs_[k] = static_cast<float*>(pgrad_[static_cast<size_t>(n.params[k])]);
+            pgrad_ptrs_[k] =
+                tied.offset[k] < 0
+                    ? static_cast<float*>(pgrad_[static_cast<size_t>(n.params[k])])
+                    : reinterpret_cast<float*>(static_cast<char*>(workspace_) + tied.offset[k]);
         const void* out = (*residual_output)[ni] ? act_[static_cast<size_t>(n.output)] : nullptr;
         backend_.backward(BackwardCall{
             g_, n, in_ptrs_.data(), out, par_ptrs_.data(),
             static_cast<const float*>(grad_[static_cast<size_t>(n.output)]), gin_ptrs_.data(),
             reinterpret_cast<const bool*>(acc_.data()), pgrad_ptrs_.data(), workspace_});
+        for (size_t k = 0; k < n.params.size(); ++k)
+            if (tied.offset[k] >= 0) {
+                const Param& p = g_.param(n.params[k]);
+                backend_.add_into(static_cast<float*>(pgrad_[static_cast<size_t>(n.params[k])]),
+                                  pgrad_ptrs_[k], p.shape.numel());
+            }
     }
 
   private:
@@ -259,6 +301,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     RunVisitor v(g, backend, alloc, data, live, opt, result);
     v.residual_inputs = &t.residual_inputs;
     v.residual_output = &t.residual_output;
+    v.bwd_op_workspace = &t.bwd_op_workspace;
     result.instruction_ms.resize(s.size());
 
     auto cap_context = [&](long i, const CapExceeded& e) {

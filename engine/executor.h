@@ -40,16 +40,20 @@ struct Execution : MemoryPeak {
     std::vector<std::vector<float>> param_grads;  // per ParamId
 };
 
-// Values for one f32 graph input, given by the user (`--input x.npy`) instead of seeded.
+// Values for one graph input, given by the user (`--input x.npy`) instead of seeded: `values`
+// for an f32 input, `indices` for an i32 one (labels, token ids; each must lie in the input's
+// [0, label_classes)).
 struct GivenInput {
     std::string name;  // the graph input's name
     Shape shape;       // must equal the input's shape
     std::vector<float> values;
+    std::vector<int64_t> indices = {};
+    bool is_indices = false;
 };
 
 // Parameter and input data for a run: drawn deterministically from the graph's seed, or given
 // (parameters with ParamInit::Given, inputs in `given`). Throws rl::Error naming the input when a
-// given input does not exist, is not f32, or has another shape.
+// given input does not exist, has another dtype or shape, or holds an index out of range.
 struct RunData {
     std::vector<std::vector<float>> params;    // per ParamId
     std::vector<std::vector<uint8_t>> inputs;  // per graph input (raw f32/i32 bytes)

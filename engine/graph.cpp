@@ -108,9 +108,34 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
                     std::to_string(inf.params.size()));
     // Check every parameter before changing the graph, so a refused node leaves no trace.
     std::vector<Param> new_params;
+    std::vector<ParamId> tied(inf.params.size(), kNoId);
     for (size_t i = 0; i < inf.params.size(); ++i) {
         const ParamDecl& pd = inf.params[i];
         const ParamSource* src = i < params.size() ? &params[i] : nullptr;
+        if (src && src->tie) {
+            ParamId found = kNoId;
+            for (ParamId q = 0; q < num_params() && found == kNoId; ++q)
+                if (params_[static_cast<size_t>(q)].name == src->name) found = q;
+            if (found == kNoId)
+                throw Error("node '" + name + "': parameter '" + src->name +
+                            "' to tie to does not exist; a tied parameter must belong to an "
+                            "earlier node");
+            const Param& q = params_[static_cast<size_t>(found)];
+            if (q.shape != pd.shape)
+                throw Error("node '" + name + "': parameter '" + src->name + "' is " +
+                            format_type(DType::F32, q.shape) + " but its " + pd.suffix +
+                            " here is " + format_type(DType::F32, pd.shape) +
+                            "; a tied parameter must have the same shape");
+            if (src->values)
+                throw Error("node '" + name + "': tied parameter '" + src->name +
+                            "' cannot be given values of its own");
+            for (ParamId t : tied)
+                if (t == found)
+                    throw Error("node '" + name + "': parameter '" + src->name +
+                                "' is tied twice in one node");
+            tied[i] = found;
+            continue;
+        }
         Param p;
         p.name = src && !src->name.empty() ? src->name : name + "." + pd.suffix;
         p.shape = pd.shape;
@@ -145,8 +170,18 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
     values_.push_back(std::move(out));
     node.output = static_cast<ValueId>(values_.size() - 1);
     value_index_.emplace(name, node.output);
-    for (Param& p : new_params) {
+    size_t next_new = 0;
+    for (size_t i = 0; i < inf.params.size(); ++i) {
+        if (tied[i] != kNoId) {
+            Param& q = params_[static_cast<size_t>(tied[i])];
+            q.owner = id;
+            q.readers.push_back(id);
+            node.params.push_back(tied[i]);
+            continue;
+        }
+        Param& p = new_params[next_new++];
         p.owner = id;
+        p.readers = {id};
         param_names_.insert(p.name);
         params_.push_back(std::move(p));
         node.params.push_back(static_cast<ParamId>(params_.size() - 1));

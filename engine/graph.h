@@ -36,7 +36,12 @@ struct Param {
     uint64_t bytes = 0;
     ParamInit init = ParamInit::FanInUniform;
     int64_t fan_in = 1;
+    // The node whose Backward creates the gradient: the parameter's last reader. A tied parameter
+    // (ParamSource::tie) is read by several nodes, `readers` in node order; backwards run in
+    // decreasing node order, so the last reader overwrites the gradient and the earlier ones
+    // add their shares to it, in that fixed order (liveness.h, "Tied parameters").
     NodeId owner = kNoId;
+    std::vector<NodeId> readers;
     // ParamInit::Given: shape.numel() values, row-major; shared so that copying a graph is cheap.
     std::shared_ptr<const std::vector<float>> values;
 };
@@ -44,9 +49,13 @@ struct Param {
 // Where a node's parameter comes from when not from the op's defaults: a name that replaces
 // "<node>.<suffix>" (e.g. an ONNX initializer's name) and/or initial values. Empty name: the
 // default name; null values: seeded as the op declares.
+// With `tie`, `name` names a parameter an earlier node already has, which this node reads too
+// (tied weights: GPT-2's output head is its token embedding); its shape must equal the one
+// this node declares, and `values` must be null.
 struct ParamSource {
     std::string name;
     std::shared_ptr<const std::vector<float>> values;
+    bool tie = false;
 };
 
 struct Value {

@@ -25,10 +25,28 @@ const char* category_name(Category c) {
     return "?";
 }
 
+TiedScratch tied_scratch(const Graph& g, NodeId n, uint64_t op_workspace) {
+    constexpr uint64_t kAlign = 64;
+    auto aligned = [](uint64_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
+    const Node& node = g.node(n);
+    TiedScratch t;
+    t.offset.assign(node.params.size(), -1);
+    t.total = op_workspace;
+    for (size_t k = 0; k < node.params.size(); ++k) {
+        const Param& p = g.param(node.params[k]);
+        if (p.owner == n) continue;
+        t.total = aligned(t.total);
+        t.offset[k] = static_cast<int64_t>(t.total);
+        t.total += p.bytes;
+    }
+    return t;
+}
+
 LivenessTables::LivenessTables(const Graph& g) {
     const auto n_nodes = static_cast<size_t>(g.num_nodes());
     fwd_workspace.resize(n_nodes);
     bwd_workspace.resize(n_nodes);
+    bwd_op_workspace.resize(n_nodes);
     residual_inputs.resize(n_nodes);
     residual_output.resize(n_nodes);
     needs_backward.resize(n_nodes);
@@ -39,7 +57,8 @@ LivenessTables::LivenessTables(const Graph& g) {
         const OpDef& def = op_def(node.op);
         const auto i = static_cast<size_t>(n);
         fwd_workspace[i] = def.fwd_workspace ? def.fwd_workspace(g, node) : 0;
-        bwd_workspace[i] = def.bwd_workspace ? def.bwd_workspace(g, node) : 0;
+        bwd_op_workspace[i] = def.bwd_workspace ? def.bwd_workspace(g, node) : 0;
+        bwd_workspace[i] = tied_scratch(g, n, bwd_op_workspace[i]).total;
         const Residuals r = def.residuals(g, node);
         residual_inputs[i] = r.inputs;
         residual_output[i] = r.output;
@@ -255,7 +274,8 @@ void Liveness::step(long index, MemoryVisitor& v) {
         }
         --pending_[vi];
     }
-    for (ParamId p : node.params) v.allocate({Category::ParamGrads, p}, g_.param(p).bytes);
+    for (ParamId p : node.params)  // a tied parameter's earlier readers add to the owner's
+        if (g_.param(p).owner == target) v.allocate({Category::ParamGrads, p}, g_.param(p).bytes);
     const uint64_t ws = t_.bwd_workspace[ni];
     if (ws) v.allocate({Category::Workspace, target}, ws);
     v.run_kernel(ins, false);

@@ -30,6 +30,13 @@
 // solvers/rotor.h) starts the walk with resume() instead of begin(): what is live before the
 // piece (its activations, and the backwards already done with the gradients they left) is given,
 // and the same step() rules apply from there.
+//
+// Tied parameters. A parameter read by several nodes (Param::readers) has one gradient. Its
+// owner, the last reader, creates it at its Backward, which runs first (backwards run in
+// decreasing node order). Each earlier reader's kernel writes its share into scratch placed
+// after the op's own backward workspace, and the executor adds that share into the gradient
+// right after the kernel: the sum of the uses, always in the same order, so gradients stay
+// bitwise equal across strategies. The scratch is counted in LivenessTables::bwd_workspace.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -38,6 +45,15 @@
 #include "engine/schedule.h"
 
 namespace rl {
+
+// Where the scratch for node `n`'s shares of tied parameters lies in its backward workspace:
+// one offset per parameter slot of the node (-1 for a parameter the node owns), after
+// `op_workspace` bytes, each 64-byte aligned; `total` is the whole workspace.
+struct TiedScratch {
+    std::vector<int64_t> offset;
+    uint64_t total = 0;
+};
+TiedScratch tied_scratch(const Graph& g, NodeId n, uint64_t op_workspace);
 
 enum class Category : uint8_t {
     Parameters,
@@ -84,7 +100,8 @@ class MemoryVisitor {
 // Per-graph tables the rules need, computed once.
 struct LivenessTables {
     explicit LivenessTables(const Graph& g);
-    std::vector<uint64_t> fwd_workspace, bwd_workspace;  // per node
+    std::vector<uint64_t> fwd_workspace, bwd_workspace;  // per node (bwd: with tied scratch)
+    std::vector<uint64_t> bwd_op_workspace;              // per node: the op's own part
     std::vector<uint32_t> residual_inputs;               // per node, bit mask
     std::vector<uint8_t> residual_output;                // per node
     std::vector<uint8_t> needs_backward;                 // per node

@@ -90,7 +90,13 @@ void write_npy(const std::string& path, const int32_t* data, const Shape& shape)
     write_npy_raw(path, data, shape, "<i4");
 }
 
-std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {
+namespace {
+
+// A .npy file's header and raw data. `accept(descr)` returns the element size in bytes for a
+// dtype the caller reads, or 0, in which case `refuse(descr)` is the message.
+template <class Accept, class Refuse>
+std::vector<char> read_npy_raw(const std::string& path, Shape& shape_out, std::string& descr_out,
+                               Accept accept, Refuse refuse) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
     char magic[kMagicLen + 2] = {};
@@ -120,11 +126,8 @@ std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {
     if (!dict_value(dict, "descr", descr) || !dict_value(dict, "fortran_order", fortran) ||
         !dict_value(dict, "shape", shape_text))
         fail(path, "corrupt .npy header (it needs descr, fortran_order and shape): " + dict);
-    if (descr == "'>f4'")
-        fail(path, "the data is big-endian float32 ('>f4'); save it little-endian ('<f4')");
-    if (descr != "'<f4'" && descr != "'=f4'")
-        fail(path, "the dtype is " + descr +
-                       ", expected float32 ('<f4'); convert it with array.astype(np.float32)");
+    const int64_t elem = accept(descr);
+    if (elem == 0) fail(path, refuse(descr));
     if (fortran != "False")
         fail(path, "the array is in Fortran order; save a C-ordered array (np.ascontiguousarray)");
 
@@ -154,22 +157,72 @@ std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {
     const auto file_end = in.tellg();
     in.seekg(data_start);
     const std::streamoff available = file_end - data_start;
-    // Compared before multiplying: numel * 4 overflows for shapes near checked_numel's limit.
-    if (data_start < 0 || available < 0 || numel > available / 4)
+    // Compared before multiplying: numel * elem overflows for shapes near checked_numel's limit.
+    if (data_start < 0 || available < 0 || numel > available / elem)
         fail(path, "the file holds " + std::to_string(std::max<std::streamoff>(available, 0)) +
                        " data bytes but shape " + format_dims(shape) + " needs " +
-                       (numel <= INT64_MAX / 4 ? std::to_string(numel * 4)
-                                               : std::to_string(numel) + " x 4") +
+                       (numel <= INT64_MAX / elem
+                            ? std::to_string(numel * elem)
+                            : std::to_string(numel) + " x " + std::to_string(elem)) +
                        " (truncated?)");
-    const auto expected = static_cast<std::streamoff>(numel) * 4;
+    const auto expected = static_cast<std::streamoff>(numel) * elem;
     if (available != expected)
         fail(path, "the file holds " + std::to_string(available) + " data bytes but shape " +
                        format_dims(shape) + " needs " + std::to_string(expected) +
                        (available < expected ? " (truncated?)" : " (trailing data?)"));
-    std::vector<float> values(static_cast<size_t>(numel));
-    in.read(reinterpret_cast<char*>(values.data()), expected);
+    std::vector<char> bytes(static_cast<size_t>(expected));
+    in.read(bytes.data(), expected);
     if (!in) fail(path, "reading the data failed");
     shape_out = std::move(shape);
+    descr_out = descr;
+    return bytes;
+}
+
+}  // namespace
+
+std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {
+    std::string descr;
+    const std::vector<char> bytes = read_npy_raw(
+        path, shape_out, descr,
+        [](const std::string& d) -> int64_t { return d == "'<f4'" || d == "'=f4'" ? 4 : 0; },
+        [](const std::string& d) -> std::string {
+            if (d == "'>f4'")
+                return "the data is big-endian float32 ('>f4'); save it little-endian ('<f4')";
+            return "the dtype is " + d +
+                   ", expected float32 ('<f4'); convert it with array.astype(np.float32)";
+        });
+    std::vector<float> values(bytes.size() / 4);
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+}
+
+std::vector<int64_t> read_npy_indices(const std::string& path, Shape& shape_out) {
+    auto is = [](const std::string& d, char size) {
+        return d.size() == 5 && (d[1] == '<' || d[1] == '=' || d[1] == '|') && d[2] == 'i' &&
+               d[3] == size;
+    };
+    std::string descr;
+    const std::vector<char> bytes = read_npy_raw(
+        path, shape_out, descr,
+        [&](const std::string& d) -> int64_t { return is(d, '8')   ? 8
+                                                      : is(d, '4') ? 4
+                                                                   : 0; },
+        [](const std::string& d) -> std::string {
+            return "the dtype is " + d +
+                   ", expected integer indices, int64 ('<i8') or int32 ('<i4'); convert them "
+                   "with array.astype(np.int64)";
+        });
+    const size_t elem = is(descr, '8') ? 8 : 4;
+    std::vector<int64_t> values(bytes.size() / elem);
+    for (size_t k = 0; k < values.size(); ++k) {
+        if (elem == 8) {
+            std::memcpy(&values[k], bytes.data() + 8 * k, 8);
+        } else {
+            int32_t v;
+            std::memcpy(&v, bytes.data() + 4 * k, 4);
+            values[k] = v;
+        }
+    }
     return values;
 }
 

@@ -8,9 +8,18 @@
 
 namespace rl {
 
+// Element types of values. Every byte count derives from dtype_size(), never from a literal 4, so
+// a narrower activation type (f16, bf16) is one more enumerator and one more case here.
+// I32 holds integer indices: class labels, token ids, positions (read from int64 or int32 .npy
+// files and checked against their range before a run).
 enum class DType : uint8_t { F32, I32 };
 
-constexpr uint64_t dtype_size(DType) {
+constexpr uint64_t dtype_size(DType t) {
+    switch (t) {
+        case DType::F32:
+        case DType::I32:
+            return 4;
+    }
     return 4;
 }
 std::string_view dtype_name(DType t);  // "f32", "i32"

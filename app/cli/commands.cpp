@@ -192,34 +192,49 @@ void dump_weights(const Graph& g, const RunData& data, const std::string& dir) {
     }
 }
 
-// --input FILE.npy (the network's only f32 input) or NAME=FILE.npy.
-std::vector<GivenInput> given_inputs(const Graph& g, const std::string& option) {
-    if (option.empty()) return {};
-    std::string name, path = option;
-    if (const size_t eq = option.find('='); eq != std::string::npos && !g.find_value(option)) {
-        name = option.substr(0, eq);
-        path = option.substr(eq + 1);
-    }
-    if (name.empty()) {
-        std::vector<std::string> f32;
-        for (ValueId v : g.inputs())
-            if (g.value(v).dtype == DType::F32) f32.push_back(g.value(v).name);
-        if (f32.size() != 1) {
-            std::string list;
-            for (const auto& n : f32) list += (list.empty() ? "" : ", ") + n;
-            throw Error("--input: the network has " + std::to_string(f32.size()) + " f32 inputs (" +
-                        list + "); say which with --input NAME=FILE.npy");
+// --input FILE.npy (the network's only input, or its only f32 one) or NAME=FILE.npy, repeatable.
+std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::string>& options) {
+    std::vector<GivenInput> out;
+    for (const std::string& option : options) {
+        if (option.empty()) continue;
+        std::string name, path = option;
+        if (const size_t eq = option.find('='); eq != std::string::npos && !g.find_value(option)) {
+            name = option.substr(0, eq);
+            path = option.substr(eq + 1);
         }
-        name = f32.front();
+        if (name.empty()) {
+            std::vector<std::string> f32;
+            for (ValueId v : g.inputs())
+                if (g.value(v).dtype == DType::F32) f32.push_back(g.value(v).name);
+            if (g.inputs().size() == 1) {
+                name = g.value(g.inputs().front()).name;
+            } else if (f32.size() == 1) {
+                name = f32.front();
+            } else {
+                std::string list;
+                for (ValueId v : g.inputs())
+                    list +=
+                        (list.empty() ? "" : ", ") + format_type(g.value(v).dtype, g.value(v).shape)
+                                                         .insert(0, g.value(v).name + " ");
+                throw Error("--input: the network has " + std::to_string(g.inputs().size()) +
+                            " inputs (" + list + "); say which with --input NAME=FILE.npy");
+            }
+        }
+        GivenInput in;
+        in.name = name;
+        const auto v = g.find_value(name);
+        in.is_indices = v && g.value(*v).is_input() && g.value(*v).dtype == DType::I32;
+        try {
+            if (in.is_indices)
+                in.indices = read_npy_indices(path, in.shape);
+            else
+                in.values = read_npy_f32(path, in.shape);
+        } catch (const Error& e) {
+            throw Error("--input " + name + ": " + e.what());
+        }
+        out.push_back(std::move(in));
     }
-    GivenInput in;
-    in.name = name;
-    try {
-        in.values = read_npy_f32(path, in.shape);
-    } catch (const Error& e) {
-        throw Error(std::string("--input: ") + e.what());
-    }
-    return {std::move(in)};
+    return out;
 }
 
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,

@@ -39,9 +39,11 @@ struct RunOptions {
     int repeat = 1;
     uint64_t cap = 0;  // bytes, 0 = none
     bool json = false;
-    std::string dump_grads;      // directory, "" = none
-    std::string dump_weights;    // directory, "" = none: every parameter and graph input as .npy
-    std::string input;           // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
+    std::string dump_grads;    // directory, "" = none
+    std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
+    // Each FILE.npy or NAME=FILE.npy: data for a graph input (float32, or int64/int32 indices for
+    // an i32 input); inputs not named are seeded.
+    std::vector<std::string> input;
     std::string device = "cpu";  // cpu or cuda
 };
 
@@ -60,8 +62,8 @@ struct CompareOptions {
     int repeat = 1;
     uint64_t cap = 0;
     bool json = false;
-    std::string input;           // as RunOptions::input
-    std::string device = "cpu";  // cpu or cuda
+    std::vector<std::string> input;  // as RunOptions::input
+    std::string device = "cpu";      // cpu or cuda
 };
 
 struct NetworkOptions {

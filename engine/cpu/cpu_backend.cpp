@@ -74,6 +74,10 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::HardSwish)] = {hard_swish_forward, hard_swish_backward};
     t[op_index(OpKind::GeluTanh)] = {gelu_tanh_forward, gelu_tanh_backward};
     t[op_index(OpKind::ReduceMean)] = {reduce_mean_forward, reduce_mean_backward};
+    // h12-indexing
+    t[op_index(OpKind::Embedding)] = {embedding_forward, embedding_backward};
+    t[op_index(OpKind::Slice)] = {slice_forward, slice_backward};
+    t[op_index(OpKind::CausalMask)] = {causal_mask_forward, causal_mask_backward};
     return t;
 }();
 
@@ -190,6 +194,9 @@ class CpuBackend final : public Backend {
     }
     void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
         if (bytes) std::memcpy(dst, src, bytes);
+    }
+    void add_into(float* dst, const float* src, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     }
 
   private:

@@ -141,6 +141,12 @@ void flatten_forward(const ForwardCall& c);
 void flatten_backward(const BackwardCall& c);
 void dropout_forward(const ForwardCall& c);
 void dropout_backward(const BackwardCall& c);
+void embedding_forward(const ForwardCall& c);  // indexing.cpp
+void embedding_backward(const BackwardCall& c);
+void slice_forward(const ForwardCall& c);
+void slice_backward(const BackwardCall& c);
+void causal_mask_forward(const ForwardCall& c);
+void causal_mask_backward(const BackwardCall& c);
 
 // h12-elementwise: broadcasting binary ops (binary.cpp, with add), activations
 // (activations.cpp), reduce_mean (binary.cpp).

@@ -344,6 +344,48 @@ void dropout_bwd(const Ctx& c, const BackwardCall& b) {
                      m.key, m.threshold, m.scale, c.s);
 }
 
+// --- indexing ---------------------------------------------------------------------------------
+
+const int32_t* embedding_indices(const Node& n, const void* const* inputs) {
+    return n.inputs.empty() ? nullptr : static_cast<const int32_t*>(inputs[0]);
+}
+
+void embedding_fwd(const Ctx& c, const ForwardCall& f) {
+    const EmbeddingLayout l = embedding_layout(f.graph, f.node);
+    embedding_forward(embedding_indices(f.node, f.inputs), l.first, l.period, f.params[0],
+                      f32(f.output), l.rows, l.dim, l.count, c.s);
+}
+
+void embedding_bwd(const Ctx& c, const BackwardCall& b) {
+    const EmbeddingLayout l = embedding_layout(b.graph, b.node);
+    embedding_backward(embedding_indices(b.node, b.inputs), l.first, l.period, b.grad_output,
+                       b.grad_params[0], l.rows, l.dim, l.count, c.s);
+}
+
+void slice_fwd(const Ctx& c, const ForwardCall& f) {
+    const SliceLayout l = slice_layout(f.graph, f.node);
+    slice_forward(f32(f.inputs[0]), f32(f.output), l.outer, l.len, l.row, l.offset, c.s);
+}
+
+void slice_bwd(const Ctx& c, const BackwardCall& b) {
+    if (!b.grad_inputs[0]) return;
+    const SliceLayout l = slice_layout(b.graph, b.node);
+    slice_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], l.outer, l.len, l.row,
+                   l.offset, c.s);
+}
+
+void causal_mask_fwd(const Ctx& c, const ForwardCall& f) {
+    const Shape& s = out_shape(f.graph, f.node);
+    causal_mask_forward(f32(f.inputs[0]), f32(f.output), s.numel(), s[-2], s[-1], c.s);
+}
+
+void causal_mask_bwd(const Ctx& c, const BackwardCall& b) {
+    if (!b.grad_inputs[0]) return;
+    const Shape& s = out_shape(b.graph, b.node);
+    causal_mask_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], s.numel(), s[-2], s[-1],
+                         c.s);
+}
+
 // --- losses -----------------------------------------------------------------------------------
 
 void sum_squares_fwd(const Ctx& c, const ForwardCall& f) {
@@ -670,6 +712,10 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::HardSwish)] = {activation_fwd, activation_bwd};
     t[op_index(OpKind::GeluTanh)] = {activation_fwd, activation_bwd};
     t[op_index(OpKind::ReduceMean)] = {reduce_mean_fwd, reduce_mean_bwd};
+    // h12-indexing
+    t[op_index(OpKind::Embedding)] = {embedding_fwd, embedding_bwd};
+    t[op_index(OpKind::Slice)] = {slice_fwd, slice_bwd};
+    t[op_index(OpKind::CausalMask)] = {causal_mask_fwd, causal_mask_bwd};
     return t;
 }();
 
@@ -796,6 +842,10 @@ class CudaBackend final : public Backend {
         stream_->synchronize();  // the host buffer may go away after this returns
     }
     void synchronize() override { stream_->synchronize(); }
+    void add_into(float* dst, const float* src, int64_t n) override {
+        scale_into(src, 1.0f, dst, true, n, stream_->get());  // dst + src·1: dst + src exactly
+        check_launch("add_into");
+    }
 
     void begin_instruction() override { start_->record(stream_->get()); }
     double end_instruction() override {

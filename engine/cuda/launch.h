@@ -139,4 +139,25 @@ void activation_forward(const Activation& f, const float* x, float* y, int64_t n
 void activation_backward(const Activation& f, const float* x, const float* dy, float* dx, bool acc,
                          int64_t n, cudaStream_t s);
 
+// --- indexing (indexing.cu) -------------------------------------------------------------------
+// y[k, :] = w[row(k), :] for `count` lookups, row(k) = idx[k], or first + (k mod period) when
+// idx is null.
+void embedding_forward(const int32_t* idx, int64_t first, int64_t period, const float* w, float* y,
+                       int64_t rows, int64_t dim, int64_t count, cudaStream_t s);
+// dw = 0, then dw[row(k), :] += dy[k, :] in lookup order.
+void embedding_backward(const int32_t* idx, int64_t first, int64_t period, const float* dy,
+                        float* dw, int64_t rows, int64_t dim, int64_t count, cudaStream_t s);
+// y[o, :] = x[o, offset : offset + len] over a row-major [outer, row] x.
+void slice_forward(const float* x, float* y, int64_t outer, int64_t len, int64_t row,
+                   int64_t offset, cudaStream_t s);
+// y = -inf where column > row of each [rows, cols] plane, x elsewhere (n elements in all).
+void causal_mask_forward(const float* x, float* y, int64_t n, int64_t rows, int64_t cols,
+                         cudaStream_t s);
+// dx (+)= dy where column <= row, 0 where masked.
+void causal_mask_backward(const float* dy, float* dx, bool acc, int64_t n, int64_t rows,
+                          int64_t cols, cudaStream_t s);
+// dx (+)= dy placed at [offset, offset + len) of each row, zeros elsewhere.
+void slice_backward(const float* dy, float* dx, bool acc, int64_t outer, int64_t len, int64_t row,
+                    int64_t offset, cudaStream_t s);
+
 }  // namespace rl::cuda

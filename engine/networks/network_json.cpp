@@ -203,7 +203,7 @@ struct Reader {
             if (!n.is_object()) fail(where, "must be an object, not " + kind(n));
             if (n.contains("name") && n["name"].is_string())
                 where += " ('" + n["name"].get<std::string>() + "')";
-            only_fields(n, where, {"name", "op", "inputs", "attrs", "tags"});
+            only_fields(n, where, {"name", "op", "inputs", "attrs", "tags", "tie"});
             const std::string node_name = string_field(n, "name", where);
             const std::string op_text = string_field(n, "op", where);
             const auto op = op_from_name(op_text);
@@ -216,8 +216,13 @@ struct Reader {
                     attrs.set(it.key(), attr_value(it.value(), it.key(), where));
             }
             auto tags = string_list(n, "tags", where, false);
+            // "tie": per parameter slot, in declaration order, the name of an earlier node's
+            // parameter this node reads too (tied weights), or "" for a parameter of its own.
+            std::vector<ParamSource> params;
+            for (const std::string& t : string_list(n, "tie", where, false))
+                params.push_back(ParamSource{t, nullptr, !t.empty()});
             try {
-                g.add_node(node_name, *op, in_names, std::move(attrs), std::move(tags));
+                g.add_node(node_name, *op, in_names, std::move(attrs), std::move(tags), params);
             } catch (const Error& e) {
                 fail("", e.what());
             }
@@ -278,6 +283,15 @@ Json graph_json(const Graph& g) {
             node["attrs"] = std::move(attrs);
         }
         if (!n.tags.empty()) node["tags"] = n.tags;
+        const NodeId self = *g.find_node(n.name);
+        Json tie = Json::array();
+        bool tied = false;
+        for (ParamId p : n.params) {
+            const bool other = g.param(p).readers.front() != self;
+            tie.push_back(other ? g.param(p).name : std::string());
+            tied = tied || other;
+        }
+        if (tied) node["tie"] = std::move(tie);
         nodes.push_back(std::move(node));
     }
     root["nodes"] = std::move(nodes);

@@ -40,10 +40,13 @@ const char* const kSupportedOps[] = {
     "Clip",
     "Concat",
     "Constant",
+    "ConstantOfShape",
     "Conv",
     "Div",
     "Dropout",
+    "Equal",
     "Erf",
+    "Expand",
     "Flatten",
     "Gather",
     "Gelu",
@@ -65,7 +68,9 @@ const char* const kSupportedOps[] = {
     "Resize",
     "Shape",
     "Sigmoid",
+    "Slice",
     "Softmax",
+    "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
@@ -73,6 +78,7 @@ const char* const kSupportedOps[] = {
     "Transpose",
     "Unsqueeze",
     "Upsample",
+    "Where",
 };
 
 }  // namespace
@@ -169,7 +175,8 @@ class Importer {
         // Constants first (a topological order folds whole constant subgraphs in one pass), so
         // that the patterns below see the constants that follow their first node in the file.
         for (int idx : order_) {
-            if (op_of(idx) == "Shape" || !foldable(op_of(idx)) || !all_inputs_known_const(idx))
+            if (op_of(idx) == "Shape" || !foldable(op_of(idx)) || !all_inputs_known_const(idx) ||
+                table_gather(idx))
                 continue;
             define(idx, 0, Entry{kNoId, fold(idx)});
             done_[static_cast<size_t>(idx)] = true;
@@ -295,8 +302,10 @@ class Importer {
                  std::to_string(opt_.max_tensor_bytes) + " bytes per tensor");
     }
 
-    // Reads a TensorProto's data, refusing before copying anything that does not add up.
-    ConstPtr read_tensor(const onnx::TensorProto& t, const std::string& what) const {
+    // Reads a TensorProto's data, refusing before copying anything that does not add up. NaN is
+    // always refused; infinities only in initializers (a Constant may hold masked_fill's -inf).
+    ConstPtr read_tensor(const onnx::TensorProto& t, const std::string& what,
+                         bool allow_inf = false) const {
         auto c = std::make_shared<Const>();
         c->dims.assign(t.dims().begin(), t.dims().end());
         const int64_t n = checked_const_numel(c->dims, what);
@@ -341,7 +350,7 @@ class Importer {
                     for (double d : t.double_data()) c->f.push_back(static_cast<float>(d));
                 }
                 for (float x : c->f)
-                    if (!std::isfinite(x))
+                    if (!std::isfinite(x) && !(allow_inf && std::isinf(x)))
                         fail(what + " holds a value that is not finite (NaN or infinity)");
                 break;
             }
@@ -425,9 +434,12 @@ class Importer {
             if (in.name().empty()) fail(what + " has no name");
             if (!in.type().has_tensor_type()) fail(what + " is not a tensor");
             const auto& tt = in.type().tensor_type();
-            if (tt.elem_type() != onnx::TensorProto::FLOAT)
+            const bool indices = tt.elem_type() == onnx::TensorProto::INT64 ||
+                                 tt.elem_type() == onnx::TensorProto::INT32;
+            if (tt.elem_type() != onnx::TensorProto::FLOAT && !indices)
                 fail(what + " has element type " + dtype_text(tt.elem_type()) +
-                     "; RematLab feeds FLOAT inputs only");
+                     "; RematLab feeds FLOAT inputs, and INT64/INT32 inputs as indices into an "
+                     "embedding table");
             if (!tt.has_shape())
                 fail(what + " has no shape; export the model with a fixed input shape");
             Shape s;
@@ -445,8 +457,9 @@ class Importer {
                 s.dims.push_back(dim.dim_value());
             }
             ValueId v = kNoId;
+            const int64_t rows = indices ? index_range(in.name(), what) : 0;
             try {
-                v = g_.add_input(in.name(), DType::F32, s);
+                v = g_.add_input(in.name(), indices ? DType::I32 : DType::F32, s, rows);
             } catch (const Error& e) {
                 fail(e.what());
             }
@@ -454,6 +467,29 @@ class Importer {
             env_[in.name()] = Entry{v, nullptr};
             used_names_.insert(in.name());
         }
+    }
+
+    // The rows of the smallest embedding table an integer input indexes (Gather of a 2-D float
+    // initializer along axis 0): its values must lie in [0, rows).
+    int64_t index_range(const std::string& name, const std::string& what) const {
+        int64_t rows = 0;
+        for (int idx = 0; idx < gp_.node_size(); ++idx) {
+            const auto& n = gp_.node(idx);
+            if (n.op_type() != "Gather" || n.input_size() < 2 || n.input(1) != name) continue;
+            auto it = env_.find(n.input(0));
+            const auto* axis = find_attr(n, "axis");
+            if (it == env_.end() || !it->second.c || !it->second.c->is_float ||
+                it->second.c->dims.size() != 2 || (axis && axis->i() != 0))
+                continue;
+            const int64_t r = it->second.c->dims[0];
+            rows = rows == 0 ? r : std::min(rows, r);
+        }
+        if (rows <= 0)
+            fail(what +
+                 " holds integers, but no Gather reads it as the indices of an embedding table "
+                 "(a 2-D float initializer); RematLab reads integer inputs only as embedding "
+                 "indices");
+        return rows;
     }
 
     // Producers, the nodes the output needs, unsupported ops, dangling inputs and cycles; then a
@@ -698,19 +734,27 @@ class Importer {
         return n.name().empty() ? n.output(0) : n.name();
     }
 
-    // A parameter from a constant: the initializer's name (shared weights are refused), values.
+    // A parameter from a constant: the initializer's name and values. An initializer that is
+    // already a parameter of an earlier node is tied to it (one parameter read by both, e.g. a
+    // language model's output head and its token embedding), provided both read it in the same
+    // layout (an nn.Linear head reads its [out, in] weight as the embedding reads [rows, dim]).
     ParamSource param_from(int idx, const Const& c, std::vector<float> values) {
         if (!c.is_float) fail_node(idx, "a weight must hold floating-point values");
         if (!c.initializer.empty()) {
             auto [it, fresh] = param_owner_.emplace(c.initializer, idx);
-            if (!fresh)
-                fail_node(idx, "initializer '" + c.initializer + "' is also a weight of " +
-                                   label(it->second) +
-                                   "; shared (tied) weights are not supported: give each layer "
-                                   "its own copy");
+            if (!fresh) {
+                const auto& first = param_values_.at(c.initializer);
+                if (*first != values)
+                    fail_node(idx, "initializer '" + c.initializer + "' is also a weight of " +
+                                       label(it->second) +
+                                       ", read there in another layout (transposed); tied "
+                                       "weights must be read in one layout");
+                return ParamSource{c.initializer, nullptr, true};
+            }
         }
-        return ParamSource{c.initializer,
-                           std::make_shared<const std::vector<float> >(std::move(values))};
+        auto shared = std::make_shared<const std::vector<float> >(std::move(values));
+        if (!c.initializer.empty()) param_values_[c.initializer] = shared;
+        return ParamSource{c.initializer, std::move(shared)};
     }
 
     static std::vector<float> transpose2d(const std::vector<float>& v, int64_t rows, int64_t cols) {
@@ -725,8 +769,10 @@ class Importer {
 
     static bool foldable(const std::string& op) {
         static const std::set<std::string> ops = {
-            "Constant",  "Identity", "Cast", "Unsqueeze", "Squeeze", "Concat", "Gather", "Reshape",
-            "Transpose", "Add",      "Sub",  "Mul",       "Div",     "Pow",    "Sqrt",   "Shape"};
+            "Constant", "Identity", "Cast", "Unsqueeze", "Squeeze", "Concat", "Gather", "Reshape",
+            "Transpose", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Shape",
+            // masks and index tensors built from buffers (a causal tril, arange positions)
+            "Expand", "ConstantOfShape", "Equal", "Where", "Slice"};
         return ops.count(op) > 0;
     }
 
@@ -768,7 +814,7 @@ class Importer {
         if (op == "Constant") {
             const auto& node = gp_.node(idx);
             if (const auto* t = typed_attr(idx, "value", onnx::AttributeProto::TENSOR)) {
-                return read_tensor(t->t(), label(idx) + " value");
+                return read_tensor(t->t(), label(idx) + " value", true);
             }
             if (const auto* a = find_attr(node, "value_float")) {
                 (void)typed_attr(idx, "value_float", onnx::AttributeProto::FLOAT);
@@ -789,6 +835,9 @@ class Importer {
             }
             return out;
         }
+        if (op == "ConstantOfShape") return fold_constant_of_shape(idx);
+        if (op == "Expand" || op == "Equal" || op == "Where") return fold_broadcast(idx);
+        if (op == "Slice") return fold_slice(idx);
         const Const& a = cst(idx, 0, "data");
         if (op == "Identity") return entry(idx, 0).c;
         if (op == "Shape") {
@@ -927,15 +976,12 @@ class Importer {
         }
         // Binary elementwise on constants: same shapes, or one side with a single element.
         const Const& b = cst(idx, 1, "operand");
-        const bool a_scalar = a.size() == 1, b_scalar = b.size() == 1;
-        if (!(a.dims == b.dims || a_scalar || b_scalar))
-            fail_node(idx, "constant operands of shapes " + dims_text(a.dims) + " and " +
-                               dims_text(b.dims) + " do not match");
-        out->dims = a_scalar && !b_scalar ? b.dims : a.dims;
+        out->dims = broadcast_dims(idx, a.dims, b.dims);
         out->is_float = a.is_float || b.is_float;
-        const size_t n = std::max(a.size(), b.size());
+        const auto n = static_cast<size_t>(checked_fold_numel(idx, out->dims));
         for (size_t k = 0; k < n; ++k) {
-            const double x = a.at(a_scalar ? 0 : k), y = b.at(b_scalar ? 0 : k);
+            const double x = a.at(broadcast_index(k, out->dims, a.dims)),
+                         y = b.at(broadcast_index(k, out->dims, b.dims));
             double r = 0;
             if (op == "Add") r = x + y;
             if (op == "Sub") r = x - y;
@@ -951,6 +997,166 @@ class Importer {
                 if (!(std::fabs(r) < 9.2e18)) fail_node(idx, "a constant overflows int64");
                 out->i.push_back(static_cast<int64_t>(r));
             }
+        }
+        return out;
+    }
+
+    // --- folding masks: numpy broadcasting over constants --------------------------------------
+
+    Dims broadcast_dims(int idx, const Dims& a, const Dims& b) const {
+        Dims out(std::max(a.size(), b.size()), 1);
+        for (size_t k = 0; k < out.size(); ++k) {
+            const size_t ka = k + a.size(), kb = k + b.size();
+            const int64_t x = ka >= out.size() ? a[ka - out.size()] : 1;
+            const int64_t y = kb >= out.size() ? b[kb - out.size()] : 1;
+            if (x != y && x != 1 && y != 1)
+                fail_node(idx,
+                          "shapes " + dims_text(a) + " and " + dims_text(b) + " do not broadcast");
+            out[k] = x == 1 ? y : x;
+        }
+        return out;
+    }
+
+    // The element of a constant of shape `in` that output element `k` of shape `out` reads.
+    static size_t broadcast_index(size_t k, const Dims& out, const Dims& in) {
+        size_t at = 0, stride = 1;
+        for (size_t a = out.size(); a-- > 0;) {
+            const auto pos = static_cast<int64_t>(k % static_cast<size_t>(out[a]));
+            k /= static_cast<size_t>(out[a]);
+            const size_t ia = a + in.size();
+            if (ia < out.size()) continue;
+            const int64_t d = in[ia - out.size()];
+            at += static_cast<size_t>(d == 1 ? 0 : pos) * stride;
+            stride *= static_cast<size_t>(d);
+        }
+        return at;
+    }
+
+    int64_t checked_fold_numel(int idx, const Dims& d) const {
+        const int64_t n = checked_const_numel(d, label(idx) + " folded");
+        check_tensor_bytes(static_cast<uint64_t>(n) * 8, label(idx) + " folded");
+        return n;
+    }
+
+    ConstPtr fold_constant_of_shape(int idx) {
+        const Const& shape = cst(idx, 0, "shape");
+        if (shape.is_float) fail_node(idx, "the shape must be integers");
+        auto out = std::make_shared<Const>();
+        out->dims = shape.i;
+        const auto n = static_cast<size_t>(checked_fold_numel(idx, out->dims));
+        ConstPtr value;
+        if (const auto* t = typed_attr(idx, "value", onnx::AttributeProto::TENSOR))
+            value = read_tensor(t->t(), label(idx) + " value");
+        if (value && value->size() != 1) fail_node(idx, "value must hold one element");
+        out->is_float = !value || value->is_float;
+        if (out->is_float)
+            out->f.assign(n, value ? value->f[0] : 0.0f);
+        else
+            out->i.assign(n, value->i[0]);
+        return out;
+    }
+
+    // Expand(x, shape), Equal(a, b), Where(cond, a, b) on constants.
+    ConstPtr fold_broadcast(int idx) {
+        const std::string& op = op_of(idx);
+        auto out = std::make_shared<Const>();
+        if (op == "Expand") {
+            const Const& x = cst(idx, 0, "input");
+            const Const& shape = cst(idx, 1, "shape");
+            if (shape.is_float) fail_node(idx, "the shape must be integers");
+            out->dims = broadcast_dims(idx, x.dims, shape.i);
+            const auto n = static_cast<size_t>(checked_fold_numel(idx, out->dims));
+            out->is_float = x.is_float;
+            for (size_t k = 0; k < n; ++k) {
+                const size_t at = broadcast_index(k, out->dims, x.dims);
+                if (x.is_float)
+                    out->f.push_back(x.f[at]);
+                else
+                    out->i.push_back(x.i[at]);
+            }
+            return out;
+        }
+        if (op == "Equal") {
+            const Const& a = cst(idx, 0, "A");
+            const Const& b = cst(idx, 1, "B");
+            out->dims = broadcast_dims(idx, a.dims, b.dims);
+            const auto n = static_cast<size_t>(checked_fold_numel(idx, out->dims));
+            out->is_float = false;
+            for (size_t k = 0; k < n; ++k)
+                out->i.push_back(a.at(broadcast_index(k, out->dims, a.dims)) ==
+                                 b.at(broadcast_index(k, out->dims, b.dims)));
+            return out;
+        }
+        const Const& c = cst(idx, 0, "condition");
+        const Const& a = cst(idx, 1, "X");
+        const Const& b = cst(idx, 2, "Y");
+        out->dims = broadcast_dims(idx, broadcast_dims(idx, c.dims, a.dims), b.dims);
+        const auto n = static_cast<size_t>(checked_fold_numel(idx, out->dims));
+        out->is_float = a.is_float || b.is_float;
+        for (size_t k = 0; k < n; ++k) {
+            const bool pick_a = c.at(broadcast_index(k, out->dims, c.dims)) != 0;
+            const Const& src = pick_a ? a : b;
+            const double v = src.at(broadcast_index(k, out->dims, src.dims));
+            if (out->is_float)
+                out->f.push_back(static_cast<float>(v));
+            else
+                out->i.push_back(static_cast<int64_t>(v));
+        }
+        return out;
+    }
+
+    // Slice of a constant (a causal mask buffer cut to the sequence length), steps >= 1.
+    ConstPtr fold_slice(int idx) {
+        const Const& x = cst(idx, 0, "data");
+        if (opset_ < 10) fail_node(idx, "constant Slice is folded from opset 10 on");
+        auto ints = [&](int k, const char* what) {
+            const Const& c = cst(idx, k, what);
+            if (c.is_float) fail_node(idx, std::string(what) + " must be integers");
+            return c.i;
+        };
+        const auto starts = ints(1, "starts"), ends = ints(2, "ends");
+        std::vector<int64_t> axes, steps;
+        if (has_input(idx, 3)) axes = ints(3, "axes");
+        if (has_input(idx, 4)) steps = ints(4, "steps");
+        if (axes.empty())
+            for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+        if (starts.size() != ends.size() || axes.size() != starts.size() ||
+            (!steps.empty() && steps.size() != starts.size()))
+            fail_node(idx, "starts, ends, axes and steps must have the same length");
+        const auto rank = static_cast<int64_t>(x.dims.size());
+        // One [begin, step] pair per axis (separate vectors of equal size draw a false
+        // -Wfree-nonheap-object from GCC 12 here).
+        std::vector<std::pair<int64_t, int64_t> > begin_step(x.dims.size(), {0, 1});
+        Dims out_dims = x.dims;
+        for (size_t k = 0; k < axes.size(); ++k) {
+            const int64_t a = axis_in(idx, axes[k], rank);
+            const int64_t n = x.dims[static_cast<size_t>(a)];
+            const int64_t st = steps.empty() ? 1 : steps[k];
+            if (st < 1)
+                fail_node(idx, "constant Slice with step " + std::to_string(st) +
+                                   " is not supported (steps must be positive)");
+            auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+            const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+            begin_step[static_cast<size_t>(a)] = {b, st};
+            out_dims[static_cast<size_t>(a)] = e > b ? (e - b + st - 1) / st : 0;
+        }
+        auto out = std::make_shared<Const>();
+        out->dims = out_dims;
+        out->is_float = x.is_float;
+        const auto n = static_cast<size_t>(checked_fold_numel(idx, out_dims));
+        for (size_t k = 0; k < n; ++k) {
+            size_t rest = k, at = 0, stride = 1;
+            for (size_t a = out_dims.size(); a-- > 0;) {
+                const auto pos = static_cast<int64_t>(rest % static_cast<size_t>(out_dims[a]));
+                rest /= static_cast<size_t>(out_dims[a]);
+                at +=
+                    static_cast<size_t>(begin_step[a].first + pos * begin_step[a].second) * stride;
+                stride *= static_cast<size_t>(x.dims[a]);
+            }
+            if (x.is_float)
+                out->f.push_back(x.f[at]);
+            else
+                out->i.push_back(x.i[at]);
         }
         return out;
     }
@@ -1013,10 +1219,15 @@ class Importer {
             define(idx, 0, Entry{kNoId, std::move(c)});
             return;
         }
-        if (foldable(op) && all_inputs_const(idx)) {
+        if (foldable(op) && all_inputs_const(idx) && !table_gather(idx)) {
             define(idx, 0, Entry{kNoId, fold(idx)});
             return;
         }
+        if (op == "Gather") return gather(idx);
+        if (op == "Expand" && table_gather(idx)) return expand_parameter(idx);
+        if (op == "Slice") return slice(idx);
+        if (op == "Split") return split(idx);
+        if (op == "Where") return where_mask(idx);
         if (op == "Identity") return define(idx, 0, Entry{act(idx, 0), nullptr});
         if (op == "Relu") return unary(idx, OpKind::Relu);
         if (op == "Tanh") return unary(idx, OpKind::Tanh);
@@ -1418,7 +1629,54 @@ class Importer {
         for (size_t k = 0; identity && k < perm.size(); ++k)
             identity = perm[k] == static_cast<int64_t>(k);
         if (identity) return define(idx, 0, {x, {}});
+        if (rank > 4 && static_cast<int64_t>(perm.size()) == rank)
+            return define(idx, 0, {merged_transpose(idx, x, perm), {}});
         define(idx, 0, {add(idx, node_base(idx), OpKind::Transpose, {x}, {{"perm", perm}}), {}});
+    }
+
+    // A transpose above rank 4 whose axes move in runs that stay together (ShuffleNet's channel
+    // shuffle: [N, g, C/g, H, W] with perm [0, 2, 1, 3, 4]): each run is merged into one axis,
+    // so it is reshape → transpose (rank ≤ 4) → reshape, the same elements in the same order.
+    ValueId merged_transpose(int idx, ValueId x, const std::vector<int64_t>& perm) {
+        const Shape xs = shape_of(x);
+        std::vector<bool> seen(perm.size(), false);
+        for (int64_t p : perm) {
+            if (p < 0 || p >= xs.rank() || seen[static_cast<size_t>(p)])
+                fail_node(idx, "perm " + dims_text(perm) + " is not a permutation");
+            seen[static_cast<size_t>(p)] = true;
+        }
+        // Runs of output positions reading consecutive input axes, in output order.
+        std::vector<std::pair<int64_t, int64_t> > runs;  // (first input axis, length)
+        for (size_t k = 0; k < perm.size(); ++k) {
+            if (k > 0 && perm[k] == perm[k - 1] + 1)
+                ++runs.back().second;
+            else
+                runs.push_back({perm[k], 1});
+        }
+        if (runs.size() > 4)
+            fail_node(idx, "transpose of rank " + std::to_string(xs.rank()) + " with perm " +
+                               dims_text(perm) +
+                               " moves more than 4 groups of axes; RematLab's transpose is up to "
+                               "rank 4");
+        std::vector<size_t> by_input(runs.size());
+        for (size_t k = 0; k < runs.size(); ++k) by_input[k] = k;
+        std::sort(by_input.begin(), by_input.end(),
+                  [&](size_t a, size_t b) { return runs[a].first < runs[b].first; });
+        Dims merged;
+        std::vector<int64_t> merged_perm(runs.size());
+        for (size_t j = 0; j < by_input.size(); ++j) {
+            const auto& r = runs[by_input[j]];
+            int64_t d = 1;
+            for (int64_t a = r.first; a < r.first + r.second; ++a) d *= xs[static_cast<int>(a)];
+            merged.push_back(d);
+            merged_perm[by_input[j]] = static_cast<int64_t>(j);
+        }
+        Dims out;
+        for (int64_t p : perm) out.push_back(xs[static_cast<int>(p)]);
+        const std::string base = node_base(idx);
+        const ValueId m = add(idx, base + "/merge", OpKind::Reshape, {x}, {{"shape", merged}});
+        const ValueId t = add(idx, base, OpKind::Transpose, {m}, {{"perm", merged_perm}});
+        return add(idx, base + "/split", OpKind::Reshape, {t}, {{"shape", out}});
     }
 
     void resize(int idx) {
@@ -1664,6 +1922,289 @@ class Importer {
         return true;
     }
 
+    // --- indexing: Gather, Slice, Split ---------------------------------------------------------
+
+    // A Gather from a 2-D float initializer: an embedding lookup (the table is a parameter, so
+    // it is not folded even when the indices are constant). Likewise an Expand of a float
+    // initializer (ViT's class token, cls.expand(B, -1, -1)): the parameter, repeated.
+    bool table_gather(int idx) const {
+        if (!is_const(idx, 0)) return false;
+        const Const& c = *entry(idx, 0).c;
+        if (op_of(idx) == "Expand") return c.is_float && !c.initializer.empty();
+        if (op_of(idx) != "Gather") return false;
+        return c.is_float && c.dims.size() == 2 && !c.initializer.empty();
+    }
+
+    // Expand(parameter [1, …, 1, d], shape): every row of the output is the parameter; an
+    // embedding of one row with the constant index 0 at each position (its table keeps the
+    // initializer's shape).
+    void expand_parameter(int idx) {
+        const Const& p = cst(idx, 0, "input");
+        const Const& shape = cst(idx, 1, "shape");
+        if (shape.is_float) fail_node(idx, "the shape must be integers");
+        const Dims out = broadcast_dims(idx, p.dims, shape.i);
+        bool ones = !p.dims.empty() && !out.empty() && p.dims.back() == out.back();
+        for (size_t k = 0; k + 1 < p.dims.size(); ++k) ones = ones && p.dims[k] == 1;
+        if (!ones || out.size() < 2)
+            fail_node(idx, "Expand of the parameter '" + p.initializer + "' " + dims_text(p.dims) +
+                               " is imported when it repeats one row [1, …, 1, d] (a class "
+                               "token), to a shape of rank ≥ 2");
+        const int64_t dim = out.back();
+        Attrs attrs{{"num_embeddings", int64_t{1}},
+                    {"dim", dim},
+                    {"first", int64_t{0}},
+                    {"period", int64_t{1}},
+                    {"index_shape", Dims(out.begin(), out.end() - 1)}};
+        if (p.dims.size() != 2) attrs.set("table_shape", p.dims);
+        std::vector<ParamSource> params{param_from(idx, p, p.f)};
+        define(
+            idx, 0,
+            {add(idx, module_or_name(idx), OpKind::Embedding, {}, std::move(attrs), params), {}});
+    }
+
+    void gather(int idx) {
+        const int64_t axis_attr = attr_int(idx, "axis", 0);
+        if (table_gather(idx)) return embedding(idx, axis_attr);
+        if (is_const(idx, 0))
+            fail_node(idx,
+                      "Gather from a constant is imported only as an embedding lookup, from a "
+                      "2-D float initializer [rows, dim]");
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        const int64_t axis = axis_in(idx, axis_attr, xs.rank());
+        const Const& ind = cst(idx, 1, "indices");
+        if (ind.is_float) fail_node(idx, "indices must be integers");
+        const int64_t n = xs[static_cast<int>(axis)];
+        std::vector<int64_t> k;
+        for (int64_t v : ind.i) {
+            const int64_t r = v < 0 ? v + n : v;
+            if (r < 0 || r >= n)
+                fail_node(idx, "index " + std::to_string(v) + " is out of range for axis " +
+                                   std::to_string(axis) + " of '" + in_name(idx, 0) + "' " +
+                                   format_dims(xs));
+            k.push_back(r);
+        }
+        bool contiguous = !k.empty() && ind.dims.size() <= 1;
+        for (size_t j = 1; j < k.size(); ++j) contiguous = contiguous && k[j] == k[0] + int64_t(j);
+        if (!contiguous)
+            fail_node(idx,
+                      "Gather on a computed tensor is imported for one index (x[:, 0]) or a "
+                      "contiguous 1-D range of indices");
+        const std::string base = node_base(idx);
+        ValueId y = xs[static_cast<int>(axis)] == static_cast<int64_t>(k.size())
+                        ? x
+                        : add(idx, base, OpKind::Slice, {x},
+                              {{"axis", axis},
+                               {"start", k.front()},
+                               {"end", k.front() + static_cast<int64_t>(k.size())}});
+        if (ind.dims.empty()) {  // a scalar index drops the axis
+            Dims d;
+            for (int a = 0; a < xs.rank(); ++a)
+                if (a != axis) d.push_back(xs[a]);
+            if (d.empty())
+                fail_node(idx, "indexing a 1-D tensor down to a scalar is not supported");
+            y = add(idx, base + "/squeeze", OpKind::Reshape, {y}, {{"shape", d}});
+        }
+        define(idx, 0, {y, {}});
+    }
+
+    void embedding(int idx, int64_t axis_attr) {
+        const Const& table = cst(idx, 0, "data");
+        if (axis_in(idx, axis_attr, 2) != 0)
+            fail_node(idx, "an embedding lookup gathers rows of its table (axis 0), not axis " +
+                               std::to_string(axis_attr));
+        const int64_t rows = table.dims[0], dim = table.dims[1];
+        Attrs attrs{{"num_embeddings", rows}, {"dim", dim}};
+        std::vector<ValueId> ins;
+        if (is_const(idx, 1)) {
+            // Constant indices (position embeddings): first + (k mod period), which is what
+            // arange(T), arange(T)[None] and arange(T).expand(B, T) give.
+            const Const& ind = cst(idx, 1, "indices");
+            if (ind.is_float || ind.i.empty()) fail_node(idx, "indices must be integers");
+            int64_t period = static_cast<int64_t>(ind.i.size());
+            for (int64_t p = 1; p <= period; ++p) {
+                if (static_cast<int64_t>(ind.i.size()) % p) continue;
+                bool ok = true;
+                for (size_t k = 0; ok && k < ind.i.size(); ++k)
+                    ok = ind.i[k] == ind.i[0] + static_cast<int64_t>(k) % p;
+                if (ok) {
+                    period = p;
+                    break;
+                }
+                if (p == period)
+                    fail_node(idx,
+                              "constant embedding indices are imported when they count up from "
+                              "one value, possibly repeated (arange(T), arange(T).expand(B, T))");
+            }
+            if (ind.i[0] < 0 || ind.i[0] + period > rows)
+                fail_node(idx, "constant indices [" + std::to_string(ind.i[0]) + ", " +
+                                   std::to_string(ind.i[0] + period) +
+                                   ") are out of range for the " + std::to_string(rows) +
+                                   " rows of '" + in_name(idx, 0) + "'");
+            attrs.set("first", ind.i[0]);
+            attrs.set("period", period);
+            attrs.set("index_shape", ind.dims.empty() ? Dims{1} : ind.dims);
+            if (ind.dims.empty())
+                fail_node(idx, "a single constant index into an embedding table is not supported");
+        } else {
+            const ValueId v = act(idx, 1);
+            if (g_.value(v).dtype != DType::I32)
+                fail_node(idx, "indices '" + in_name(idx, 1) +
+                                   "' are computed floats; RematLab reads embedding indices from "
+                                   "an integer graph input");
+            ins.push_back(v);
+        }
+        std::vector<ParamSource> params{param_from(idx, table, table.f)};
+        define(
+            idx, 0,
+            {add(idx, module_or_name(idx), OpKind::Embedding, ins, std::move(attrs), params), {}});
+    }
+
+    // A slice [start, end) of each listed axis of a computed tensor, one slice node per axis
+    // that is cut (step 1 only).
+    void slice(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        std::vector<int64_t> starts, ends, axes, steps;
+        if (opset_ >= 10) {
+            auto ints = [&](int k, const char* what) {
+                const Const& c = cst(idx, k, what);
+                if (c.is_float) fail_node(idx, std::string(what) + " must be integers");
+                return c.i;
+            };
+            starts = ints(1, "starts");
+            ends = ints(2, "ends");
+            if (has_input(idx, 3)) axes = ints(3, "axes");
+            if (has_input(idx, 4)) steps = ints(4, "steps");
+        } else {
+            starts = attr_ints(idx, "starts").value_or(std::vector<int64_t>{});
+            ends = attr_ints(idx, "ends").value_or(std::vector<int64_t>{});
+            axes = attr_ints(idx, "axes").value_or(std::vector<int64_t>{});
+        }
+        if (axes.empty())
+            for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+        if (starts.size() != ends.size() || axes.size() != starts.size() ||
+            (!steps.empty() && steps.size() != starts.size()))
+            fail_node(idx, "starts, ends, axes and steps must have the same length");
+        ValueId y = x;
+        for (size_t k = 0; k < axes.size(); ++k) {
+            if (!steps.empty() && steps[k] != 1)
+                fail_node(idx, "step " + std::to_string(steps[k]) +
+                                   " is not supported; only contiguous slices (step 1) are");
+            const int64_t axis = axis_in(idx, axes[k], xs.rank());
+            const int64_t n = xs[static_cast<int>(axis)];
+            auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+            const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+            if (b >= e)
+                fail_node(idx, "the slice [" + std::to_string(starts[k]) + ", " +
+                                   std::to_string(ends[k]) + ") of axis " + std::to_string(axis) +
+                                   " of " + format_dims(xs) + " is empty");
+            if (b == 0 && e == n) continue;
+            std::string name = node_base(idx);
+            if (k) name.append("/").append(std::to_string(k));
+            y = add(idx, name, OpKind::Slice, {y}, {{"axis", axis}, {"start", b}, {"end", e}});
+        }
+        define(idx, 0, {y, {}});
+    }
+
+    // Split along an axis into slices (the sizes from input 1, the 'split' attribute, or equal
+    // parts); outputs nothing reads are not built.
+    void split(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        const int64_t axis = axis_in(idx, attr_int(idx, "axis", 0), xs.rank());
+        const int64_t n = xs[static_cast<int>(axis)];
+        const int outs = gp_.node(idx).output_size();
+        std::vector<int64_t> sizes;
+        if (opset_ >= 13 && has_input(idx, 1)) {
+            const Const& c = cst(idx, 1, "split");
+            if (c.is_float) fail_node(idx, "split sizes must be integers");
+            sizes = c.i;
+        } else if (auto a = attr_ints(idx, "split")) {
+            sizes = *a;
+        } else {
+            if (n % outs != 0)
+                fail_node(idx, "axis " + std::to_string(axis) + " of " + format_dims(xs) +
+                                   " does not split into " + std::to_string(outs) + " equal parts");
+            sizes.assign(static_cast<size_t>(outs), n / outs);
+        }
+        int64_t total = 0;
+        for (int64_t v : sizes) {
+            if (v <= 0) fail_node(idx, "split sizes " + dims_text(sizes) + " must be positive");
+            total += v;
+        }
+        if (static_cast<int>(sizes.size()) != outs || total != n)
+            fail_node(idx, "split sizes " + dims_text(sizes) + " do not cut axis " +
+                               std::to_string(axis) + " of " + format_dims(xs) + " into " +
+                               std::to_string(outs) + " outputs");
+        int64_t at = 0;
+        for (int k = 0; k < outs; ++k) {
+            const std::string& out = gp_.node(idx).output(k);
+            const int64_t b = at;
+            at += sizes[static_cast<size_t>(k)];
+            if (out.empty() || (!consumers_.count(out) && out != output_)) continue;
+            const ValueId y =
+                outs == 1 ? x
+                          : add(idx, node_base(idx) + "/" + std::to_string(k), OpKind::Slice, {x},
+                                {{"axis", axis}, {"start", b}, {"end", at}});
+            define(idx, k, {y, {}});
+        }
+    }
+
+    // Where(mask, -inf, x) or Where(mask, x, -inf) with a constant mask: PyTorch's
+    // masked_fill(mask, -inf) before a softmax. A causal mask (a tril buffer: masked where
+    // column > row of the last two axes) becomes causal_mask; a mask that leaves a softmax row
+    // with nothing is refused, naming it.
+    void where_mask(int idx) {
+        if (!is_const(idx, 0))
+            fail_node(idx,
+                      "Where with a computed condition is not supported; the condition must "
+                      "be a constant mask");
+        const bool x_first = !is_const(idx, 1) && is_const(idx, 2);
+        const bool x_second = is_const(idx, 1) && !is_const(idx, 2);
+        if (!x_first && !x_second)
+            fail_node(idx,
+                      "Where is imported as masked_fill: one branch computed, the other a "
+                      "constant -inf");
+        const Const& cond = cst(idx, 0, "condition");
+        const Const& fill = cst(idx, x_first ? 2 : 1, "fill value");
+        bool neg_inf = fill.is_float && fill.size() >= 1;
+        for (float v : fill.f) neg_inf = neg_inf && std::isinf(v) && v < 0;
+        const ValueId x = act(idx, x_first ? 1 : 2);
+        const Shape xs = shape_of(x);
+        if (!neg_inf || xs.rank() < 2)
+            fail_node(idx,
+                      "Where is imported as masked_fill(mask, -inf) on attention scores "
+                      "[..., rows, columns]; other fill values are not supported");
+        if (broadcast_dims(idx, cond.dims, xs.dims) != xs.dims)
+            fail_node(idx, "the mask " + dims_text(cond.dims) + " does not broadcast to " +
+                               format_dims(xs));
+        const int64_t rows = xs[-2], cols = xs[-1];
+        const auto n = static_cast<size_t>(xs.numel());
+        bool causal = true;
+        for (size_t row = 0; row < n / static_cast<size_t>(cols); ++row) {
+            bool any_kept = false;
+            const auto r = static_cast<int64_t>(row % static_cast<size_t>(rows));
+            for (int64_t j = 0; j < cols; ++j) {
+                const size_t k = row * static_cast<size_t>(cols) + static_cast<size_t>(j);
+                const bool set = cond.at(broadcast_index(k, xs.dims, cond.dims)) != 0;
+                const bool masked = x_first ? !set : set;
+                any_kept = any_kept || !masked;
+                causal = causal && masked == (j > r);
+            }
+            if (!any_kept)
+                fail_node(idx, "the mask '" + in_name(idx, 0) + "' masks every column of row " +
+                                   std::to_string(r) + " of '" + in_name(idx, x_first ? 1 : 2) +
+                                   "', so a softmax over it would be all -inf (NaN); every row "
+                                   "must keep at least one position");
+        }
+        if (!causal)
+            fail_node(idx, "the mask '" + in_name(idx, 0) +
+                               "' is not causal (masked exactly where column > row); RematLab "
+                               "imports constant masks of that form only");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::CausalMask, {x}, {}), {}});
+    }
+
     // --- patterns --------------------------------------------------------------------------------
 
     static bool near(double a, double b) { return std::fabs(a - b) <= 1e-4 * std::fabs(b); }
@@ -1807,6 +2348,7 @@ class Importer {
     std::unordered_map<std::string, int> producer_;
     std::unordered_map<std::string, std::vector<int> > consumers_;
     std::map<std::string, int> param_owner_;
+    std::map<std::string, std::shared_ptr<const std::vector<float> > > param_values_;
     std::vector<int> order_;
     std::vector<bool> done_;
     std::string output_;

@@ -18,6 +18,20 @@ struct ConcatLayout {
 
 ConcatLayout concat_layout(const Graph& g, const Node& n);
 
+// slice along `axis`, the input seen as [outer, row] and the output as [outer, len]: output row o
+// is input row o's elements [offset, offset + len).
+struct SliceLayout {
+    int64_t outer = 1, inner = 1, row = 0, offset = 0, len = 0;
+};
+SliceLayout slice_layout(const Graph& g, const Node& n);
+
+// embedding: `count` lookups of rows of `dim` floats in a [rows, dim] table; the indices are the
+// i32 input, or, when `first` >= 0 (no input), first + (k mod period) for lookup k.
+struct EmbeddingLayout {
+    int64_t rows = 0, dim = 0, count = 0, first = -1, period = 0;
+};
+EmbeddingLayout embedding_layout(const Graph& g, const Node& n);
+
 }  // namespace rl
 
 // --- broadcasting binary ops and reduce_mean (ops/binary.cpp, ops/reduce.cpp) -----------------

@@ -82,10 +82,14 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kHardSwishDef,
         &ops::kGeluTanhDef,
         &ops::kReduceMeanDef,
+        // indexing.cpp
+        &ops::kEmbeddingDef,
+        &ops::kSliceDef,
+        &ops::kCausalMaskDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 31, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 34, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

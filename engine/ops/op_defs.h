@@ -51,5 +51,6 @@ extern const OpDef kSubDef, kMulDef, kDivDef;                  // binary.cpp (+ 
 extern const OpDef kClipDef, kHardSigmoidDef, kHardSwishDef;   // activations.cpp
 extern const OpDef kGeluTanhDef;                               // activations.cpp
 extern const OpDef kReduceMeanDef;                             // reduce.cpp
+extern const OpDef kEmbeddingDef, kSliceDef, kCausalMaskDef;   // indexing.cpp
 
 }  // namespace rl::ops

@@ -44,6 +44,10 @@ enum class OpKind : uint8_t {
     GeluTanh,     // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GELU's tanh approximation
     // Mean over the axes in attr axes, keepdims (default 1) as ONNX (ops/reduce.cpp).
     ReduceMean,
+    // Indexing (ops/indexing.cpp).
+    Embedding,   // rows of a [num_embeddings, dim] table by i32 indices (or constant ones)
+    Slice,       // [start, end) of one axis
+    CausalMask,  // -inf where column > row in the last two axes (a causal attention mask)
     Count
 };
 

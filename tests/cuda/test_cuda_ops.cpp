@@ -263,6 +263,35 @@ std::vector<OpCaseSpec> op_cases() {
                      h.op(OpKind::ReduceMean, {h.input("x", Shape{3, 40, 7})},
                           {{"axes", Ints{1}}, {"keepdims", int64_t{0}}});
                  }});
+    // h12-indexing: embeddings (by token ids, by constant positions), slice, causal mask; all
+    // copies or sums in the CPU's order, so bitwise.
+    c.push_back({"embedding_tokens",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Embedding, {h.labels("ids", Shape{3, 37}, 50)},
+                          {{"num_embeddings", int64_t{50}}, {"dim", int64_t{67}}});
+                 },
+                 0, true});
+    c.push_back({"embedding_positions",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Embedding, {},
+                          {{"num_embeddings", int64_t{9}},
+                           {"dim", int64_t{33}},
+                           {"first", int64_t{1}},
+                           {"period", int64_t{5}},
+                           {"index_shape", Ints{3, 5}}});
+                 },
+                 0, true});
+    c.push_back({"slice_middle_axis",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Slice, {h.input("x", Shape{3, 17, 29})},
+                          {{"axis", int64_t{1}}, {"start", int64_t{2}}, {"end", int64_t{11}}});
+                 },
+                 0, true});
+    c.push_back({"causal_mask",
+                 [](OpHarness& h) {
+                     h.op(OpKind::CausalMask, {h.input("x", Shape{2, 3, 9, 9})});
+                 },
+                 0, true});
     return c;
 }
 

@@ -88,6 +88,7 @@ class FixedDeviceTime final : public Backend {
     void copy_from_host(void* d, const void* s, uint64_t n) override {
         cpu_->copy_from_host(d, s, n);
     }
+    void add_into(float* d, const float* s, int64_t n) override { cpu_->add_into(d, s, n); }
     void begin_instruction() override { ++begun_; }
     double end_instruction() override {
         ++ended_;

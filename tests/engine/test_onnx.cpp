@@ -207,7 +207,13 @@ struct Fixture {
 Fixture load_fixture(const std::string& name) {
     Fixture f{name, load_network((kFixtures / (name + ".onnx")).string()), {}};
     f.input.name = "x";
-    f.input.values = read_npy_f32((kFixtures / (name + ".input.npy")).string(), f.input.shape);
+    const std::string path = (kFixtures / (name + ".input.npy")).string();
+    // Token ids (int64) for a language model's integer input, float32 otherwise.
+    f.input.is_indices = f.g.value(*f.g.find_value("x")).dtype == DType::I32;
+    if (f.input.is_indices)
+        f.input.indices = read_npy_indices(path, f.input.shape);
+    else
+        f.input.values = read_npy_f32(path, f.input.shape);
     return f;
 }
 
@@ -274,7 +280,65 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                          ::testing::Values("mlp", "cnn", "transformer",
                                            // h12-elementwise
                                            "mobilenetv3_block", "mbconv_se", "convnext_block",
-                                           "elementwise"));
+                                           "elementwise",
+                                           // h12-indexing
+                                           "tiny_gpt", "shufflenet_unit", "shifted_windows",
+                                           "tiny_vit"));
+
+// GPT-2 as nanoGPT writes it: int64 token ids, embeddings, a causal tril mask, a head tied to
+// the token embedding.
+TEST(OnnxImport, TinyGptTokenIdsTiedHeadAndCausalMask) {
+    REQUIRE_ONNX();
+    const Fixture f = load_fixture("tiny_gpt");
+    const Value& x = f.g.value(*f.g.find_value("x"));
+    EXPECT_EQ(x.dtype, DType::I32);
+    EXPECT_EQ(x.label_classes, 24);  // the rows of wte, the table it indexes
+    int embeddings = 0, masks = 0, slices = 0;
+    for (const Node& n : f.g.nodes()) {
+        embeddings += n.op == OpKind::Embedding;
+        masks += n.op == OpKind::CausalMask;
+        slices += n.op == OpKind::Slice;
+    }
+    EXPECT_EQ(embeddings, 2);      // wte(idx), wpe(arange(T))
+    EXPECT_EQ(masks, 2);           // one per block
+    EXPECT_GE(slices, 2 * 3 + 2);  // q, k, v of each block; h[:, :-1] and h[:, 0:1]
+    ParamId wte = kNoId;
+    for (ParamId p = 0; p < f.g.num_params(); ++p)
+        if (f.g.param(p).name == "wte.weight") wte = p;
+    ASSERT_NE(wte, kNoId);
+    // Read by the embedding and by both uses of the head: one parameter, three readers.
+    EXPECT_EQ(f.g.param(wte).readers.size(), 3u);
+    // A token id outside the vocabulary is refused before the run, naming the input.
+    GivenInput bad = f.input;
+    bad.indices[3] = 24;
+    try {
+        (void)RunData::seeded(f.g, {bad});
+        ADD_FAILURE() << "expected rl::Error";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("index 24"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("[0, 24)"), std::string::npos) << msg;
+    }
+}
+
+TEST(OnnxRefusals, MasksThatEmptyASoftmaxRowOrAreNotCausal) {
+    REQUIRE_ONNX();
+    EXPECT_REFUSED(read_bytes(kFixtures / "bad_mask_empty_row.onnx"), "Where", "every column",
+                   "row 2", "all -inf");
+    EXPECT_REFUSED(read_bytes(kFixtures / "bad_mask_not_causal.onnx"), "Where", "not causal");
+}
+
+TEST(OnnxRefusals, IntegerInputsOnlyAsEmbeddingIndices) {
+    REQUIRE_ONNX();
+    // An INT64 input that no Gather reads as embedding indices.
+    ModelBuilder m;
+    Pb tensor_type;
+    tensor_type.i(1, 7).msg(2, Pb().msg(1, Pb().i(1, 4)).msg(1, Pb().i(1, 8)));  // INT64 [4, 8]
+    m.g.msg(graph::kInput, Pb().bytes(1, "x").msg(2, Pb().msg(1, tensor_type)));
+    m.small_linear().output("y");
+    EXPECT_REFUSED(m.bytes(), "input 0 'x'", "holds integers", "embedding");
+}
 
 TEST(OnnxImport, FusesPyTorchPatternsIntoOurOps) {
     REQUIRE_ONNX();
@@ -484,15 +548,27 @@ TEST(OnnxRefusals, CyclesDanglingInputsDuplicateNames) {
                        .output("y")
                        .bytes(),
                    "'w'", "used twice");
-    // Tied weights: one initializer as the weight of two layers.
+    // Tied weights: one initializer as the weight of two layers is one parameter, but only when
+    // both read it in one layout (here g1 reads [in, out], g2 the transpose, [out, in]).
     EXPECT_REFUSED(ModelBuilder()
                        .input("x", {4, 8})
                        .init(float_tensor("w", {8, 8}, 64))
                        .add(make_node("Gemm", {"x", "w"}, {"a"}, "g1"))
-                       .add(make_node("Gemm", {"a", "w"}, {"y"}, "g2"))
+                       .add(make_node("Gemm", {"a", "w"}, {"y"}, "g2", {int_attr("transB", 1)}))
                        .output("y")
                        .bytes(),
-                   "'w' is also a weight of", "tied");
+                   "'w' is also a weight of", "another layout", "tied");
+    const Graph tied = network_from_onnx(ModelBuilder()
+                                             .input("x", {4, 8})
+                                             .init(float_tensor("w", {8, 8}, 64))
+                                             .add(make_node("Gemm", {"x", "w"}, {"a"}, "g1"))
+                                             .add(make_node("Gemm", {"a", "w"}, {"y"}, "g2"))
+                                             .output("y")
+                                             .bytes(),
+                                         "tied.onnx");
+    ASSERT_EQ(tied.num_params(), 1);
+    EXPECT_EQ(tied.param(0).name, "w");
+    EXPECT_EQ(tied.param(0).readers.size(), 2u);
 }
 
 TEST(OnnxRefusals, WrongAttributeTypes) {

@@ -17,7 +17,10 @@ inline std::vector<std::string> small_networks() {
             "resnet:depth=18,width=4,size=8,batch=2", "resnet:depth=50,width=2,size=8,batch=2",
             "unet:depth=2,channels=4,size=8,batch=2", "mobilenet:width=4,size=16,batch=2",
             // sin with its derivative computed in the forward (a derivative input, no gradient)
-            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json"};
+            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json",
+            // token ids, embeddings (one of constant positions), a slice, and a head tied to
+            // the token embedding: one gradient summed from two readers
+            REMATLAB_SOURCE_DIR "/resources/networks/tied-lm.json"};
 }
 
 inline std::vector<std::string> strategy_specs() {
