@@ -8,12 +8,27 @@
 
 namespace rl {
 
-enum class DType : uint8_t { F32, I32 };
+// F32, BF16 and F16 are floating (activations and their gradients); I32 holds labels; U8 holds
+// a dropout mask (one byte per element, as Megatron keeps it). Parameters are always F32.
+enum class DType : uint8_t { F32, I32, BF16, F16, U8 };
 
-constexpr uint64_t dtype_size(DType) {
+constexpr uint64_t dtype_size(DType t) {
+    switch (t) {
+        case DType::BF16:
+        case DType::F16:
+            return 2;
+        case DType::U8:
+            return 1;
+        case DType::F32:
+        case DType::I32:
+            break;
+    }
     return 4;
 }
-std::string_view dtype_name(DType t);  // "f32", "i32"
+constexpr bool is_floating(DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+std::string_view dtype_name(DType t);  // "f32", "i32", "bf16", "f16", "u8"
 bool dtype_from_name(std::string_view name, DType& out);
 
 using Dims = std::vector<int64_t>;
