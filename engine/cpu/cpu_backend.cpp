@@ -65,6 +65,8 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_forward, concat_backward};
     t[op_index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
     t[op_index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
+    t[op_index(OpKind::DropoutMask)] = {dropout_mask_forward, dropout_mask_backward};
+    t[op_index(OpKind::Collective)] = {collective_forward, collective_backward};
     return t;
 }();
 

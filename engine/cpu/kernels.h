@@ -141,5 +141,9 @@ void flatten_forward(const ForwardCall& c);
 void flatten_backward(const BackwardCall& c);
 void dropout_forward(const ForwardCall& c);
 void dropout_backward(const BackwardCall& c);
+void dropout_mask_forward(const ForwardCall& c);
+void dropout_mask_backward(const BackwardCall& c);
+void collective_forward(const ForwardCall& c);
+void collective_backward(const BackwardCall& c);
 
 }  // namespace rl::cpu

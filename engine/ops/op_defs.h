@@ -46,5 +46,7 @@ extern const OpDef kMaxPool2dDef, kAvgPool2dDef;                        // pool.
 extern const OpDef kUpsampleNearest2dDef;                               // pool.cpp
 extern const OpDef kBatchNormDef;                                       // batchnorm.cpp
 extern const OpDef kConcatDef, kFlattenDef, kDropoutDef;                // tensor_ops.cpp
+extern const OpDef kDropoutMaskDef;                                     // tensor_ops.cpp
+extern const OpDef kCollectiveDef;                                      // collective.cpp
 
 }  // namespace rl::ops

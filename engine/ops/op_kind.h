@@ -5,11 +5,11 @@ namespace rl {
 
 // Every op RematLab knows. Names (for files and the CLI) live in ops/op.cpp.
 enum class OpKind : uint8_t {
-    Linear,        // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
-    MatMul,        // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
-    Add,           // elementwise, same shapes
+    Linear,  // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
+    MatMul,  // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
+    Add,     // elementwise, same shapes
     Relu,
-    Gelu,          // erf form: x·Φ(x)
+    Gelu,  // erf form: x·Φ(x)
     Tanh,
     Sigmoid,
     LayerNorm,     // over the last axis, with weight and bias; eps attr
@@ -29,7 +29,9 @@ enum class OpKind : uint8_t {
     UpsampleNearest2d,  // nearest-neighbour upsampling by an integer scale
     Concat,             // 2+ inputs joined along an axis (default 1, channels)
     Flatten,            // [d0…dk-1, dk…] -> [d0·…·dk-1, dk·…] (attr axis, default 1)
-    Dropout,            // mask from (graph seed, node name, element index): recomputable
+    Dropout,            // mask from (graph seed, node name, element index), or a given u8 mask
+    DropoutMask,        // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
+    Collective,         // tensor-parallel communication, no FLOPs (ops/collective.cpp)
     Count
 };
 

@@ -52,7 +52,7 @@ TEST(OpRegistry, NamesRoundTrip) {
     EXPECT_EQ(op_names_joined(),
               "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
               "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
-              "batchnorm, upsample_nearest2d, concat, flatten, dropout");
+              "batchnorm, upsample_nearest2d, concat, flatten, dropout, dropout_mask, collective");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
@@ -743,7 +743,7 @@ TEST(OpShapeErrors, MessagesNameTheProblem) {
         [](Graph& g) {
             g.add_node("act", OpKind::Relu, Ids{g.add_input("y", DType::I32, Shape{4}, 3)});
         },
-        {"input 0 ('y') is i32 but relu expects f32"});
+        {"input 0 ('y') is i32 but relu expects a floating tensor"});
     expect_error(
         [](Graph& g) {
             g.add_node("ln", OpKind::LayerNorm, Ids{g.add_input("x", DType::F32, Shape{4, 3})},
