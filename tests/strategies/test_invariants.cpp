@@ -36,7 +36,12 @@ std::vector<std::string> small_networks() {
             "resnet:depth=18,width=4,size=8,batch=2", "resnet:depth=50,width=2,size=8,batch=2",
             "unet:depth=2,channels=4,size=8,batch=2", "mobilenet:width=4,size=16,batch=2",
             // sin with its derivative computed in the forward (a derivative input, no gradient)
-            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json"};
+            REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json",
+            // planned in bf16, executed as the f32 copy; u8 dropout masks; one tp rank's
+            // collectives, with and without sequence parallelism
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8",
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8,dtype=f32,tp=2",
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8,tp=2,sp=1"};
 }
 
 std::vector<std::string> strategy_specs() {
@@ -64,12 +69,15 @@ std::vector<std::vector<float>> none_grads(const Graph& g, Backend& b, const Run
 
 TEST_P(Invariants, PredictedPeakEqualsMeasuredAndGradientsMatchNone) {
     const Case& c = GetParam();
-    const Graph g = load_network(c.network);
+    // Planned in the network's dtype; what executes is the f32 copy, with the same schedule.
+    const Graph planned = load_network(c.network);
+    const Graph g = planned.with_float_dtype(DType::F32);
     auto backend = make_cpu_backend(1);
     const RunData data = RunData::seeded(g);
-    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const CostModel costs = CostModel::analytic(planned, DeviceRates{});
 
-    const Plan plan = plan_with(g, costs, parse_spec(c.strategy));
+    const Plan plan = plan_with(planned, costs, parse_spec(c.strategy));
+    ASSERT_NO_THROW(validate(planned, plan.schedule));
     ASSERT_NE(plan.status, PlanStatus::Infeasible) << plan.message;
     ASSERT_NO_THROW(validate(g, plan.schedule));
 
