@@ -40,7 +40,9 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     : g_(g), network_spec_(std::move(network_spec)), opt_(opt) {
     set_cpu_threads(opt_.threads);
     opt_.repeat = std::max(opt_.repeat, 1);
+    if (opt_.execute && g_.float_dtype() != DType::F32) f32_copy_ = g_.with_float_dtype(DType::F32);
     if (opt_.execute) {
+        const Graph& g = executed();
         // Refuse before allocating anything. Every strategy's gradients are checked against a
         // run of `none`, so none's peak must fit, plus the host copies of parameters, inputs and
         // two sets of gradients (graph sizes are bounded by 2^62 bytes in Graph::finalize).
@@ -62,10 +64,11 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     }
     if (opt_.execute) {
         backend_ = make_backend(opt_.device, opt_.threads);
-        costs_ = CostModel::profiled(g, *backend_);
-        data_ = RunData::seeded(g, opt_.inputs);
+        costs_ = CostModel::profiled(executed(), *backend_);
+        data_ = RunData::seeded(executed(), opt_.inputs);
     } else {
-        costs_ = CostModel::analytic(g, DeviceRates::measure_cpu());
+        costs_ =
+            CostModel::analytic(g, opt_.nominal_rates ? DeviceRates{} : DeviceRates::measure_cpu());
     }
 }
 
@@ -77,21 +80,22 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
     if (ev.plan.status == PlanStatus::Infeasible) return ev;
     ev.predicted = simulate(g_, ev.plan.schedule, costs_);
     if (!opt_.execute) return ev;
+    if (f32_copy_) ev.predicted_executed = simulate(*f32_copy_, ev.plan.schedule, costs_);
+    const Graph& g = executed();
+    const uint64_t peak = ev.prediction_of_run().peak_bytes;
 
-    if (ev.predicted.peak_bytes > available_memory())
-        throw Error("strategy '" + ev.strategy + "' needs a peak of " +
-                    format_bytes(ev.predicted.peak_bytes) + " (" +
-                    std::to_string(ev.predicted.peak_bytes) + " bytes) but only " +
-                    format_bytes(available_memory()) +
+    if (peak > available_memory())
+        throw Error("strategy '" + ev.strategy + "' needs a peak of " + format_bytes(peak) + " (" +
+                    std::to_string(peak) + " bytes) but only " + format_bytes(available_memory()) +
                     " of memory is available; use smaller sizes or a strategy with a lower peak");
 
     Backend& backend = *backend_;
     if (!reference_grads_) {
-        const Plan none = plan_with(g_, costs_, Spec{"none", {}});
+        const Plan none = plan_with(g, costs_, Spec{"none", {}});
         ExecuteOptions ro;
         ro.record_timeline = false;
         ro.cancel = opt_.cancel;
-        reference_grads_ = execute(g_, none.schedule, backend, data_, ro).param_grads;
+        reference_grads_ = execute(g, none.schedule, backend, data_, ro).param_grads;
     }
     ExecuteOptions eo;
     eo.cap = opt_.cap;
@@ -102,7 +106,7 @@ Evaluation Evaluator::evaluate(const Spec& strategy) {
         eo.keep_gradients = r == 0;
         eo.record_timeline = r == 0;
         if (r == 0) backend.reset_device_memory_peak();
-        Execution e = execute(g_, ev.plan.schedule, backend, data_, eo);
+        Execution e = execute(g, ev.plan.schedule, backend, data_, eo);
         if (r == 0) ev.device_memory = backend.device_memory();
         fwd.push_back(e.forward_ms);
         rec.push_back(e.recompute_ms);

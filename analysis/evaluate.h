@@ -24,17 +24,28 @@ struct EvaluateOptions {
     const std::atomic<bool>* cancel = nullptr;
     std::vector<GivenInput> inputs;  // replace the seeded data of these inputs (`--input`)
     std::string device = "cpu";      // the backend that executes: "cpu" or "cuda" (make_backend)
+    // Plan-only: predict with DeviceRates{} (fixed nominal rates) rather than this CPU's, so that
+    // the parts of a sweep run on different machines price alike.
+    bool nominal_rates = false;
 };
 
 struct Evaluation {
     std::string network;  // the spec as given
     std::string strategy;
     Plan plan;
-    Simulation predicted;
+    Simulation predicted;  // in the network's dtype (bf16 bytes for a bf16 network)
+    // The kernels compute in float32: a bf16/f16 network executes as its f32 copy
+    // (Graph::with_float_dtype) with the same schedule. This is that copy's prediction, set when
+    // executed and the dtypes differ; the measured figures are to be compared with it.
+    std::optional<Simulation> predicted_executed;
     std::optional<Execution> measured;  // when executed (median times over repeats)
     bool grads_bitwise_equal_to_none = false;
     double max_abs_grad_diff_vs_none = 0;
     std::optional<DeviceMemory> device_memory;  // the driver's view of the run (device backends)
+    // What `measured` is to be compared with: predicted_executed when set, else predicted.
+    const Simulation& prediction_of_run() const {
+        return predicted_executed ? *predicted_executed : predicted;
+    }
 };
 
 // Runs `none` first (once per network) and then each strategy; Errors from one strategy (an
@@ -48,6 +59,8 @@ class Evaluator {
 
   private:
     const Graph& g_;
+    std::optional<Graph> f32_copy_;  // what executes when g_ is bf16/f16
+    const Graph& executed() const { return f32_copy_ ? *f32_copy_ : g_; }
     std::string network_spec_;
     EvaluateOptions opt_;
     CostModel costs_;

@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
     plan->add_flag("--json", plan_opt.json, "print one JSON object instead of the schedule");
+    plan->add_flag("--per-layer", plan_opt.per_layer,
+                   "also the activation bytes each block keeps for the backward (JSON: "
+                   "per_layer, per_layer_bytes)");
 
     CompareOptions cmp_opt;
     std::string cmp_cap;
@@ -133,7 +136,15 @@ int main(int argc, char** argv) {
     sweep->add_option("--threads,-t", sweep_opt.threads, "CPU threads for the kernels")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
-    sweep->add_option("--out,-o", sweep_opt.out, "write the points to FILE.csv or FILE.json");
+    sweep->add_option("--out,-o", sweep_opt.out,
+                      "write the points to FILE.csv, FILE.json or FILE.jsonl (one per line)");
+    std::string sweep_shard;
+    sweep->add_option("--shard", sweep_shard,
+                      "I/N: only the I-th of N contiguous parts of the points (1-based), for array "
+                      "jobs; with FILE.jsonl, parts 1..N concatenated are the whole sweep");
+    sweep->add_flag("--nominal-rates", sweep_opt.nominal_rates,
+                    "predict times with fixed nominal rates rather than this CPU's (implied by "
+                    "--shard, so every part is priced alike)");
 
     ResidualsOptions res_opt;
     auto* residuals =
@@ -202,7 +213,10 @@ int main(int argc, char** argv) {
         if (run->parsed()) return run_command(run_opt);
         if (plan->parsed()) return plan_command(plan_opt);
         for (const auto& b : sweep_budgets) sweep_opt.budget_list.push_back(rl::parse_bytes(b));
-        if (sweep->parsed()) return sweep_command(sweep_opt);
+        if (sweep->parsed()) {
+            if (!sweep_shard.empty()) parse_shard(sweep_shard, sweep_opt.shard, sweep_opt.shards);
+            return sweep_command(sweep_opt);
+        }
         if (residuals->parsed()) return residuals_command(res_opt);
         if (explain->parsed()) return explain_command(exp_explain);
         if (compare->parsed()) return compare_command(cmp_opt);

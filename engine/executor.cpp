@@ -11,7 +11,22 @@
 
 namespace rl {
 
+namespace {
+
+// Every kernel computes in float32: a network planned in bf16 or f16 runs as its f32 copy.
+void require_executable_dtype(const Graph& g) {
+    const DType t = g.float_dtype();
+    if (t != DType::F32)
+        throw Error("network '" + g.name() + "' has " + std::string(dtype_name(t)) +
+                    " activations, but the kernels compute in float32: execute the copy "
+                    "Graph::with_float_dtype(DType::F32) with the same schedule (rematlab-cli "
+                    "and the lab do this, and report both byte counts)");
+}
+
+}  // namespace
+
 RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
+    require_executable_dtype(g);
     // Check what was given before drawing anything.
     for (const GivenInput& in : given) {
         const auto v = g.find_value(in.name);
@@ -288,6 +303,7 @@ class RunVisitor final : public MemoryVisitor {
 Execution execute(const Graph& g, const Schedule& s, Backend& backend, const RunData& data,
                   const ExecuteOptions& opt) {
     static_assert(sizeof(bool) == sizeof(unsigned char));
+    require_executable_dtype(g);
     if (opt.run_kernels && (data.params.size() != static_cast<size_t>(g.num_params()) ||
                             data.inputs.size() != g.inputs().size()))
         throw Error("run data does not match the network: expected " +

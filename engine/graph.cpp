@@ -47,6 +47,10 @@ ValueId Graph::add_input(const std::string& name, DType dtype, const Shape& shap
     v.shape = shape;
     v.bytes = checked_bytes(dtype, shape, "input '" + name + "'");
     v.label_classes = label_classes;
+    if (dtype == DType::U8)
+        throw Error("input '" + name +
+                    "': u8 holds dropout masks, which a dropout_mask node computes; an input is "
+                    "f32, bf16, f16 or i32 (labels)");
     if (dtype == DType::I32 && label_classes <= 0)
         throw Error("input '" + name + "': an i32 (labels) input needs classes > 0");
     values_.push_back(std::move(v));
@@ -159,6 +163,22 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
             p.values = src->values;
         }
         new_params.push_back(std::move(p));
+    }
+    // An op infers f32 for a floating output; the output takes its inputs' floating dtype, so a
+    // network built on bf16 inputs computes in bf16 throughout.
+    if (inf.dtype == DType::F32) {
+        std::optional<DType> floating;
+        for (ValueId v : inputs) {
+            const Value& in = value(v);
+            if (!is_floating(in.dtype)) continue;
+            if (floating && *floating != in.dtype)
+                throw Error("node '" + name + "' (" + std::string(def.name) + "): its inputs mix " +
+                            std::string(dtype_name(*floating)) + " and " +
+                            std::string(dtype_name(in.dtype)) + " ('" + in.name +
+                            "'); a network computes in one floating dtype");
+            floating = in.dtype;
+        }
+        if (floating) inf.dtype = *floating;
     }
     const auto id = static_cast<NodeId>(nodes_.size());
     Value out;
@@ -283,6 +303,26 @@ void Graph::check_total_bytes() const {
                 "bytes; the largest, '" +
                 largest_name + "' " + largest_type + ", alone takes " + std::to_string(largest) +
                 " bytes; use smaller sizes");
+}
+
+DType Graph::float_dtype() const {
+    for (const Value& v : values_)
+        if (is_floating(v.dtype)) return v.dtype;
+    return DType::F32;
+}
+
+Graph Graph::with_float_dtype(DType t) const {
+    if (!is_floating(t))
+        throw Error("network '" + name_ + "': " + std::string(dtype_name(t)) +
+                    " is not a floating dtype (use f32, bf16 or f16)");
+    Graph copy = *this;
+    for (Value& v : copy.values_) {
+        if (!is_floating(v.dtype)) continue;
+        v.dtype = t;
+        v.bytes = checked_bytes(t, v.shape, "value '" + v.name + "'");
+    }
+    copy.check_total_bytes();
+    return copy;
 }
 
 std::optional<ValueId> Graph::find_value(std::string_view name) const {

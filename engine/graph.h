@@ -127,6 +127,14 @@ class Graph {
     // Whether the schedule must run this node's Backward (its output needs a gradient).
     bool needs_backward(NodeId n) const { return output_of(n).requires_grad; }
 
+    // The activations' floating dtype (f32, bf16 or f16): that of the first floating value.
+    // Parameters are always f32; i32 labels and u8 dropout masks keep their own types.
+    DType float_dtype() const;
+    // A copy whose floating values are `t`, with their byte counts recomputed. Planning uses the
+    // network's own dtype; the CPU executes the f32 copy (every kernel is float32), and a
+    // schedule of one is a schedule of the other (same nodes, same values).
+    Graph with_float_dtype(DType t) const;
+
     uint64_t param_bytes() const;
     uint64_t input_bytes() const;
     uint64_t activation_bytes() const;  // sum of all node outputs

@@ -5,7 +5,19 @@
 namespace rl {
 
 std::string_view dtype_name(DType t) {
-    return t == DType::F32 ? "f32" : "i32";
+    switch (t) {
+        case DType::F32:
+            return "f32";
+        case DType::I32:
+            return "i32";
+        case DType::BF16:
+            return "bf16";
+        case DType::F16:
+            return "f16";
+        case DType::U8:
+            return "u8";
+    }
+    return "?";
 }
 
 bool dtype_from_name(std::string_view name, DType& out) {
@@ -15,6 +27,18 @@ bool dtype_from_name(std::string_view name, DType& out) {
     }
     if (name == "i32" || name == "int32") {
         out = DType::I32;
+        return true;
+    }
+    if (name == "bf16" || name == "bfloat16") {
+        out = DType::BF16;
+        return true;
+    }
+    if (name == "f16" || name == "float16") {
+        out = DType::F16;
+        return true;
+    }
+    if (name == "u8" || name == "uint8") {
+        out = DType::U8;
         return true;
     }
     return false;

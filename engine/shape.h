@@ -12,17 +12,28 @@ namespace rl {
 // a narrower activation type (f16, bf16) is one more enumerator and one more case here.
 // I32 holds integer indices: class labels, token ids, positions (read from int64 or int32 .npy
 // files and checked against their range before a run).
-enum class DType : uint8_t { F32, I32 };
+// BF16 and F16 are floating activation types (planned at their size; the CPU executes an f32
+// copy); U8 holds a dropout mask (one byte per element, as Megatron keeps it). Parameters are
+// always F32.
+enum class DType : uint8_t { F32, I32, BF16, F16, U8 };
 
 constexpr uint64_t dtype_size(DType t) {
     switch (t) {
+        case DType::BF16:
+        case DType::F16:
+            return 2;
+        case DType::U8:
+            return 1;
         case DType::F32:
         case DType::I32:
-            return 4;
+            break;
     }
     return 4;
 }
-std::string_view dtype_name(DType t);  // "f32", "i32"
+constexpr bool is_floating(DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+std::string_view dtype_name(DType t);  // "f32", "i32", "bf16", "f16", "u8"
 bool dtype_from_name(std::string_view name, DType& out);
 
 using Dims = std::vector<int64_t>;

@@ -61,6 +61,7 @@ enum class PolicyKind {
     DotsNoBatchDims,
     OnlyNames,
     AnyNamesBut,
+    AnythingExcept,
     Both,
 };
 
@@ -77,6 +78,7 @@ constexpr PolicyName kPolicies[] = {
     {"checkpoint_dots_with_no_batch_dims", PolicyKind::DotsNoBatchDims},
     {"save_only_these_names", PolicyKind::OnlyNames},
     {"save_any_names_but_these", PolicyKind::AnyNamesBut},
+    {"save_anything_except_these_names", PolicyKind::AnythingExcept},
     {"save_from_both_policies", PolicyKind::Both},
 };
 
@@ -123,6 +125,8 @@ bool saveable(const Policy& p, const Node& n) {
             return has_any_tag(n, p.names);
         case PolicyKind::AnyNamesBut:
             return !n.tags.empty() && !has_any_tag(n, p.names);
+        case PolicyKind::AnythingExcept:  // tagged or not: only the names are recomputed
+            return !has_any_tag(n, p.names);
         case PolicyKind::Both:
             return saveable(p.both[0], n) || saveable(p.both[1], n);
     }
@@ -133,7 +137,9 @@ Policy make_policy(const Graph& g, const std::string& name, const std::string& n
                    const ParamValues& params) {
     Policy p;
     p.kind = policy_kind(name);
-    if (p.kind != PolicyKind::OnlyNames && p.kind != PolicyKind::AnyNamesBut) return p;
+    if (p.kind != PolicyKind::OnlyNames && p.kind != PolicyKind::AnyNamesBut &&
+        p.kind != PolicyKind::AnythingExcept)
+        return p;
     p.names = params.has(names_key) ? split_list(params.get_string(names_key))
                                     : std::vector<std::string>{};
     if (p.names.empty())
@@ -312,7 +318,8 @@ class PolicyStrategy final : public Strategy {
         ParamSpec names{"names",
                         ParamType::String,
                         "",
-                        "for save_only_these_names / save_any_names_but_these: node tags, a|b",
+                        "for save_only_these_names / save_any_names_but_these / "
+                        "save_anything_except_these_names: node tags, a|b",
                         {}};
         ParamSpec p1{"policy1", ParamType::Choice, "",
                      "for save_from_both_policies: the first policy", policy_choices(false)};
@@ -354,6 +361,10 @@ class PolicyStrategy final : public Strategy {
                  {"nothing_saveable", "dots_with_no_batch_dims_saveable", "dots_saveable"})
                 add(regions, policy, "");
             for (const std::string& t : tags) add(regions, "save_only_these_names", t);
+            // Korthikanti et al.'s selective recomputation, where a preset tags the attention core
+            if (regions == "blocks" &&
+                std::find(tags.begin(), tags.end(), "attn_core") != tags.end())
+                add(regions, "save_anything_except_these_names", "attn_core");
         }
         return out;
     }

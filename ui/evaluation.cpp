@@ -139,7 +139,9 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
         return r;
     }
     r.status = QString::fromLatin1(plan_status_name(e.plan.status));
-    const Simulation& sim = e.predicted;
+    // An executed bf16/f16 network ran as its f32 copy: show that copy's prediction beside the
+    // measured figures (the planned dtype's bytes are what `plan` reports).
+    const Simulation& sim = e.measured ? e.prediction_of_run() : e.predicted;
     r.planned = true;
     r.predicted_peak = sim.peak_bytes;
     r.predicted_activation_peak = sim.activation_peak_bytes();
@@ -186,7 +188,7 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
     trace->spec = e.strategy;
     trace->plan = e.plan;
     trace->costs = costs;
-    trace->sim = e.predicted;
+    trace->sim = e.predicted;  // the plan in the graph's own dtype, as trace->graph
     r.trace = std::move(trace);
     return r;
 }

@@ -314,10 +314,14 @@ int plan_command(const PlanOptions& opt) {
         if (opt.json) print_line(failure_json(ctx, row));
         throw Infeasible(row.message);
     }
+    std::optional<PerLayerReport> layers;
+    if (opt.per_layer) layers = per_layer_activations(g, e.plan.schedule);
     if (opt.json) {
-        print_line(evaluation_json(ctx, e));
+        print_line(evaluation_json(ctx, e, layers ? &*layers : nullptr));
     } else {
-        std::cout << to_text(g, e.plan.schedule) << '\n' << evaluation_text(ctx, e) << std::flush;
+        std::cout << to_text(g, e.plan.schedule) << '\n' << evaluation_text(ctx, e);
+        if (layers) std::cout << per_layer_text(g, *layers);
+        std::cout << std::flush;
     }
     return kExitOk;
 }
@@ -484,6 +488,16 @@ std::string fixed(double v, int digits = 3) {
     return buf;
 }
 
+// evaluation_json's object without its "solve_ms" member (a wall time, different every run).
+std::string without_solve_ms(std::string object) {
+    const std::string key = "\"solve_ms\":";
+    const auto at = object.find(key);
+    if (at == std::string::npos) return object;
+    const auto comma = object.find(',', at);
+    object.erase(at, comma == std::string::npos ? std::string::npos : comma + 1 - at);
+    return object;
+}
+
 std::string ends_with_lower(const std::string& path) {
     const auto dot = path.rfind('.');
     std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
@@ -493,10 +507,32 @@ std::string ends_with_lower(const std::string& path) {
 
 }  // namespace
 
+void parse_shard(const std::string& text, int& index, int& count) {
+    const auto slash = text.find('/');
+    auto number = [&](const std::string& s) {
+        if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+            return -1;
+        return std::stoi(s);
+    };
+    const int i = slash == std::string::npos ? -1 : number(text.substr(0, slash));
+    const int n = slash == std::string::npos ? -1 : number(text.substr(slash + 1));
+    if (i < 1 || n < 1 || i > n)
+        throw Error("--shard '" + text +
+                    "': give I/N with 1 <= I <= N (e.g. --shard 3/8, or $((SLURM_ARRAY_TASK_ID+1))/"
+                    "$SLURM_ARRAY_TASK_COUNT)");
+    index = i;
+    count = n;
+}
+
+std::pair<size_t, size_t> shard_range(size_t total, int index, int count) {
+    const auto n = static_cast<size_t>(count), i = static_cast<size_t>(index - 1);
+    return {total * i / n, total * (i + 1) / n};
+}
+
 int sweep_command(const SweepOptions& opt) {
     const std::string ext = opt.out.empty() ? "" : ends_with_lower(opt.out);
-    if (!opt.out.empty() && ext != "csv" && ext != "json")
-        throw Error("--out '" + opt.out + "': the file must end in .csv or .json");
+    if (!opt.out.empty() && ext != "csv" && ext != "json" && ext != "jsonl")
+        throw Error("--out '" + opt.out + "': the file must end in .csv, .json or .jsonl");
     Graph g = load_network(opt.network);
     const std::vector<std::string> texts = strategy_texts(opt.strategies);
     std::vector<Spec> specs;
@@ -505,6 +541,7 @@ int sweep_command(const SweepOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = opt.execute;
+    eo.nominal_rates = opt.nominal_rates || opt.shards > 1;
     // Only an execution checks for cancellation (between instructions); planning alone keeps
     // Ctrl-C's default, which ends the process at once (the output file is written atomically).
     if (opt.execute) eo.cancel = cancel_on_interrupt();
@@ -514,13 +551,29 @@ int sweep_command(const SweepOptions& opt) {
     so.budgets = opt.budgets;
     so.budget_list = opt.budget_list;
 
-    std::vector<SweepPoint> points;
+    // Every point of the whole sweep, in order; this part evaluates its contiguous share.
+    std::vector<Spec> all;
+    std::vector<std::optional<uint64_t>> all_budgets;
     for (const Spec& spec : specs) {
+        std::vector<std::optional<uint64_t>> budgets;
+        for (const Spec& s : sweep_specs(g, ev.costs(), spec, so, &budgets)) all.push_back(s);
+        all_budgets.insert(all_budgets.end(), budgets.begin(), budgets.end());
+    }
+    const auto [begin, end] = shard_range(all.size(), opt.shard, opt.shards);
+    std::vector<SweepPoint> points;
+    for (size_t k = begin; k < end; ++k) {
         if (interrupted()) throw Cancelled();
         if (ProgressBar::wanted())
-            std::fprintf(stderr, "sweeping %s...\n", format_spec(spec).c_str());
-        for (SweepPoint& p : sweep(g, ev, spec, so)) points.push_back(std::move(p));
+            std::fprintf(stderr, "sweeping %s...\n", format_spec(all[k]).c_str());
+        SweepPoint p;
+        p.budget = all_budgets[k];
+        p.eval = ev.evaluate(all[k]);
+        p.eval.predicted.timeline.clear();  // a sweep keeps the figures, not the timelines
+        if (p.eval.measured) p.eval.measured->timeline.clear();
+        points.push_back(std::move(p));
     }
+    std::string jsonl;  // one object per line, without the planner's wall time (solve_ms), so
+                        // that parts concatenate into exactly the whole sweep
 
     std::string csv =
         "strategy,budget,status,predicted_peak_bytes,predicted_activation_peak_bytes,"
@@ -556,10 +609,13 @@ int sweep_command(const SweepOptions& opt) {
         else
             csv += ",,,,";
         csv += "\n";
-        json += "  " + (ok ? evaluation_json(ctx, e)
-                           : failure_json(ctx, CompareRow{e.strategy, std::nullopt, "infeasible",
-                                                          e.plan.message, kExitInfeasible,
-                                                          e.plan.min_feasible_budget}));
+        const std::string object =
+            ok ? evaluation_json(ctx, e)
+               : failure_json(ctx,
+                              CompareRow{e.strategy, std::nullopt, "infeasible", e.plan.message,
+                                         kExitInfeasible, e.plan.min_feasible_budget});
+        json += "  " + object;
+        jsonl += without_solve_ms(object) + "\n";
         json += i + 1 < points.size() ? ",\n" : "\n";
         std::snprintf(line, sizeof line, "%-36s %12s %-10s %12s %12s %12s %12s %12s %5s\n",
                       e.strategy.c_str(),
@@ -580,7 +636,7 @@ int sweep_command(const SweepOptions& opt) {
                   << ")\n\n"
                   << table << std::flush;
     } else {
-        write_file_atomically(opt.out, {ext == "csv" ? csv : json});
+        write_file_atomically(opt.out, {ext == "csv" ? csv : ext == "jsonl" ? jsonl : json});
         std::cout << "wrote " << points.size() << " points to " << opt.out << "\n";
     }
     return kExitOk;

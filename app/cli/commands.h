@@ -52,6 +52,7 @@ struct PlanOptions {
     std::string strategy;
     int threads = 1;  // the cost model's rates are measured at this thread count
     bool json = false;
+    bool per_layer = false;  // also the activation bytes each block keeps (analysis/per_layer.h)
 };
 
 struct CompareOptions {
@@ -78,8 +79,16 @@ struct SweepOptions {
     std::vector<uint64_t> budget_list;  // bytes; overrides `budgets`
     bool execute = false;
     int threads = 1;
-    std::string out;  // .csv or .json; "" = a table on stdout
+    std::string out;             // .csv, .json or .jsonl; "" = a table on stdout
+    int shard = 1, shards = 1;   // evaluate only part `shard` (1-based) of `shards`
+    bool nominal_rates = false;  // DeviceRates{} rather than this CPU's (implied by shards > 1)
 };
+
+// "I/N" with 1 <= I <= N: throws rl::Error saying what is wrong otherwise.
+void parse_shard(const std::string& text, int& index, int& count);
+// The contiguous range [begin, end) of `total` points that part `index` of `count` evaluates:
+// parts 1..count cover 0..total in order, sizes differing by at most one.
+std::pair<size_t, size_t> shard_range(size_t total, int index, int count);
 
 // `export`: the chart is drawn by the desktop app's chart code, which needs Qt Widgets; so this
 // execs the sibling `rematlab` binary in its headless mode (QT_QPA_PLATFORM=offscreen).

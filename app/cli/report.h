@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/evaluate.h"
+#include "analysis/per_layer.h"
 
 namespace rl::cli {
 
@@ -33,12 +34,15 @@ struct CompareRow {
 // Whether the schedule passes rl::validate.
 bool schedule_valid(const Graph& g, const Schedule& s);
 
-// One line of JSON (no trailing newline).
-std::string evaluation_json(const ReportContext& ctx, const Evaluation& e);
+// One line of JSON (no trailing newline); with `per_layer`, a "per_layer" field (plan --per-layer).
+std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
+                            const PerLayerReport* per_layer = nullptr);
 std::string failure_json(const ReportContext& ctx, const CompareRow& row);
 
 // Human summaries: `run` (executed) and `plan` (predicted only).
 std::string evaluation_text(const ReportContext& ctx, const Evaluation& e);
+// `plan --per-layer`: the activations each block keeps for the backward, and what one block adds.
+std::string per_layer_text(const Graph& g, const PerLayerReport& r);
 // The side-by-side table of `compare`; `baseline` (none's evaluation) gives the overhead column.
 std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow>& rows,
                           const Evaluation* baseline);

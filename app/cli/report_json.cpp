@@ -26,7 +26,8 @@ std::string describe_at(const Graph& g, const Schedule& s, int32_t index) {
 
 }  // namespace
 
-std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
+std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
+                            const PerLayerReport* per_layer) {
     const Graph& g = ctx.graph;
     const Plan& plan = e.plan;
     const Simulation& sim = e.predicted;
@@ -49,6 +50,7 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
     j["recomputes"] = sim.recomputes;
     j["backwards"] = sim.backwards;
     j["frees"] = sim.frees;
+    j["dtype"] = std::string(dtype_name(g.float_dtype()));
     j["predicted_peak_bytes"] = sim.peak_bytes;
     j["predicted_activation_peak_bytes"] = sim.activation_peak_bytes();
     j["predicted_forward_ms"] = sim.forward_ms;
@@ -57,6 +59,12 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
     j["predicted_total_ms"] = sim.total_ms();
     j["peak_instruction_index"] = sim.peak_instruction;
     j["peak_instruction"] = describe_at(g, plan.schedule, sim.peak_instruction);
+    if (e.predicted_executed) {  // bf16/f16 network executed as its f32 copy
+        j["executed_dtype"] = "f32";
+        j["predicted_executed_peak_bytes"] = e.predicted_executed->peak_bytes;
+        j["predicted_executed_activation_peak_bytes"] =
+            e.predicted_executed->activation_peak_bytes();
+    }
     if (e.measured) {
         const Execution& m = *e.measured;
         j["measured_peak_bytes"] = m.peak_bytes;
@@ -70,6 +78,21 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e) {
         j["loss"] = m.loss;
         j["grads_bitwise_equal_to_none"] = e.grads_bitwise_equal_to_none;
         j["max_abs_grad_diff_vs_none"] = e.max_abs_grad_diff_vs_none;
+    }
+    if (per_layer) {
+        // Bytes each block's nodes leave live for the backward (before the first Backward).
+        nlohmann::json layers = nlohmann::json::array();
+        for (const LayerActivations& l : per_layer->layers) {
+            nlohmann::json kept = nlohmann::json::array();
+            for (const KeptValue& k : l.kept)
+                kept.push_back({{"value", g.value(k.value).name}, {"bytes", k.bytes}});
+            layers.push_back({{"block", l.block}, {"bytes", l.bytes}, {"kept", std::move(kept)}});
+        }
+        j["per_layer"] = {{"layers", std::move(layers)},
+                          {"outside_blocks_bytes", per_layer->outside_blocks_bytes},
+                          {"before_instruction", per_layer->first_backward}};
+        if (!per_layer->layers.empty())  // one block's worth: the middle block's
+            j["per_layer_bytes"] = per_layer->layers[per_layer->layers.size() / 2].bytes;
     }
     if (e.device_memory) {  // the CUDA driver's view, beside the tracking allocator's peak
         const DeviceMemory& d = *e.device_memory;

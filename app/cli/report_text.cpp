@@ -85,6 +85,25 @@ bool schedule_valid(const Graph& g, const Schedule& s) {
     }
 }
 
+std::string per_layer_text(const Graph& g, const PerLayerReport& r) {
+    std::ostringstream out;
+    out << "per layer    activations kept for the backward (live before instruction "
+        << r.first_backward << "), " << dtype_name(g.float_dtype()) << ":\n";
+    for (const LayerActivations& l : r.layers)
+        out << "  " << l.block << "  " << l.bytes << " bytes (" << format_bytes(l.bytes) << ") in "
+            << l.kept.size() << " tensors\n";
+    out << "  outside blocks  " << r.outside_blocks_bytes << " bytes ("
+        << format_bytes(r.outside_blocks_bytes) << ")\n";
+    if (!r.layers.empty()) {
+        const LayerActivations& mid = r.layers[r.layers.size() / 2];
+        out << "one layer    " << mid.bytes << " bytes (" << mid.block << "):";
+        for (const KeptValue& k : mid.kept)
+            out << "\n  " << g.value(k.value).name << "  " << k.bytes;
+        out << '\n';
+    }
+    return out.str();
+}
+
 std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
     const Graph& g = ctx.graph;
     const Plan& plan = e.plan;
@@ -107,6 +126,12 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         << '\n';
     if (e.measured) {
         const Execution& m = *e.measured;
+        if (e.predicted_executed)  // planned in bf16/f16, executed as the f32 copy
+            out << "planned      " << dtype_name(g.float_dtype()) << ": predicted peak "
+                << format_bytes(e.predicted.peak_bytes) << ", activations "
+                << format_bytes(e.predicted.activation_peak_bytes())
+                << "; the CPU executes float32, so the figures below are the f32 copy's\n";
+        const Simulation& sim = e.prediction_of_run();
         out << "peak         predicted " << format_bytes(sim.peak_bytes) << ", measured "
             << format_bytes(m.peak_bytes)
             << (m.peak_bytes == sim.peak_bytes
@@ -132,6 +157,9 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
                                               : "differ from none's \u2717")
             << " (max |diff| " << e.max_abs_grad_diff_vs_none << ")\n";
     } else {
+        if (g.float_dtype() != DType::F32)
+            out << "dtype        " << dtype_name(g.float_dtype())
+                << " activations (bytes below; executing runs the f32 copy)\n";
         out << "peak         predicted " << format_bytes(sim.peak_bytes) << " (" << sim.peak_bytes
             << " bytes), at " << describe_at(g, plan.schedule, sim.peak_instruction) << '\n';
         out << "activations  predicted peak " << format_bytes(sim.activation_peak_bytes()) << '\n';
@@ -164,7 +192,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
             continue;
         }
         const Evaluation& e = *r.eval;
-        const Simulation& sim = e.predicted;
+        const Simulation& sim = e.prediction_of_run();  // f32 figures when run as the f32 copy
         std::vector<std::string> cells = {r.strategy, r.status, std::to_string(sim.computes),
                                           std::to_string(sim.recomputes),
                                           format_bytes(sim.peak_bytes)};
@@ -190,7 +218,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
     bool any_mismatch = false;
     for (const CompareRow& r : rows)
         if (r.eval && r.eval->measured &&
-            r.eval->measured->peak_bytes != r.eval->predicted.peak_bytes)
+            r.eval->measured->peak_bytes != r.eval->prediction_of_run().peak_bytes)
             any_mismatch = true;
     if (any_mismatch)
         out << "\n! measured peak differs from the predicted one (a bug: please report)\n";

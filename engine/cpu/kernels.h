@@ -166,5 +166,9 @@ void gelu_tanh_forward(const ForwardCall& c);
 void gelu_tanh_backward(const BackwardCall& c);
 void reduce_mean_forward(const ForwardCall& c);
 void reduce_mean_backward(const BackwardCall& c);
+void dropout_mask_forward(const ForwardCall& c);
+void dropout_mask_backward(const BackwardCall& c);
+void collective_forward(const ForwardCall& c);
+void collective_backward(const BackwardCall& c);
 
 }  // namespace rl::cpu

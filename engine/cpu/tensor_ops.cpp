@@ -68,6 +68,13 @@ void dropout_forward(const ForwardCall& c) {
     const DropoutMask m = dropout_mask(c.graph, c.node);
     const float* x = as_f32(c.inputs[0]);
     float* y = as_f32(c.output);
+    if (c.node.inputs.size() == 2) {  // the mask a dropout_mask node drew
+        const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
+        for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
+            for (int64_t i = s; i < s + n; ++i) y[i] = keep[i] ? x[i] * m.scale : 0.0f;
+        });
+        return;
+    }
     for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
         for (int64_t i = s; i < s + n; ++i)
             y[i] =
@@ -81,6 +88,16 @@ void dropout_backward(const BackwardCall& c) {
     const DropoutMask m = dropout_mask(c.graph, c.node);
     const float* dy = c.grad_output;
     const bool acc = c.accumulate[0];
+    if (c.node.inputs.size() == 2) {
+        const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
+        for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
+            for (int64_t i = s; i < s + n; ++i) {
+                const float g = keep[i] ? dy[i] * m.scale : 0.0f;
+                dx[i] = acc ? dx[i] + g : g;
+            }
+        });
+        return;
+    }
     for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
         for (int64_t i = s; i < s + n; ++i) {
             const float g = dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold)
@@ -90,5 +107,17 @@ void dropout_backward(const BackwardCall& c) {
         }
     });
 }
+
+// One byte per element, drawn as dropout draws its own mask (keyed by this node's name).
+void dropout_mask_forward(const ForwardCall& c) {
+    const DropoutMask m = dropout_mask(c.graph, c.node);
+    auto* keep = static_cast<uint8_t*>(c.output);
+    for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
+        for (int64_t i = s; i < s + n; ++i)
+            keep[i] = dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold) ? 1 : 0;
+    });
+}
+
+void dropout_mask_backward(const BackwardCall&) {}  // its output passes no gradient
 
 }  // namespace rl::cpu

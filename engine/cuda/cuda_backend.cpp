@@ -22,6 +22,7 @@
 #include "engine/cuda/launch.h"
 #include "engine/kernel_table.h"
 #include "engine/ops/layout.h"
+#include "engine/ops/op.h"
 #include "engine/ops/window.h"
 #include "engine/rng.h"
 
@@ -333,6 +334,9 @@ DropoutMask dropout_mask(const Graph& g, const Node& n) {
 
 void dropout_fwd(const Ctx& c, const ForwardCall& f) {
     const DropoutMask m = dropout_mask(f.graph, f.node);
+    if (f.node.inputs.size() == 2)
+        return dropout_masked_forward(f32(f.inputs[0]), static_cast<const uint8_t*>(f.inputs[1]),
+                                      f32(f.output), numel_out(f.graph, f.node), m.scale, c.s);
     dropout_forward(f32(f.inputs[0]), f32(f.output), numel_out(f.graph, f.node), m.key, m.threshold,
                     m.scale, c.s);
 }
@@ -340,6 +344,10 @@ void dropout_fwd(const Ctx& c, const ForwardCall& f) {
 void dropout_bwd(const Ctx& c, const BackwardCall& b) {
     if (!b.grad_inputs[0]) return;
     const DropoutMask m = dropout_mask(b.graph, b.node);
+    if (b.node.inputs.size() == 2)
+        return dropout_masked_backward(b.grad_output, static_cast<const uint8_t*>(b.inputs[1]),
+                                       b.grad_inputs[0], b.accumulate[0],
+                                       numel_out(b.graph, b.node), m.scale, c.s);
     dropout_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], numel_out(b.graph, b.node),
                      m.key, m.threshold, m.scale, c.s);
 }
@@ -384,6 +392,50 @@ void causal_mask_bwd(const Ctx& c, const BackwardCall& b) {
     const Shape& s = out_shape(b.graph, b.node);
     causal_mask_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], s.numel(), s[-2], s[-1],
                          c.s);
+void dropout_mask_fwd(const Ctx& c, const ForwardCall& f) {
+    const DropoutMask m = dropout_mask(f.graph, f.node);
+    dropout_mask_forward(static_cast<uint8_t*>(f.output), numel_out(f.graph, f.node), m.key,
+                         m.threshold, c.s);
+}
+
+void dropout_mask_bwd(const Ctx&, const BackwardCall&) {}  // its output passes no gradient
+
+// The collectives of one tensor-parallel rank, this process standing in for every rank (the
+// functions and their adjoints of engine/ops/collective.cpp and engine/cpu/collective.cpp).
+void collective_fwd(const Ctx& c, const ForwardCall& f) {
+    const int64_t n_in = f.graph.value(f.node.inputs[0]).shape.numel();
+    const int64_t n_out = numel_out(f.graph, f.node);
+    const int64_t copies = collective_kind(f.node) == CollectiveKind::AllGather ? n_out / n_in : 1;
+    const int64_t n = std::min(n_in, n_out);
+    for (int64_t k = 0; k < copies; ++k)
+        check(cudaMemcpyAsync(f32(f.output) + k * n, f.inputs[0], static_cast<size_t>(n) * 4,
+                              cudaMemcpyDeviceToDevice, c.s),
+              "cudaMemcpyAsync (collective)");
+}
+
+void collective_bwd(const Ctx& c, const BackwardCall& b) {
+    float* dx = b.grad_inputs[0];
+    if (!dx) return;
+    const int64_t n_in = b.graph.value(b.node.inputs[0]).shape.numel();
+    const int64_t n_out = numel_out(b.graph, b.node);
+    const bool acc = b.accumulate[0];
+    switch (collective_kind(b.node)) {
+        case CollectiveKind::AllReduceGrad:
+        case CollectiveKind::AllReduce:
+            unary_backward(Unary::Copy, nullptr, b.grad_output, dx, acc, n_in, c.s);
+            break;
+        case CollectiveKind::AllGather:
+            for (int64_t k = 0; k < n_out / n_in; ++k)
+                unary_backward(Unary::Copy, nullptr, b.grad_output + k * n_in, dx, acc || k > 0,
+                               n_in, c.s);
+            break;
+        case CollectiveKind::ReduceScatter:
+            unary_backward(Unary::Copy, nullptr, b.grad_output, dx, acc, n_out, c.s);
+            if (!acc)
+                check(cudaMemsetAsync(dx + n_out, 0, static_cast<size_t>(n_in - n_out) * 4, c.s),
+                      "cudaMemsetAsync (collective)");
+            break;
+    }
 }
 
 // --- losses -----------------------------------------------------------------------------------
@@ -716,6 +768,8 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Embedding)] = {embedding_fwd, embedding_bwd};
     t[op_index(OpKind::Slice)] = {slice_fwd, slice_bwd};
     t[op_index(OpKind::CausalMask)] = {causal_mask_fwd, causal_mask_bwd};
+    t[op_index(OpKind::DropoutMask)] = {dropout_mask_fwd, dropout_mask_bwd};
+    t[op_index(OpKind::Collective)] = {collective_fwd, collective_bwd};
     return t;
 }();
 

@@ -105,6 +105,20 @@ __global__ void dropout_bwd_kernel(const float* dy, float* dx, bool acc, int64_t
     }
 }
 
+__global__ void dropout_mask_kernel(uint8_t* keep, int64_t n, uint64_t key, uint32_t threshold) {
+    RL_GRID_STRIDE(i, n) keep[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? 1 : 0;
+}
+
+__global__ void dropout_masked_fwd_kernel(const float* x, const uint8_t* keep, float* y, int64_t n,
+                                          float scale) {
+    RL_GRID_STRIDE(i, n) y[i] = keep[i] ? __fmul_rn(x[i], scale) : 0.0f;
+}
+
+__global__ void dropout_masked_bwd_kernel(const float* dy, const uint8_t* keep, float* dx, bool acc,
+                                          int64_t n, float scale) {
+    RL_GRID_STRIDE(i, n) store(dx + i, keep[i] ? __fmul_rn(dy[i], scale) : 0.0f, acc);
+}
+
 }  // namespace
 
 void unary_forward(Unary f, const float* x, float* y, int64_t n, cudaStream_t s) {
@@ -203,6 +217,22 @@ void dropout_backward(const float* dy, float* dx, bool acc, int64_t n, uint64_t 
     if (n)
         dropout_bwd_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, dx, acc, n, key, threshold,
                                                               scale);
+}
+
+void dropout_mask_forward(uint8_t* keep, int64_t n, uint64_t key, uint32_t threshold,
+                          cudaStream_t s) {
+    if (n) dropout_mask_kernel<<<blocks_for(n), kThreads, 0, s>>>(keep, n, key, threshold);
+}
+
+void dropout_masked_forward(const float* x, const uint8_t* keep, float* y, int64_t n, float scale,
+                            cudaStream_t s) {
+    if (n) dropout_masked_fwd_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, keep, y, n, scale);
+}
+
+void dropout_masked_backward(const float* dy, const uint8_t* keep, float* dx, bool acc, int64_t n,
+                             float scale, cudaStream_t s) {
+    if (n)
+        dropout_masked_bwd_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, keep, dx, acc, n, scale);
 }
 
 }  // namespace rl::cuda

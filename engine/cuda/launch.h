@@ -36,6 +36,14 @@ void fill_rows(const float* b, float* y, int64_t rows, int64_t cols, cudaStream_
 void fill_planes(const float* b, float* y, int64_t channels, int64_t plane, cudaStream_t s);
 void dropout_forward(const float* x, float* y, int64_t n, uint64_t key, uint32_t threshold,
                      float scale, cudaStream_t s);
+// Dropout with a u8 keep-mask (dropout_mask): the mask drawn like dropout_forward's, and the
+// forward and backward that read it.
+void dropout_mask_forward(uint8_t* keep, int64_t n, uint64_t key, uint32_t threshold,
+                          cudaStream_t s);
+void dropout_masked_forward(const float* x, const uint8_t* keep, float* y, int64_t n, float scale,
+                            cudaStream_t s);
+void dropout_masked_backward(const float* dy, const uint8_t* keep, float* dx, bool acc, int64_t n,
+                             float scale, cudaStream_t s);
 void dropout_backward(const float* dy, float* dx, bool acc, int64_t n, uint64_t key,
                       uint32_t threshold, float scale, cudaStream_t s);
 

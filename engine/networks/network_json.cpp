@@ -179,7 +179,11 @@ struct Reader {
             const std::string dtype_text = string_field(in, "dtype", where);
             DType dtype{};
             if (!dtype_from_name(dtype_text, dtype))
-                fail(where, "unknown dtype \"" + dtype_text + "\" (valid: f32, i32)");
+                fail(where, "unknown dtype \"" + dtype_text + "\" (valid: f32, bf16, f16, i32)");
+            if (dtype == DType::U8)
+                fail(where,
+                     "dtype \"u8\" is for dropout masks, which dropout_mask nodes compute; "
+                     "an input is f32, bf16, f16 or i32");
             const Shape shape = shape_value(field(in, "shape", where), where);
             int64_t classes = 0;
             if (in.contains("classes")) {

@@ -185,6 +185,143 @@ Graph build_transformer(const Spec& spec, const ParamValues& v) {
     return g;
 }
 
+// GPT as Korthikanti et al. count it ("Reducing Activation Recomputation in Large Transformer
+// Models", MLSys 2023, arXiv 2205.05198, section 4): pre-norm layers of attention with dropout on
+// the softmax and after the output projection, and a 4h MLP with GELU and dropout; a final
+// LayerNorm and a vocabulary head. Dropout keeps a one-byte mask (dropout_mask nodes).
+//
+// tp=t builds the graph of ONE tensor-parallel rank (Megatron-LM): heads and MLP columns split t
+// ways, collective nodes (no FLOPs) where the ranks communicate — f (all_reduce_grad) before each
+// column-parallel block, g (all_reduce) after each row-parallel one. sp=1 shards LayerNorm and
+// dropout along the rows (sequence): f becomes an all-gather tagged `sp_gather`, g a
+// reduce-scatter. The attention core (QK^T, softmax, its dropout mask and dropout, attention over
+// V) is tagged `attn_core`: recomputing it is the paper's selective recomputation.
+//
+// Per layer, the paper's Table 2 (bytes, 16-bit activations): s·b·h·(34 + 5·a·s/h) without
+// parallelism. docs/scale.md reproduces the table with `rematlab-cli plan --per-layer`.
+Graph build_gpt(const Spec& spec, const ParamValues& v) {
+    const int64_t layers = v.get_int("layers"), h = v.get_int("d_model"), a = v.get_int("heads"),
+                  seq = v.get_int("seq"), batch = v.get_int("batch"), vocab = v.get_int("vocab"),
+                  t = v.get_int("tp"), sp = v.get_int("sp");
+    const double p = v.get_float("dropout");
+    DType dtype{};
+    if (!dtype_from_name(v.get_string("dtype"), dtype) || !is_floating(dtype))
+        throw Error("dtype=" + v.get_string("dtype") +
+                    " is not an activation dtype; use f32, bf16 or f16");
+    const auto num = [](int64_t n) { return std::to_string(n); };
+    if (h % a != 0)
+        throw Error("d_model=" + num(h) + " is not divisible by heads=" + num(a) +
+                    "; choose d_model as a multiple of heads");
+    if (a % t != 0)
+        throw Error("heads=" + num(a) + " is not divisible by tp=" + num(t) +
+                    ": each tensor-parallel rank takes heads/tp whole heads; choose tp among the "
+                    "divisors of heads");
+    if (vocab % t != 0)
+        throw Error("vocab=" + num(vocab) + " is not divisible by tp=" + num(t) +
+                    ": the head is split by vocabulary columns; pad vocab to a multiple of tp");
+    if (sp && t == 1)
+        throw Error("sp=1 shards LayerNorm and dropout over the tp ranks; it needs tp > 1");
+    if (sp && seq % t != 0)
+        throw Error("seq=" + num(seq) + " is not divisible by tp=" + num(t) +
+                    ": sequence parallelism gives each rank seq/tp positions");
+    if (!(p >= 0 && p < 1))
+        throw Error("dropout=" + std::to_string(p) + " must be a probability in [0, 1)");
+    const int64_t dh = h / a, a_t = a / t, h_t = h / t;
+    const int64_t rows = batch * seq, local_rows = sp ? rows / t : rows;
+    Graph g = start(spec, v);
+    ValueId x = g.add_input("x", dtype, {local_rows, h});
+    const ValueId labels = g.add_input("labels", DType::I32, {rows}, vocab / t);
+    auto out = [&](NodeId n) { return g.node(n).output; };
+    auto comm = [&](const std::string& name, ValueId in, const char* kind, Tags tags) {
+        if (t == 1) return in;
+        tags.push_back("comm");
+        return out(add(g, name, OpKind::Collective, {in},
+                       Attrs{{"kind", std::string(kind)}, {"ranks", t}}, std::move(tags)));
+    };
+    // f: before a column-parallel block; g: after a row-parallel one (Megatron's names).
+    auto f = [&](const std::string& name, ValueId in, const std::string& b) {
+        return sp ? comm(name, in, "all_gather", Tags{b, "sp_gather"})
+                  : comm(name, in, "all_reduce_grad", Tags{b});
+    };
+    auto g_op = [&](const std::string& name, ValueId in, const std::string& b) {
+        return comm(name, in, sp ? "reduce_scatter" : "all_reduce", Tags{b});
+    };
+    auto dropout = [&](const std::string& name, ValueId in, Tags tags) {
+        if (p == 0) return in;
+        Tags mask_tags = tags;
+        mask_tags.push_back("dropout_mask");
+        const NodeId m = add(g, name + "_mask", OpKind::DropoutMask, {in}, Attrs{{"p", p}},
+                             std::move(mask_tags));
+        tags.push_back("dropout");
+        return out(add(g, name, OpKind::Dropout, {in, out(m)}, Attrs{{"p", p}}, std::move(tags)));
+    };
+
+    for (int64_t i = 0; i < layers; ++i) {
+        const std::string b = block(i);
+        const std::string at = b + ".attn.";
+        const NodeId ln1 = add(g, b + ".ln1", OpKind::LayerNorm, {x}, {}, Tags{b, "attn", "ln"});
+        const ValueId qkv_in = f(at + "f", out(ln1), b);
+        auto project = [&](const std::string& which) {
+            const NodeId pr = add(g, at + which, OpKind::Linear, {qkv_in}, linear_attrs(h_t),
+                                  Tags{"dot", b, "attn", which});
+            const NodeId split =
+                add(g, at + which + "_split", OpKind::Reshape, {out(pr)},
+                    shape_attrs({batch, seq, a_t, dh}), Tags{b, "attn", "reshape"});
+            const NodeId perm = add(g, at + which + "_heads", OpKind::Transpose, {out(split)},
+                                    perm_attrs({0, 2, 1, 3}), Tags{b, "attn", "transpose"});
+            return out(add(g, at + which + "_bh", OpKind::Reshape, {out(perm)},
+                           shape_attrs({batch * a_t, seq, dh}), Tags{b, "attn", "reshape"}));
+        };
+        const ValueId q = project("q");
+        const ValueId k = project("k");
+        const ValueId vv = project("v");
+        const NodeId scores = add(
+            g, at + "scores", OpKind::MatMul, {q, k},
+            Attrs{{"transpose_b", int64_t{1}}, {"alpha", 1.0 / std::sqrt(static_cast<double>(dh))}},
+            Tags{"dot", b, "attn", "scores", "attn_core"});
+        const NodeId probs = add(g, at + "probs", OpKind::Softmax, {out(scores)}, {},
+                                 Tags{b, "attn", "softmax", "attn_core"});
+        const ValueId dropped =
+            dropout(at + "probs_drop", out(probs), Tags{b, "attn", "attn_core"});
+        const NodeId ctx = add(g, at + "ctx", OpKind::MatMul, {dropped, vv}, {},
+                               Tags{"dot", b, "attn", "ctx", "attn_core"});
+        const NodeId split = add(g, at + "ctx_split", OpKind::Reshape, {out(ctx)},
+                                 shape_attrs({batch, a_t, seq, dh}), Tags{b, "attn", "reshape"});
+        const NodeId perm = add(g, at + "ctx_perm", OpKind::Transpose, {out(split)},
+                                perm_attrs({0, 2, 1, 3}), Tags{b, "attn", "transpose"});
+        const NodeId merged = add(g, at + "ctx_merge", OpKind::Reshape, {out(perm)},
+                                  shape_attrs({rows, h_t}), Tags{b, "attn", "reshape"});
+        const NodeId proj = add(g, at + "out", OpKind::Linear, {out(merged)}, linear_attrs(h),
+                                Tags{"dot", b, "attn", "out"});
+        const ValueId proj_g = g_op(at + "g", out(proj), b);
+        const ValueId proj_d = dropout(at + "drop", proj_g, Tags{b, "attn"});
+        const NodeId res1 =
+            add(g, at + "residual", OpKind::Add, {x, proj_d}, {}, Tags{b, "attn", "residual"});
+
+        const std::string m = b + ".mlp.";
+        const NodeId ln2 =
+            add(g, b + ".ln2", OpKind::LayerNorm, {out(res1)}, {}, Tags{b, "mlp", "ln"});
+        const ValueId fc1_in = f(m + "f", out(ln2), b);
+        const NodeId fc1 = add(g, m + "fc1", OpKind::Linear, {fc1_in}, linear_attrs(4 * h_t),
+                               Tags{"dot", b, "mlp", "fc1"});
+        const NodeId act = add(g, m + "act", OpKind::Gelu, {out(fc1)}, {}, Tags{b, "mlp", "act"});
+        const NodeId fc2 = add(g, m + "fc2", OpKind::Linear, {out(act)}, linear_attrs(h),
+                               Tags{"dot", b, "mlp", "fc2"});
+        const ValueId fc2_g = g_op(m + "g", out(fc2), b);
+        const ValueId fc2_d = dropout(m + "drop", fc2_g, Tags{b, "mlp"});
+        const NodeId res2 =
+            add(g, m + "residual", OpKind::Add, {out(res1), fc2_d}, {}, Tags{b, "mlp", "residual"});
+        x = out(res2);
+    }
+    const NodeId ln = add(g, "final_ln", OpKind::LayerNorm, {x}, {}, Tags{"final", "ln"});
+    const ValueId head_in = f("head_f", out(ln), "head");
+    // Vocabulary-parallel head: this rank's vocab/tp columns (its labels stand in for its share).
+    const NodeId head =
+        add(g, "head", OpKind::Linear, {head_in}, linear_attrs(vocab / t), Tags{"dot", "head"});
+    add(g, "loss", OpKind::CrossEntropy, {out(head), labels}, {}, Tags{"loss"});
+    return g;
+}
+
 // --- convolutional networks (NCHW) ---------------------------------------------------------
 
 ParamSpec choice_param(std::string key, std::string def, std::string help,
@@ -485,6 +622,32 @@ const std::vector<PresetEntry>& entries() {
                        int_param("batch", 2, "sequences per batch"),
                        int_param("vocab", 32, "classes of the output head"), seed_param()}},
                      build_transformer});
+        {
+            ParamSpec dropout;
+            dropout.key = "dropout";
+            dropout.type = ParamType::Float;
+            dropout.default_value = "0.1";
+            dropout.help = "dropout probability (0: no dropout nodes); each keeps a 1-byte mask";
+            ParamSpec sp = int_param("sp", 0, "1: sequence parallelism over the tp ranks", 0);
+            sp.max = 1;
+            e.push_back(
+                {{"gpt",
+                  "GPT layers as Korthikanti et al. count them (pre-norm, dropout with 1-byte "
+                  "masks), in bf16/f16/f32, as one tensor-parallel rank (tp) with sequence "
+                  "parallelism (sp); the attention core is tagged attn_core",
+                  {int_param("layers", 2, "number of transformer layers"),
+                   int_param("d_model", 64, "hidden size h"),
+                   int_param("heads", 4, "attention heads a (must divide d_model, and by tp)"),
+                   int_param("seq", 16, "sequence length s"),
+                   int_param("batch", 2, "micro-batch size b"),
+                   int_param("vocab", 32, "vocabulary size (divisible by tp)"),
+                   choice_param("dtype", "bf16",
+                                "activation dtype: bytes planned in it; the CPU executes f32",
+                                {"bf16", "f16", "f32"}),
+                   dropout, int_param("tp", 1, "tensor-parallel size t: the graph is one rank's"),
+                   sp, seed_param()}},
+                 build_gpt});
+        }
         auto image = [](int64_t size, int64_t batch) {
             return std::vector<ParamSpec>{
                 int_param("size", size, "height and width of the input images"),

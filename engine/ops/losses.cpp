@@ -19,7 +19,7 @@ OpCost sum_squares_cost(const Graph& g, const Node& n) {
 }
 
 Inferred cross_entropy_infer(const Graph& g, const Node& n) {
-    require_dtype(g, n, 0, DType::F32, "logits");
+    if (!is_floating(input(g, n, 0).dtype)) require_dtype(g, n, 0, DType::F32, "logits");
     require_dtype(g, n, 1, DType::I32, "labels");
     const Shape& logits = in_shape(g, n, 0);
     const Shape& labels = in_shape(g, n, 1);

@@ -17,7 +17,14 @@ void require_dtype(const Graph& g, const Node& n, int i, DType t, const char* wh
 }
 
 void require_f32(const Graph& g, const Node& n) {
-    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) require_dtype(g, n, i, DType::F32);
+    // Floating: f32, or bf16/f16 (planned in that dtype, executed in f32; Graph::with_float_dtype).
+    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
+        const Value& v = input(g, n, i);
+        if (!is_floating(v.dtype))
+            throw Error("input " + std::to_string(i) + " ('" + v.name + "') is " +
+                        std::string(dtype_name(v.dtype)) + " but " + std::string(op_name(n.op)) +
+                        " expects a floating tensor (f32, bf16 or f16)");
+    }
 }
 
 void require_rank_at_least(const Graph& g, const Node& n, int i, int rank) {
@@ -86,10 +93,13 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kEmbeddingDef,
         &ops::kSliceDef,
         &ops::kCausalMaskDef,
+        // gpt preset: dropout masks and tensor-parallel collectives
+        &ops::kDropoutMaskDef,
+        &ops::kCollectiveDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 34, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 36, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

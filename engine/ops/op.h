@@ -66,6 +66,10 @@ struct OpDef {
     uint32_t derivative_inputs = 0;
 };
 
+// The collectives of one tensor-parallel rank (ops/collective.cpp); throws for an unknown kind.
+enum class CollectiveKind : uint8_t { AllReduceGrad, AllReduce, AllGather, ReduceScatter };
+CollectiveKind collective_kind(const Node& n);
+
 const OpDef& op_def(OpKind k);
 std::string_view op_name(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);

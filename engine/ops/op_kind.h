@@ -8,6 +8,7 @@ enum class OpKind : uint8_t {
     Linear,  // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
     MatMul,  // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
     Add,     // elementwise with numpy broadcasting (see Sub); same shapes stay the fast path
+    // Large-model training (gpt preset).
     Relu,
     Gelu,  // erf form: x·Φ(x)
     Tanh,
@@ -29,7 +30,7 @@ enum class OpKind : uint8_t {
     UpsampleNearest2d,  // nearest-neighbour upsampling by an integer scale
     Concat,             // 2+ inputs joined along an axis (default 1, channels)
     Flatten,            // [d0…dk-1, dk…] -> [d0·…·dk-1, dk·…] (attr axis, default 1)
-    Dropout,            // mask from (graph seed, node name, element index): recomputable
+    Dropout,            // mask from (graph seed, node name, element index), or a given u8 mask
 
     // Broadcasting binary ops (ops/binary.cpp, layout.h's BinaryForm): two tensors, or one
     // tensor and a parameter (attr param_shape) or a scalar (attr scalar); reversed=1 puts the
@@ -48,6 +49,9 @@ enum class OpKind : uint8_t {
     Embedding,   // rows of a [num_embeddings, dim] table by i32 indices (or constant ones)
     Slice,       // [start, end) of one axis
     CausalMask,  // -inf where column > row in the last two axes (a causal attention mask)
+    // Large-model training (gpt preset).
+    DropoutMask,        // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
+    Collective,         // tensor-parallel communication, no FLOPs (ops/collective.cpp)
     Count
 };
 

@@ -61,19 +61,60 @@ Inferred flatten_infer(const Graph& g, const Node& n) {
     return {DType::F32, Shape{outer, inner}, {}};
 }
 
-Inferred dropout_infer(const Graph& g, const Node& n) {
-    require_f32(g, n);
-    require_known_attrs(n, {"p"});
+double dropout_p(const Node& n) {
     const double p = n.attrs.get_float("p", 0.5);
     if (!(p >= 0 && p < 1))
         throw Error("attribute 'p' is " + std::to_string(p) + "; it must be in [0, 1)");
-    return {DType::F32, in_shape(g, n, 0), {}};
+    return p;
+}
+
+// dropout(x) hashes its mask again in the backward; dropout(x, mask) reads the u8 mask that a
+// dropout_mask node drew, as Megatron keeps one byte per element for the backward.
+Inferred dropout_infer(const Graph& g, const Node& n) {
+    require_known_attrs(n, {"p"});
+    const double p = dropout_p(n);
+    const Value& x = input(g, n, 0);
+    if (!is_floating(x.dtype))
+        throw Error("input 0 ('" + x.name + "') is " + std::string(dtype_name(x.dtype)) +
+                    " but dropout expects a floating tensor (f32, bf16 or f16)");
+    if (n.inputs.size() == 2) {
+        const Value& m = input(g, n, 1);
+        if (m.dtype != DType::U8 || m.shape != x.shape)
+            throw Error("input 1 (the mask) is " + format_type(m.dtype, m.shape) +
+                        "; it must be the u8 output of a dropout_mask node, shaped like input 0 " +
+                        format_type(DType::U8, x.shape));
+        if (m.producer == kNoId || g.node(m.producer).op != OpKind::DropoutMask)
+            throw Error("input 1 ('" + m.name + "') is not the output of a dropout_mask node");
+        const Node& maker = g.node(m.producer);
+        if (maker.attrs.get_float("p", 0.5) != p)
+            throw Error("input 1 (the mask '" + m.name +
+                        "') drops with p=" + std::to_string(maker.attrs.get_float("p", 0.5)) +
+                        " but this dropout has p=" + std::to_string(p) + "; give both the same p");
+    }
+    return {DType::F32, x.shape, {}};
+}
+
+Residuals dropout_residuals(const Graph&, const Node& n) {
+    return {n.inputs.size() == 2 ? 0b10u : 0u, false};
 }
 
 OpCost dropout_cost(const Graph& g, const Node& n) {
     const double e = numel_d(in_shape(g, n, 0));
+    if (n.inputs.size() == 2) return {e, e, 9 * e, 9 * e};  // a select per element, mask read
     // The mask is hashed again in the backward rather than stored.
     return {6 * e, 6 * e, 8 * e, 8 * e};
+}
+
+Inferred dropout_mask_infer(const Graph& g, const Node& n) {
+    require_f32(g, n);
+    require_known_attrs(n, {"p"});
+    dropout_p(n);
+    return {DType::U8, in_shape(g, n, 0), {}};
+}
+
+OpCost dropout_mask_cost(const Graph& g, const Node& n) {
+    const double e = numel_d(in_shape(g, n, 0));
+    return {6 * e, 0, e, 0};
 }
 
 }  // namespace
@@ -112,15 +153,34 @@ const OpDef kDropoutDef{
         "zero each element with probability p, scale the rest by 1/(1-p) (attr: p=0.5); "
         "the mask is a hash of (graph seed, node name, element index)",
     .min_inputs = 1,
-    .max_inputs = 1,
+    .max_inputs = 2,
     .is_loss = false,
     .is_dot = false,
     .infer = dropout_infer,
-    .residuals = no_residuals,
+    .residuals = dropout_residuals,
     .fwd_workspace = nullptr,
     .bwd_workspace = nullptr,
     .cost = dropout_cost,
-    .in_place_inputs = 0b1u,  // y[i] reads x[i] only; the mask is a hash of i
+    .in_place_inputs = 0b1u,     // y[i] reads x[i] (and mask[i]) only
+    .derivative_inputs = 0b10u,  // the mask passes no gradient
+};
+
+// Reads only its input's shape: the keep-mask is a hash of (graph seed, this node's name,
+// element index), one byte per element, kept for the dropout's backward (or recomputed).
+const OpDef kDropoutMaskDef{
+    .name = "dropout_mask",
+    .about =
+        "the u8 keep-mask of dropout, shaped like its input (attr: p=0.5); feed it to "
+        "dropout as input 1 so that the backward reads 1 byte per element",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .is_loss = false,
+    .is_dot = false,
+    .infer = dropout_mask_infer,
+    .residuals = no_residuals,
+    .fwd_workspace = nullptr,
+    .bwd_workspace = nullptr,
+    .cost = dropout_mask_cost,
 };
 
 }  // namespace rl::ops

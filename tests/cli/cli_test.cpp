@@ -695,3 +695,69 @@ TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
         << terminal;
     EXPECT_EQ(terminal.find("error"), std::string::npos) << terminal;
 }
+
+// sweep --shard I/N: contiguous parts whose JSON Lines, concatenated in order, are the whole
+// sweep, whatever N (including more parts than points).
+TEST_F(CliTest, SweepShardsConcatenateToTheWholeSweep) {
+    const std::string net = "gpt:layers=2,d_model=16,heads=4,seq=4,batch=1,vocab=8";
+    const std::string strategies = "none;periodic;policy;dtr";
+    const fs::path whole = dir_ / "whole.jsonl";
+    Result r = run({"sweep", "-n", net, "-s", strategies, "--budgets", "3", "--nominal-rates",
+                    "--out", whole.string()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string expected = read_file(whole);
+    const size_t points = lines_of(expected).size();
+    ASSERT_GT(points, 8u);
+    for (int n : {2, 3, static_cast<int>(points) + 2}) {
+        std::string joined;
+        size_t nonempty = 0;
+        for (int i = 1; i <= n; ++i) {
+            const fs::path part = dir_ / ("part" + std::to_string(i) + ".jsonl");
+            r = run({"sweep", "-n", net, "-s", strategies, "--budgets", "3", "--shard",
+                     std::to_string(i) + "/" + std::to_string(n), "--out", part.string()});
+            ASSERT_EQ(r.code, 0) << r.err;
+            const std::string text = read_file(part);
+            nonempty += !text.empty();
+            joined += text;
+        }
+        EXPECT_EQ(joined, expected) << n << " parts";
+        EXPECT_EQ(nonempty, std::min(points, static_cast<size_t>(n)));
+    }
+    for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0"}) {
+        r = run({"sweep", "-n", net, "--shard", bad});
+        EXPECT_NE(r.code, 0) << bad;
+        EXPECT_NE(r.err.find("give I/N"), std::string::npos) << r.err;
+    }
+}
+
+// plan --per-layer: the bytes one gpt layer keeps, equal to Korthikanti et al.'s count
+// s·b·h·(34 + 5·a·s/h) at 16-bit activations with 1-byte dropout masks.
+TEST_F(CliTest, PlanPerLayerGivesTheLayerBytesInJsonAndText) {
+    const std::string net = "gpt:layers=3,d_model=32,heads=4,seq=8,batch=2,vocab=8,dtype=bf16";
+    Result r = run({"plan", "-n", net, "-s", "none", "--per-layer", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    const double s = 8, b = 2, h = 32, a = 4;
+    const auto want = static_cast<uint64_t>(s * b * h * (34 + 5 * a * s / h));
+    EXPECT_EQ(j.at("per_layer_bytes").get<uint64_t>(), want);
+    EXPECT_EQ(j.at("per_layer").at("layers").size(), 3u);
+    EXPECT_EQ(j.at("dtype"), "bf16");
+    r = run({"plan", "-n", net, "-s", "none", "--per-layer"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("one layer    " + std::to_string(want) + " bytes"), std::string::npos)
+        << r.out;
+}
+
+// A bf16 network runs as its f32 copy: both figures are shown, and the run's prediction is met.
+TEST_F(CliTest, RunOfABf16NetworkReportsPlannedAndExecutedBytes) {
+    const std::string net = "gpt:layers=1,d_model=16,heads=2,seq=4,batch=1,vocab=8";
+    Result r = run({"run", "-n", net, "-s", "sqrt-n", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j.at("dtype"), "bf16");
+    EXPECT_EQ(j.at("executed_dtype"), "f32");
+    EXPECT_EQ(j.at("measured_peak_bytes"), j.at("predicted_executed_peak_bytes"));
+    EXPECT_LT(j.at("predicted_peak_bytes").get<uint64_t>(),
+              j.at("predicted_executed_peak_bytes").get<uint64_t>());
+    EXPECT_EQ(j.at("grads_bitwise_equal_to_none"), true);
+}

@@ -292,6 +292,20 @@ std::vector<OpCaseSpec> op_cases() {
                      h.op(OpKind::CausalMask, {h.input("x", Shape{2, 3, 9, 9})});
                  },
                  0, true});
+    // The u8 keep-mask (one byte per element; the rest of the harness's float buffer stays NaN
+    // on both backends).
+    c.push_back({"dropout_mask",
+                 [](OpHarness& h) {
+                     h.op(OpKind::DropoutMask, {h.input("x", Shape{17, 301})}, {{"p", 0.3}});
+                 },
+                 0, true});
+    for (const char* kind : {"all_reduce_grad", "all_reduce", "all_gather", "reduce_scatter"})
+        c.push_back({std::string("collective_") + kind,
+                     [kind](OpHarness& h) {
+                         h.op(OpKind::Collective, {h.input("x", Shape{6, 7})},
+                              {{"kind", std::string(kind)}, {"ranks", int64_t{3}}});
+                     },
+                     0, true});
     return c;
 }
 

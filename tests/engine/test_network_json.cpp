@@ -226,8 +226,8 @@ TEST(NetworkJson, MissingAndMistypedFieldsNameTheNode) {
     EXPECT_TRUE(contains(e, "node 0 ('fc'): attribute \"out_features\" must be")) << e;
     e = load_error(small_with("{\"out_features\": 8}", "{\"out_features\": [1.5]}"));
     EXPECT_TRUE(contains(e, "integers only")) << e;
-    e = load_error(small_with("\"dtype\": \"f32\"", "\"dtype\": \"f16\""));
-    EXPECT_TRUE(contains(e, "input 0 ('x'): unknown dtype \"f16\"")) << e;
+    e = load_error(small_with("\"dtype\": \"f32\"", "\"dtype\": \"f8\""));
+    EXPECT_TRUE(contains(e, "input 0 ('x'): unknown dtype \"f8\"")) << e;
     e = load_error(small_with("[4, 8]", "[4, 0]"));
     EXPECT_TRUE(contains(e, "'x'") && contains(e, "not positive")) << e;
     e = load_error(small_with("\"inputs\": [\"fc\"]", "\"inputs\": [\"nope\"]"));
@@ -349,6 +349,24 @@ TEST(NetworkExamples, DocumentationExampleLoads) {
     const Graph g = network_from_json(doc.substr(begin + 8, end - begin - 8), "network-format.md");
     EXPECT_EQ(g.name(), "two-layer");
     EXPECT_EQ(g.num_nodes(), 4);
+}
+
+// A bf16 input makes a bf16 network: every node output follows it, in half the bytes of f32;
+// the file round-trips, and u8 (a dropout mask's type) is not an input type.
+TEST(NetworkJson, Bf16InputMakesABf16Network) {
+    const Graph g =
+        network_from_json(small_with("\"dtype\": \"f32\"", "\"dtype\": \"bf16\""), "net.json");
+    const Graph f = network_from_json(kSmall, "net.json");
+    EXPECT_EQ(g.float_dtype(), DType::BF16);
+    for (ValueId v = 0; v < g.num_values(); ++v) {
+        EXPECT_EQ(g.value(v).dtype, DType::BF16) << g.value(v).name;
+        EXPECT_EQ(2 * g.value(v).bytes, f.value(v).bytes) << g.value(v).name;
+    }
+    EXPECT_EQ(g.param_bytes(), f.param_bytes());  // parameters stay f32
+    const Graph back = network_from_json(network_to_json(g), "again.json");
+    EXPECT_EQ(back.float_dtype(), DType::BF16);
+    const std::string e = load_error(small_with("\"dtype\": \"f32\"", "\"dtype\": \"u8\""));
+    EXPECT_TRUE(contains(e, "input 0 ('x')") && contains(e, "dropout masks")) << e;
 }
 
 }  // namespace

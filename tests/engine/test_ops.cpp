@@ -53,7 +53,8 @@ TEST(OpRegistry, NamesRoundTrip) {
               "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
               "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
               "batchnorm, upsample_nearest2d, concat, flatten, dropout, sub, mul, div, clip, "
-              "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask");
+              "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, dropout_mask, "
+              "collective");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
@@ -744,7 +745,7 @@ TEST(OpShapeErrors, MessagesNameTheProblem) {
         [](Graph& g) {
             g.add_node("act", OpKind::Relu, Ids{g.add_input("y", DType::I32, Shape{4}, 3)});
         },
-        {"input 0 ('y') is i32 but relu expects f32"});
+        {"input 0 ('y') is i32 but relu expects a floating tensor"});
     expect_error(
         [](Graph& g) {
             g.add_node("ln", OpKind::LayerNorm, Ids{g.add_input("x", DType::F32, Shape{4, 3})},

@@ -37,7 +37,7 @@ TEST(Presets, ListHasSchemasWithDefaultsAndSeed) {
         }
         EXPECT_TRUE(has_seed) << p.name;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"mlp", "chain", "resmlp", "transformer", "vgg",
+    EXPECT_EQ(names, (std::set<std::string>{"mlp", "chain", "resmlp", "transformer", "gpt", "vgg",
                                             "resnet", "unet", "mobilenet"}));
 }
 

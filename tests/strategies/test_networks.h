@@ -20,7 +20,12 @@ inline std::vector<std::string> small_networks() {
             REMATLAB_SOURCE_DIR "/resources/networks/jax-sin.json",
             // token ids, embeddings (one of constant positions), a slice, and a head tied to
             // the token embedding: one gradient summed from two readers
-            REMATLAB_SOURCE_DIR "/resources/networks/tied-lm.json"};
+            REMATLAB_SOURCE_DIR "/resources/networks/tied-lm.json",
+            // planned in bf16, executed as the f32 copy; u8 dropout masks; one tp rank's
+            // collectives, with and without sequence parallelism
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8",
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8,dtype=f32,tp=2",
+            "gpt:layers=2,d_model=16,heads=4,seq=4,batch=2,vocab=8,tp=2,sp=1"};
 }
 
 inline std::vector<std::string> strategy_specs() {

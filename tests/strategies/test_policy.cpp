@@ -14,6 +14,7 @@
 #include "engine/backend.h"
 #include "engine/errors.h"
 #include "engine/executor.h"
+#include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "strategies/policy.h"
@@ -420,6 +421,39 @@ TEST(PolicyJax, ExecutesWithGradientsEqualToNone) {
         for (size_t i = 0; i < ref.param_grads.size(); ++i)
             EXPECT_EQ(ref.param_grads[i], run.param_grads[i]) << spec;
     }
+}
+
+// JAX's save_anything_except_these_names saves every residual but the named ones, untagged
+// nodes' included; save_any_names_but_these saves only tagged ones. act0 here has no tag.
+TEST(Policy, SaveAnythingExceptTheseNamesSavesUntaggedValuesToo) {
+    const Graph g = network_from_json(R"({
+  "format": "rematlab-network", "version": 1, "name": "t", "seed": 1,
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [4, 8]}],
+  "nodes": [
+    {"name": "fc0", "op": "linear", "inputs": ["x"], "attrs": {"out_features": 8}, "tags": ["a"]},
+    {"name": "act0", "op": "tanh", "inputs": ["fc0"]},
+    {"name": "fc1", "op": "linear", "inputs": ["act0"], "attrs": {"out_features": 8}, "tags": ["a"]},
+    {"name": "act1", "op": "tanh", "inputs": ["fc1"], "tags": ["b"]},
+    {"name": "loss", "op": "sum_squares", "inputs": ["act1"]}
+  ]
+})",
+                                      "t.json");
+    auto saved = [&](const std::string& policy) {
+        const Plan p =
+            plan_with(g, CostModel{}, parse_spec("policy:regions=model,policy=" + policy));
+        std::vector<std::string> names;
+        for (const SavedResidual& r : saved_residuals(g, p.schedule).rows)
+            if (g.find_node(r.value)) names.push_back(r.value);
+        return names;
+    };
+    // act0 (untagged) is read by its tanh's and fc1's backwards: kept by the first policy,
+    // recomputed from x under the second (fc0, tagged a, is not saveable under either).
+    const auto except = saved("save_anything_except_these_names,names=a");
+    const auto any_but = saved("save_any_names_but_these,names=a");
+    EXPECT_NE(std::find(except.begin(), except.end(), "act0"), except.end());
+    EXPECT_EQ(std::find(any_but.begin(), any_but.end(), "act0"), any_but.end());
+    for (const auto* list : {&except, &any_but})
+        EXPECT_EQ(std::find(list->begin(), list->end(), "fc0"), list->end());
 }
 
 }  // namespace
