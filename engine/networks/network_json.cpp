@@ -255,6 +255,17 @@ Json attr_json(const AttrValue& v, const std::string& where) {
     return list;
 }
 
+// The name a parameter gets when this file is read back: files hold no parameter names, so it
+// is "<node>.<suffix>" of the node that declares it (a tie must name that, not a given name
+// such as an ONNX initializer's).
+std::string json_param_name(const Graph& g, NodeId node, ParamId p) {
+    const Node& n = g.node(node);
+    const Inferred inf = op_def(n.op).infer(g, n);
+    for (size_t k = 0; k < n.params.size() && k < inf.params.size(); ++k)
+        if (n.params[k] == p) return n.name + "." + inf.params[k].suffix;
+    return g.param(p).name;
+}
+
 Json graph_json(const Graph& g) {
     Json root;
     root["format"] = kFormat;
@@ -291,8 +302,9 @@ Json graph_json(const Graph& g) {
         Json tie = Json::array();
         bool tied = false;
         for (ParamId p : n.params) {
-            const bool other = g.param(p).readers.front() != self;
-            tie.push_back(other ? g.param(p).name : std::string());
+            const NodeId first = g.param(p).readers.front();
+            const bool other = first != self;
+            tie.push_back(other ? json_param_name(g, first, p) : std::string());
             tied = tied || other;
         }
         if (tied) node["tie"] = std::move(tie);

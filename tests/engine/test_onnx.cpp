@@ -19,6 +19,7 @@
 #include "engine/backend.h"
 #include "engine/errors.h"
 #include "engine/executor.h"
+#include "engine/networks/network_json.h"
 #include "engine/networks/onnx_import.h"
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
@@ -308,6 +309,9 @@ TEST(OnnxImport, TinyGptTokenIdsTiedHeadAndCausalMask) {
     ASSERT_NE(wte, kNoId);
     // Read by the embedding and by both uses of the head: one parameter, three readers.
     EXPECT_EQ(f.g.param(wte).readers.size(), 3u);
+    // The network format keeps the tie (under the name a file gives the parameter).
+    const Graph again = network_from_json(network_to_json(f.g), "<tiny_gpt.json>");
+    EXPECT_EQ(again.num_params(), f.g.num_params());
     // A token id outside the vocabulary is refused before the run, naming the input.
     GivenInput bad = f.input;
     bad.indices[3] = 24;
