@@ -33,8 +33,10 @@ struct CompareRow {
 // Whether the schedule passes rl::validate.
 bool schedule_valid(const Graph& g, const Schedule& s);
 
-// One line of JSON (no trailing newline).
-std::string evaluation_json(const ReportContext& ctx, const Evaluation& e);
+// One line of JSON (no trailing newline). With `baseline` (none's evaluation, measured), the
+// line also gives the overhead against it and whether that overhead is within the noise.
+std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
+                            const Evaluation* baseline = nullptr);
 std::string failure_json(const ReportContext& ctx, const CompareRow& row);
 
 // Human summaries: `run` (executed) and `plan` (predicted only).
