@@ -467,6 +467,15 @@ void MainWindow::planNow() {
                                .arg(r.strategies.size() == 1 ? "y" : "ies"));
 }
 
+namespace {
+// A row that failed, though it may hold figures: a cap failure keeps its plan, an infeasible
+// re-plan keeps the stale figures of the last run.
+bool is_failure(const StrategyResult& r) {
+    return r.failed() || r.status == QLatin1String("cap exceeded") ||
+           r.status == QLatin1String("infeasible") || r.status == QLatin1String("error");
+}
+}  // namespace
+
 std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult> planned) const {
     // Measured figures are only comparable on the network, threads, cap and device they came from.
     RunRequest now;
@@ -498,7 +507,7 @@ std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult>
         // The same strategy with other parameters: its measured figures are kept, greyed, with
         // what changed, beside the new prediction until the next run.
         for (size_t o = 0; o < old.size() && !kept; ++o) {
-            if (used[o] || !old[o].executed || old[o].name != p.name || !p.planned) continue;
+            if (used[o] || !old[o].executed || old[o].name != p.name) continue;
             const StrategyResult& m = take(o);
             p.executed = true;
             p.measured_peak = m.measured_peak;
@@ -544,7 +553,7 @@ void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
     bool infeasible = false;
     std::optional<uint64_t> smallest;
     for (const auto& r : plan.results) {
-        failed += r.failed();
+        failed += is_failure(r);
         if (r.status == QLatin1String("infeasible") && r.min_feasible_budget) {
             infeasible = true;
             smallest = std::max(smallest.value_or(0), *r.min_feasible_budget);
@@ -693,8 +702,7 @@ void MainWindow::reportFailures(const std::vector<StrategyResult>& results) {
     QStringList lines;
     std::optional<uint64_t> smallest;
     for (const auto& r : results) {
-        // A cap failure keeps its plan (planned) but failed all the same.
-        if (!r.failed() && r.status != QLatin1String("cap exceeded")) continue;
+        if (!is_failure(r)) continue;
         lines << QStringLiteral("<b>%1</b> (%2): %3")
                      .arg(r.spec.toHtmlEscaped(), r.status, r.message.toHtmlEscaped());
         if (r.min_feasible_budget && (!smallest || *r.min_feasible_budget > *smallest))

@@ -100,6 +100,16 @@ TEST(UiNothingLost, ABudgetChangeKeepsMeasuredFiguresStaleAndUnbudgetedRowsAsThe
     changeBudget(w, none_peak / 5 * 4);
     EXPECT_EQ(m->result(1).stale_measured_as, sqrt_n.spec);
 
+    // A budget sqrt-n cannot meet: the row says so, and still keeps the figures, stale.
+    changeBudget(w, w.network().floor_bytes);
+    EXPECT_EQ(m->result(1).status, QStringLiteral("infeasible"));
+    EXPECT_TRUE(m->result(1).executed);
+    EXPECT_EQ(m->result(1).stale_measured_as, sqrt_n.spec);
+    EXPECT_EQ(m->result(1).total_ms, sqrt_n.total_ms);
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("infeasible")))
+        << w.messageText().toStdString();
+    changeBudget(w, none_peak / 5 * 4);
+
     // A run measures again: nothing stale any more.
     w.startRun();
     ASSERT_TRUE(done.wait(kWaitMs));
