@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -14,12 +15,6 @@
 namespace rl {
 
 namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // What a new allocation can get without swapping: MemAvailable (free memory plus reclaimable
 // caches), else free physical pages.
@@ -72,69 +67,132 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     }
 }
 
-Evaluation Evaluator::evaluate(const Spec& strategy) {
-    Evaluation ev;
-    ev.network = network_spec_;
-    ev.strategy = format_spec(strategy);
-    ev.plan = plan_with(g_, costs_, strategy);
-    if (ev.plan.status == PlanStatus::Infeasible) return ev;
-    ev.predicted = simulate(g_, ev.plan.schedule, costs_);
-    if (!opt_.execute) return ev;
-    if (f32_copy_) ev.predicted_executed = simulate(*f32_copy_, ev.plan.schedule, costs_);
-    const Graph& g = executed();
-    const uint64_t peak = ev.prediction_of_run().peak_bytes;
+void Evaluator::ensure_reference() {
+    if (reference_grads_) return;
+    const Plan none = plan_with(executed(), costs_, Spec{"none", {}});
+    ExecuteOptions ro;
+    ro.record_timeline = false;
+    ro.cancel = opt_.cancel;
+    reference_grads_ = execute(executed(), none.schedule, *backend_, data_, ro).param_grads;
+}
 
-    if (peak > available_memory())
-        throw Error("strategy '" + ev.strategy + "' needs a peak of " + format_bytes(peak) + " (" +
-                    std::to_string(peak) + " bytes) but only " + format_bytes(available_memory()) +
-                    " of memory is available; use smaller sizes or a strategy with a lower peak");
-
-    Backend& backend = *backend_;
-    if (!reference_grads_) {
-        const Plan none = plan_with(g, costs_, Spec{"none", {}});
-        ExecuteOptions ro;
-        ro.record_timeline = false;
-        ro.cancel = opt_.cancel;
-        reference_grads_ = execute(g, none.schedule, backend, data_, ro).param_grads;
-    }
+Execution Evaluator::run_step(Evaluation& ev, bool timed_first) {
     ExecuteOptions eo;
     eo.cap = opt_.cap;
     eo.observer = opt_.observer;
     eo.cancel = opt_.cancel;
-    std::vector<double> fwd, rec, bwd, tot, cpu;
-    for (int r = 0; r < opt_.repeat; ++r) {
-        eo.keep_gradients = r == 0;
-        eo.record_timeline = r == 0;
-        if (r == 0) backend.reset_device_memory_peak();
-        Execution e = execute(g, ev.plan.schedule, backend, data_, eo);
-        if (r == 0) ev.device_memory = backend.device_memory();
-        fwd.push_back(e.forward_ms);
-        rec.push_back(e.recompute_ms);
-        bwd.push_back(e.backward_ms);
-        tot.push_back(e.total_ms);
-        cpu.push_back(e.cpu_ms);
-        if (r == 0) ev.measured = std::move(e);
-    }
-    Execution& m = *ev.measured;
-    m.forward_ms = median(fwd);
-    m.recompute_ms = median(rec);
-    m.backward_ms = median(bwd);
-    m.total_ms = median(tot);
-    m.cpu_ms = median(cpu);
+    eo.keep_gradients = true;  // every step's gradients are checked against none's
+    eo.record_timeline = timed_first;
+    if (timed_first) backend_->reset_device_memory_peak();
+    Execution e = execute(executed(), ev.plan.schedule, *backend_, data_, eo);
+    if (timed_first) ev.device_memory = backend_->device_memory();
 
-    bool equal = true;
-    double diff = 0;
-    for (size_t p = 0; p < m.param_grads.size(); ++p) {
-        const auto& a = m.param_grads[p];
+    double diff = ev.max_abs_grad_diff_vs_none;
+    for (size_t p = 0; p < e.param_grads.size(); ++p) {
+        const auto& a = e.param_grads[p];
         const auto& b = (*reference_grads_)[p];
         if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0)
-            equal = false;
+            ev.grads_bitwise_equal_to_none = false;
         for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
             diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
     }
-    ev.grads_bitwise_equal_to_none = equal;
+    if (e.param_grads.size() != reference_grads_->size()) ev.grads_bitwise_equal_to_none = false;
     ev.max_abs_grad_diff_vs_none = diff;
-    return ev;
+    return e;
+}
+
+Evaluation Evaluator::evaluate(const Spec& strategy) {
+    Comparison c = compare({strategy});
+    if (c.cancelled) throw Cancelled();
+    if (c.strategies[0].error) std::rethrow_exception(c.strategies[0].error);
+    return std::move(c.strategies[0].eval);
+}
+
+Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepListener& on_step) {
+    Comparison c;
+    const size_t n = strategies.size();
+    c.strategies.resize(n);
+    std::vector<bool> running(n, false);
+    for (size_t i = 0; i < n; ++i) {
+        Evaluation& ev = c.strategies[i].eval;
+        ev.network = network_spec_;
+        ev.strategy = format_spec(strategies[i]);
+        try {
+            ev.plan = plan_with(g_, costs_, strategies[i]);
+            if (ev.plan.status == PlanStatus::Infeasible) continue;
+            ev.predicted = simulate(g_, ev.plan.schedule, costs_);
+            if (!opt_.execute) continue;
+            if (f32_copy_) ev.predicted_executed = simulate(*f32_copy_, ev.plan.schedule, costs_);
+            const uint64_t peak = ev.prediction_of_run().peak_bytes;
+            if (peak > available_memory())
+                throw Error("strategy '" + ev.strategy + "' needs a peak of " + format_bytes(peak) +
+                            " (" + std::to_string(peak) + " bytes) but only " +
+                            format_bytes(available_memory()) +
+                            " of memory is available; use smaller sizes or a strategy with a "
+                            "lower peak");
+            ev.grads_bitwise_equal_to_none = true;  // until a step differs
+            running[i] = true;
+        } catch (const Error&) {
+            c.strategies[i].error = std::current_exception();
+        }
+    }
+    if (std::none_of(running.begin(), running.end(), [](bool r) { return r; })) return c;
+
+    // Per strategy, per timed round: forward, recompute, backward, total, cpu.
+    std::vector<std::vector<std::array<double, 5>>> samples(n);
+    std::vector<uint64_t> odd_peak(n, 0);  // a measured peak that differs from the prediction
+    try {
+        ensure_reference();
+        for (int round = 0; round <= opt_.repeat; ++round) {
+            for (size_t i = 0; i < n; ++i) {
+                if (!running[i]) continue;
+                if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+                if (on_step) on_step(round, i);
+                c.order.emplace_back(round, i);
+                Evaluation& ev = c.strategies[i].eval;
+                try {
+                    Execution e = run_step(ev, round == 1);
+                    if (e.peak_bytes != ev.prediction_of_run().peak_bytes)
+                        odd_peak[i] = e.peak_bytes;
+                    if (round == 0) continue;  // the warm-up: checked, not timed
+                    samples[i].push_back(
+                        {e.forward_ms, e.recompute_ms, e.backward_ms, e.total_ms, e.cpu_ms});
+                    if (round == 1) ev.measured = std::move(e);
+                } catch (const Error&) {
+                    c.strategies[i].error = std::current_exception();
+                    running[i] = false;
+                    ev.measured.reset();
+                }
+            }
+            if (round > 0) c.rounds_done = round;
+        }
+    } catch (const Cancelled&) {
+        c.cancelled = true;
+    }
+
+    for (size_t i = 0; i < n; ++i) {
+        Evaluation& ev = c.strategies[i].eval;
+        if (!running[i] || c.rounds_done == 0 || !ev.measured) {
+            ev.measured.reset();
+            continue;
+        }
+        // Every strategy is compared over the same rounds: a round cut short by a
+        // cancellation counts for none.
+        std::array<std::vector<double>, 5> per_time;
+        for (int r = 0; r < c.rounds_done; ++r)
+            for (size_t t = 0; t < 5; ++t) per_time[t].push_back(samples[i][r][t]);
+        MeasuredTimes times{spread_of(per_time[0]), spread_of(per_time[1]), spread_of(per_time[2]),
+                            spread_of(per_time[3]), spread_of(per_time[4])};
+        Execution& m = *ev.measured;
+        m.forward_ms = times.forward.median;
+        m.recompute_ms = times.recompute.median;
+        m.backward_ms = times.backward.median;
+        m.total_ms = times.total.median;
+        m.cpu_ms = times.cpu.median;
+        if (odd_peak[i]) m.peak_bytes = odd_peak[i];  // shows the mismatch (a bug) in reports
+        ev.times = times;
+    }
+    return c;
 }
 
 }  // namespace rl

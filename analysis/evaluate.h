@@ -3,11 +3,14 @@
 // what `rematlab-cli run/compare` print and what the GUI's results table shows.
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/measure.h"
 #include "engine/backend.h"
 #include "engine/executor.h"
 #include "engine/simulator.h"
@@ -17,7 +20,7 @@ namespace rl {
 
 struct EvaluateOptions {
     int threads = 1;
-    int repeat = 1;       // run the step N times, report medians
+    int repeat = 1;       // timed repeats after one untimed warm-up step (analysis/measure.h)
     uint64_t cap = 0;     // bytes, 0 = none
     bool execute = true;  // false: plan and simulate only
     ExecutionObserver* observer = nullptr;
@@ -38,7 +41,8 @@ struct Evaluation {
     // (Graph::with_float_dtype) with the same schedule. This is that copy's prediction, set when
     // executed and the dtypes differ; the measured figures are to be compared with it.
     std::optional<Simulation> predicted_executed;
-    std::optional<Execution> measured;  // when executed (median times over repeats)
+    std::optional<Execution> measured;   // when executed (median times over repeats)
+    std::optional<MeasuredTimes> times;  // the same times with their spread over the repeats
     bool grads_bitwise_equal_to_none = false;
     double max_abs_grad_diff_vs_none = 0;
     std::optional<DeviceMemory> device_memory;  // the driver's view of the run (device backends)
@@ -48,16 +52,46 @@ struct Evaluation {
     }
 };
 
-// Runs `none` first (once per network) and then each strategy; Errors from one strategy (an
-// infeasible budget, a cap exceeded) propagate to the caller.
+// One strategy of a comparison: its evaluation, or the error that stopped it (a cap exceeded, not
+// enough memory); a failed strategy leaves the later rounds, the others go on.
+struct ComparedStrategy {
+    Evaluation eval;
+    std::exception_ptr error;
+};
+
+struct Comparison {
+    std::vector<ComparedStrategy> strategies;  // in the order asked
+    int rounds_done = 0;                       // timed rounds every running strategy completed
+    bool cancelled = false;  // stopped by EvaluateOptions::cancel; times cover rounds_done
+    // The (round, strategy index) of every step in the order run; round 0 is the warm-up.
+    std::vector<std::pair<int, size_t>> order;
+};
+
+// Called before each step of a comparison: round 0 is the warm-up, 1..repeat the timed ones.
+using StepListener = std::function<void(int round, size_t index)>;
+
+// Runs `none` first (once per network, the gradient reference) and then the strategies. Every
+// executed step, warm-up included, has its peak compared with the prediction and its gradients
+// with none's (the invariants hold on every repeat, not just the first).
 class Evaluator {
   public:
     Evaluator(const Graph& g, std::string network_spec, EvaluateOptions opt);
+    // One strategy: a warm-up step and `repeat` timed ones. Errors (a cap exceeded, ...) and
+    // rl::Cancelled propagate; an infeasible plan comes back with no measurement.
     Evaluation evaluate(const Spec& strategy);
+    // Several strategies measured together, interleaved round by round so that a drift in the
+    // machine's load hits all alike: plan them all, then one warm-up round (each strategy once,
+    // untimed), then `repeat` timed rounds, each running every strategy once in the order given.
+    // A cancellation stops between steps and keeps the rounds completed by every strategy.
+    Comparison compare(const std::vector<Spec>& strategies, const StepListener& on_step = {});
     const CostModel& costs() const { return costs_; }
     const RunData& data() const { return data_; }
 
   private:
+    // Runs one step of `ev`'s plan and folds its invariants into `ev`; returns its times.
+    Execution run_step(Evaluation& ev, bool timed_first);
+    void ensure_reference();
+
     const Graph& g_;
     std::optional<Graph> f32_copy_;  // what executes when g_ is bf16/f16
     const Graph& executed() const { return f32_copy_ ? *f32_copy_ : g_; }

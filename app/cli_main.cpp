@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
     run->add_option("--threads,-t", run_opt.threads, "CPU threads for the kernels")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
-    run->add_option("--repeat,-r", run_opt.repeat, "run the step N times and report medians")
+    run->add_option(
+           "--repeat,-r", run_opt.repeat,
+           "after an untimed warm-up step, time the step N times; report the median and the "
+           "min-max spread of each time")
         ->check(CLI::Range(1, 1000000))
         ->capture_default_str();
     run->add_option("--cap", run_cap, "memory cap (e.g. 512MiB): fail the run above it")
@@ -109,7 +112,10 @@ int main(int argc, char** argv) {
     compare->add_option("--threads,-t", cmp_opt.threads, "CPU threads for the kernels")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
-    compare->add_option("--repeat,-r", cmp_opt.repeat, "run each step N times, report medians")
+    compare
+        ->add_option("--repeat,-r", cmp_opt.repeat,
+                     "after a warm-up round, N timed rounds, each running every strategy once in "
+                     "turn; report the median and the min-max spread of each time")
         ->check(CLI::Range(1, 1000000))
         ->capture_default_str();
     compare->add_option("--cap", cmp_cap, "memory cap (e.g. 512MiB) for every run")->check(kSize);

@@ -142,7 +142,7 @@ int export_mode(const QCommandLineParser& args) {
     const QString err = export_chart(kind, in, out, size);
     if (!err.isEmpty()) return fail(kExitUserError, err);
     for (const auto& r : summary.results)
-        if (r.failed())
+        if (r.failed() || r.status == QLatin1String("cap exceeded"))
             std::fprintf(stderr, "rematlab: warning: %s: %s\n", r.spec.toLocal8Bit().constData(),
                          r.message.toLocal8Bit().constData());
     std::printf("wrote %s\n", out.toLocal8Bit().constData());

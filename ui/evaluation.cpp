@@ -170,6 +170,7 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
         r.recompute_ms = m.recompute_ms;
         r.backward_ms = m.backward_ms;
         r.total_ms = m.total_ms;
+        r.times = e.times;
         r.loss = m.loss;
         r.grads_equal = e.grads_bitwise_equal_to_none;
         r.max_grad_diff = e.max_abs_grad_diff_vs_none;
@@ -221,6 +222,74 @@ StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString&
     }
 }
 
+StrategyResult compared_result(const Graph& g, const CostModel& costs, const ComparedStrategy& c,
+                               const QString& spec, std::shared_ptr<const Graph> shared) {
+    try {
+        if (c.error) std::rethrow_exception(c.error);
+        return to_result(g, costs, c.eval, std::move(shared));
+    } catch (const CapExceeded& e) {
+        // The plan and its predicted timeline stay (they are what the cap was too small for);
+        // the message names the instruction and the allocation that failed.
+        StrategyResult r = c.eval.plan.schedule.size() > 0
+                               ? to_result(g, costs, c.eval, std::move(shared))
+                               : failure_result(spec, {}, {});
+        r.status = QStringLiteral("cap exceeded");
+        r.message = to_qstring(e.what());
+        return r;
+    } catch (const std::bad_alloc&) {
+        return failure_result(spec, QStringLiteral("error"),
+                              QStringLiteral("out of memory; try a smaller network or a strategy "
+                                             "with a lower peak"));
+    } catch (const std::exception& e) {
+        return failure_result(spec, QStringLiteral("error"), to_qstring(e.what()));
+    }
+}
+
+RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& specs,
+                       std::shared_ptr<const Graph> shared, const StepListener& on_step) {
+    RunSummary summary;
+    summary.results.resize(static_cast<size_t>(specs.size()));
+    std::vector<Spec> parsed;
+    std::vector<int> row_of;  // parsed index -> row; -1 for the appended baseline
+    int none_at = -1;
+    for (int i = 0; i < specs.size(); ++i) {
+        try {
+            Spec s = parse_spec(specs[i].toStdString());
+            (void)ParamValues::resolve(find_strategy(s.name).schema(), s);
+            if (s.name == "none" && s.args.empty() && none_at < 0)
+                none_at = static_cast<int>(parsed.size());
+            parsed.push_back(std::move(s));
+            row_of.push_back(i);
+        } catch (const std::exception& e) {
+            summary.results[static_cast<size_t>(i)] =
+                failure_result(specs[i], QStringLiteral("error"), to_qstring(e.what()));
+        }
+    }
+    if (none_at < 0) {
+        none_at = static_cast<int>(parsed.size());
+        parsed.push_back(Spec{"none", {}});
+        row_of.push_back(-1);
+    }
+    const Comparison c = evaluator.compare(
+        parsed, on_step ? StepListener([&](int round, size_t i) {
+            const int row = row_of[i];
+            on_step(round, row < 0 ? static_cast<size_t>(specs.size()) : static_cast<size_t>(row));
+        })
+                        : StepListener());
+    if (c.cancelled) throw Cancelled();
+    for (size_t i = 0; i < parsed.size(); ++i) {
+        const ComparedStrategy& cs = c.strategies[i];
+        if (static_cast<int>(i) == none_at && !cs.error && cs.eval.measured && cs.eval.times) {
+            summary.baseline_total_ms = cs.eval.measured->total_ms;
+            summary.baseline_total = cs.eval.times->total;
+        }
+        if (row_of[i] < 0) continue;
+        summary.results[static_cast<size_t>(row_of[i])] =
+            compared_result(g, evaluator.costs(), cs, specs[row_of[i]], shared);
+    }
+    return summary;
+}
+
 QStringList split_strategy_list(const QString& text) {
     auto continues = [](const QString& piece) {
         const auto eq = piece.indexOf(QLatin1Char('='));
@@ -253,21 +322,18 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     eo.device = request.device.toStdString();
     eo.execute = execute;
     eo.cancel = cancel;
+    eo.repeat = request.repeats;
     Evaluator evaluator(g, request.network.toStdString(), eo);
+    if (execute) {
+        RunSummary summary = measure_all(evaluator, g, request.strategies, shared);
+        summary.wall_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        return summary;
+    }
     RunSummary summary;
-    bool none_listed = false;
-    for (const QString& spec : request.strategies) {
+    for (const QString& spec : request.strategies)
         summary.results.push_back(evaluate_one(evaluator, g, spec, shared));
-        const StrategyResult& r = summary.results.back();
-        if (spec == QLatin1String("none") && r.executed) {
-            none_listed = true;
-            summary.baseline_total_ms = r.total_ms;
-        }
-    }
-    if (execute && !none_listed) {
-        const StrategyResult none = evaluate_one(evaluator, g, QStringLiteral("none"));
-        if (none.executed) summary.baseline_total_ms = none.total_ms;
-    }
     summary.wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return summary;

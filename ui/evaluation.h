@@ -38,6 +38,17 @@ std::vector<QString> instruction_texts(const Graph& g, const Schedule& s);
 StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec,
                             std::shared_ptr<const Graph> shared = nullptr);
 
+// The result of one strategy of Evaluator::compare: its figures, or its error as a failure row.
+StrategyResult compared_result(const Graph& g, const CostModel& costs, const ComparedStrategy& c,
+                               const QString& spec, std::shared_ptr<const Graph> shared = nullptr);
+
+// Measures `specs` (none appended when absent, as the overhead's baseline) interleaved round by
+// round with `repeats` timed rounds; results in the order of `specs`, none's total in the
+// summary. Checks each spec first (a bad one becomes an error row and is not run). `on_step` as
+// in Evaluator::compare; rl::Cancelled propagates.
+RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& specs,
+                       std::shared_ptr<const Graph> shared, const StepListener& on_step = {});
+
 // Splits a --strategies list like rematlab-cli: ';' always separates; ',' separates unless the
 // next piece is a bare key=value continuing the previous spec.
 QStringList split_strategy_list(const QString& text);

@@ -111,6 +111,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     // The results area and the schedule views.
     connect(results_, &ResultsArea::sweepRequested, this, &MainWindow::startSweep);
     connect(schedule_, &ScheduleArea::tourStepRequested, this, &MainWindow::applyTourStep);
+    connect(schedule_->tourPanel(), &TourPanel::finished, this, &MainWindow::endTour);
     // Sessions.
     connect(session_, &SessionController::detached, this, &MainWindow::detachNetwork);
     connect(session_, &SessionController::restoredWithoutNetwork, this,
@@ -300,7 +301,12 @@ void MainWindow::buildActions() {
     run_action_->setShortcut(QKeySequence(QStringLiteral("Ctrl+R")));
     run_action_->setToolTip(
         QStringLiteral("Plan, execute and compare the ticked strategies (Ctrl+R)"));
-    cancel_action_ = run_menu_->addAction(QStringLiteral("&Cancel"), this, &MainWindow::cancelRun);
+    cancel_action_ = run_menu_->addAction(QStringLiteral("&Cancel"), this, [this] {
+        if (inTour())
+            endTour();  // Esc leaves a tour, with the user's session back
+        else
+            cancelRun();
+    });
     cancel_action_->setShortcut(QKeySequence(Qt::Key_Escape));
     cancel_action_->setToolTip(QStringLiteral("Stop the run (Esc)"));
     sweep_action_ = run_menu_->addAction(QStringLiteral("&Sweep for the Pareto chart"), this,
@@ -449,6 +455,11 @@ void MainWindow::planNow() {
         status_label_->setText(QStringLiteral("Tick at least one strategy"));
         return;
     }
+    if (run_job_ != 0 && controller_->busy()) {
+        // A new plan would make the run stale and drop it: plan once it has ended.
+        plan_queued_ = true;
+        return;
+    }
     plan_job_ = controller_->plan(r);
     run_job_ = 0;
     status_label_->setText(QStringLiteral("Planning %1 strateg%2…")
@@ -456,14 +467,112 @@ void MainWindow::planNow() {
                                .arg(r.strategies.size() == 1 ? "y" : "ies"));
 }
 
+namespace {
+// A row that failed, though it may hold figures: a cap failure keeps its plan, an infeasible
+// re-plan keeps the stale figures of the last run.
+bool is_failure(const StrategyResult& r) {
+    return r.failed() || r.status == QLatin1String("cap exceeded") ||
+           r.status == QLatin1String("infeasible") || r.status == QLatin1String("error");
+}
+}  // namespace
+
+std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult> planned) const {
+    // Measured figures are only comparable on the network, threads, cap and device they came from.
+    RunRequest now;
+    try {
+        now = setup_->request();
+    } catch (const std::exception&) {
+        return planned;
+    }
+    if (now.network != measured_with_.network || now.threads != measured_with_.threads ||
+        now.cap != measured_with_.cap || now.device != measured_with_.device)
+        return planned;
+    const auto& old = model_->results();
+    std::vector<bool> used(old.size(), false);
+    auto take = [&](size_t o) {
+        used[o] = true;
+        return old[o];
+    };
+    for (size_t i = 0; i < planned.size(); ++i) {
+        StrategyResult& p = planned[i];
+        // The same spec: its run still holds, whatever else changed (a strategy without budget
+        // keeps its figures when the budget moves).
+        bool kept = false;
+        for (size_t o = 0; o < old.size() && !kept; ++o)
+            if (!used[o] && old[o].executed && !old[o].stale() && old[o].spec == p.spec) {
+                p = take(o);
+                kept = true;
+            }
+        if (kept) continue;
+        // The same strategy with other parameters: its measured figures are kept, greyed, with
+        // what changed, beside the new prediction until the next run.
+        for (size_t o = 0; o < old.size() && !kept; ++o) {
+            if (used[o] || !old[o].executed || old[o].name != p.name) continue;
+            const StrategyResult& m = take(o);
+            p.executed = true;
+            p.measured_peak = m.measured_peak;
+            p.measured_activation_peak = m.measured_activation_peak;
+            p.measured_peak_instruction = m.measured_peak_instruction;
+            p.forward_ms = m.forward_ms;
+            p.recompute_ms = m.recompute_ms;
+            p.backward_ms = m.backward_ms;
+            p.total_ms = m.total_ms;
+            p.times = m.times;
+            p.loss = m.loss;
+            p.grads_equal = m.grads_equal;
+            p.max_grad_diff = m.max_grad_diff;
+            p.measured_timeline = m.measured_timeline;
+            p.stale_measured_as = m.stale() ? m.stale_measured_as : m.spec;
+            kept = true;
+        }
+    }
+    return planned;
+}
+
 void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
     if (job != plan_job_) return;
     if (applyPendingSession()) return;  // an opened session shows its own results
-    results_->setResults(plan.results);
+    if (restore_after_tour_ && networkSpec() == restore_after_tour_->network) {
+        // Back from a tour: the user's rows exactly as they were, measured figures included.
+        UserSession s = std::move(*restore_after_tour_);
+        restore_after_tour_.reset();
+        results_->setResults(s.results, s.baseline_ms, s.baseline_spread);
+        results_->setBudget(budget());
+        baseline_ms_ = s.baseline_ms;
+        baseline_spread_ = s.baseline_spread;
+        measured_with_ = s.measured_with;
+        status_label_->setText(QStringLiteral("Back from the tour: your session as it was"));
+        message_->dismiss();
+        emit planReady();
+        return;
+    }
+    results_->setResults(keepMeasured(plan.results), baseline_ms_, baseline_spread_);
     results_->setBudget(budget());
     results_->dropSweepsExcept(sweepSpecs());
     int failed = 0;
-    for (const auto& r : plan.results) failed += r.failed();
+    bool infeasible = false;
+    std::optional<uint64_t> smallest;
+    for (const auto& r : plan.results) {
+        failed += is_failure(r);
+        if (r.status == QLatin1String("infeasible") && r.min_feasible_budget) {
+            infeasible = true;
+            smallest = std::max(smallest.value_or(0), *r.min_feasible_budget);
+        }
+    }
+    const bool first = first_plan_;
+    first_plan_ = false;
+    if (infeasible && first && setup_->budgetIsDefault() && smallest &&
+        setup_->budgetFor(*smallest)) {
+        // The budget at start-up is the slider's default: make it one the ticked strategies can
+        // meet rather than greet a first start with "infeasible".
+        verify_budget_ = true;
+        setBudget(*smallest);
+        return;
+    }
+    if (infeasible && verify_budget_ && setup_->raiseBudgetOneStep()) {
+        return;  // "Use X" was not enough after all: one step up, planned again
+    }
+    verify_budget_ = false;
     status_label_->setText(
         QStringLiteral("Planned %1 strateg%2 in %3 ms (predicted; Ctrl+R runs them)")
             .arg(plan.results.size())
@@ -516,6 +625,8 @@ void MainWindow::run(const RunRequest& request) {
     results_->setBudget(budget());
     live_index_ = -2;
     baseline_ms_.reset();
+    baseline_spread_.reset();
+    plan_queued_ = false;  // the run plans what it runs
     run_job_ = controller_->run(run_request_);
     plan_job_ = 0;
     progress_->setValue(0);
@@ -535,10 +646,14 @@ void MainWindow::onProgress(quint64 job, const ProgressSnapshot& p) {
     if (p.strategy_index >= 0 && p.strategy_index < model_->rowCount())
         instructions = model_->result(p.strategy_index).instructions;
     const double frac = instructions > 0 ? std::min(1.0, double(p.instruction) / instructions) : 0;
-    const int index = p.strategy_index < 0 ? count - 1 : p.strategy_index;
-    progress_->setValue(static_cast<int>(kProgressSteps * (index + frac) / count));
-    if (p.strategy_index != live_index_) {
-        live_index_ = p.strategy_index;
+    // Steps run round by round (a warm-up round, then the timed ones), a hidden baseline last.
+    const int steps = count + 1;
+    const int index = p.strategy_index < 0 ? count : p.strategy_index;
+    const int step = p.round * steps + index;
+    progress_->setValue(
+        static_cast<int>(kProgressSteps * (step + frac) / (steps * (p.rounds + 1))));
+    if (step != live_index_) {  // each step draws its own live curve
+        live_index_ = step;
         if (p.strategy_index >= 0) memoryChart()->beginLive(p.strategy_index);
     }
     if (p.strategy_index >= 0) memoryChart()->appendLive(p.strategy_index, p.new_points);
@@ -560,9 +675,11 @@ void MainWindow::onResult(quint64 job, int index, const StrategyResult& r) {
 
 void MainWindow::onRunFinished(quint64 job, const RunSummary& s) {
     if (job != run_job_) return;
-    results_->setResults(s.results, s.baseline_total_ms);
+    results_->setResults(s.results, s.baseline_total_ms, s.baseline_total);
     results_->setBudget(budget());
     baseline_ms_ = s.baseline_total_ms;
+    baseline_spread_ = s.baseline_total;
+    measured_with_ = run_request_;
     int ok = 0;
     for (const auto& r : s.results) ok += r.executed;
     status_label_->setText(QStringLiteral("Ran %1 of %2 strategies in %3 s on %4")
@@ -572,25 +689,35 @@ void MainWindow::onRunFinished(quint64 job, const RunSummary& s) {
                                .arg(run_request_.network));
     if (ok < static_cast<int>(s.results.size())) reportFailures(s.results);
     emit runCompleted();
+    planQueued();
+}
+
+void MainWindow::planQueued() {
+    if (!plan_queued_) return;
+    plan_queued_ = false;
+    schedulePlan();
 }
 
 void MainWindow::reportFailures(const std::vector<StrategyResult>& results) {
     QStringList lines;
     std::optional<uint64_t> smallest;
     for (const auto& r : results) {
-        if (!r.failed()) continue;
+        if (!is_failure(r)) continue;
         lines << QStringLiteral("<b>%1</b> (%2): %3")
                      .arg(r.spec.toHtmlEscaped(), r.status, r.message.toHtmlEscaped());
         if (r.min_feasible_budget && (!smallest || *r.min_feasible_budget > *smallest))
             smallest = r.min_feasible_budget;
     }
     if (lines.isEmpty()) return;
-    if (smallest) {
-        const uint64_t b = round_budget(*smallest);
-        const uint64_t fit = b >= *smallest ? b : round_budget(*smallest + (*smallest - b) * 2 + 1);
+    const std::optional<uint64_t> fit = smallest ? setup_->budgetFor(*smallest) : std::nullopt;
+    if (fit) {
+        // The budget the slider will really show (never rounded below the smallest feasible);
+        // the plan that follows checks it (onPlanAvailable).
         message_->showMessage(MessageWidget::Kind::Warning, lines.join(QStringLiteral("<br>")),
-                              QStringLiteral("Use %1").arg(bytes_text(fit)),
-                              [this, fit] { setBudget(fit); });
+                              QStringLiteral("Use %1").arg(bytes_text(*fit)), [this, fit] {
+                                  verify_budget_ = true;
+                                  setBudget(*fit);
+                              });
     } else {
         message_->showMessage(MessageWidget::Kind::Warning, lines.join(QStringLiteral("<br>")));
     }
@@ -633,8 +760,9 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
     const bool was_run = job == run_job_;
     if (kind == FailureKind::Cancelled) {
         message_->showMessage(MessageWidget::Kind::Info,
-                              QStringLiteral("Run cancelled. Figures of strategies that finished "
-                                             "are kept; Ctrl+R runs again."));
+                              QStringLiteral("Run cancelled. The strategies are measured together, "
+                                             "round by round, so none has figures yet; the "
+                                             "plans are kept. Ctrl+R runs again."));
         status_label_->setText(QStringLiteral("Cancelled"));
     } else {
         message_->showMessage(
@@ -644,7 +772,10 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
                      message.toHtmlEscaped()));
         status_label_->setText(QStringLiteral("Failed"));
     }
-    if (was_run) emit runCompleted();
+    if (was_run) {
+        emit runCompleted();
+        planQueued();
+    }
 }
 
 // ---- sweeps ----------------------------------------------------------------------------------
@@ -724,7 +855,7 @@ void MainWindow::onSweepAvailable(quint64 job, const SweepSummary& s) {
 void MainWindow::updateRunState(bool busy) {
     run_action_->setEnabled(!busy);
     sweep_action_->setEnabled(!busy);
-    cancel_action_->setEnabled(busy);
+    cancel_action_->setEnabled(busy || inTour());  // Esc also leaves a tour
     setup_->setBusy(busy);
     results_->setBusy(busy);
     progress_->setVisible(busy);
@@ -742,6 +873,16 @@ bool MainWindow::applyPendingSession() {
     results_->setResults(s->results, s->baseline_ms);
     memoryChart()->setBudget(s->budget);
     baseline_ms_ = s->baseline_ms;
+    baseline_spread_.reset();  // a saved session keeps medians only
+    measured_with_ = RunRequest{};
+    measured_with_.network = s->network_spec;
+    measured_with_.threads = setup_->threads();
+    try {
+        const RunRequest now = setup_->request();
+        measured_with_.cap = now.cap;
+        measured_with_.device = now.device;
+    } catch (const std::exception&) {
+    }
     status_label_->setText(QStringLiteral("Opened a session: %1 strateg%2 on %3, as saved")
                                .arg(s->results.size())
                                .arg(s->results.size() == 1 ? "y" : "ies")
@@ -777,13 +918,43 @@ void MainWindow::showRestoredWithoutNetwork(const QString& path, const QString& 
 }
 
 void MainWindow::applyTourStep(const TourStep& step) {
+    if (!before_tour_) {
+        UserSession s;
+        s.network = networkSpec();
+        s.strategies = strategySpecs();
+        s.budget = budget();
+        s.results = model_->results();
+        s.baseline_ms = baseline_ms_;
+        s.baseline_spread = baseline_spread_;
+        s.measured_with = measured_with_;
+        before_tour_ = std::move(s);
+        restore_after_tour_.reset();
+        cancel_action_->setEnabled(true);  // Esc leaves the tour
+    }
     auto done = std::make_shared<QMetaObject::Connection>();
     *done = connect(this, &MainWindow::planReady, this, [this, step, done] {
         disconnect(*done);
-        schedule_->showTourStep(step, model_->results());
+        if (inTour()) schedule_->showTourStep(step, model_->results());
     });
     setNetworkSpec(step.network);
     setStrategies(step.strategies);
+    // The tour's strategies plan with their own parameters, not under the user's budget (its
+    // words describe those plans).
+    setBudget(std::nullopt);
+    schedulePlan();
+}
+
+void MainWindow::endTour() {
+    if (!before_tour_) return;
+    UserSession s = std::move(*before_tour_);
+    before_tour_.reset();
+    cancel_action_->setEnabled(running());
+    if (tourPanel()->parentWidget()) tourPanel()->parentWidget()->hide();  // its dock
+    setNetworkSpec(s.network);
+    setStrategies(s.strategies);
+    setBudget(s.budget);
+    restore_after_tour_ = std::move(s);
+    schedulePlan();
 }
 
 // ---- export, clipboard, about, settings ----------------------------------------------------

@@ -100,6 +100,10 @@ class MainWindow : public QMainWindow {
     void showTeachMode(bool on);
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
     void startTour(int tour);
+    // Ends the tour (Finish or Esc): the network, strategies, budget and results the user had
+    // before it come back as they were.
+    void endTour();
+    bool inTour() const { return before_tour_.has_value(); }
     // Sessions: "" on success, else what went wrong. Opening shows the saved results as they
     // were (nothing is planned or run again).
     QString saveSession(const QString& path) const;
@@ -205,6 +209,28 @@ class MainWindow : public QMainWindow {
     QString loading_spec_;
     quint64 network_job_ = 0, plan_job_ = 0, run_job_ = 0, sweep_job_ = 0;
     RunRequest run_request_;
+    // Planning asked for while a run is in progress: done when the run ends, never cancelling it.
+    // A tour runs in its own session: what the user had is kept here and put back at its end.
+    struct UserSession {
+        QString network;
+        QStringList strategies;  // as planned (budgets included)
+        std::optional<uint64_t> budget;
+        std::vector<StrategyResult> results;
+        std::optional<double> baseline_ms;
+        std::optional<Spread> baseline_spread;
+        RunRequest measured_with;
+    };
+    std::optional<UserSession> before_tour_;         // during a tour
+    std::optional<UserSession> restore_after_tour_;  // until the restored plan arrives
+    bool plan_queued_ = false;
+    bool first_plan_ = true;      // the first plan since start-up (its budget is the default)
+    bool verify_budget_ = false;  // a budget set to be feasible: raise it while it is not
+    void planQueued();
+    // The new plan's rows, with the measured figures of the last run kept: as they are for an
+    // unchanged spec, greyed and marked stale for the same strategy planned anew.
+    std::vector<StrategyResult> keepMeasured(std::vector<StrategyResult> planned) const;
+    RunRequest measured_with_;  // what the measured figures on screen were run with
+    std::optional<Spread> baseline_spread_;
     int live_index_ = -2;
     std::optional<double> baseline_ms_;
 };

@@ -149,6 +149,7 @@ void ParetoChart::rebuild() {
     for (auto* l : labels_) delete l;
     predicted_.clear();
     measured_.clear();
+    error_bars_.clear();
     curves_.clear();
     labels_.clear();
     label_at_.clear();
@@ -159,6 +160,7 @@ void ParetoChart::rebuild() {
         int instance;
         bool executed;
         double pred_x, pred_y, meas_x, meas_y;
+        std::optional<Spread> x_spread;  // the measured recompute time's min–max (error bar)
     };
     std::vector<Row> rows;
     double xmax = 0, ymax = 0;
@@ -176,8 +178,12 @@ void ParetoChart::rebuild() {
                     r.predicted_recompute_ms,
                     static_cast<double>(r.predicted_peak),
                     r.recompute_ms,
-                    static_cast<double>(r.measured_peak)};
-            xmax = std::max({xmax, row.pred_x, row.executed ? row.meas_x : 0.0});
+                    static_cast<double>(r.measured_peak),
+                    std::nullopt};
+            if (r.executed && r.times && r.times->recompute.samples > 1)
+                row.x_spread = r.times->recompute;
+            xmax = std::max({xmax, row.pred_x, row.executed ? row.meas_x : 0.0,
+                             row.x_spread ? row.x_spread->max : 0.0});
             ymax = std::max({ymax, row.pred_y, row.executed ? row.meas_y : 0.0});
             rows.push_back(row);
         }
@@ -303,6 +309,29 @@ void ParetoChart::rebuild() {
             hover_.push_back(
                 {QPointF(row.meas_x, row.meas_y / divisor_),
                  point_text(row.label + QStringLiteral(" (measured)"), row.meas_x, row.meas_y)});
+        }
+        if (row.x_spread) {
+            // The spread of the measured recompute time over the timed runs, as an error bar
+            // with end caps: (min) |—•—| (max) at the measured peak.
+            const double y = row.meas_y / divisor_;
+            const double cap = (y_->max() - y_->min()) * 0.012;
+            const double lo = row.x_spread->min, hi = row.x_spread->max;
+            auto* bar = new QLineSeries;
+            bar->setName(row.label + QStringLiteral(" (spread)"));
+            bar->setPen(QPen(col.darker(130), 1.4));
+            bar->replace(QList<QPointF>{
+                {lo, y - cap}, {lo, y + cap}, {lo, y}, {hi, y}, {hi, y + cap}, {hi, y - cap}});
+            add(bar);
+            hide_legend(bar);
+            error_bars_.push_back(bar);
+            hover_.push_back({QPointF(lo, y), QStringLiteral("%1: recompute %2 ms at the fastest "
+                                                             "of %3 timed runs")
+                                                  .arg(row.label, ms_text(lo))
+                                                  .arg(row.x_spread->samples)});
+            hover_.push_back({QPointF(hi, y), QStringLiteral("%1: recompute %2 ms at the slowest "
+                                                             "of %3 timed runs")
+                                                  .arg(row.label, ms_text(hi))
+                                                  .arg(row.x_spread->samples)});
         }
         add(pred);
         add(meas);

@@ -43,6 +43,8 @@ class ParetoChart : public QChartView {
     int frontierPointCount() const;
     QStringList seriesNames() const;
     QLineSeries* budgetSeries() const { return budget_; }
+    // The error bars of the measured recompute times, one per row timed more than once.
+    const std::vector<QLineSeries*>& errorBars() const { return error_bars_; }
     QValueAxis* recomputeAxis() const { return x_; }
     QValueAxis* peakAxis() const { return y_; }
     // What hovering at `pos` (view coordinates) shows: the nearest point within a few pixels.
@@ -76,6 +78,7 @@ class ParetoChart : public QChartView {
     std::vector<SweepCurve> sweeps_;
     std::optional<uint64_t> budget_bytes_;
     std::vector<QScatterSeries*> predicted_, measured_;
+    std::vector<QLineSeries*> error_bars_;  // per executed row with several timed runs
     std::vector<Curve> curves_;
     std::vector<QGraphicsSimpleTextItem*> labels_;
     std::vector<QPointF> label_at_;  // data coordinates of each label

@@ -186,8 +186,9 @@ void ResultsArea::fitTableColumns() {
 }
 
 void ResultsArea::setResults(const std::vector<StrategyResult>& results,
-                             std::optional<double> baseline_ms) {
-    model_->setResults(results, baseline_ms);
+                             std::optional<double> baseline_ms,
+                             std::optional<Spread> baseline_spread) {
+    model_->setResults(results, baseline_ms, baseline_spread);
     memory_->setResults(results);
 }
 

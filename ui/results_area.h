@@ -42,7 +42,8 @@ class ResultsArea : public QWidget {
 
     // The table and the memory chart show these rows (the Pareto chart reads the model).
     void setResults(const std::vector<StrategyResult>& results,
-                    std::optional<double> baseline_ms = {});
+                    std::optional<double> baseline_ms = {},
+                    std::optional<Spread> baseline_spread = {});
     void setResult(int row, const StrategyResult& result);
     // The budget line on the memory and Pareto charts.
     void setBudget(std::optional<uint64_t> budget);

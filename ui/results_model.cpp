@@ -24,6 +24,21 @@ QString percent(double fraction) {
     return QString::number(p, 'f', p < 0.1 ? 2 : 1) + QStringLiteral(" %");
 }
 
+const Spread* spread_of_column(const MeasuredTimes& t, int col) {
+    switch (col) {
+        case ResultsModel::ForwardMs:
+            return &t.forward;
+        case ResultsModel::RecomputeMs:
+            return &t.recompute;
+        case ResultsModel::BackwardMs:
+            return &t.backward;
+        case ResultsModel::TotalMs:
+            return &t.total;
+        default:
+            return nullptr;
+    }
+}
+
 QString csv_field(const QString& s) {
     if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) &&
         !s.contains(QLatin1Char('\n')))
@@ -69,6 +84,20 @@ std::optional<double> ResultsModel::overhead(int row) const {
     return (r.total_ms - *baseline_ms_) / *baseline_ms_;
 }
 
+bool ResultsModel::isBaseline(int row) const {
+    const StrategyResult& r = result(row);
+    return r.executed && r.spec == QLatin1String("none") && r.times && baseline_spread_ &&
+           r.times->total.median == baseline_spread_->median &&
+           r.times->total.min == baseline_spread_->min &&
+           r.times->total.max == baseline_spread_->max;
+}
+
+bool ResultsModel::withinNoise(int row) const {
+    const StrategyResult& r = result(row);
+    if (!r.executed || !r.times || !baseline_spread_) return false;
+    return overhead_against(r.times->total, *baseline_spread_).within_noise;
+}
+
 QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) const {
     if (o != Qt::Horizontal) return {};
     static const char* const names[] = {
@@ -84,8 +113,9 @@ QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) cons
         "Forward time (measured when run; grey: predicted by the cost model)",
         "Time spent recomputing forwards",
         "Backward time",
-        "Forward + recompute + backward",
-        "Total time against none's (the price of the memory saved)",
+        "Forward + recompute + backward; measured: the median of the timed runs (min–max)",
+        "Total time against none's (the price of the memory saved); \"within noise\" when the "
+        "two min–max ranges overlap",
         "Parameter gradients bitwise equal to those of plain backprop",
         "Time the strategy took to plan",
         "The byte budget the strategy was given"};
@@ -156,7 +186,7 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
             case Strategy:
                 return r.budget ? spec_without_budget(r.spec) : r.spec;  // the Budget column has it
             case Status:
-                return status_text(r);
+                return r.stale() ? status_text(r) + QStringLiteral(" · stale") : status_text(r);
             case PredictedPeak:
             case MeasuredPeak:
             case ActivationPeak:
@@ -167,14 +197,25 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
             case ForwardMs:
             case RecomputeMs:
             case BackwardMs:
-            case TotalMs:
+            case TotalMs: {
+                if (!v.isValid()) return QStringLiteral("—");
+                // Measured over several timed runs: the median and its min–max range.
+                const Spread* sp = run && r.times ? spread_of_column(*r.times, col) : nullptr;
+                if (sp && sp->samples > 1)
+                    return QStringLiteral("%1 (%2–%3)")
+                        .arg(ms_text(sp->median), ms_text(sp->min), ms_text(sp->max));
+                return ms_text(v.toDouble());
+            }
             case SolveMs:
                 return v.isValid() ? ms_text(v.toDouble()) : QStringLiteral("—");
             case Overhead:
-                return v.isValid() ? QStringLiteral("%1%2 %")
-                                         .arg(v.toDouble() >= 0 ? "+" : "")
-                                         .arg(v.toDouble() * 100, 0, 'f', 1)
-                                   : QStringLiteral("—");
+                if (!v.isValid()) return QStringLiteral("—");
+                if (isBaseline(index.row())) return QStringLiteral("baseline");
+                // Ranges that overlap none's: the sign of the difference says nothing.
+                if (withinNoise(index.row())) return QStringLiteral("within noise");
+                return QStringLiteral("%1%2 %")
+                    .arg(v.toDouble() >= 0 ? "+" : "")
+                    .arg(v.toDouble() * 100, 0, 'f', 1);
             case GradsEqual:
                 return v.isValid() ? (v.toBool() ? QStringLiteral("✓") : QStringLiteral("✗"))
                                    : QStringLiteral("—");
@@ -195,6 +236,11 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
         if (col == Status && failed_status(r.status)) return QBrush(QColor(0xc0, 0x39, 0x2b));
         if (col == GradsEqual && run)
             return QBrush(r.grads_equal ? QColor(0x2e, 0x7d, 0x32) : QColor(0xc0, 0x39, 0x2b));
+        // Out of date: the measured figures of an earlier plan, greyed until the next run.
+        if (r.stale() && (col == Status || col == MeasuredPeak || col == ActivationPeak ||
+                          col == ForwardMs || col == RecomputeMs || col == BackwardMs ||
+                          col == TotalMs || col == Overhead || col == GradsEqual))
+            return QBrush(QColor(0x9e, 0x9e, 0x9e));
         if (col == MeasuredPeak && run && r.measured_peak != r.predicted_peak)
             return QBrush(QColor(0xc0, 0x39, 0x2b));
         if (!run && (col == ForwardMs || col == RecomputeMs || col == BackwardMs || col == TotalMs))
@@ -207,6 +253,10 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
     }
     if (role == Qt::ToolTipRole) {
         if (!r.message.isEmpty()) return r.message;
+        if (r.stale() && col != PredictedPeak && col != Recomputes && col != SolveMs &&
+            col != Budget && col != Strategy)
+            return QStringLiteral("Stale: measured as %1, now planned as %2; Run to measure again")
+                .arg(r.stale_measured_as, r.spec);
         if (col == Strategy) return r.spec;
         if (col == Status) {
             QStringList lines;
@@ -239,10 +289,12 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
 }
 
 void ResultsModel::setResults(std::vector<StrategyResult> results,
-                              std::optional<double> baseline_ms) {
+                              std::optional<double> baseline_ms,
+                              std::optional<Spread> baseline_spread) {
     beginResetModel();
     results_ = std::move(results);
     baseline_ms_ = baseline_ms;
+    baseline_spread_ = baseline_spread;
     updateInstances();
     endResetModel();
 }
@@ -268,8 +320,10 @@ void ResultsModel::setResult(int row, StrategyResult result) {
     emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
 }
 
-void ResultsModel::setBaseline(std::optional<double> baseline_ms) {
+void ResultsModel::setBaseline(std::optional<double> baseline_ms,
+                               std::optional<Spread> baseline_spread) {
     baseline_ms_ = baseline_ms;
+    baseline_spread_ = baseline_spread;
     if (rowCount() > 0) emit dataChanged(index(0, Overhead), index(rowCount() - 1, Overhead));
 }
 
@@ -342,6 +396,20 @@ QByteArray ResultsModel::toJson() const {
             o[QStringLiteral("loss")] = r.loss;
             o[QStringLiteral("grads_bitwise_equal_to_none")] = r.grads_equal;
             if (const auto ov = overhead(i)) o[QStringLiteral("overhead")] = *ov;
+            if (r.times) {  // as rematlab-cli compare --json: each time's min-max spread
+                o[QStringLiteral("timed_repeats")] = r.times->total.samples;
+                const std::pair<const char*, const Spread*> spreads[] = {
+                    {"forward_ms", &r.times->forward},
+                    {"recompute_ms", &r.times->recompute},
+                    {"backward_ms", &r.times->backward},
+                    {"total_ms", &r.times->total}};
+                for (const auto& [name, sp] : spreads) {
+                    o[QString::fromLatin1(name) + QStringLiteral("_min")] = sp->min;
+                    o[QString::fromLatin1(name) + QStringLiteral("_max")] = sp->max;
+                }
+                o[QStringLiteral("overhead_within_noise")] = withinNoise(i);
+            }
+            if (r.stale()) o[QStringLiteral("stale_measured_as")] = r.stale_measured_as;
         }
         rows.append(o);
     }

@@ -47,13 +47,19 @@ class ResultsModel : public QAbstractTableModel {
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
-    void setResults(std::vector<StrategyResult> results, std::optional<double> baseline_ms = {});
+    // `baseline_spread`: none's total time with its spread; with it, an overhead whose range
+    // overlaps none's shows as "within noise".
+    void setResults(std::vector<StrategyResult> results, std::optional<double> baseline_ms = {},
+                    std::optional<Spread> baseline_spread = {});
     void setResult(int row, StrategyResult result);
-    void setBaseline(std::optional<double> baseline_ms);
+    void setBaseline(std::optional<double> baseline_ms, std::optional<Spread> baseline_spread = {});
     void clear();
     const std::vector<StrategyResult>& results() const { return results_; }
     const StrategyResult& result(int row) const { return results_[static_cast<size_t>(row)]; }
     std::optional<double> overhead(int row) const;  // fraction of none's total time
+    bool withinNoise(int row) const;
+    bool isBaseline(int row) const;  // the row is the run of none the overheads are against  // its
+                                     // total's range overlaps none's (analysis/measure.h)
 
     // Every row and column, the raw figures (bytes, ms), a header line; RFC 4180 quoting.
     QString toCsv() const;
@@ -64,6 +70,7 @@ class ResultsModel : public QAbstractTableModel {
     std::vector<StrategyResult> results_;
     std::vector<int> instances_;  // per row: its instance of its strategy (colour shade)
     std::optional<double> baseline_ms_;
+    std::optional<Spread> baseline_spread_;
 };
 
 }  // namespace rl::ui

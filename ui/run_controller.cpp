@@ -20,10 +20,13 @@ class ThrottledObserver : public ExecutionObserver {
     using Emit = std::function<void(ProgressSnapshot&&)>;
     explicit ThrottledObserver(Emit sink) : emit_(std::move(sink)) {}
 
-    void begin(int index, int count, const QString& label, long instruction_count) {
+    void begin(int index, int count, const QString& label, long instruction_count, int round = 0,
+               int rounds = 0) {
         snap_ = ProgressSnapshot{};
         snap_.strategy_index = index;
         snap_.strategy_count = count;
+        snap_.round = round;
+        snap_.rounds = rounds;
         snap_.label = label;
         snap_.instruction_count = instruction_count;
         last_ = {};
@@ -78,31 +81,33 @@ class RunWorker : public QObject {
             Evaluator& ev = evaluator(request, execute);
             RunSummary summary;
             ThrottledObserver* obs = observer_.get();
-            bool none_done = false;
             const int count = static_cast<int>(request.strategies.size());
-            for (int i = 0; i < count; ++i) {
-                if (stale(job)) throw Cancelled();
-                const QString& spec = request.strategies[i];
-                if (execute) {
-                    obs_job_ = job;
-                    obs->begin(i, count, spec, 0);
-                }
-                StrategyResult r = evaluate_one(ev, *g, spec, g);
-                if (spec == QLatin1String("none") && r.executed) {
-                    none_done = true;
-                    summary.baseline_total_ms = r.total_ms;
-                }
-                if (execute) {
+            if (execute) {
+                // A warm-up round and request.repeats timed rounds, each running every strategy
+                // once in turn (Evaluator::compare); the live chart follows each step.
+                obs_job_ = job;
+                summary = measure_all(ev, *g, request.strategies, g, [&](int round, size_t i) {
+                    if (stale(job)) throw Cancelled();
+                    const int index = static_cast<int>(i) < count ? static_cast<int>(i) : -1;
+                    const QString spec =
+                        index >= 0 ? request.strategies[index] : QStringLiteral("none (baseline)");
                     obs->flush();
-                    emit resultAvailable(job, i, r);
+                    obs->begin(index, count,
+                               round == 0 ? QStringLiteral("%1 · warm-up").arg(spec)
+                                          : QStringLiteral("%1 · round %2/%3")
+                                                .arg(spec)
+                                                .arg(round)
+                                                .arg(request.repeats),
+                               0, round, request.repeats);
+                });
+                obs->flush();
+                for (int i = 0; i < count; ++i)
+                    emit resultAvailable(job, i, summary.results[static_cast<size_t>(i)]);
+            } else {
+                for (int i = 0; i < count; ++i) {
+                    if (stale(job)) throw Cancelled();
+                    summary.results.push_back(evaluate_one(ev, *g, request.strategies[i], g));
                 }
-                summary.results.push_back(std::move(r));
-            }
-            if (execute && !none_done) {
-                // The overhead column is relative to none's measured time.
-                obs->begin(-1, count, QStringLiteral("none (baseline)"), 0);
-                const StrategyResult none = evaluate_one(ev, *g, QStringLiteral("none"));
-                if (none.executed) summary.baseline_total_ms = none.total_ms;
             }
             summary.wall_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -132,6 +137,7 @@ class RunWorker : public QObject {
             r.threads = request.threads;
             r.cap = request.cap;
             r.device = request.device;
+            r.repeats = 1;  // a sweep's measured points: one timed run each after the warm-up
             // Predict with the cost model of the figures on screen: the profiled one of the last
             // run when asked (or when executing), else the analytic one of the plans.
             const bool exec = request.execute || request.use_run_costs;
@@ -183,8 +189,8 @@ class RunWorker : public QObject {
     // One evaluator per (threads, cap, execute) on the current graph: it keeps the profiled cost
     // model and none's reference gradients between runs.
     Evaluator& evaluator(const RunRequest& request, bool execute) {
-        const auto key =
-            std::make_tuple(request.threads, request.cap, execute, request.device.toStdString());
+        const auto key = std::make_tuple(request.threads, request.cap, execute,
+                                         request.device.toStdString(), request.repeats);
         auto it = evaluators_.find(key);
         if (it == evaluators_.end()) {
             EvaluateOptions eo;
@@ -192,6 +198,7 @@ class RunWorker : public QObject {
             eo.cap = request.cap;
             eo.device = request.device.toStdString();
             eo.execute = execute;
+            eo.repeat = request.repeats;
             eo.cancel = &shared_->stop;
             if (!observer_)
                 observer_ = std::make_unique<ThrottledObserver>(
@@ -208,7 +215,8 @@ class RunWorker : public QObject {
     std::shared_ptr<RunController::Shared> shared_;
     std::shared_ptr<const Graph> graph_;
     QString graph_spec_;
-    std::map<std::tuple<int, uint64_t, bool, std::string>, std::unique_ptr<Evaluator>> evaluators_;
+    std::map<std::tuple<int, uint64_t, bool, std::string, int>, std::unique_ptr<Evaluator>>
+        evaluators_;
     std::unique_ptr<ThrottledObserver> observer_;
     quint64 obs_job_ = 0;
 };

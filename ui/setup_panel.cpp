@@ -16,6 +16,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 #include "engine/backend.h"
 #include "engine/networks/presets.h"
@@ -172,6 +173,7 @@ QWidget* SetupPanel::buildStrategyPanel() {
     bv->addWidget(budget_slider_);
     bv->addWidget(budget_label_);
     v->addWidget(budget_box_);
+    connect(budget_slider_, &QSlider::actionTriggered, this, [this] { budget_chosen_ = true; });
     connect(budget_slider_, &QSlider::valueChanged, this, [this] {
         updateBudgetLabel();
         if (!suppress_) emit planInputsChanged();
@@ -317,6 +319,12 @@ QWidget* SetupPanel::buildRunPanel() {
     threads_->setToolTip(QStringLiteral(
         "CPU threads for the kernels; gradients are bitwise equal across strategies at a fixed "
         "thread count"));
+    repeats_ = new QSpinBox;
+    repeats_->setRange(1, 100);
+    repeats_->setValue(kDefaultRepeats);
+    repeats_->setToolTip(QStringLiteral(
+        "Timed runs of each strategy after a warm-up run, interleaved round by round like "
+        "rematlab-cli compare --repeat: times show as median (min–max)"));
     cap_ = new QLineEdit;
     cap_->setPlaceholderText(QStringLiteral("none (e.g. 32MiB)"));
     cap_->setToolTip(QStringLiteral(
@@ -324,6 +332,7 @@ QWidget* SetupPanel::buildRunPanel() {
         "instruction"));
     form->addRow(QStringLiteral("Device"), device_);
     form->addRow(QStringLiteral("Threads"), threads_);
+    form->addRow(QStringLiteral("Repeats"), repeats_);
     form->addRow(QStringLiteral("Memory cap"), cap_);
     auto* buttons = new QHBoxLayout;
     run_button_ = new QPushButton(QStringLiteral("Run"));
@@ -396,11 +405,41 @@ void SetupPanel::updateSummary() {
 
 // ---- strategies and budget -----------------------------------------------------------------
 
-std::optional<uint64_t> SetupPanel::sliderBytes() const {
+std::optional<uint64_t> SetupPanel::bytesAtStep(int step) const {
     if (!network_ready_ || network_.none_peak_bytes <= network_.floor_bytes) return std::nullopt;
+    // The top is plain backprop's peak exactly (rounding it to print could make it infeasible).
+    if (step >= kSliderSteps) return network_.none_peak_bytes;
     const double span = static_cast<double>(network_.none_peak_bytes - network_.floor_bytes);
-    const double f = static_cast<double>(budget_slider_->value()) / kSliderSteps;
+    const double f = static_cast<double>(step) / kSliderSteps;
     return round_budget(network_.floor_bytes + static_cast<uint64_t>(span * f));
+}
+
+std::optional<uint64_t> SetupPanel::sliderBytes() const {
+    return bytesAtStep(budget_slider_->value());
+}
+
+int SetupPanel::stepAtLeast(uint64_t bytes) const {
+    // The first step whose (rounded) budget is not below `bytes`: a budget asked for is never
+    // rounded down to one that may be infeasible.
+    const double lo = static_cast<double>(network_.floor_bytes);
+    const double hi = static_cast<double>(network_.none_peak_bytes);
+    const double f = hi > lo ? (static_cast<double>(bytes) - lo) / (hi - lo) : 1.0;
+    int step = std::clamp(static_cast<int>(std::floor(f * kSliderSteps)) - 1, 0, kSliderSteps);
+    while (step < kSliderSteps && bytesAtStep(step).value_or(UINT64_MAX) < bytes) ++step;
+    return step;
+}
+
+std::optional<uint64_t> SetupPanel::budgetFor(uint64_t bytes) const {
+    if (!network_ready_) return std::nullopt;
+    const auto at = bytesAtStep(stepAtLeast(bytes));
+    if (!at || *at < bytes) return std::nullopt;  // above the slider's top
+    return at;
+}
+
+bool SetupPanel::raiseBudgetOneStep() {
+    if (!budget_box_->isChecked() || budget_slider_->value() >= kSliderSteps) return false;
+    budget_slider_->setValue(budget_slider_->value() + 1);
+    return true;
 }
 
 std::optional<uint64_t> SetupPanel::budget() const {
@@ -409,6 +448,7 @@ std::optional<uint64_t> SetupPanel::budget() const {
 }
 
 void SetupPanel::setBudget(std::optional<uint64_t> bytes) {
+    budget_chosen_ = true;
     if (!bytes) {
         budget_box_->setChecked(false);
         return;
@@ -418,10 +458,7 @@ void SetupPanel::setBudget(std::optional<uint64_t> bytes) {
         pending_budget_ = bytes;
         return;
     }
-    const double lo = static_cast<double>(network_.floor_bytes);
-    const double hi = static_cast<double>(network_.none_peak_bytes);
-    const double f = hi > lo ? (static_cast<double>(*bytes) - lo) / (hi - lo) : 1.0;
-    budget_slider_->setValue(static_cast<int>(std::clamp(f, 0.0, 1.0) * kSliderSteps + 0.5));
+    budget_slider_->setValue(stepAtLeast(*bytes));
 }
 
 void SetupPanel::updateBudgetLabel() {
@@ -520,6 +557,12 @@ QStringList SetupPanel::sweepSpecs() const {
 void SetupPanel::setThreads(int threads) {
     threads_->setValue(threads);
 }
+void SetupPanel::setRepeats(int repeats) {
+    repeats_->setValue(repeats);
+}
+int SetupPanel::repeats() const {
+    return repeats_->value();
+}
 void SetupPanel::setCap(const QString& text) {
     cap_->setText(text);
 }
@@ -529,6 +572,7 @@ RunRequest SetupPanel::request() const {
     r.network = networkSpec();
     r.strategies = strategySpecs();
     r.threads = threads_->value();
+    r.repeats = repeats_->value();
     r.device = device_->currentIndex() == 1 ? QStringLiteral("cuda") : QStringLiteral("cpu");
     const QString cap = cap_->text().trimmed();
     r.cap = cap.isEmpty() ? 0 : parse_bytes(cap.toStdString());
@@ -611,6 +655,7 @@ void SetupPanel::saveSettings(QSettings& s) const {
     s.setValue(QStringLiteral("budget/enabled"), budget_box_->isChecked());
     s.setValue(QStringLiteral("budget/slider"), budget_slider_->value());
     s.setValue(QStringLiteral("threads"), threads_->value());
+    s.setValue(QStringLiteral("repeats"), repeats_->value());
     s.setValue(QStringLiteral("cap"), cap_->text());
 }
 
@@ -618,7 +663,9 @@ void SetupPanel::loadSettings(QSettings& s) {
     suppress_ = true;
     budget_box_->setChecked(s.value(QStringLiteral("budget/enabled"), true).toBool());
     budget_slider_->setValue(s.value(QStringLiteral("budget/slider"), kSliderSteps / 2).toInt());
+    if (s.contains(QStringLiteral("budget/slider"))) budget_chosen_ = true;
     threads_->setValue(s.value(QStringLiteral("threads"), 1).toInt());
+    repeats_->setValue(s.value(QStringLiteral("repeats"), kDefaultRepeats).toInt());
     cap_->setText(s.value(QStringLiteral("cap")).toString());
     suppress_ = false;
 }

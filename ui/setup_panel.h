@@ -83,11 +83,22 @@ class SetupPanel : public QWidget {
     std::optional<uint64_t> budget() const;
     // Ticks the budget box and moves the slider to `bytes` (kept until a network has loaded);
     // nullopt unticks it.
+    // The slider lands on the smallest budget it can show that is at least `bytes` (or its top).
     void setBudget(std::optional<uint64_t> bytes);
+    // The budget setBudget(bytes) would set when it is at least `bytes`; nullopt before a
+    // network has loaded or when `bytes` is above the slider's top (plain backprop's peak).
+    std::optional<uint64_t> budgetFor(uint64_t bytes) const;
+    // Moves the slider one step up; false at the top or with the budget box unticked.
+    bool raiseBudgetOneStep();
+    // Whether the budget is still the slider's default: nobody set or moved it.
+    bool budgetIsDefault() const { return !budget_chosen_; }
 
     // ---- run options
     void setThreads(int threads);
     int threads() const;
+    // Timed rounds of a run after its warm-up round (RunRequest::repeats).
+    void setRepeats(int repeats);
+    int repeats() const;
     void setCap(const QString& text);
     QString capText() const;
     // What a run of the ticked strategies would be given. Throws rl::Error for a memory cap that
@@ -131,6 +142,8 @@ class SetupPanel : public QWidget {
     StrategyBox* addStrategyBox(const Strategy& s, bool copy);
     void removeStrategyBox(StrategyBox* box);
     std::optional<uint64_t> sliderBytes() const;
+    std::optional<uint64_t> bytesAtStep(int step) const;
+    int stepAtLeast(uint64_t bytes) const;
     void updateBudgetLabel();
     void updateSummary();
 
@@ -149,6 +162,7 @@ class SetupPanel : public QWidget {
 
     QComboBox* device_ = nullptr;
     QSpinBox* threads_ = nullptr;
+    QSpinBox* repeats_ = nullptr;
     QLineEdit* cap_ = nullptr;
     QPushButton* run_button_ = nullptr;
     QPushButton* cancel_button_ = nullptr;
@@ -157,6 +171,7 @@ class SetupPanel : public QWidget {
     bool network_ready_ = false;
     NetworkSummary network_;
     std::optional<uint64_t> pending_budget_;
+    bool budget_chosen_ = false;
 };
 
 }  // namespace rl::ui

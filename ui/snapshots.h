@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/measure.h"
 #include "ui/chart_math.h"
 
 namespace rl::ui {
@@ -59,6 +60,9 @@ struct StrategyResult {
     uint64_t measured_peak = 0, measured_activation_peak = 0;
     QString measured_peak_instruction;
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
+    // The measured times with their spread over the timed repeats (analysis/measure.h); the
+    // *_ms above are their medians.
+    std::optional<MeasuredTimes> times;
     double loss = 0;
     bool grads_equal = false;
     double max_grad_diff = 0;
@@ -69,6 +73,12 @@ struct StrategyResult {
     // The plan itself, for the schedule views (graph, matrix, teach mode); null for a failure.
     std::shared_ptr<const ScheduleTrace> trace;
 
+    // Non-empty when a change made the measured figures out of date: the spec they were
+    // measured as (the row's spec is the new plan's). They are kept, greyed, beside the new
+    // plan's predictions until the next run.
+    QString stale_measured_as;
+    bool stale() const { return !stale_measured_as.isEmpty(); }
+
     bool failed() const { return !planned && !executed; }
 };
 
@@ -77,6 +87,7 @@ struct StrategyResult {
 struct ProgressSnapshot {
     int strategy_index = 0;  // into the request's strategy list; -1 for the hidden baseline
     int strategy_count = 0;
+    int round = 0, rounds = 0;  // 0: the warm-up round; then 1..rounds (timed)
     QString label;
     long instruction = 0, instruction_count = 0;
     uint64_t live_bytes = 0;
@@ -90,11 +101,14 @@ struct RunRequest {
     int threads = 1;
     uint64_t cap = 0;                        // bytes, 0 = none
     QString device = QStringLiteral("cpu");  // "cpu" or "cuda" (rl::make_backend)
+    // Timed rounds after a warm-up round, the strategies interleaved (Evaluator::compare).
+    int repeats = kDefaultRepeats;
 };
 
 struct RunSummary {
     std::vector<StrategyResult> results;
     std::optional<double> baseline_total_ms;  // none's measured total, for the overhead column
+    std::optional<Spread> baseline_total;     // the same with its spread: "within noise"
     double wall_ms = 0;
 };
 

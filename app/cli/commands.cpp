@@ -275,7 +275,7 @@ int run_command(const RunOptions& opt) {
     if (!opt.dump_weights.empty()) dump_weights(g, ev.data(), opt.dump_weights);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
-    if (bar) bar->begin(opt.strategy, opt.repeat);
+    if (bar) bar->begin(opt.strategy, opt.repeat + 1);  // the warm-up step, then the timed ones
     Evaluation e = ev.evaluate(spec);
     if (bar) bar->clear();
 
@@ -317,7 +317,7 @@ int plan_command(const PlanOptions& opt) {
     std::optional<PerLayerReport> layers;
     if (opt.per_layer) layers = per_layer_activations(g, e.plan.schedule);
     if (opt.json) {
-        print_line(evaluation_json(ctx, e, layers ? &*layers : nullptr));
+        print_line(evaluation_json(ctx, e, nullptr, layers ? &*layers : nullptr));
     } else {
         std::cout << to_text(g, e.plan.schedule) << '\n' << evaluation_text(ctx, e);
         if (layers) std::cout << per_layer_text(g, *layers);
@@ -346,55 +346,52 @@ int compare_command(const CompareOptions& opt) {
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
 
-    // The overhead column is relative to `none`; run it even when it is not listed.
-    std::optional<Evaluation> hidden_baseline;
+    // The overhead column is relative to `none`; measure it with the others (last, so that the
+    // listed ones keep their indices) even when it is not listed.
     const bool none_listed = std::any_of(specs.begin(), specs.end(), [](const Spec& s) {
         return s.name == "none" && s.args.empty();
     });
-    bool cancelled = false;
-    if (!none_listed) {
-        try {
-            if (bar) bar->begin("none (baseline)", opt.repeat);
-            hidden_baseline = ev.evaluate(Spec{"none", {}});
-        } catch (const Cancelled&) {
-            cancelled = true;
-        } catch (const Error&) {
-            // Reported with the listed strategies, which hit the same problem.
-        }
-        if (bar) bar->clear();
-    }
+    std::vector<Spec> measured = specs;
+    if (!none_listed) measured.push_back(Spec{"none", {}});
 
-    // Ctrl-C stops the strategy that runs (between instructions) and the ones after it; the rows
-    // completed before it are printed as usual. Cancelled is no Error: it ends the loop instead
-    // of becoming a row.
+    // A warm-up round and opt.repeat timed rounds, each running every strategy once in turn.
+    const StepListener on_step = [&](int round, size_t i) {
+        if (!bar) return;
+        const std::string name = i < texts.size() ? texts[i] : std::string("none (baseline)");
+        const std::string which =
+            round == 0 ? std::string("warm-up")
+                       : "round " + std::to_string(round) + "/" + std::to_string(opt.repeat);
+        bar->clear();
+        bar->begin(name + " (" + std::to_string(i + 1) + "/" + std::to_string(measured.size()) +
+                       "), " + which,
+                   1);
+    };
+    Comparison cmp = ev.compare(measured, on_step);
+    if (bar) bar->clear();
+    const bool cancelled = cmp.cancelled;
+    std::optional<Evaluation> hidden_baseline;
+    if (!none_listed && !cmp.strategies.back().error && cmp.strategies.back().eval.measured)
+        hidden_baseline = std::move(cmp.strategies.back().eval);
+
+    // Ctrl-C stops between instructions; the rounds that every strategy completed are reported
+    // (none when it came during the warm-up). Cancelled is no Error: no row becomes an error row.
     std::vector<CompareRow> rows;
     int exit_code = kExitOk;
-    for (size_t i = 0; i < specs.size() && !cancelled; ++i) {
-        if (interrupted()) {
-            cancelled = true;
-            break;
-        }
+    for (size_t i = 0; i < specs.size() && !(cancelled && cmp.rounds_done == 0); ++i) {
         CompareRow row;
         row.strategy = texts[i];
+        ComparedStrategy& c = cmp.strategies[i];
         try {
-            if (bar)
-                bar->begin(texts[i] + " (" + std::to_string(i + 1) + "/" +
-                               std::to_string(specs.size()) + ")",
-                           opt.repeat);
-            Evaluation e = ev.evaluate(specs[i]);
-            if (e.plan.status == PlanStatus::Infeasible) {
+            if (c.error) std::rethrow_exception(c.error);
+            if (c.eval.plan.status == PlanStatus::Infeasible) {
                 row.status = "infeasible";
-                row.message = infeasible_message(texts[i], e.plan);
+                row.message = infeasible_message(texts[i], c.eval.plan);
                 row.exit_code = kExitInfeasible;
-                row.min_feasible_budget = e.plan.min_feasible_budget;
+                row.min_feasible_budget = c.eval.plan.min_feasible_budget;
             } else {
-                row.status = plan_status_name(e.plan.status);
-                row.eval = std::move(e);
+                row.status = plan_status_name(c.eval.plan.status);
+                row.eval = std::move(c.eval);
             }
-        } catch (const Cancelled&) {
-            if (bar) bar->clear();
-            cancelled = true;
-            break;
         } catch (const CapExceeded& err) {
             row.status = "cap exceeded";
             row.message = err.what();
@@ -408,24 +405,25 @@ int compare_command(const CompareOptions& opt) {
             row.message = err.what();
             row.exit_code = kExitUserError;
         }
-        if (bar) bar->clear();
-        if (opt.json)
-            print_line(row.eval ? evaluation_json(ctx, *row.eval) : failure_json(ctx, row));
         if (exit_code == kExitOk) exit_code = row.exit_code;
         rows.push_back(std::move(row));
     }
 
-    if (!opt.json && !rows.empty()) {
-        const Evaluation* baseline = hidden_baseline ? &*hidden_baseline : nullptr;
-        for (size_t i = 0; i < rows.size(); ++i)
-            if (specs[i].name == "none" && specs[i].args.empty() && rows[i].eval)
-                baseline = &*rows[i].eval;
+    const Evaluation* baseline = hidden_baseline ? &*hidden_baseline : nullptr;
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (specs[i].name == "none" && specs[i].args.empty() && rows[i].eval)
+            baseline = &*rows[i].eval;
+    if (opt.json) {
+        for (const CompareRow& row : rows)
+            print_line(row.eval ? evaluation_json(ctx, *row.eval, baseline)
+                                : failure_json(ctx, row));
+    } else if (!rows.empty()) {
         std::cout << compare_table(ctx, rows, baseline) << std::flush;
     }
     if (cancelled) {
-        report_cancelled(std::to_string(rows.size()) + " of " + std::to_string(specs.size()) +
-                         " strategies completed" +
-                         (rows.empty() ? "" : std::string(", their rows are above")));
+        report_cancelled(std::to_string(cmp.rounds_done) + " of " + std::to_string(opt.repeat) +
+                         " timed rounds completed" +
+                         (rows.empty() ? "" : std::string(", the rows above cover them")));
         return kExitInterrupted;
     }
     return exit_code;

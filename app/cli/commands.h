@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/measure.h"
 #include "engine/errors.h"
 
 namespace rl::cli {
@@ -36,8 +37,8 @@ struct RunOptions {
     std::string network;
     std::string strategy;
     int threads = 1;
-    int repeat = 1;
-    uint64_t cap = 0;  // bytes, 0 = none
+    int repeat = kDefaultRepeats;  // timed steps after a warm-up (analysis/measure.h)
+    uint64_t cap = 0;              // bytes, 0 = none
     bool json = false;
     std::string dump_grads;    // directory, "" = none
     std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
@@ -60,7 +61,7 @@ struct CompareOptions {
     std::string network = "mlp:depth=32,width=256,batch=1024";
     std::string strategies;  // "" = every registered strategy
     int threads = 1;
-    int repeat = 1;
+    int repeat = kDefaultRepeats;  // timed rounds after a warm-up round, strategies interleaved
     uint64_t cap = 0;
     bool json = false;
     std::vector<std::string> input;  // as RunOptions::input

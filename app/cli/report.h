@@ -34,8 +34,11 @@ struct CompareRow {
 // Whether the schedule passes rl::validate.
 bool schedule_valid(const Graph& g, const Schedule& s);
 
-// One line of JSON (no trailing newline); with `per_layer`, a "per_layer" field (plan --per-layer).
+// One line of JSON (no trailing newline). With `baseline` (none's evaluation, measured), the
+// line also gives the overhead against it and whether that overhead is within the noise; with
+// `per_layer`, a "per_layer" field (plan --per-layer).
 std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
+                            const Evaluation* baseline = nullptr,
                             const PerLayerReport* per_layer = nullptr);
 std::string failure_json(const ReportContext& ctx, const CompareRow& row);
 

@@ -27,7 +27,7 @@ std::string describe_at(const Graph& g, const Schedule& s, int32_t index) {
 }  // namespace
 
 std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
-                            const PerLayerReport* per_layer) {
+                            const Evaluation* baseline, const PerLayerReport* per_layer) {
     const Graph& g = ctx.graph;
     const Plan& plan = e.plan;
     const Simulation& sim = e.predicted;
@@ -75,6 +75,25 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
         j["backward_ms"] = m.backward_ms;
         j["total_ms"] = m.total_ms;
         j["cpu_ms"] = m.cpu_ms;
+        if (e.times) {  // the spread over the timed repeats (analysis/measure.h)
+            const MeasuredTimes& t = *e.times;
+            j["timed_repeats"] = t.total.samples;
+            j["spread"] = "min-max";
+            const std::pair<const char*, const Spread*> spreads[] = {{"forward_ms", &t.forward},
+                                                                     {"recompute_ms", &t.recompute},
+                                                                     {"backward_ms", &t.backward},
+                                                                     {"total_ms", &t.total},
+                                                                     {"cpu_ms", &t.cpu}};
+            for (const auto& [name, sp] : spreads) {
+                j[std::string(name) + "_min"] = sp->min;
+                j[std::string(name) + "_max"] = sp->max;
+            }
+            if (baseline && baseline->times) {
+                const Overhead o = overhead_against(t.total, baseline->times->total);
+                j["overhead_percent"] = o.percent;
+                j["overhead_within_noise"] = o.within_noise;
+            }
+        }
         j["loss"] = m.loss;
         j["grads_bitwise_equal_to_none"] = e.grads_bitwise_equal_to_none;
         j["max_abs_grad_diff_vs_none"] = e.max_abs_grad_diff_vs_none;

@@ -148,7 +148,9 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
                 << format_bytes(d->overhead) << '\n';
         out << "time (ms)    forward " << ms(m.forward_ms) << ", recompute " << ms(m.recompute_ms)
             << ", backward " << ms(m.backward_ms) << ", total " << ms(m.total_ms);
-        if (ctx.repeat > 1) out << " (median of " << ctx.repeat << ")";
+        if (e.times && e.times->total.samples > 1)
+            out << " (median of " << e.times->total.samples << " after a warm-up, range "
+                << ms(e.times->total.min) << "-" << ms(e.times->total.max) << ")";
         out << "; predicted " << ms(sim.forward_ms) << " / " << ms(sim.recompute_ms) << " / "
             << ms(sim.backward_ms) << '\n';
         out << "loss         " << fixed(m.loss, 6) << '\n';
@@ -177,7 +179,9 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
     out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
         << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s") << ", cost model " << ctx.cost_model;
-    if (ctx.repeat > 1) out << ", times are medians of " << ctx.repeat << " runs";
+    out << ", times are medians of " << ctx.repeat << " timed run" << (ctx.repeat == 1 ? "" : "s")
+        << " after a warm-up, strategies interleaved round by round; total with its min-max "
+           "range";
     if (ctx.cap) out << ", cap " << format_bytes(ctx.cap);
     out << "\n\n";
 
@@ -185,7 +189,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
         {"strategy", "status", "computes", "recomputes", "pred. peak", "meas. peak", "act. peak",
          "fwd ms", "recomp ms", "bwd ms", "total ms", "overhead", "grads=none"},
         {true, true, false, false, false, false, false, false, false, false, false, false, true});
-    const double base_ms = baseline && baseline->measured ? baseline->measured->total_ms : 0.0;
+    const MeasuredTimes* base = baseline && baseline->times ? &*baseline->times : nullptr;
     for (const CompareRow& r : rows) {
         if (!r.eval) {
             t.add({r.strategy, r.status, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
@@ -204,9 +208,16 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
             cells.push_back(ms(m.forward_ms));
             cells.push_back(ms(m.recompute_ms));
             cells.push_back(ms(m.backward_ms));
-            cells.push_back(ms(m.total_ms));
-            cells.push_back(base_ms > 0 ? fixed((m.total_ms / base_ms - 1.0) * 100.0, 1) + " %"
-                                        : "-");
+            if (e.times && e.times->total.samples > 1)
+                cells.push_back(ms(m.total_ms) + " (" + ms(e.times->total.min) + "-" +
+                                ms(e.times->total.max) + ")");
+            else
+                cells.push_back(ms(m.total_ms));
+            // Within the noise, the sign of a difference of medians says nothing: say so.
+            cells.push_back(&e == baseline ? "baseline"
+                            : base && e.times && base->total.median > 0
+                                ? format_overhead(overhead_against(e.times->total, base->total))
+                                : "-");
             cells.push_back(e.grads_bitwise_equal_to_none ? "\u2713" : "\u2717");
         } else {
             for (int i = 0; i < 8; ++i) cells.push_back("-");
