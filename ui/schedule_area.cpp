@@ -11,6 +11,7 @@
 
 #include "ui/graph_view.h"
 #include "ui/memory_chart.h"
+#include "ui/memory_profiler.h"
 #include "ui/residuals_panel.h"
 #include "ui/results_area.h"
 #include "ui/results_model.h"
@@ -68,6 +69,8 @@ ScheduleArea::ScheduleArea(ResultsArea* results, QMainWindow* window)
         QStringLiteral(
             "What the selected strategy keeps for the backward, like JAX's print_saved_residuals "
             "(Ctrl+5)"));
+
+    addMemoryProfiler();
 
     teach_dock_ = new QDockWidget(QStringLiteral("Teach mode"), window);
     teach_dock_->setObjectName(QStringLiteral("teachDock"));
@@ -135,6 +138,22 @@ ScheduleArea::ScheduleArea(ResultsArea* results, QMainWindow* window)
     tours_menu_ = new QMenu(QStringLiteral("Guided &tours"), window);
     for (size_t i = 0; i < tours().size(); ++i)
         tours_menu_->addAction(tours()[i].title, this, [this, i] { startTour(int(i)); });
+}
+
+// The memory-profiler page (stacked categories, live set, peak diff) follows the results and the
+// strategy chosen in the table.
+void ScheduleArea::addMemoryProfiler() {
+    memory_profiler_ = new MemoryProfilerPage;
+    results_->addPage(
+        memory_profiler_, QStringLiteral("Memory breakdown"),
+        QStringLiteral("Live memory stacked by category; click a time for the live set there"));
+    ResultsModel* model = results_->model();
+    auto sync = [this, model] { memory_profiler_->setResults(model->results()); };
+    connect(model, &QAbstractItemModel::modelReset, this, sync);
+    connect(model, &QAbstractItemModel::dataChanged, this, sync);
+    connect(model, &QAbstractItemModel::rowsInserted, this, sync);
+    connect(results_, &ResultsArea::currentRowChanged, memory_profiler_,
+            &MemoryProfilerPage::setCurrent);
 }
 
 void ScheduleArea::showTeachMode(bool on) {
