@@ -103,6 +103,13 @@ void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
     QString spec = current_ >= 0 && size_t(current_) < results_.size()
                        ? results_[size_t(current_)].spec
                        : QString();
+    // The selection is kept by name: the same id in another network is another node.
+    std::string selected;
+    if (selection_->node() >= 0 && current_ >= 0 && size_t(current_) < results_.size() &&
+        results_[size_t(current_)].trace) {
+        const Graph& g = *results_[size_t(current_)].trace->graph;
+        if (selection_->node() < g.num_nodes()) selected = g.node(selection_->node()).name;
+    }
     results_ = results;
     int pick = -1;
     for (size_t i = 0; i < results_.size(); ++i)
@@ -115,6 +122,13 @@ void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
     if (current_ >= 0 && teach_->leftStrategy() != current_)
         teach_->setStrategies(current_, teach_->rightStrategy());
     show();
+    if (selection_->node() >= 0) {
+        int same = -1;
+        if (current_ >= 0 && !selected.empty())
+            if (const auto n = results_[size_t(current_)].trace->graph->find_node(selected))
+                same = static_cast<int>(*n);
+        selection_->select(same);
+    }
 }
 
 void ScheduleViews::setCurrent(int index) {
