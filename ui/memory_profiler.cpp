@@ -244,8 +244,9 @@ MemoryProfilerPage::MemoryProfilerPage(QWidget* parent) : QWidget(parent) {
     panel_title_->setWordWrap(true);
     panel_ = new QTreeWidget;
     panel_->setColumnCount(4);
-    panel_->setHeaderLabels({QStringLiteral("Tensor"), QStringLiteral("Category"),
-                             QStringLiteral("Bytes"), QStringLiteral("Fate")});
+    // Bytes first, as in memory_viz: the panel is narrow and the size is what is read.
+    panel_->setHeaderLabels({QStringLiteral("Bytes"), QStringLiteral("Tensor"),
+                             QStringLiteral("Fate"), QStringLiteral("Category")});
     panel_->setRootIsDecorated(false);
     panel_->setAlternatingRowColors(true);
     panel_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -272,6 +273,7 @@ MemoryProfilerPage::MemoryProfilerPage(QWidget* parent) : QWidget(parent) {
     split->addWidget(right);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setSizes({600, 400});
 
     auto* v = new QVBoxLayout(this);
     v->setContentsMargins(0, 0, 0, 0);
@@ -303,8 +305,10 @@ void MemoryProfilerPage::setResults(const std::vector<StrategyResult>& results) 
     if (current_ >= static_cast<int>(results_.size()) ||
         (current_ >= 0 && !results_[size_t(current_)].trace))
         current_ = -1;
+    // Until one is chosen in the table: the last planned strategy, as teach mode (`none`, the
+    // baseline, usually comes first).
     if (current_ < 0)
-        for (size_t i = 0; i < results_.size() && current_ < 0; ++i)
+        for (size_t i = results_.size(); i-- > 0 && current_ < 0;)
             if (results_[i].trace) current_ = static_cast<int>(i);
     refreshChoices();
     refreshChart();
@@ -416,10 +420,10 @@ void MemoryProfilerPage::showLiveSet(long index) {
     panel_->clear();
     for (const LiveTensor& x : set.tensors) {
         auto* item =
-            new QTreeWidgetItem({to_qstring(x.name), QString::fromLatin1(memory_kind_name(x.kind)),
-                                 bytes_text(x.bytes), to_qstring(x.fate_text())});
-        item->setForeground(1, kind_color(x.kind).darker(120));
-        item->setTextAlignment(2, Qt::AlignRight | Qt::AlignVCenter);
+            new QTreeWidgetItem({bytes_text(x.bytes), to_qstring(x.name), to_qstring(x.fate_text()),
+                                 QString::fromLatin1(memory_kind_name(x.kind))});
+        item->setForeground(3, kind_color(x.kind).darker(120));
+        item->setTextAlignment(0, Qt::AlignRight | Qt::AlignVCenter);
         panel_->addTopLevelItem(item);
     }
 }
@@ -446,12 +450,12 @@ void MemoryProfilerPage::showPeakDiff(int other) {
     panel_->clear();
     for (const LiveSetDiffEntry& e : d.only_a)
         panel_->addTopLevelItem(new QTreeWidgetItem(
-            {to_qstring(e.name), QString::fromLatin1(memory_kind_name(e.kind_a)),
-             "+" + bytes_text(e.bytes_a), QStringLiteral("only in %1").arg(na)}));
+            {"+" + bytes_text(e.bytes_a), to_qstring(e.name), QStringLiteral("only in %1").arg(na),
+             QString::fromLatin1(memory_kind_name(e.kind_a))}));
     for (const LiveSetDiffEntry& e : d.only_b)
         panel_->addTopLevelItem(new QTreeWidgetItem(
-            {to_qstring(e.name), QString::fromLatin1(memory_kind_name(e.kind_b)),
-             "−" + bytes_text(e.bytes_b), QStringLiteral("only in %1").arg(nb)}));
+            {"−" + bytes_text(e.bytes_b), to_qstring(e.name), QStringLiteral("only in %1").arg(nb),
+             QString::fromLatin1(memory_kind_name(e.kind_b))}));
 }
 
 }  // namespace rl::ui

@@ -121,8 +121,8 @@ TEST(UiMemoryProfiler, PageDrawsLayersTogglesToTotalAndFillsTheLiveSetPanel) {
     EXPECT_EQ(set.bytes, t.sim.peak_bytes);
     EXPECT_TRUE(page.panelTitle()->text().contains(bytes_text(t.sim.peak_bytes)))
         << page.panelTitle()->text().toStdString();
-    EXPECT_EQ(page.liveSetPanel()->topLevelItem(0)->text(0).toStdString(), set.tensors[0].name);
-    EXPECT_EQ(page.liveSetPanel()->topLevelItem(0)->text(3).toStdString(),
+    EXPECT_EQ(page.liveSetPanel()->topLevelItem(0)->text(1).toStdString(), set.tensors[0].name);
+    EXPECT_EQ(page.liveSetPanel()->topLevelItem(0)->text(2).toStdString(),
               set.tensors[0].fate_text());
 
     // Why is none higher than sqrt-n at its peak: rows only in one or the other.
