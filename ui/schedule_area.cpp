@@ -2,11 +2,13 @@
 
 #include <QAction>
 #include <QDockWidget>
+#include <QInputDialog>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QMainWindow>
 #include <QMenu>
+#include <QMessageBox>
 #include <QValueAxis>
 
 #include "ui/graph_view.h"
@@ -134,6 +136,7 @@ ScheduleArea::ScheduleArea(ResultsArea* results, QMainWindow* window)
     teach->setShortcut(QKeySequence(QStringLiteral("Ctrl+T")));
     teach->setToolTip(QStringLiteral("Step through a schedule with a sentence per instruction"));
     view_actions_ << teach;
+    addFindNode(window);
 
     tours_menu_ = new QMenu(QStringLiteral("Guided &tours"), window);
     for (size_t i = 0; i < tours().size(); ++i)
@@ -154,6 +157,29 @@ void ScheduleArea::addMemoryProfiler() {
     connect(model, &QAbstractItemModel::rowsInserted, this, sync);
     connect(results_, &ResultsArea::currentRowChanged, memory_profiler_,
             &MemoryProfilerPage::setCurrent);
+}
+
+// Edit › Find node (Ctrl+F): a name, completed from the network's nodes, selects that node in
+// the graph, the matrix, the residuals, teach mode and the memory chart.
+void ScheduleArea::addFindNode(QMainWindow* window) {
+    auto* find = new QAction(QStringLiteral("&Find node…"), this);
+    find->setShortcut(QKeySequence::Find);
+    find->setToolTip(QStringLiteral("Select a node by name in every view (Ctrl+F)"));
+    connect(find, &QAction::triggered, this, [this, window] {
+        const QStringList names = schedule_views_->nodeNames();
+        if (names.isEmpty()) return;
+        bool ok = false;
+        const QString name = QInputDialog::getItem(window, QStringLiteral("Find node"),
+                                                   QStringLiteral("Node name (or part of it):"),
+                                                   names, 0, true, &ok);
+        if (!ok) return;
+        if (!schedule_views_->selectByName(name))
+            QMessageBox::information(
+                window, QStringLiteral("Find node"),
+                QStringLiteral("No single node's name contains \"%1\"; pick one from the list.")
+                    .arg(name));
+    });
+    view_actions_ << find;
 }
 
 void ScheduleArea::showTeachMode(bool on) {

@@ -61,6 +61,7 @@ class ScheduleArea : public QObject {
 
   private:
     void addMemoryProfiler();
+    void addFindNode(QMainWindow* window);
 
     ResultsArea* results_;
     GraphView* graph_view_ = nullptr;

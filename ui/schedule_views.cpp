@@ -4,6 +4,7 @@
 #include "ui/memory_chart.h"
 #include "ui/node_marks.h"
 #include "ui/node_selection.h"
+#include "ui/qt_text.h"
 #include "ui/residuals_panel.h"
 #include "ui/schedule_matrix.h"
 #include "ui/schedule_trace.h"
@@ -129,6 +130,34 @@ void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
                 same = static_cast<int>(*n);
         selection_->select(same);
     }
+}
+
+bool ScheduleViews::selectByName(const QString& name) {
+    if (current_ < 0 || !results_[size_t(current_)].trace) return false;
+    const Graph& g = *results_[size_t(current_)].trace->graph;
+    const QString wanted = name.trimmed();
+    if (wanted.isEmpty()) return false;
+    if (const auto n = g.find_node(wanted.toStdString())) {
+        selection_->select(static_cast<int>(*n));
+        return true;
+    }
+    int found = -1;
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+        if (to_qstring(g.node(n).name).contains(wanted, Qt::CaseInsensitive)) {
+            if (found >= 0) return false;  // ambiguous
+            found = static_cast<int>(n);
+        }
+    if (found < 0) return false;
+    selection_->select(found);
+    return true;
+}
+
+QStringList ScheduleViews::nodeNames() const {
+    QStringList out;
+    if (current_ < 0 || !results_[size_t(current_)].trace) return out;
+    const Graph& g = *results_[size_t(current_)].trace->graph;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) out << to_qstring(g.node(n).name);
+    return out;
 }
 
 void ScheduleViews::setCurrent(int index) {

@@ -156,5 +156,28 @@ TEST(UiScheduleViews, SelectionFollowsTheNodeNameAcrossANetworkChange) {
     EXPECT_NE(*deep[0].trace->graph->find_node("loss"), *mlp[0].trace->graph->find_node("loss"));
 }
 
+// Find a node by name: exact, else the one node whose name contains the text; the selection is
+// the views' shared one, so the graph and the matrix follow.
+TEST(UiScheduleViews, FindANodeByNameSelectsItEverywhere) {
+    GraphView graph;
+    ScheduleMatrixView matrix;
+    ResidualsPanel residuals;
+    TeachPanel teach;
+    ScheduleViews views(&graph, &matrix, &residuals, &teach);
+    EXPECT_FALSE(views.selectByName(QStringLiteral("loss"))) << "no network yet";
+    const auto mlp = run_results("mlp:depth=4,width=8,batch=4", {"sqrt-n"});
+    views.setResults(mlp);
+    const Graph& g = *mlp[0].trace->graph;
+    ASSERT_EQ(views.nodeNames().size(), g.num_nodes());
+    EXPECT_TRUE(views.selectByName(QStringLiteral("block2.act")));
+    EXPECT_EQ(views.selection()->node(), *g.find_node("block2.act"));
+    EXPECT_EQ(graph.selectedNode(), *g.find_node("block2.act"));
+    EXPECT_TRUE(views.selectByName(QStringLiteral("  LOSS ")));  // part of a name, any case
+    EXPECT_EQ(views.selection()->node(), *g.find_node("loss"));
+    EXPECT_FALSE(views.selectByName(QStringLiteral("block")));  // several match
+    EXPECT_FALSE(views.selectByName(QStringLiteral("conv")));   // none does
+    EXPECT_EQ(views.selection()->node(), *g.find_node("loss")) << "a failed find keeps it";
+}
+
 }  // namespace
 }  // namespace rl::ui
