@@ -312,10 +312,14 @@ void MemoryProfilerPage::setResults(const std::vector<StrategyResult>& results) 
             if (results_[i].trace) current_ = static_cast<int>(i);
     refreshChoices();
     refreshChart();
-    showPeak();
+    // A result that changed elsewhere (another row's run) keeps what the panel shows; a new plan
+    // for the strategy shown opens on its peak again.
+    const void* trace = current_ >= 0 ? results_[size_t(current_)].trace.get() : nullptr;
+    if (trace != panel_trace_) showPeak();
 }
 
 void MemoryProfilerPage::showPeak() {
+    panel_trace_ = current_ >= 0 ? results_[size_t(current_)].trace.get() : nullptr;
     // Where a memory_viz user looks first: the live set at the peak.
     if (current_ >= 0 && results_[size_t(current_)].trace)
         showLiveSet(results_[size_t(current_)].trace->sim.peak_instruction);

@@ -121,6 +121,7 @@ class MemoryProfilerPage : public QWidget {
     std::vector<StrategyResult> results_;
     std::map<int, Replayed> replays_;
     int current_ = -1;
+    const void* panel_trace_ = nullptr;  // the plan whose peak the panel opened on
     QComboBox* strategy_ = nullptr;
     QComboBox* source_ = nullptr;
     QComboBox* axis_ = nullptr;

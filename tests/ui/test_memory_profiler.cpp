@@ -125,6 +125,14 @@ TEST(UiMemoryProfiler, PageDrawsLayersTogglesToTotalAndFillsTheLiveSetPanel) {
     EXPECT_EQ(page.liveSetPanel()->topLevelItem(0)->text(2).toStdString(),
               set.tensors[0].fate_text());
 
+    // The same results again (another row's figures changed): the panel keeps what it shows.
+    page.showLiveSet(0);
+    const int rows_at_0 = page.liveSetPanel()->topLevelItemCount();
+    page.setResults(results);
+    EXPECT_EQ(page.liveSetPanel()->topLevelItemCount(), rows_at_0);
+    EXPECT_TRUE(page.panelTitle()->text().contains(QStringLiteral("at #0 ")))
+        << page.panelTitle()->text().toStdString();
+
     // Why is none higher than sqrt-n at its peak: rows only in one or the other.
     page.setCurrent(0);
     page.showPeakDiff(1);
