@@ -115,4 +115,30 @@ ByteUnit byte_unit_for(uint64_t max_bytes) {
     return {d, names[i]};
 }
 
+std::string label_format(double step) {
+    if (!(step > 0) || !std::isfinite(step)) return "%.0f";
+    const int k = static_cast<int>(std::floor(std::log10(step) + 1e-9));
+    const double mantissa = step / std::pow(10.0, k);
+    const bool half = std::fabs(mantissa - std::round(mantissa)) > 1e-6;  // 2.5
+    const int decimals = std::max(0, -k + (half ? 1 : 0));
+    return "%." + std::to_string(decimals) + "f";
+}
+
+AxisRange fit_range(double lo, double hi, int max_intervals) {
+    if (hi < lo) std::swap(lo, hi);
+    if (!(hi > 0) || lo <= hi / 3) {
+        const AxisFit f = fit_axis(hi, max_intervals);
+        return {0, f.max, f.step};
+    }
+    double span = hi - lo;
+    if (!(span > 0)) span = hi * 0.1;
+    const double step = fit_axis(span, std::max(1, max_intervals - 1)).step;
+    AxisRange r;
+    r.step = step;
+    r.min = std::floor(lo / step) * step;
+    r.max = std::ceil(hi / step) * step;
+    if (r.max <= r.min) r.max = r.min + step;
+    return r;
+}
+
 }  // namespace rl::ui

@@ -13,6 +13,7 @@
 //    y: 1 5 2 3 | 3 0 4 4   →   (0,1) (1,5) (3,3) | (4,3) (5,0) (6,4) (7,4)
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rl::ui {
@@ -54,6 +55,19 @@ struct AxisFit {
     int intervals() const;
 };
 AxisFit fit_axis(double v, int max_intervals = 7);
+
+// An axis over [lo, hi] that need not start at 0: from 0 while lo is under a third of hi (0 then
+// costs little room), else from the multiple of a "nice" step at or below lo, so 40 points
+// between 100.0 and 100.4 MiB spread over the plot instead of filling its top 2 px.
+struct AxisRange {
+    double min = 0, max = 1, step = 0.2;
+};
+AxisRange fit_range(double lo, double hi, int max_intervals = 7);
+
+// A printf label format that shows every multiple of `step` (a fit_axis step: 1, 2, 2.5, 5 × 10^k)
+// exactly, in fixed notation: step 0.25 → "%.2f", 50 → "%.0f", 250000 → "%.0f" (1000000, never
+// Qt's "%g" 1e+06). A step <= 0 gives "%.0f".
+std::string label_format(double step);
 
 // The lower-left envelope of (x, y) points — the Pareto frontier when both are costs: sorted by x,
 // each kept point has a smaller y than every point at a smaller or equal x. Dominated points and

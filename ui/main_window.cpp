@@ -101,12 +101,12 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     connect(setup_, &SetupPanel::openRequested, this, &MainWindow::openDialog);
     connect(setup_, &SetupPanel::runRequested, this, &MainWindow::run);
     connect(setup_, &SetupPanel::invalidInput, this, [this](const QString& text) {
-        message_->showMessage(MessageWidget::Kind::Error, text);
+        message_->showMessage(MessageWidget::Kind::Error, text.toHtmlEscaped());
         emit runCompleted();
     });
     connect(setup_, &SetupPanel::cancelRequested, this, &MainWindow::cancelRun);
     connect(setup_, &SetupPanel::strategyError, this, [this](const QString& text) {
-        message_->showMessage(MessageWidget::Kind::Error, text);
+        message_->showMessage(MessageWidget::Kind::Error, text.toHtmlEscaped());
     });
     // The results area and the schedule views.
     connect(results_, &ResultsArea::sweepRequested, this, &MainWindow::startSweep);
@@ -445,8 +445,9 @@ void MainWindow::planNow() {
     try {
         r = setup_->request();
     } catch (const std::exception& e) {
-        message_->showMessage(MessageWidget::Kind::Error,
-                              QStringLiteral("Memory cap: %1").arg(to_qstring(e.what())));
+        message_->showMessage(
+            MessageWidget::Kind::Error,
+            QStringLiteral("Memory cap: %1").arg(to_qstring(e.what()).toHtmlEscaped()));
         return;
     }
     if (r.strategies.isEmpty()) {
@@ -795,8 +796,9 @@ void MainWindow::startSweep() {
         r.cap = base.cap;
         r.device = base.device;
     } catch (const std::exception& e) {
-        message_->showMessage(MessageWidget::Kind::Error,
-                              QStringLiteral("Memory cap: %1").arg(to_qstring(e.what())));
+        message_->showMessage(
+            MessageWidget::Kind::Error,
+            QStringLiteral("Memory cap: %1").arg(to_qstring(e.what()).toHtmlEscaped()));
         emit sweepCompleted();
         return;
     }

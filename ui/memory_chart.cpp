@@ -1,5 +1,6 @@
 #include "ui/memory_chart.h"
 
+#include <QApplication>
 #include <QGraphicsLineItem>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -8,6 +9,7 @@
 #include <QToolTip>
 #include <QValueAxis>
 #include <algorithm>
+#include <utility>
 
 #include "ui/palette.h"
 #include "ui/schedule_palette.h"
@@ -90,7 +92,10 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
     setRenderHint(QPainter::Antialiasing);
     setRubberBand(QChartView::HorizontalRubberBand);
     setMouseTracking(true);
-    setToolTip(QStringLiteral(
+    click_timer_.setSingleShot(true);
+    connect(&click_timer_, &QTimer::timeout, this, &MemoryChart::emitPendingClick);
+    // Not a tooltip: Qt would show it over the hover read-out ~0.7 s after the mouse stops.
+    setWhatsThis(QStringLiteral(
         "Live bytes during one training step. Drag to zoom into a time range, double-click to "
         "zoom out; hover to see the instruction at that moment."));
     cursor_ = new QGraphicsLineItem(chart);
@@ -418,6 +423,7 @@ std::optional<std::pair<int, long>> MemoryChart::instructionAt(QPointF chart_pos
 
 void MemoryChart::mousePressEvent(QMouseEvent* event) {
     press_pos_ = event->position().toPoint();
+    after_double_click_ = false;
     QChartView::mousePressEvent(event);
 }
 
@@ -426,8 +432,20 @@ void MemoryChart::mouseReleaseEvent(QMouseEvent* event) {
                        (event->position().toPoint() - press_pos_).manhattanLength() <= 3;
     QChartView::mouseReleaseEvent(event);
     if (!click) return;
+    if (after_double_click_) {  // the release that ends a double-click: a reset, not a click
+        after_double_click_ = false;
+        return;
+    }
     const QPointF pos = chart()->mapFromScene(mapToScene(event->position().toPoint()));
-    if (const auto hit = instructionAt(pos)) emit instructionClicked(hit->first, hit->second);
+    // A click waits out the double-click interval: a double-click resets the zoom and selects
+    // nothing.
+    pending_click_ = instructionAt(pos);
+    if (pending_click_) click_timer_.start(QApplication::doubleClickInterval());
+}
+
+void MemoryChart::emitPendingClick() {
+    if (const auto hit = std::exchange(pending_click_, std::nullopt))
+        emit instructionClicked(hit->first, hit->second);
 }
 
 QString MemoryChart::hoverText(double time_ms) const {
@@ -482,6 +500,9 @@ void MemoryChart::leaveEvent(QEvent* event) {
 }
 
 void MemoryChart::mouseDoubleClickEvent(QMouseEvent* event) {
+    click_timer_.stop();
+    pending_click_.reset();
+    after_double_click_ = true;
     resetZoom();
     QChartView::mouseDoubleClickEvent(event);
 }

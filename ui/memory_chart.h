@@ -10,6 +10,7 @@
 // under it, which the window turns into a node selection.
 #include <QChartView>
 #include <QColor>
+#include <QTimer>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -124,6 +125,11 @@ class MemoryChart : public QChartView {
     QScatterSeries* mark_series_[3] = {};
     std::vector<QGraphicsLineItem*> mark_lines_;
     QPoint press_pos_;
+    // A click is emitted once the double-click interval has passed without a double-click.
+    void emitPendingClick();
+    QTimer click_timer_;
+    std::optional<std::pair<int, long>> pending_click_;
+    bool after_double_click_ = false;
     FrameTimer redraw_timer_{[this] { redraw(); }};
 };
 

@@ -15,6 +15,9 @@ MessageWidget::MessageWidget(QWidget* parent) : QFrame(parent) {
     icon_ = new QLabel;
     text_ = new QLabel;
     text_->setWordWrap(true);
+    // Callers pass HTML (escaped user text): without RichText, a message with an entity but no
+    // tag would be taken for plain text and show "&quot;".
+    text_->setTextFormat(Qt::RichText);
     text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     text_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
     action_ = new QPushButton;

@@ -43,6 +43,7 @@ std::vector<int> instance_numbers(const std::vector<QString>& names) {
 }
 
 void set_axis(QValueAxis* axis, const AxisFit& fit) {
+    axis->setLabelFormat(QString::fromStdString(label_format(fit.step)));
     const double old_step = axis->tickInterval();
     axis->setTickAnchor(0);
     if (axis->tickType() != QValueAxis::TicksDynamic || !(old_step > 0)) {
@@ -59,6 +60,20 @@ void set_axis(QValueAxis* axis, const AxisFit& fit) {
         axis->setRange(0, fit.max);
         axis->setTickInterval(fit.step);
     }
+}
+
+void set_axis(QValueAxis* axis, const AxisRange& range) {
+    axis->setLabelFormat(QString::fromStdString(label_format(range.step)));
+    const double old_step = axis->tickInterval();
+    axis->setTickAnchor(range.min);
+    if (axis->tickType() != QValueAxis::TicksDynamic || !(old_step > 0) || range.step >= old_step) {
+        axis->setTickInterval(range.step);
+        axis->setRange(range.min, range.max);
+    } else {
+        axis->setRange(range.min, range.max);
+        axis->setTickInterval(range.step);
+    }
+    axis->setTickType(QValueAxis::TicksDynamic);
 }
 
 QString bytes_text(uint64_t bytes) {

@@ -25,6 +25,8 @@ std::vector<int> instance_numbers(const std::vector<QString>& names);
 // lays out more ticks than the old or the new setting has (a small step on a wide range would
 // create thousands of tick items for a moment).
 void set_axis(QValueAxis* axis, const AxisFit& fit);
+// The same for an axis that need not start at 0 (fit_range): ticks from range.min.
+void set_axis(QValueAxis* axis, const AxisRange& range);
 QString bytes_text(uint64_t bytes);  // "43.0 MiB"
 QString ms_text(double ms);          // "12.34"
 

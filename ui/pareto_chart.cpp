@@ -51,7 +51,9 @@ ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
     setChart(chart);
     setRenderHint(QPainter::Antialiasing);
     setMouseTracking(true);
-    setToolTip(QStringLiteral(
+    setRubberBand(QChartView::RectangleRubberBand);  // drag to zoom; right-click zooms out
+    // Not a tooltip: Qt would show it over the hover read-out ~0.7 s after the mouse stops.
+    setWhatsThis(QStringLiteral(
         "Each strategy's peak memory against the time it spends recomputing: lower-left is "
         "better. Filled: measured; hollow: predicted by the simulator and the cost model. Sweep "
         "draws each strategy's trade-off curve and the optimal frontier; hover a point for its "
@@ -200,7 +202,17 @@ void ParetoChart::rebuild() {
     divisor_ = unit.divisor;
     y_->setTitleText(QStringLiteral("peak memory (%1)").arg(QString::fromLatin1(unit.name)));
     set_axis(x_, fit_axis(std::max(xmax * 1.08, 1e-3)));
-    set_axis(y_, fit_axis(std::max(ymax / divisor_ * 1.06, 1e-3)));
+    // The y axis fits the points (and the budget), not 0 to the top: unet's 40 sweep points lie
+    // within 0.4 % of each other.
+    double ylo = ymax;
+    for (const Row& row : rows) ylo = std::min({ylo, row.pred_y, row.executed ? row.meas_y : ymax});
+    for (const SweepCurve& s : sweeps_)
+        for (const SweepSample& p : s.samples)
+            ylo = std::min({ylo, p.predicted.y, p.measured ? p.measured->y : ymax});
+    if (budget_bytes_) ylo = std::min(ylo, static_cast<double>(*budget_bytes_));
+    const double pad = (ymax - ylo) * 0.04;
+    set_axis(y_, fit_range(std::max(0.0, ylo - pad) / divisor_,
+                           std::max((ymax + pad) / divisor_, 1e-3)));
 
     if (budget_bytes_) {
         const double y = static_cast<double>(*budget_bytes_) / divisor_;
@@ -258,7 +270,8 @@ void ParetoChart::rebuild() {
         k.predicted->setMarkerShape(QScatterSeries::MarkerShapeCircle);
         k.predicted->setMarkerSize(s.frontier ? 6 : 8);
         k.predicted->setPen(QPen(col, 1.5));
-        k.predicted->setBrush(s.frontier ? QBrush(col) : QBrush(Qt::white));
+        // Hollow like every predicted point: the frontier is predicted, never measured (filled).
+        k.predicted->setBrush(QBrush(Qt::white));
         k.predicted->replace(points(pred));
         k.measured = new QScatterSeries;
         k.measured->setMarkerShape(QScatterSeries::MarkerShapeCircle);

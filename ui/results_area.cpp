@@ -111,7 +111,8 @@ QWidget* ResultsArea::buildMemoryPage() {
     auto* hint = new QLabel(
         QStringLiteral("drag to zoom · double-click to reset · hover for the instruction"));
     hint->setStyleSheet(QStringLiteral("color: #777;"));
-    hint->setToolTip(memory_->toolTip());
+    // Rich text, so Qt wraps it instead of drawing one line wider than the screen.
+    hint->setToolTip(QStringLiteral("<p>%1</p>").arg(memory_->whatsThis().toHtmlEscaped()));
     toggles->addWidget(show_measured_);
     toggles->addWidget(show_predicted_);
     toggles->addStretch(1);

@@ -2,15 +2,18 @@
 
 #include <QAction>
 #include <QDockWidget>
+#include <QInputDialog>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QMainWindow>
 #include <QMenu>
+#include <QMessageBox>
 #include <QValueAxis>
 
 #include "ui/graph_view.h"
 #include "ui/memory_chart.h"
+#include "ui/memory_profiler.h"
 #include "ui/residuals_panel.h"
 #include "ui/results_area.h"
 #include "ui/results_model.h"
@@ -68,6 +71,8 @@ ScheduleArea::ScheduleArea(ResultsArea* results, QMainWindow* window)
         QStringLiteral(
             "What the selected strategy keeps for the backward, like JAX's print_saved_residuals "
             "(Ctrl+5)"));
+
+    addMemoryProfiler();
 
     teach_dock_ = new QDockWidget(QStringLiteral("Teach mode"), window);
     teach_dock_->setObjectName(QStringLiteral("teachDock"));
@@ -131,10 +136,50 @@ ScheduleArea::ScheduleArea(ResultsArea* results, QMainWindow* window)
     teach->setShortcut(QKeySequence(QStringLiteral("Ctrl+T")));
     teach->setToolTip(QStringLiteral("Step through a schedule with a sentence per instruction"));
     view_actions_ << teach;
+    addFindNode(window);
 
     tours_menu_ = new QMenu(QStringLiteral("Guided &tours"), window);
     for (size_t i = 0; i < tours().size(); ++i)
         tours_menu_->addAction(tours()[i].title, this, [this, i] { startTour(int(i)); });
+}
+
+// The memory-profiler page (stacked categories, live set, peak diff) follows the results and the
+// strategy chosen in the table.
+void ScheduleArea::addMemoryProfiler() {
+    memory_profiler_ = new MemoryProfilerPage;
+    results_->addPage(
+        memory_profiler_, QStringLiteral("Memory breakdown"),
+        QStringLiteral("Live memory stacked by category; click a time for the live set there"));
+    ResultsModel* model = results_->model();
+    auto sync = [this, model] { memory_profiler_->setResults(model->results()); };
+    connect(model, &QAbstractItemModel::modelReset, this, sync);
+    connect(model, &QAbstractItemModel::dataChanged, this, sync);
+    connect(model, &QAbstractItemModel::rowsInserted, this, sync);
+    connect(results_, &ResultsArea::currentRowChanged, memory_profiler_,
+            &MemoryProfilerPage::setCurrent);
+}
+
+// Edit › Find node (Ctrl+F): a name, completed from the network's nodes, selects that node in
+// the graph, the matrix, the residuals, teach mode and the memory chart.
+void ScheduleArea::addFindNode(QMainWindow* window) {
+    auto* find = new QAction(QStringLiteral("&Find node…"), this);
+    find->setShortcut(QKeySequence::Find);
+    find->setToolTip(QStringLiteral("Select a node by name in every view (Ctrl+F)"));
+    connect(find, &QAction::triggered, this, [this, window] {
+        const QStringList names = schedule_views_->nodeNames();
+        if (names.isEmpty()) return;
+        bool ok = false;
+        const QString name = QInputDialog::getItem(window, QStringLiteral("Find node"),
+                                                   QStringLiteral("Node name (or part of it):"),
+                                                   names, 0, true, &ok);
+        if (!ok) return;
+        if (!schedule_views_->selectByName(name))
+            QMessageBox::information(
+                window, QStringLiteral("Find node"),
+                QStringLiteral("No single node's name contains \"%1\"; pick one from the list.")
+                    .arg(name));
+    });
+    view_actions_ << find;
 }
 
 void ScheduleArea::showTeachMode(bool on) {

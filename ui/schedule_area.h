@@ -22,6 +22,7 @@ QT_END_NAMESPACE
 namespace rl::ui {
 
 class GraphView;
+class MemoryProfilerPage;
 class ResidualsPanel;
 class ResultsArea;
 class ScheduleMatrixView;
@@ -42,6 +43,7 @@ class ScheduleArea : public QObject {
     TeachPanel* teachPanel() const { return teach_panel_; }
     ScheduleViews* scheduleViews() const { return schedule_views_; }
     TourPanel* tourPanel() const { return tour_panel_; }
+    MemoryProfilerPage* memoryProfiler() const { return memory_profiler_; }
 
     void showTeachMode(bool on);
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
@@ -58,6 +60,9 @@ class ScheduleArea : public QObject {
     void tourStepRequested(const TourStep& step);
 
   private:
+    void addMemoryProfiler();
+    void addFindNode(QMainWindow* window);
+
     ResultsArea* results_;
     GraphView* graph_view_ = nullptr;
     ScheduleMatrixView* matrix_view_ = nullptr;
@@ -65,6 +70,7 @@ class ScheduleArea : public QObject {
     TeachPanel* teach_panel_ = nullptr;
     ScheduleViews* schedule_views_ = nullptr;
     TourPanel* tour_panel_ = nullptr;
+    MemoryProfilerPage* memory_profiler_ = nullptr;
     QDockWidget* teach_dock_ = nullptr;
     QDockWidget* tour_dock_ = nullptr;
     QList<QAction*> view_actions_;

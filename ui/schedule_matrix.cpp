@@ -42,7 +42,8 @@ ScheduleMatrixView::ScheduleMatrixView(QWidget* parent) : QWidget(parent) {
     QPalette pal = palette();
     pal.setColor(QPalette::Window, Qt::white);
     setPalette(pal);
-    setToolTip(QStringLiteral(
+    // Not a tooltip: Qt would show it over the hover read-out ~0.7 s after the mouse stops.
+    setWhatsThis(QStringLiteral(
         "Rows: the forward, then each backward step; columns: nodes. Click a column to select "
         "its node."));
 }

@@ -4,6 +4,7 @@
 #include "ui/memory_chart.h"
 #include "ui/node_marks.h"
 #include "ui/node_selection.h"
+#include "ui/qt_text.h"
 #include "ui/residuals_panel.h"
 #include "ui/schedule_matrix.h"
 #include "ui/schedule_trace.h"
@@ -103,6 +104,13 @@ void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
     QString spec = current_ >= 0 && size_t(current_) < results_.size()
                        ? results_[size_t(current_)].spec
                        : QString();
+    // The selection is kept by name: the same id in another network is another node.
+    std::string selected;
+    if (selection_->node() >= 0 && current_ >= 0 && size_t(current_) < results_.size() &&
+        results_[size_t(current_)].trace) {
+        const Graph& g = *results_[size_t(current_)].trace->graph;
+        if (selection_->node() < g.num_nodes()) selected = g.node(selection_->node()).name;
+    }
     results_ = results;
     int pick = -1;
     for (size_t i = 0; i < results_.size(); ++i)
@@ -115,6 +123,41 @@ void ScheduleViews::setResults(const std::vector<StrategyResult>& results) {
     if (current_ >= 0 && teach_->leftStrategy() != current_)
         teach_->setStrategies(current_, teach_->rightStrategy());
     show();
+    if (selection_->node() >= 0) {
+        int same = -1;
+        if (current_ >= 0 && !selected.empty())
+            if (const auto n = results_[size_t(current_)].trace->graph->find_node(selected))
+                same = static_cast<int>(*n);
+        selection_->select(same);
+    }
+}
+
+bool ScheduleViews::selectByName(const QString& name) {
+    if (current_ < 0 || !results_[size_t(current_)].trace) return false;
+    const Graph& g = *results_[size_t(current_)].trace->graph;
+    const QString wanted = name.trimmed();
+    if (wanted.isEmpty()) return false;
+    if (const auto n = g.find_node(wanted.toStdString())) {
+        selection_->select(static_cast<int>(*n));
+        return true;
+    }
+    int found = -1;
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+        if (to_qstring(g.node(n).name).contains(wanted, Qt::CaseInsensitive)) {
+            if (found >= 0) return false;  // ambiguous
+            found = static_cast<int>(n);
+        }
+    if (found < 0) return false;
+    selection_->select(found);
+    return true;
+}
+
+QStringList ScheduleViews::nodeNames() const {
+    QStringList out;
+    if (current_ < 0 || !results_[size_t(current_)].trace) return out;
+    const Graph& g = *results_[size_t(current_)].trace->graph;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) out << to_qstring(g.node(n).name);
+    return out;
 }
 
 void ScheduleViews::setCurrent(int index) {

@@ -10,6 +10,7 @@
 // memory chart (selectInstruction) selects its node everywhere.
 #include <QObject>
 #include <QSize>
+#include <QStringList>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -44,6 +45,12 @@ class ScheduleViews : public QObject {
     void setTeaching(bool on);
     bool teaching() const { return teaching_; }
     NodeSelection* selection() const { return selection_; }
+    // Find a node by name (Ctrl+F): selects, in every view, the node named `name` in the current
+    // strategy's network — exactly, else the one node whose name contains it (any case). False,
+    // selecting nothing new, when none or several match.
+    bool selectByName(const QString& name);
+    // The current network's node names, in graph order (the find box's completions).
+    QStringList nodeNames() const;
     // The memory chart that marks the selected node (null: none).
     void setMemoryChart(MemoryChart* chart);
     // Instruction `instruction` of result `index` (a click in the memory chart): that strategy

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "ui/chart_math.h"
 #include "ui/evaluation.h"
@@ -93,6 +96,51 @@ TEST(UiStrategyList, SplitsLikeTheCli) {
               (QStringList{"none", "sqrt-n:segments=3,budget=1MiB", "periodic:k=2"}));
     EXPECT_EQ(split_strategy_list("none; periodic:k=2"), (QStringList{"none", "periodic:k=2"}));
     EXPECT_TRUE(split_strategy_list(" , ;").isEmpty());
+}
+
+TEST(UiChartMath, AxisLabelsAreFixedNotationWithTheDecimalsTheStepNeeds) {
+    EXPECT_EQ(label_format(250000), "%.0f");  // %g wrote 1e+06 for the axis' 1000000
+    EXPECT_EQ(label_format(50), "%.0f");
+    EXPECT_EQ(label_format(25), "%.0f");
+    EXPECT_EQ(label_format(2.5), "%.1f");
+    EXPECT_EQ(label_format(1), "%.0f");
+    EXPECT_EQ(label_format(0.5), "%.1f");
+    EXPECT_EQ(label_format(0.25), "%.2f");
+    EXPECT_EQ(label_format(0.002), "%.3f");
+    EXPECT_EQ(label_format(0), "%.0f");
+    // Every fit_axis step from 1e-4 to 1e7 prints each of its ticks exactly, never in e-notation.
+    for (double v = 1e-3; v < 1e8; v *= 1.7) {
+        const AxisFit fit = fit_axis(v);
+        const std::string f = label_format(fit.step);
+        for (int i = 0; i <= fit.intervals(); ++i) {
+            const double tick = fit.step * i;
+            char buf[64];
+            std::snprintf(buf, sizeof buf, f.c_str(), tick);
+            EXPECT_EQ(std::string(buf).find('e'), std::string::npos) << buf;
+            EXPECT_NEAR(std::strtod(buf, nullptr), tick, fit.step * 1e-6) << buf << " for " << v;
+        }
+    }
+}
+
+TEST(UiChartMath, FitRangeSpreadsCloseValuesAndKeepsZeroWhenCheap) {
+    // Close values: the axis hugs them (the unet sweep: 40 points within 0.4 %).
+    const AxisRange r = fit_range(100.0, 100.4);
+    EXPECT_LE(r.min, 100.0);
+    EXPECT_GE(r.max, 100.4);
+    EXPECT_GT((100.4 - 100.0) / (r.max - r.min), 0.3) << r.min << " " << r.max;
+    // Ticks from r.min land on multiples of the step.
+    EXPECT_NEAR(std::remainder(r.min, r.step), 0.0, 1e-9);
+    EXPECT_NEAR(std::remainder(r.max, r.step), 0.0, 1e-9);
+    EXPECT_LE((r.max - r.min) / r.step, 8.0 + 1e-9);
+    // Spread from near 0: the axis starts at 0, as fit_axis.
+    const AxisRange z = fit_range(10, 310);
+    EXPECT_EQ(z.min, 0.0);
+    EXPECT_EQ(z.max, fit_axis(310).max);
+    // Equal ends still give a range around them.
+    const AxisRange e = fit_range(50, 50);
+    EXPECT_LT(e.min, e.max);
+    EXPECT_LE(e.min, 50.0);
+    EXPECT_GE(e.max, 50.0);
 }
 
 }  // namespace

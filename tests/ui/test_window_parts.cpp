@@ -407,7 +407,7 @@ TEST(UiMainWindow, EveryPartsActionsAreInTheMenus) {
     EXPECT_EQ(entries(view),
               (QStringList{"&Memory timeline|Ctrl+1", "&Pareto chart|Ctrl+2", "Reset &zoom|Ctrl+0",
                            "--", "&Graph|Ctrl+3", "Schedule &matrix|Ctrl+4",
-                           "Saved r&esiduals|Ctrl+5", "&Teach mode|Ctrl+T"}));
+                           "Saved r&esiduals|Ctrl+5", "&Teach mode|Ctrl+T", "&Find node…|Ctrl+F"}));
     QMenu* help = menu(QStringLiteral("&Help"));
     ASSERT_NE(help, nullptr);
     ASSERT_GE(help->actions().size(), 4);

@@ -1,0 +1,183 @@
+// The smaller faults of issue 15, each where a test can hold it: static tooltips over hover
+// read-outs, a double-click that also selected, HTML escaped twice, the frontier drawn as measured,
+// a selection kept by index across networks.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QAreaSeries>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QSignalSpy>
+#include <QTest>
+#include <QTextDocument>
+#include <QTreeWidget>
+#include <QValueAxis>
+
+#include "analysis/evaluate.h"
+#include "engine/networks/presets.h"
+#include "ui/evaluation.h"
+#include "ui/graph_view.h"
+#include "ui/memory_chart.h"
+#include "ui/memory_profiler.h"
+#include "ui/message_widget.h"
+#include "ui/node_selection.h"
+#include "ui/palette.h"
+#include "ui/pareto_chart.h"
+#include "ui/residuals_panel.h"
+#include "ui/schedule_matrix.h"
+#include "ui/schedule_trace.h"
+#include "ui/schedule_views.h"
+#include "ui/sweeps.h"
+#include "ui/teach_panel.h"
+
+namespace rl::ui {
+namespace {
+
+std::vector<StrategyResult> run_results(const std::string& net,
+                                        const std::vector<std::string>& specs) {
+    auto g = std::make_shared<const Graph>(load_network(net));
+    EvaluateOptions eo;
+    eo.execute = true;
+    Evaluator ev(*g, net, eo);
+    std::vector<StrategyResult> out;
+    for (const std::string& s : specs)
+        out.push_back(to_result(*g, ev.costs(), ev.evaluate(parse_spec(s)), g));
+    return out;
+}
+
+// Qt shows a widget's static tooltip ~0.7 s after the mouse stops, over the charts' own hover
+// read-out: the charts carry their help as What's This instead.
+TEST(UiCharts, WithAHoverReadoutHaveNoStaticTooltip) {
+    MemoryChart memory;
+    ParetoChart pareto;
+    ScheduleMatrixView matrix;
+    for (QWidget* w : std::initializer_list<QWidget*>{&memory, &pareto, &matrix}) {
+        EXPECT_TRUE(w->toolTip().isEmpty()) << w->metaObject()->className();
+        EXPECT_FALSE(w->whatsThis().isEmpty()) << w->metaObject()->className();
+    }
+}
+
+// A double-click resets the zoom; it does not also select the instruction under it. A single
+// click still does, once the double-click interval has passed.
+TEST(UiMemoryChart, DoubleClickResetsZoomWithoutSelecting) {
+    const auto results = run_results("mlp:depth=6,width=8,batch=4", {"sqrt-n"});
+    MemoryChart chart;
+    chart.resize(900, 500);
+    chart.setResults(results);
+    chart.show();
+    chart.flush();
+    const QRectF plot = chart.chart()->plotArea();
+    std::optional<QPoint> at;
+    for (double fx = 0.3; fx < 0.9 && !at; fx += 0.05)
+        for (double fy = 0.05; fy < 1.0 && !at; fy += 0.02) {
+            const QPointF p(plot.left() + plot.width() * fx, plot.top() + plot.height() * fy);
+            if (chart.instructionAt(p)) at = chart.mapFromScene(chart.chart()->mapToScene(p));
+        }
+    ASSERT_TRUE(at.has_value());
+    QSignalSpy clicked(&chart, &MemoryChart::instructionClicked);
+    QTest::mouseClick(chart.viewport(), Qt::LeftButton, {}, *at);
+    QTest::mouseDClick(chart.viewport(), Qt::LeftButton, {}, *at);
+    QTest::mouseRelease(chart.viewport(), Qt::LeftButton, {}, *at);  // as a real double-click
+    QTest::qWait(QApplication::doubleClickInterval() + 300);
+    EXPECT_EQ(clicked.count(), 0);
+    QTest::mouseClick(chart.viewport(), Qt::LeftButton, {}, *at);
+    EXPECT_TRUE(clicked.wait(2000));
+    EXPECT_EQ(clicked.count(), 1);
+}
+
+// Error text is escaped once by its caller; the message shows the quotes, not "&quot;".
+TEST(UiMessageWidget, EscapedErrorTextShowsItsQuotesOnce) {
+    MessageWidget m;
+    const QString error = QStringLiteral("node \"block0.fc\": width must be > 0 & even");
+    m.showMessage(MessageWidget::Kind::Error, error.toHtmlEscaped());
+    QLabel* label = nullptr;
+    for (QLabel* l : m.findChildren<QLabel*>())
+        if (l->text() == error.toHtmlEscaped()) label = l;
+    ASSERT_NE(label, nullptr);
+    EXPECT_EQ(label->textFormat(), Qt::RichText);
+    QTextDocument shown;
+    shown.setHtml(label->text());
+    EXPECT_EQ(shown.toPlainText(), error);
+}
+
+// The optimal frontier is predicted: its markers are hollow like every predicted point, not
+// filled like measured ones.
+TEST(UiParetoChart, TheFrontierIsDrawnWithPredictedMarkers) {
+    ParetoChart pareto;
+    SweepCurve f;
+    f.spec = QStringLiteral("optimal");
+    f.name = QStringLiteral("optimal");
+    f.frontier = true;
+    f.samples = {{QStringLiteral("optimal:budget=1000"), {1.0, 4000}, std::nullopt},
+                 {QStringLiteral("optimal:budget=2000"), {0.5, 6000}, std::nullopt}};
+    pareto.setSweeps({f});
+    pareto.flush();
+    int frontier_markers = 0;
+    for (QAbstractSeries* s : pareto.chart()->series()) {
+        auto* scatter = qobject_cast<QScatterSeries*>(s);
+        if (!scatter || scatter->count() != 2) continue;
+        ++frontier_markers;
+        EXPECT_EQ(scatter->brush().color(), QColor(Qt::white)) << "filled = measured";
+    }
+    EXPECT_EQ(frontier_markers, 1);
+}
+
+// A new network keeps the selected node by name, or clears it: node 3 of another network is
+// another node.
+TEST(UiScheduleViews, SelectionFollowsTheNodeNameAcrossANetworkChange) {
+    GraphView graph;
+    ScheduleMatrixView matrix;
+    ResidualsPanel residuals;
+    TeachPanel teach;
+    ScheduleViews views(&graph, &matrix, &residuals, &teach);
+    views.setResults(run_results("mlp:depth=4,width=8,batch=4", {"sqrt-n"}));
+    const auto mlp = run_results("mlp:depth=4,width=8,batch=4", {"sqrt-n"});
+    const NodeId act = *mlp[0].trace->graph->find_node("block2.act");
+    views.selection()->select(act);
+    // The same network again (a re-plan): the same node.
+    views.setResults(mlp);
+    EXPECT_EQ(views.selection()->node(), act);
+    // A deeper mlp with an extra input-side node would move ids; resmlp has no block2.act.
+    const auto other = run_results("resmlp:depth=2,width=8,batch=4", {"sqrt-n"});
+    ASSERT_FALSE(other[0].trace->graph->find_node("block2.act").has_value());
+    views.setResults(other);
+    EXPECT_EQ(views.selection()->node(), -1) << "another network's node " << act;
+    // Back to an mlp: nothing is selected (the name was lost with the selection).
+    views.setResults(mlp);
+    EXPECT_EQ(views.selection()->node(), -1);
+    // A name both networks have stays selected, under its new id.
+    const auto deep = run_results("mlp:depth=6,width=8,batch=4", {"sqrt-n"});
+    views.selection()->select(*mlp[0].trace->graph->find_node("loss"));
+    views.setResults(deep);
+    EXPECT_EQ(views.selection()->node(), *deep[0].trace->graph->find_node("loss"));
+    EXPECT_NE(*deep[0].trace->graph->find_node("loss"), *mlp[0].trace->graph->find_node("loss"));
+}
+
+// Find a node by name: exact, else the one node whose name contains the text; the selection is
+// the views' shared one, so the graph and the matrix follow.
+TEST(UiScheduleViews, FindANodeByNameSelectsItEverywhere) {
+    GraphView graph;
+    ScheduleMatrixView matrix;
+    ResidualsPanel residuals;
+    TeachPanel teach;
+    ScheduleViews views(&graph, &matrix, &residuals, &teach);
+    EXPECT_FALSE(views.selectByName(QStringLiteral("loss"))) << "no network yet";
+    const auto mlp = run_results("mlp:depth=4,width=8,batch=4", {"sqrt-n"});
+    views.setResults(mlp);
+    const Graph& g = *mlp[0].trace->graph;
+    ASSERT_EQ(views.nodeNames().size(), g.num_nodes());
+    EXPECT_TRUE(views.selectByName(QStringLiteral("block2.act")));
+    EXPECT_EQ(views.selection()->node(), *g.find_node("block2.act"));
+    EXPECT_EQ(graph.selectedNode(), *g.find_node("block2.act"));
+    EXPECT_TRUE(views.selectByName(QStringLiteral("  LOSS ")));  // part of a name, any case
+    EXPECT_EQ(views.selection()->node(), *g.find_node("loss"));
+    EXPECT_FALSE(views.selectByName(QStringLiteral("block")));  // several match
+    EXPECT_FALSE(views.selectByName(QStringLiteral("conv")));   // none does
+    EXPECT_EQ(views.selection()->node(), *g.find_node("loss")) << "a failed find keeps it";
+}
+
+}  // namespace
+}  // namespace rl::ui
