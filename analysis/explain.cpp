@@ -15,27 +15,6 @@ namespace {
 
 constexpr long kNever = LONG_MAX;
 
-// The values an instruction reads: a Compute its inputs, a Backward its residuals.
-template <typename F>
-void for_each_read(const Graph& g, const std::vector<uint32_t>& residual_inputs,
-                   const std::vector<uint8_t>& residual_output, const Instruction& ins, F&& f) {
-    if (ins.kind == InstrKind::Free) return;
-    const Node& node = g.node(ins.target);
-    if (ins.kind == InstrKind::Compute) {
-        for (ValueId u : node.inputs) f(u);
-        return;
-    }
-    const auto n = static_cast<size_t>(ins.target);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-        if ((residual_inputs[n] >> i) & 1u) f(node.inputs[i]);
-    if (residual_output[n]) f(node.output);
-}
-
-template <typename F>
-void for_each_read(const Graph& g, const LivenessTables& t, const Instruction& ins, F&& f) {
-    for_each_read(g, t.residual_inputs, t.residual_output, ins, std::forward<F>(f));
-}
-
 std::string json_string(const std::string& s) {
     std::string out = "\"";
     for (char c : s) {
@@ -235,6 +214,10 @@ std::string schedule_matrix_json(const Graph& g, const ScheduleMatrix& m) {
 }
 
 // ---- stepping ----
+//
+// The live set comes from engine/liveness (one memory model): a value is live exactly when the
+// simulator and the executor hold its buffer, so an input whose buffer an in-place forward took
+// stops being live at that Compute, not at its Free.
 
 namespace {
 
@@ -247,29 +230,53 @@ ScheduleState initial_state(const Graph& g) {
     return s;
 }
 
-void apply(const Graph& g, const Instruction& ins, ScheduleState& s, int direction) {
-    switch (ins.kind) {
-        case InstrKind::Compute:
-            s.live[static_cast<size_t>(g.node(ins.target).output)] = direction > 0 ? 1 : 0;
-            s.computes[static_cast<size_t>(ins.target)] += direction;
-            break;
-        case InstrKind::Free:
-            s.live[static_cast<size_t>(ins.target)] = direction > 0 ? 0 : 1;
-            break;
-        case InstrKind::Backward:
-            s.backwarded[static_cast<size_t>(ins.target)] = direction > 0 ? 1 : 0;
-            break;
+// Records, per instruction, the activations that come alive and those that stop being live.
+class LiveChanges final : public MemoryVisitor {
+  public:
+    explicit LiveChanges(std::vector<std::vector<ScheduleCursor::Change>>& out) : out_(out) {}
+    long index = -1;
+    void allocate(BufferRef b, uint64_t) override { note(b, 1); }
+    void release(BufferRef b, uint64_t) override { note(b, 0); }
+    void hand_over(BufferRef from, BufferRef to, uint64_t) override {
+        note(from, 0);
+        note(to, 1);
     }
+    void run_kernel(const Instruction&, bool) override {}
+
+  private:
+    void note(BufferRef b, uint8_t live) {
+        if (index >= 0 && b.category == Category::Activations)
+            out_[static_cast<size_t>(index)].push_back({b.id, live});
+    }
+    std::vector<std::vector<ScheduleCursor::Change>>& out_;
+};
+
+void apply_counts(const Instruction& ins, ScheduleState& s, int direction) {
+    if (ins.kind == InstrKind::Compute)
+        s.computes[static_cast<size_t>(ins.target)] += direction;
+    else if (ins.kind == InstrKind::Backward)
+        s.backwarded[static_cast<size_t>(ins.target)] = direction > 0 ? 1 : 0;
 }
 
 }  // namespace
 
 ScheduleCursor::ScheduleCursor(const Graph& g, const Schedule& s)
-    : g_(g), s_(s), state_(initial_state(g)) {}
+    : g_(g), s_(s), state_(initial_state(g)), changes_(s.size()) {
+    const LivenessTables t(g);
+    Liveness live(g, t, s);
+    LiveChanges v(changes_);
+    live.begin(v);
+    for (size_t i = 0; i < s.size(); ++i) {
+        v.index = static_cast<long>(i);
+        live.step(static_cast<long>(i), v);
+    }
+}
 
 bool ScheduleCursor::forward() {
     if (state_.position >= size()) return false;
-    apply(g_, s_.code[static_cast<size_t>(state_.position)], state_, +1);
+    const auto i = static_cast<size_t>(state_.position);
+    for (const Change& c : changes_[i]) state_.live[static_cast<size_t>(c.value)] = c.live;
+    apply_counts(s_.code[i], state_, +1);
     ++state_.position;
     return true;
 }
@@ -277,7 +284,11 @@ bool ScheduleCursor::forward() {
 bool ScheduleCursor::back() {
     if (state_.position <= 0) return false;
     --state_.position;
-    apply(g_, s_.code[static_cast<size_t>(state_.position)], state_, -1);
+    const auto i = static_cast<size_t>(state_.position);
+    const std::vector<Change>& cs = changes_[i];
+    for (auto c = cs.rbegin(); c != cs.rend(); ++c)
+        state_.live[static_cast<size_t>(c->value)] = c->live ? 0 : 1;
+    apply_counts(s_.code[i], state_, -1);
     return true;
 }
 
@@ -288,9 +299,23 @@ void ScheduleCursor::seek(long position) {
 }
 
 ScheduleState state_at(const Graph& g, const Schedule& s, long position) {
+    // Walked from the start and read off Liveness itself, independently of the cursor's record.
+    class Quiet final : public MemoryVisitor {
+        void allocate(BufferRef, uint64_t) override {}
+        void release(BufferRef, uint64_t) override {}
+        void run_kernel(const Instruction&, bool) override {}
+    } quiet;
     ScheduleState st = initial_state(g);
     position = std::clamp(position, 0L, static_cast<long>(s.size()));
-    for (long i = 0; i < position; ++i) apply(g, s.code[static_cast<size_t>(i)], st, +1);
+    const LivenessTables t(g);
+    Liveness live(g, t, s);
+    live.begin(quiet);
+    for (long i = 0; i < position; ++i) {
+        live.step(i, quiet);
+        apply_counts(s.code[static_cast<size_t>(i)], st, +1);
+    }
+    for (ValueId v = 0; v < g.num_values(); ++v)
+        st.live[static_cast<size_t>(v)] = live.activation_live(v) ? 1 : 0;
     st.position = position;
     return st;
 }
@@ -299,10 +324,8 @@ ScheduleState state_at(const Graph& g, const Schedule& s, long position) {
 
 ScheduleExplainer::ScheduleExplainer(const Graph& g, const Plan& plan, const Simulation& sim,
                                      const CostModel& costs)
-    : g_(g), plan_(plan), sim_(sim), costs_(costs) {
-    const LivenessTables t(g);
-    residual_inputs_ = t.residual_inputs;
-    residual_output_ = t.residual_output;
+    : g_(g), plan_(plan), sim_(sim), costs_(costs), tables_(g) {
+    const LivenessTables& t = tables_;
     const Schedule& s = plan.schedule;
     const long n = static_cast<long>(s.size());
     computes_of_.assign(static_cast<size_t>(g.num_nodes()), {});
@@ -607,7 +630,7 @@ std::string ScheduleExplainer::explain_backward(long i, Explanation& e) const {
     const Node& node = g_.node(n);
     e.what = "backward " + node.name;
     std::vector<std::string> reads;
-    for_each_read(g_, residual_inputs_, residual_output_, e.instruction, [&](ValueId v) {
+    for_each_read(g_, tables_, e.instruction, [&](ValueId v) {
         const Value& val = g_.value(v);
         std::string how;
         if (val.is_input()) {

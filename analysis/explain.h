@@ -19,6 +19,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/graph.h"
+#include "engine/liveness.h"
 #include "engine/schedule.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
@@ -74,16 +75,22 @@ std::string schedule_matrix_json(const Graph& g, const ScheduleMatrix& m);
 
 struct ScheduleState {
     long position = 0;                // instructions applied
-    std::vector<uint8_t> live;        // per value: an activation or input that is live
+    std::vector<uint8_t> live;        // per value: an activation or input live (engine/liveness)
     std::vector<int32_t> computes;    // per node
     std::vector<uint8_t> backwarded;  // per node
     bool operator==(const ScheduleState&) const = default;
 };
 
 // Steps a schedule forward and backward one instruction at a time; back() undoes forward()
-// exactly. Assumes a valid schedule (validate() first).
+// exactly. The live set follows engine/liveness.h (an in-place forward's input stops being live
+// at that Compute). Throws ScheduleError for an invalid schedule.
 class ScheduleCursor {
   public:
+    // An activation that comes alive (live = 1) or stops being live (0) inside an instruction.
+    struct Change {
+        ValueId value;
+        uint8_t live;
+    };
     ScheduleCursor(const Graph& g, const Schedule& s);
     bool forward();  // false at the end
     bool back();     // false at the start
@@ -96,9 +103,11 @@ class ScheduleCursor {
     const Graph& g_;
     const Schedule& s_;
     ScheduleState state_;
+    std::vector<std::vector<Change>> changes_;  // per instruction, in the order they happen
 };
 
-// The same state, replayed from the start: what the cursor must agree with.
+// The same state, walked from the start with engine/liveness: what the cursor must agree with.
+// Throws ScheduleError when the first `position` instructions are invalid.
 ScheduleState state_at(const Graph& g, const Schedule& s, long position);
 
 // ---- the sentences ----
@@ -149,8 +158,7 @@ class ScheduleExplainer {
     const Plan& plan_;
     const Simulation& sim_;
     const CostModel& costs_;
-    std::vector<uint32_t> residual_inputs_;
-    std::vector<uint8_t> residual_output_;
+    LivenessTables tables_;
     std::vector<std::vector<long>> computes_of_;  // per node: its Compute indices
     std::vector<std::vector<long>> frees_of_;     // per value: its Free indices
     std::vector<std::vector<long>> reads_of_;     // per value: instructions that read it

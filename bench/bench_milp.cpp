@@ -23,11 +23,7 @@ void BM_CheckmateTransformerBlock(benchmark::State& state) {
     opt.forward_stages = state.range(1) != 0;
     if (const char* log = std::getenv("REMATLAB_CBC_LOG")) opt.log_level = std::atoi(log);
     const uint64_t lo = checkmate_min_budget(g, opt);
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (g.needs_backward(n)) b.backward(n);
-    const uint64_t hi = simulate(g, b.finish(), costs).peak_bytes;
+    const uint64_t hi = simulate(g, backprop_schedule(g), costs).peak_bytes;
     const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(state.range(0)) / 100;
     // Warm start (third argument 1): CBC begins with `optimal`'s auto plan (the chain DP and the
     // portfolio of the other strategies) as its incumbent.

@@ -140,7 +140,7 @@ struct NodeBench {
         accumulate.assign(n.inputs.size(), 0);
         res_inputs.resize(n.inputs.size());
         for (size_t k = 0; k < n.inputs.size(); ++k)
-            res_inputs[k] = ((t.residual_inputs[ni] >> k) & 1u) ? inputs[k] : nullptr;
+            res_inputs[k] = t.reads_input(id, k) ? inputs[k] : nullptr;
         res_output = t.residual_output[ni] ? output : nullptr;
     }
     ~NodeBench() {

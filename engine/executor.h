@@ -29,13 +29,7 @@ struct ExecuteOptions {
     bool run_kernels = true;     // false: walk and allocate only (measures executor overhead)
 };
 
-struct Execution {
-    uint64_t peak_bytes = 0;
-    int32_t peak_instruction = -1;
-    std::array<uint64_t, kNumCategories> peak_by_category{};
-    uint64_t activation_peak_bytes() const {
-        return peak_by_category[static_cast<size_t>(Category::Activations)];
-    }
+struct Execution : MemoryPeak {
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
     // CPU time of the process over the step (all threads): unlike total_ms, it does not grow
     // when other jobs take the CPU away, so it compares runs on a shared machine.

@@ -59,7 +59,7 @@ LivenessTables::LivenessTables(const Graph& g) {
     }
 }
 
-Liveness::Liveness(const Graph& g, const LivenessTables& t, const Schedule& s)
+Liveness::Liveness(const Graph& g, const LivenessTables& t, const Schedule& s, bool in_place)
     : g_(g),
       t_(t),
       s_(s),
@@ -77,7 +77,7 @@ Liveness::Liveness(const Graph& g, const LivenessTables& t, const Schedule& s)
     // The in-place rule (liveness.h): a pointwise Compute takes over the buffer of the first
     // eligible input that the run of Frees right after it releases. Decided here, from the
     // schedule alone, so every walk of one schedule makes the same choices.
-    for (size_t i = 0; i < s.size(); ++i) {
+    for (size_t i = 0; in_place && i < s.size(); ++i) {
         const Instruction& ins = s.code[i];
         if (ins.kind != InstrKind::Compute || ins.target < 0 || ins.target >= g.num_nodes())
             continue;
@@ -100,6 +100,38 @@ void Liveness::begin(MemoryVisitor& v) {
     for (ValueId in : g_.inputs()) {
         act_live_[static_cast<size_t>(in)] = 1;
         v.allocate({Category::Inputs, in}, g_.value(in).bytes);
+    }
+}
+
+void Liveness::resume(const LiveStart& start, MemoryVisitor& v) {
+    begin(v);
+    if (start.backwards_done_from != kNoId) {
+        for (NodeId n = g_.num_nodes() - 1; n >= start.backwards_done_from && n >= 0; --n) {
+            const auto ni = static_cast<size_t>(n);
+            if (!t_.needs_backward[ni]) continue;
+            backwarded_[ni] = 1;
+            ++backwards_done_;
+            last_backward_ = n;
+            for (ValueId in : g_.node(n).inputs)
+                if (g_.value(in).requires_grad) --pending_[static_cast<size_t>(in)];
+            for (ParamId p : g_.node(n).params)
+                v.allocate({Category::ParamGrads, p}, g_.param(p).bytes);
+        }
+        // A gradient is live from its first accumulation until its producer's Backward.
+        for (ValueId x = 0; x < g_.num_values(); ++x) {
+            const auto xi = static_cast<size_t>(x);
+            const Value& val = g_.value(x);
+            if (!val.requires_grad || pending_[xi] == t_.grad_contributions[xi]) continue;
+            if (val.producer != kNoId && backwarded_[static_cast<size_t>(val.producer)]) continue;
+            grad_live_[xi] = 1;
+            v.allocate({Category::ActivationGrads, x}, val.bytes);
+        }
+    }
+    for (ValueId a : start.activations) {
+        const auto ai = static_cast<size_t>(a);
+        if (act_live_[ai]) continue;  // a graph input, or named twice
+        act_live_[ai] = 1;
+        v.allocate({Category::Activations, a}, g_.value(a).bytes);
     }
 }
 
@@ -196,7 +228,7 @@ void Liveness::step(long index, MemoryVisitor& v) {
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
         const ValueId in = node.inputs[i];
-        if (((t_.residual_inputs[ni] >> i) & 1u) && !act_live_[static_cast<size_t>(in)])
+        if (t_.reads_input(target, i) && !act_live_[static_cast<size_t>(in)])
             throw ScheduleError(index, "backward " + quoted(node.name) + " needs its input " +
                                            quoted(g_.value(in).name) +
                                            ", which is not live; recompute it first");

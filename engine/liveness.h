@@ -23,7 +23,14 @@
 // This is what PyTorch's `relu_` does, decided from the schedule: a value's buffer is reused only
 // when nothing reads it afterwards, so the bits every kernel sees are unchanged. It only lowers
 // live bytes (by the output's size, from the Compute to the input's Free), so a memory model
-// that ignores it (the Checkmate MILP, rotor's DP, DTR's replay) still gives a safe upper bound.
+// that ignores it (rotor's DP, DTR's replay) still gives a safe upper bound; Liveness can walk a
+// schedule with the rule off to charge exactly that bound.
+//
+// Pieces. A solver that measures part of a schedule in isolation (rotor's stages,
+// solvers/rotor.h) starts the walk with resume() instead of begin(): what is live before the
+// piece (its activations, and the backwards already done with the gradients they left) is given,
+// and the same step() rules apply from there.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +50,17 @@ enum class Category : uint8_t {
 };
 constexpr int kNumCategories = static_cast<int>(Category::Count);
 const char* category_name(Category c);
+
+// The high-water mark of a step under these rules: predicted (Simulation) or measured
+// (Execution), the same fields so the two compare field by field.
+struct MemoryPeak {
+    uint64_t peak_bytes = 0;
+    int32_t peak_instruction = -1;  // the instruction inside which it is reached (-1: none)
+    std::array<uint64_t, kNumCategories> peak_by_category{};  // each category's own high-water mark
+    uint64_t activation_peak_bytes() const {
+        return peak_by_category[static_cast<size_t>(Category::Activations)];
+    }
+};
 
 // Which buffer an event is about. `id` is a ValueId (Inputs, Activations, ActivationGrads), a
 // ParamId (Parameters, ParamGrads) or the node id (Workspace).
@@ -74,16 +92,56 @@ struct LivenessTables {
     std::vector<uint32_t> in_place_inputs;  // per node: input slots whose buffer the output may
                                             // take (pointwise op, same bytes, not a graph input)
     int32_t backward_count = 0;             // nodes that need a backward
+
+    // Whether node n's backward reads its input slot `slot` (a residual its op declares).
+    bool reads_input(NodeId n, size_t slot) const {
+        return ((residual_inputs[static_cast<size_t>(n)] >> slot) & 1u) != 0;
+    }
+};
+
+// Calls f(value) for each value node n's backward reads: the input slots its op declares, in
+// slot order, then its own output when declared. A value in two slots is passed twice.
+template <typename F>
+void for_each_residual(const Graph& g, const LivenessTables& t, NodeId n, F&& f) {
+    const Node& node = g.node(n);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (t.reads_input(n, i)) f(node.inputs[i]);
+    if (t.residual_output[static_cast<size_t>(n)]) f(node.output);
+}
+
+// Calls f(value) for each value `ins` reads: a Compute its inputs, a Backward its residuals
+// (for_each_residual), a Free nothing.
+template <typename F>
+void for_each_read(const Graph& g, const LivenessTables& t, const Instruction& ins, F&& f) {
+    if (ins.kind == InstrKind::Compute) {
+        for (ValueId in : g.node(ins.target).inputs) f(in);
+    } else if (ins.kind == InstrKind::Backward) {
+        for_each_residual(g, t, ins.target, f);
+    }
+}
+
+// What is live before the first instruction of a piece of a schedule (Liveness::resume).
+struct LiveStart {
+    std::vector<ValueId> activations;  // live activations (graph inputs are live anyway)
+    // Every node from this one on that needs a backward has run it (backwards run in decreasing
+    // node order); kNoId: no backward has run.
+    NodeId backwards_done_from = kNoId;
 };
 
 class Liveness {
   public:
     // `s` is the schedule that will be walked: the in-place rule reads the Frees after each
-    // Compute.
-    Liveness(const Graph& g, const LivenessTables& t, const Schedule& s);
+    // Compute. `in_place` false: every Compute allocates its output (the rule's upper bound).
+    Liveness(const Graph& g, const LivenessTables& t, const Schedule& s, bool in_place = true);
 
     // Parameters and inputs come alive.
     void begin(MemoryVisitor& v);
+    // Instead of begin(), to walk a piece of a schedule: parameters and inputs come alive, then
+    // what the instructions before the piece left live: the backwards from
+    // `start.backwards_done_from` on count as done (their parameter gradients are live, and the
+    // gradients they accumulated into values whose producer's backward has not run), and
+    // `start.activations` are live.
+    void resume(const LiveStart& start, MemoryVisitor& v);
     // Applies instruction `index` of the schedule; throws ScheduleError(index, reason) when it is
     // illegal.
     void step(long index, MemoryVisitor& v);

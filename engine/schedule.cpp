@@ -50,10 +50,7 @@ Schedule ScheduleBuilder::finish() const {
             read_later[static_cast<size_t>(n.output)] = 0;  // earlier instances are distinct
             for (ValueId in : n.inputs) read(pos, in);
         } else {
-            const uint32_t mask = t.residual_inputs[static_cast<size_t>(ins.target)];
-            if (t.residual_output[static_cast<size_t>(ins.target)]) read(pos, n.output);
-            for (size_t i = 0; i < n.inputs.size(); ++i)
-                if ((mask >> i) & 1u) read(pos, n.inputs[i]);
+            for_each_residual(g_, t, ins.target, [&](ValueId v) { read(pos, v); });
         }
     }
     Schedule s;
@@ -84,6 +81,14 @@ void validate(const Graph& g, const Schedule& s) {
     live.begin(v);
     for (size_t i = 0; i < s.size(); ++i) live.step(static_cast<long>(i), v);
     live.end(static_cast<long>(s.size()), v);
+}
+
+Schedule backprop_schedule(const Graph& g) {
+    ScheduleBuilder b(g);
+    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
+    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
+        if (g.needs_backward(n)) b.backward(n);
+    return b.finish();
 }
 
 }  // namespace rl

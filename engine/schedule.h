@@ -52,6 +52,10 @@ class ScheduleBuilder {
     std::vector<Instruction> seq_;
 };
 
+// Plain backprop (`none`): every node computed once in order, every backward in the canonical
+// order, each value freed after its last read.
+Schedule backprop_schedule(const Graph& g);
+
 // Throws rl::ScheduleError (instruction index and reason) for an illegal schedule: an input not
 // live, a double compute or free, an incomplete gradient, a backward out of canonical order, a
 // residual not live, or a missing backward.

@@ -16,13 +16,7 @@ struct SimPoint {
     uint64_t bytes;       // live bytes after the event
 };
 
-struct Simulation {
-    uint64_t peak_bytes = 0;
-    int32_t peak_instruction = -1;
-    std::array<uint64_t, kNumCategories> peak_by_category{};
-    uint64_t activation_peak_bytes() const {
-        return peak_by_category[static_cast<size_t>(Category::Activations)];
-    }
+struct Simulation : MemoryPeak {
     long computes = 0, recomputes = 0, backwards = 0, frees = 0;
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0;
     double total_ms() const { return forward_ms + recompute_ms + backward_ms; }

@@ -56,17 +56,9 @@ bool reads_in_place(const LivenessTables& t, NodeId k, ValueId v, const Graph& g
     return false;
 }
 
-Schedule plain_backprop(const Graph& g) {
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (g.needs_backward(n)) b.backward(n);
-    return b.finish();
-}
-
 std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool forward_stages) {
     NonActivationBytes v;
-    const Schedule none = plain_backprop(g);
+    const Schedule none = backprop_schedule(g);
     Liveness live(g, t, none);
     live.begin(v);
     const double forward_base = static_cast<double>(v.live);
@@ -89,14 +81,9 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
             s.backward = ins.target;
             s.whole_forward = first_backward && !forward_stages;
             s.base_bytes = static_cast<double>(v.live);
-            const Node& node = g.node(ins.target);
-            const auto ni = static_cast<size_t>(ins.target);
-            for (size_t k = 0; k < node.inputs.size(); ++k) {
-                const Value& in = g.value(node.inputs[k]);
-                if (((t.residual_inputs[ni] >> k) & 1u) && !in.is_input())
-                    s.residuals.push_back(in.producer);
-            }
-            if (t.residual_output[ni]) s.residuals.push_back(ins.target);
+            for_each_residual(g, t, ins.target, [&](ValueId x) {
+                if (!g.value(x).is_input()) s.residuals.push_back(g.value(x).producer);
+            });
             std::sort(s.residuals.begin(), s.residuals.end());
             s.residuals.erase(std::unique(s.residuals.begin(), s.residuals.end()),
                               s.residuals.end());
@@ -526,7 +513,7 @@ uint64_t checkmate_min_budget(const Graph& g, const CheckmateOptions& opt, bool*
     const LivenessTables t(g);
     SimulateOptions quiet;
     quiet.record_timeline = false;
-    const Schedule none = plain_backprop(g);
+    const Schedule none = backprop_schedule(g);
     const uint64_t none_peak = simulate(g, t, none, CostModel{}, quiet).peak_bytes;
     const double unit = std::max(1.0, static_cast<double>(none_peak) / 1000.0);
     // In peak mode the memory rows read  U + ... - P <= budget_units; with budget_units = 0 they
@@ -585,7 +572,7 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
     p.budget = budget;
 
     // Plain backprop fits: nothing to recompute, trivially optimal.
-    const Schedule none = plain_backprop(g);
+    const Schedule none = backprop_schedule(g);
     if (simulate(g, t, none, costs, quiet).peak_bytes <= budget) {
         p.schedule = none;
         p.status = PlanStatus::Optimal;

@@ -115,12 +115,7 @@ Schedule schedule(const Graph& g, const std::vector<NodeId>& ends,
         return i == 1 ? NodeId{0} : ends[static_cast<size_t>(i - 2)] + 1;
     };
     auto last = [&](int64_t i) { return ends[static_cast<size_t>(i - 1)]; };
-    if (k == 0) {
-        for (NodeId n = 0; n < g.num_nodes(); ++n) builder.compute(n);
-        for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-            if (t.needs_backward[static_cast<size_t>(n)]) builder.backward(n);
-        return builder.finish();
-    }
+    if (k == 0) return backprop_schedule(g);
 
     int64_t working = 0;
     bool advanced_since_turn = false;
@@ -162,7 +157,7 @@ Schedule schedule(const Graph& g, const std::vector<NodeId>& ends,
                         const Node& node = g.node(n);
                         if (t.needs_backward[ni]) {
                             for (size_t in = 0; in < node.inputs.size(); ++in)
-                                if ((t.residual_inputs[ni] >> in) & 1u) mark(node.inputs[in]);
+                                if (t.reads_input(n, in)) mark(node.inputs[in]);
                             if (t.residual_output[ni] && (n != hi || recompute_end)) needed[ni] = 1;
                         }
                         if (n == hi && !recompute_end) needed[ni] = 0;

@@ -30,14 +30,8 @@ std::vector<ValueId> backward_reads(const Graph& g, const LivenessTables& t, Sta
         if (!g.value(v).is_input() && std::find(out.begin(), out.end(), v) == out.end())
             out.push_back(v);
     };
-    for (NodeId n = st.first; n <= st.last; ++n) {
-        const auto ni = static_cast<size_t>(n);
-        if (!t.needs_backward[ni]) continue;
-        const Node& node = g.node(n);
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-            if ((t.residual_inputs[ni] >> i) & 1u) add(node.inputs[i]);
-        if (t.residual_output[ni]) add(node.output);
-    }
+    for (NodeId n = st.first; n <= st.last; ++n)
+        if (t.needs_backward[static_cast<size_t>(n)]) for_each_residual(g, t, n, add);
     return out;
 }
 
@@ -61,11 +55,8 @@ std::vector<NodeId> recompute_set(const Graph& g, const LivenessTables& t, Stage
         const auto ni = static_cast<size_t>(n);
         const Node& node = g.node(n);
         const bool interior = n != st.last;
-        if (t.needs_backward[ni]) {
-            for (size_t i = 0; i < node.inputs.size(); ++i)
-                if ((t.residual_inputs[ni] >> i) & 1u) mark(node.inputs[i]);
-            if (t.residual_output[ni] && interior) mark(node.output);
-        }
+        // (The last node's own output is never marked: mark() takes producers before st.last.)
+        if (t.needs_backward[ni]) for_each_residual(g, t, n, mark);
         if (interior && needed[static_cast<size_t>(n - st.first)])
             for (ValueId in : node.inputs) mark(in);
     }
@@ -74,73 +65,82 @@ std::vector<NodeId> recompute_set(const Graph& g, const LivenessTables& t, Stage
     return out;
 }
 
-// The peak live bytes of a piece of a schedule under engine/liveness.h's rules, counting only
-// the values and gradients it is given or creates (and the parameter gradients it creates).
-// `acts`/`grads`: activations and activation gradients live at the start; `kept`: values read
-// after the piece (everything else is freed after its last read inside it, as ScheduleBuilder
-// does; a value given live but never read nor kept is taken as already freed).
+// Counts what a piece of a schedule adds to the constant: parameters, inputs and the parameter
+// gradients live at its start (other stages') are left out. The peak is taken when a kernel
+// runs, with its output or gradients and its workspace allocated.
+class PiecePeak final : public MemoryVisitor {
+  public:
+    bool starting = true;  // inside Liveness::resume
+    uint64_t live = 0, peak = 0;
+    void allocate(BufferRef b, uint64_t bytes) override {
+        if (counts(b)) live += bytes;
+    }
+    void release(BufferRef b, uint64_t bytes) override {
+        if (counts(b)) live -= bytes;
+    }
+    void run_kernel(const Instruction&, bool) override { peak = std::max(peak, live); }
+
+  private:
+    bool counts(BufferRef b) const {
+        return b.category != Category::Parameters && b.category != Category::Inputs &&
+               !(starting && b.category == Category::ParamGrads);
+    }
+};
+
+// The peak live bytes of a piece of a schedule, walked with engine/liveness.h's rules (without
+// the in-place rule: the DP charges its upper bound, liveness.h), counting only the values and
+// gradients live at its start or created in it (and the parameter gradients it creates).
+// `acts`: activations live at the start; `backwards_done_from`: the first node whose backward
+// has run (kNoId: none), which leaves their gradients live; `kept`: values read after the piece
+// (everything else is freed after its last read inside it, as ScheduleBuilder does; a value
+// given live but never read nor kept is taken as already freed).
 uint64_t walk_peak(const Graph& g, const LivenessTables& t, const std::vector<ValueId>& acts,
-                   const std::vector<ValueId>& grads, const std::vector<Instruction>& seq,
+                   NodeId backwards_done_from, const std::vector<Instruction>& seq,
                    const std::vector<ValueId>& kept) {
     std::unordered_map<ValueId, size_t> last_read;
-    auto reads = [&](const Instruction& ins, auto&& f) {
-        const Node& node = g.node(ins.target);
-        const auto ni = static_cast<size_t>(ins.target);
-        if (ins.kind == InstrKind::Compute) {
-            for (ValueId in : node.inputs) f(in);
-        } else {
-            for (size_t i = 0; i < node.inputs.size(); ++i)
-                if ((t.residual_inputs[ni] >> i) & 1u) f(node.inputs[i]);
-            if (t.residual_output[ni]) f(node.output);
-        }
-    };
     for (size_t pos = 0; pos < seq.size(); ++pos)
-        reads(seq[pos], [&](ValueId v) {
+        for_each_read(g, t, seq[pos], [&](ValueId v) {
             if (!g.value(v).is_input()) last_read[v] = pos;
         });
     const std::unordered_set<ValueId> keep(kept.begin(), kept.end());
-    std::unordered_set<ValueId> live, glive;
-    uint64_t cur = 0;
+    LiveStart start;
+    start.backwards_done_from = backwards_done_from;
+    std::unordered_set<ValueId> live;
     for (ValueId v : acts)
-        if ((last_read.count(v) || keep.count(v)) && live.insert(v).second) cur += g.value(v).bytes;
-    for (ValueId v : grads)
-        if (glive.insert(v).second) cur += g.value(v).bytes;
-    uint64_t peak = 0;
-    auto release_if_dead = [&](ValueId v, size_t pos) {
+        if ((last_read.count(v) || keep.count(v)) && live.insert(v).second)
+            start.activations.push_back(v);
+    // The piece with its Frees: each value right after its last read in the piece, unless kept.
+    Schedule piece;
+    auto free_if_dead = [&](ValueId v, size_t pos) {
         if (keep.count(v) || !live.count(v)) return;
         const auto it = last_read.find(v);
         if (it == last_read.end() || it->second <= pos) {
             live.erase(v);
-            cur -= g.value(v).bytes;
+            piece.code.push_back({InstrKind::Free, v});
         }
     };
     for (size_t pos = 0; pos < seq.size(); ++pos) {
         const Instruction& ins = seq[pos];
-        const Node& node = g.node(ins.target);
-        const auto ni = static_cast<size_t>(ins.target);
-        const uint64_t out_bytes = g.value(node.output).bytes;
+        piece.code.push_back(ins);
         if (ins.kind == InstrKind::Compute) {
+            const ValueId out = g.node(ins.target).output;
             // A value computed in the piece is read only after its compute, so a last read at or
             // before `pos` is a read of an earlier instance: this one has no later read here.
-            auto it = last_read.find(node.output);
+            const auto it = last_read.find(out);
             if (it != last_read.end() && it->second <= pos) last_read.erase(it);
-            live.insert(node.output);
-            cur += out_bytes;
-            peak = std::max(peak, cur + t.fwd_workspace[ni]);
-            release_if_dead(node.output, pos);
-        } else {
-            if (ins.target == g.loss_node() && glive.insert(node.output).second) cur += out_bytes;
-            for (ValueId in : node.inputs)
-                if (g.value(in).requires_grad && glive.insert(in).second) cur += g.value(in).bytes;
-            for (ParamId p : node.params) cur += g.param(p).bytes;
-            peak = std::max(peak, cur + t.bwd_workspace[ni]);
-            if (glive.erase(node.output)) cur -= out_bytes;
+            live.insert(out);
+            free_if_dead(out, pos);
         }
-        reads(ins, [&](ValueId v) {
-            if (!g.value(v).is_input()) release_if_dead(v, pos);
+        for_each_read(g, t, ins, [&](ValueId v) {
+            if (!g.value(v).is_input()) free_if_dead(v, pos);
         });
     }
-    return peak;
+    PiecePeak peak;
+    Liveness walk(g, t, piece, /*in_place=*/false);
+    walk.resume(start, peak);
+    peak.starting = false;
+    for (size_t i = 0; i < piece.size(); ++i) walk.step(static_cast<long>(i), peak);
+    return peak.peak;
 }
 
 std::vector<StageNodes> stages_of(const Graph& g, std::vector<NodeId>* stage_first) {
@@ -187,11 +187,10 @@ RotorChain rotor_chain(const Graph& g, const CostModel& costs, std::vector<NodeI
         const bool has_in = k > 0, has_out = !s.is_loss_stage;
         const ValueId xin = has_in ? g.node(s.first - 1).output : kNoId;
         const ValueId xout = has_out ? g.node(s.last).output : kNoId;
-        std::vector<ValueId> init_x, xin_if_prev, xout_grad;
+        std::vector<ValueId> init_x, xin_if_prev;
         if (has_in) init_x.push_back(xin);
         if (has_in && prev_reads_output) xin_if_prev.push_back(xin);
         const bool reads_out = has_out && in_br(xout);
-        if (has_out && g.value(xout).requires_grad) xout_grad.push_back(xout);
 
         double fwd_ms = 0, rec_ms = 0;
         for (NodeId n : all) fwd_ms += fwd(n);
@@ -221,39 +220,35 @@ RotorChain rotor_chain(const Graph& g, const CostModel& costs, std::vector<NodeI
         out_and_in = out_only;
         if (has_in) out_and_in.push_back(xin);
         if (has_out) {
-            r.peak_fwd_keep = walk_peak(g, t, init_x, {}, computes(all), out_and_in);
-            r.peak_fwd_free = walk_peak(g, t, init_x, {}, computes(all), out_only);
+            r.peak_fwd_keep = walk_peak(g, t, init_x, kNoId, computes(all), out_and_in);
+            r.peak_fwd_free = walk_peak(g, t, init_x, kNoId, computes(all), out_only);
         }
         // (c): forward keeping the tape; then, after the rest of the chain, the backwards.
         std::vector<ValueId> tape_kept = out_only;
         for (ValueId v : br) tape_kept.push_back(v);
         for (ValueId v : xin_if_prev) tape_kept.push_back(v);
-        r.peak_fwd_all = walk_peak(g, t, init_x, {}, computes(all), tape_kept);
+        r.peak_fwd_all = walk_peak(g, t, init_x, kNoId, computes(all), tape_kept);
         for (ValueId v : br)
             if (v != xin && v != xout) r.hold_c += g.value(v).bytes;
         if (has_in && (in_br(xin) || prev_reads_output)) r.hold_c += r.x_in;
         std::vector<ValueId> bwd_init = br;
         for (ValueId v : xin_if_prev) bwd_init.push_back(v);
-        r.peak_bwd = walk_peak(g, t, bwd_init, xout_grad, bwd, xin_if_prev);
+        r.peak_bwd = walk_peak(g, t, bwd_init, s.last + 1, bwd, xin_if_prev);
         // (a): recompute, then the backwards, with x_k and (if read) x_{k+1} live.
         std::vector<ValueId> a_init = init_x;
         if (reads_out) a_init.push_back(xout);
         std::vector<Instruction> a_seq = computes(rec);
         a_seq.insert(a_seq.end(), bwd.begin(), bwd.end());
-        r.peak_a = walk_peak(g, t, a_init, xout_grad, a_seq, xin_if_prev);
+        r.peak_a = walk_peak(g, t, a_init, s.last + 1, a_seq, xin_if_prev);
 
         chain.stages.push_back(r);
         prev_reads_output = reads_out;
     }
 
     // The grid: none's peak, and the gcd of every size that enters the DP's sums.
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (t.needs_backward[static_cast<size_t>(n)]) b.backward(n);
     SimulateOptions opt;
     opt.record_timeline = false;
-    const uint64_t none_peak = simulate(g, t, b.finish(), CostModel{}, opt).peak_bytes;
+    const uint64_t none_peak = simulate(g, t, backprop_schedule(g), CostModel{}, opt).peak_bytes;
     chain.span = none_peak > chain.constant ? none_peak - chain.constant : 0;
     uint64_t d = 0;
     for (const Value& v : g.values()) d = std::gcd(d, v.bytes);

@@ -7,9 +7,11 @@
 // stages: stage k holds the nodes (b_{k-1}, b_k], the last stage ends with the loss. x_k is the
 // output of b_{k-1} (the input of stage k; stage 0 reads only graph inputs), δ_k its gradient.
 // Nothing before b_k is read after b_k, so stage k reads only x_k, its own values and graph
-// inputs. Per stage we measure, with the engine's exact memory rules (engine/liveness.h), the
-// peak of each way of running it (see RotorStage) — Rotor's ω_x, ω_x̄, ω_δ and overheads o_f, o_b,
-// but computed by walking the stage's instructions, workspace and parameter gradients included.
+// inputs. Per stage we measure, with the engine's own memory rules, the peak of each way of
+// running it (see RotorStage) — Rotor's ω_x, ω_x̄, ω_δ and overheads o_f, o_b, but computed by
+// walking the stage's instructions with engine/liveness.h (Liveness::resume from the state the
+// stage starts in, the in-place rule off: its upper bound), workspace and parameter gradients
+// included.
 //
 // THE CLASS OF SCHEDULES the DP searches (Rotor's, adapted to our rules). Solve(s, t) — backprop
 // stages s..t, given x_s live, stages > t done (δ_{t+1} live) — is one of:

@@ -28,11 +28,8 @@ Schedule segment_schedule(const Graph& g, const std::vector<NodeId>& checkpoints
             for (NodeId n = hi; n > lo; --n) {
                 const auto ni = static_cast<size_t>(n);
                 const Node& node = g.node(n);
-                if (t.needs_backward[ni]) {
-                    for (size_t i = 0; i < node.inputs.size(); ++i)
-                        if ((t.residual_inputs[ni] >> i) & 1u) mark(node.inputs[i]);
-                    if (t.residual_output[ni] && n != hi) needed[ni] = 1;
-                }
+                // (A residual output marks n itself, which mark() takes only below hi.)
+                if (t.needs_backward[ni]) for_each_residual(g, t, n, mark);
                 if (needed[ni] && n != hi)
                     for (ValueId in : node.inputs) mark(in);
             }

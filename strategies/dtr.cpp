@@ -82,10 +82,9 @@ struct Network {
                 ++logical_reads[static_cast<size_t>(u)];
             }
             if (!tables.needs_backward[vi]) continue;
-            for (size_t i = 0; i < node.inputs.size(); ++i)
-                if (((tables.residual_inputs[vi] >> i) & 1u) && !g.value(node.inputs[i]).is_input())
-                    residuals[vi].push_back(g.value(node.inputs[i]).producer);
-            if (tables.residual_output[vi]) residuals[vi].push_back(v);
+            for_each_residual(g, tables, v, [&](ValueId x) {
+                if (!g.value(x).is_input()) residuals[vi].push_back(g.value(x).producer);
+            });
             std::sort(residuals[vi].begin(), residuals[vi].end());
             residuals[vi].erase(std::unique(residuals[vi].begin(), residuals[vi].end()),
                                 residuals[vi].end());
@@ -397,13 +396,7 @@ class DtrStrategy final : public Strategy {
         // `none`'s peak: DTR's model frees each value after its last read, as `none` does, so
         // at this budget it never evicts.
         uint64_t none_peak = 0;
-        {
-            ScheduleBuilder b(g);
-            for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-            for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-                if (g.needs_backward(n)) b.backward(n);
-            none_peak = simulate(g, net.tables, b.finish(), costs, opt).peak_bytes;
-        }
+        { none_peak = simulate(g, net.tables, backprop_schedule(g), costs, opt).peak_bytes; }
         // The smallest budget in (lo, hi] at which DTR succeeds, given that it succeeds at hi.
         auto smallest_feasible = [&](uint64_t lo, uint64_t hi) {
             while (hi - lo > 1) {

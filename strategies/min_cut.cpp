@@ -87,12 +87,10 @@ std::vector<std::vector<ValueId>> residual_values(const Graph& g, const Liveness
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
         const auto ni = static_cast<size_t>(n);
         if (!t.needs_backward[ni]) continue;
-        const Node& node = g.node(n);
         auto& r = out[ni];
-        for (size_t i = 0; i < node.inputs.size(); ++i)
-            if (((t.residual_inputs[ni] >> i) & 1u) && !g.value(node.inputs[i]).is_input())
-                r.push_back(node.inputs[i]);
-        if (t.residual_output[ni]) r.push_back(node.output);
+        for_each_residual(g, t, n, [&](ValueId v) {
+            if (!g.value(v).is_input()) r.push_back(v);
+        });
         std::sort(r.begin(), r.end());
         r.erase(std::unique(r.begin(), r.end()), r.end());
     }

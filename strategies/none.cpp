@@ -14,12 +14,8 @@ class NoneStrategy final : public Strategy {
     }
     ParamSchema schema() const override { return {}; }
     Plan plan(const Graph& g, const CostModel&, const ParamValues&) const override {
-        ScheduleBuilder b(g);
-        for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-        for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-            if (g.needs_backward(n)) b.backward(n);
         Plan p;
-        p.schedule = b.finish();
+        p.schedule = backprop_schedule(g);
         p.status = PlanStatus::Feasible;  // a plain baseline: no budget, no search
         return p;
     }

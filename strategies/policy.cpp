@@ -241,7 +241,7 @@ Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const P
             const Node& cn = g.node(c);
             for (size_t i = 0; i < cn.inputs.size(); ++i)
                 if (cn.inputs[i] == g.node(n).output && t.needs_backward[static_cast<size_t>(c)] &&
-                    ((t.residual_inputs[static_cast<size_t>(c)] >> i) & 1u))
+                    t.reads_input(c, i))
                     needed_outside = true;
         }
         kept[static_cast<size_t>(n)] = needed_outside ? 1 : 0;
@@ -272,10 +272,7 @@ Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const P
             for (NodeId m = 0; m < g.num_nodes(); ++m) {
                 const auto mi = static_cast<size_t>(m);
                 if (region_of(m) != r || !t.needs_backward[mi]) continue;
-                const Node& node = g.node(m);
-                for (size_t i = 0; i < node.inputs.size(); ++i)
-                    if ((t.residual_inputs[mi] >> i) & 1u) need(node.inputs[i]);
-                if (t.residual_output[mi]) need(node.output);
+                for_each_residual(g, t, m, need);
             }
             while (!stack.empty()) {
                 const ValueId v = stack.back();
@@ -418,7 +415,7 @@ SavedResiduals saved_residuals(const Graph& g, const Schedule& s, const Residual
         }
         backward_later[ni] = 1;
         for (size_t k = 0; k < n.inputs.size(); ++k)
-            if ((t.residual_inputs[ni] >> k) & 1u) input_read[static_cast<size_t>(n.inputs[k])] = 1;
+            if (t.reads_input(ins.target, k)) input_read[static_cast<size_t>(n.inputs[k])] = 1;
     }
 
     SavedResiduals out;

@@ -9,6 +9,29 @@
 
 namespace rl {
 
+std::vector<uint64_t> sweep_budgets(const Graph& g, const CostModel& costs, const Spec& base,
+                                    int points) {
+    const Plan tiny = plan_with(g, costs, with_budget(base, 1));
+    uint64_t lo = 1;
+    if (tiny.status == PlanStatus::Infeasible) {
+        if (!tiny.min_feasible_budget) return {};
+        lo = *tiny.min_feasible_budget;
+    }
+    SimulateOptions so;
+    so.record_timeline = false;
+    const uint64_t none_peak =
+        simulate(g, plan_with(g, costs, Spec{"none", {}}).schedule, costs, so).peak_bytes;
+    const uint64_t hi = std::max(lo, none_peak);
+    const int n = std::max(1, points);
+    std::vector<uint64_t> out;
+    for (int i = 0; i < n; ++i) {
+        const double f = n == 1 ? 1.0 : static_cast<double>(i) / (n - 1);
+        out.push_back(lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo)));
+    }
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 std::vector<Spec> sweep_specs(const Graph& g, const CostModel& costs, const Spec& base,
                               const SweepOptions& opt,
                               std::vector<std::optional<uint64_t>>* budgets) {
@@ -23,26 +46,11 @@ std::vector<Spec> sweep_specs(const Graph& g, const CostModel& costs, const Spec
     } else if (budget_sweep) {
         std::vector<uint64_t> list = opt.budget_list;
         if (list.empty()) {
-            const Plan tiny = plan_with(g, costs, with_budget(base, 1));
-            uint64_t lo = 1;
-            if (tiny.status == PlanStatus::Infeasible) {
-                if (!tiny.min_feasible_budget)
-                    throw Error("sweep of '" + format_spec(base) +
-                                "': the strategy does not report its smallest feasible budget; "
-                                "give the budgets with --budget-list");
-                lo = *tiny.min_feasible_budget;
-            }
-            SimulateOptions so;
-            so.record_timeline = false;
-            const uint64_t hi = std::max(
-                lo,
-                simulate(g, plan_with(g, costs, Spec{"none", {}}).schedule, costs, so).peak_bytes);
-            const int n = std::max(1, opt.budgets);
-            for (int i = 0; i < n; ++i) {
-                const double f = n == 1 ? 1.0 : static_cast<double>(i) / (n - 1);
-                list.push_back(lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo)));
-            }
-            list.erase(std::unique(list.begin(), list.end()), list.end());
+            list = sweep_budgets(g, costs, base, opt.budgets);
+            if (list.empty())
+                throw Error("sweep of '" + format_spec(base) +
+                            "': the strategy does not report its smallest feasible budget; "
+                            "give the budgets with --budget-list");
         }
         for (uint64_t b : list) {
             specs.push_back(with_budget(base, b));

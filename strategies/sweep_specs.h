@@ -19,6 +19,12 @@ struct SweepOptions {
     std::vector<uint64_t> budget_list;  // explicit budgets (bytes) instead
 };
 
+// The budgets a budget sweep of `base` (a budgeted strategy) visits: `points` evenly spaced from
+// the smallest budget it can meet (a plan at 1 byte names it) to plain backprop's peak, fewer
+// where they coincide. Empty when the strategy names no smallest budget.
+std::vector<uint64_t> sweep_budgets(const Graph& g, const CostModel& costs, const Spec& base,
+                                    int points);
+
 // The specs a sweep of `base` evaluates on `g`. `base` keeps its own arguments; a budget sweep
 // adds budget=… to them. Throws rl::Error when a budgeted strategy names no smallest feasible
 // budget.

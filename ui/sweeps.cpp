@@ -19,29 +19,6 @@ void check(const std::atomic<bool>* cancel) {
 
 }  // namespace
 
-std::vector<uint64_t> sweep_budgets(const Graph& g, const CostModel& costs, const Spec& base,
-                                    int points) {
-    const Plan tiny = plan_with(g, costs, with_budget(base, 1));
-    uint64_t lo = 1;
-    if (tiny.status == PlanStatus::Infeasible) {
-        if (!tiny.min_feasible_budget) return {};
-        lo = *tiny.min_feasible_budget;
-    }
-    SimulateOptions so;
-    so.record_timeline = false;
-    const uint64_t none_peak =
-        simulate(g, plan_with(g, costs, Spec{"none", {}}).schedule, costs, so).peak_bytes;
-    const uint64_t hi = std::max(lo, none_peak);
-    const int n = std::max(1, points);
-    std::vector<uint64_t> out;
-    for (int i = 0; i < n; ++i) {
-        const double f = n == 1 ? 1.0 : static_cast<double>(i) / (n - 1);
-        out.push_back(lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo)));
-    }
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 std::vector<Spec> sweep_points(const Graph& g, const CostModel& costs, const Spec& base,
                                int points) {
     SweepOptions opt;
@@ -49,7 +26,7 @@ std::vector<Spec> sweep_points(const Graph& g, const CostModel& costs, const Spe
     // A budgeted strategy is swept over budgets even when it has a range of its own (sqrt-n's
     // segment counts): the budget is what the window's slider and the frontier speak in.
     if (is_budgeted(find_strategy(base.name)) && !has_arg(base, "budget")) {
-        opt.budget_list = sweep_budgets(g, costs, base, points);
+        opt.budget_list = rl::sweep_budgets(g, costs, base, points);
         if (opt.budget_list.empty()) return {base};
     }
     return sweep_specs(g, costs, base, opt, nullptr);

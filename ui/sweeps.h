@@ -58,13 +58,8 @@ struct SweepSummary {
 // Progress: `done` of `total` points, the spec being evaluated.
 using SweepProgress = std::function<void(int done, int total, const QString& spec)>;
 
-// The budgets a budget sweep of `base` visits: `points` evenly spaced from the smallest budget it
-// can meet (a plan at 1 byte names it) to plain backprop's peak. Empty when the strategy names no
-// smallest budget.
-std::vector<uint64_t> sweep_budgets(const Graph& g, const CostModel& costs, const Spec& base,
-                                    int points);
-
-// Every spec a sweep of `base` evaluates (budgets as above for budgeted strategies).
+// Every spec a sweep of `base` evaluates (budgets from rl::sweep_budgets, strategies/sweep_specs.h,
+// for budgeted strategies).
 std::vector<Spec> sweep_points(const Graph& g, const CostModel& costs, const Spec& base,
                                int points);
 

@@ -3,8 +3,10 @@
 
 #include "analysis/explain.h"
 #include "engine/errors.h"
+#include "engine/liveness.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
+#include "strategies/test_networks.h"
 
 namespace rl {
 namespace {
@@ -210,6 +212,67 @@ TEST(Explain, EveryStrategyOnPresetsHasASentencePerInstruction) {
             EXPECT_EQ(c.state(), state_at(g, plan.schedule, c.size())) << net << " " << spec;
             c.seek(0);
             EXPECT_EQ(c.state(), state_at(g, plan.schedule, 0)) << net << " " << spec;
+        }
+    }
+}
+
+// The cursor's live set is engine/liveness's: under `none`, block0.act (relu) runs in place over
+// block0.fc's output, so that output stops being live at the Compute, before its Free.
+TEST(ExplainCursor, AnInputHandedToAnInPlaceOutputIsNotLive) {
+    const Graph g = build_preset(parse_spec("mlp:depth=2,width=4,batch=2"));
+    const Plan none = plan_with(g, CostModel{}, parse_spec("none"));
+    const LivenessTables t(g);
+    const Liveness live(g, t, none.schedule);
+    long at = -1;
+    for (size_t i = 0; i < none.schedule.size(); ++i)
+        if (none.schedule.code[i].kind == InstrKind::Compute && none.schedule.code[i].target == 1)
+            at = static_cast<long>(i);
+    ASSERT_GE(at, 0);
+    ASSERT_EQ(live.in_place_input(at), 0);  // block0.act takes block0.fc's buffer
+    const auto fc = static_cast<size_t>(g.node(0).output),
+               act = static_cast<size_t>(g.node(1).output);
+    ScheduleCursor c(g, none.schedule);
+    c.seek(at);
+    EXPECT_TRUE(c.state().live[fc]);
+    EXPECT_FALSE(c.state().live[act]);
+    ASSERT_TRUE(c.forward());
+    EXPECT_FALSE(c.state().live[fc]) << "handed to block0.act's output";
+    EXPECT_TRUE(c.state().live[act]);
+    EXPECT_EQ(c.state(), state_at(g, none.schedule, at + 1));
+    ASSERT_TRUE(c.back());
+    EXPECT_TRUE(c.state().live[fc]);
+    EXPECT_FALSE(c.state().live[act]);
+}
+
+// Every strategy on every preset: after each instruction, stepping forward, the cursor's live set
+// is the one a walk with engine/liveness holds; stepping back returns to the start.
+TEST(ExplainCursor, LiveSetIsLivenessAfterEveryInstructionOfEveryStrategy) {
+    class Quiet final : public MemoryVisitor {
+        void allocate(BufferRef, uint64_t) override {}
+        void release(BufferRef, uint64_t) override {}
+        void run_kernel(const Instruction&, bool) override {}
+    } quiet;
+    for (const std::string& net : testing::small_networks()) {
+        const Graph g = load_network(net);
+        const LivenessTables t(g);
+        for (const std::string& spec : testing::strategy_specs()) {
+            SCOPED_TRACE(net + " / " + spec);
+            const Plan plan = plan_with(g, CostModel{}, parse_spec(spec));
+            ASSERT_NE(plan.status, PlanStatus::Infeasible) << plan.message;
+            Liveness live(g, t, plan.schedule);
+            live.begin(quiet);
+            ScheduleCursor c(g, plan.schedule);
+            const ScheduleState start = c.state();
+            for (long i = 0; i < c.size(); ++i) {
+                live.step(i, quiet);
+                ASSERT_TRUE(c.forward());
+                for (ValueId v = 0; v < g.num_values(); ++v)
+                    ASSERT_EQ(c.state().live[static_cast<size_t>(v)] != 0, live.activation_live(v))
+                        << g.value(v).name << " after #" << i;
+            }
+            while (c.back()) {
+            }
+            EXPECT_EQ(c.state(), start);
         }
     }
 }

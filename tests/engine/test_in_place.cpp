@@ -33,11 +33,7 @@ Graph pointwise_chain() {
 }
 
 Schedule plain(const Graph& g) {
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (g.needs_backward(n)) b.backward(n);
-    return b.finish();
+    return backprop_schedule(g);
 }
 
 // The same schedule with every run of Frees after a Compute moved past the next instruction:

@@ -105,11 +105,7 @@ Graph attention_graph() {  // 10 nodes: q, k, v, scores, softmax, context, proje
 }
 
 Schedule plain_backprop(const Graph& g) {
-    ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
-        if (g.needs_backward(n)) b.backward(n);
-    return b.finish();
+    return backprop_schedule(g);
 }
 
 CheckmateOptions quick() {

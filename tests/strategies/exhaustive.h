@@ -60,8 +60,7 @@ class Exhaustive {
             ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
             uint32_t residuals = 0;
             for (size_t i = 0; i < nd.inputs.size(); ++i)
-                if (((t_.residual_inputs[static_cast<size_t>(b)] >> i) & 1u) &&
-                    !g.value(nd.inputs[i]).is_input())
+                if (t_.reads_input(b, i) && !g.value(nd.inputs[i]).is_input())
                     residuals |= 1u << g.value(nd.inputs[i]).producer;
             if (t_.residual_output[static_cast<size_t>(b)]) residuals |= 1u << b;
             residual_mask_.push_back(residuals);

@@ -213,7 +213,7 @@ class ExhaustiveSearch {
             const auto bi = static_cast<size_t>(b);
             bool ok = b != g_.loss_node() || loss_done;
             for (size_t i = 0; i < node.inputs.size(); ++i)
-                if ((t_.residual_inputs[bi] >> i) & 1u) ok = ok && live(node.inputs[i]);
+                if (t_.reads_input(b, i)) ok = ok && live(node.inputs[i]);
             if (t_.residual_output[bi]) ok = ok && ((mask >> b) & 1u);
             if (ok && mem + inside_[p] <= budget)
                 push((key & ~(0xffull << pshift)) | (static_cast<uint64_t>(p + 1) << pshift), d);
