@@ -444,28 +444,93 @@ long ScheduleExplainer::last_read_before(ValueId v, long index, long since) cons
     return *it > since ? *it : -1;
 }
 
-// The values a recompute at `index` of v's producer ultimately starts from: inputs that were kept
-// (computed in the forward and never freed since) or graph inputs; through inputs that are
-// themselves recomputed just before.
-void ScheduleExplainer::sources(ValueId v, long index, std::vector<ValueId>& out,
-                                std::vector<uint8_t>& seen) const {
-    const NodeId p = g_.value(v).producer;
-    if (p == kNoId) return;
-    for (ValueId u : g_.node(p).inputs) {
-        if (seen[static_cast<size_t>(u)]) continue;
-        seen[static_cast<size_t>(u)] = 1;
-        const NodeId q = g_.value(u).producer;
-        if (q == kNoId) {
-            out.push_back(u);
-            continue;
-        }
-        const long c = compute_before(q, index);
-        const bool recomputed = c >= 0 && computes_of_[static_cast<size_t>(q)].front() != c;
-        if (recomputed)
-            sources(u, c, out, seen);
-        else
-            out.push_back(u);
+const char* claim_kind_name(ClaimKind k) {
+    switch (k) {
+        case ClaimKind::Reads:
+            return "reads";
+        case ClaimKind::ReadsFrom:
+            return "reads from";
+        case ClaimKind::ReadBy:
+            return "read by";
+        case ClaimKind::FreedAt:
+            return "freed at";
+        case ClaimKind::NotReadUntil:
+            return "not read until";
+        case ClaimKind::NoBackwardReads:
+            return "no backward reads";
+        case ClaimKind::Checkpoint:
+            return "checkpoint";
     }
+    return "?";
+}
+
+// Records that instruction `index` reads v and which Compute made the copy it reads; returns
+// that Compute's index (-1 for a graph input).
+long ScheduleExplainer::reads_from(ValueId v, long index, Explanation& e) const {
+    e.claims.push_back({ClaimKind::Reads, v, index, -1, false});
+    const NodeId p = g_.value(v).producer;
+    if (p == kNoId) return -1;
+    const long c = compute_before(p, index);
+    const bool again = c >= 0 && computes_of_[static_cast<size_t>(p)].front() != c;
+    e.claims.push_back({ClaimKind::ReadsFrom, v, index, c, again});
+    if (p != e.node) e.related.push_back(p);
+    return c;
+}
+
+// Why the Compute at i runs again: the chain of real reads from its output to the Backward it
+// serves (serves_), e.g. "block7.act is recomputed because recomputing block8.fc (#55) reads it;
+// recomputing block8.act (#56) reads block8.fc; block8.act is needed by the backward of
+// block9.fc (#59)". Each link is a ReadBy claim.
+std::string ScheduleExplainer::reason_chain(long i, Explanation& e) const {
+    const Schedule& s = plan_.schedule;
+    const long target = serves_[static_cast<size_t>(i)];
+    ValueId cur = g_.node(s.code[static_cast<size_t>(i)].target).output;
+    const std::string name = g_.value(cur).name;
+    long made = i;
+    std::string why;
+    for (int link = 0; link < static_cast<int>(s.size()); ++link) {
+        const long next = compute_after(g_.value(cur).producer, made);
+        long reader = -1;
+        for (long r : reads_of_[static_cast<size_t>(cur)]) {
+            if (r <= made) continue;
+            if (next >= 0 && r > next) break;
+            const Instruction& ri = s.code[static_cast<size_t>(r)];
+            const bool ok = target < 0 ? true
+                            : ri.kind == InstrKind::Backward
+                                ? r == target
+                                : serves_[static_cast<size_t>(r)] == target;
+            if (ok) {
+                reader = r;
+                break;
+            }
+        }
+        if (reader < 0) {
+            if (link == 0) why = "Nothing reads " + name + " after this recompute";
+            break;
+        }
+        e.claims.push_back({ClaimKind::ReadBy, cur, reader, made, false});
+        const Instruction& ri = s.code[static_cast<size_t>(reader)];
+        const Node& rn = g_.node(ri.target);
+        e.related.push_back(ri.target);
+        const bool backward = ri.kind == InstrKind::Backward;
+        const std::string reader_text =
+            backward ? "the backward of " + rn.name + " (" + at_text(reader) + ")"
+                     : (computes_of_[static_cast<size_t>(ri.target)].front() == reader
+                            ? "computing "
+                            : "recomputing ") +
+                           rn.name + " (" + at_text(reader) + ")";
+        if (link == 0)
+            why = name + " is recomputed because " + reader_text + " reads it";
+        else if (backward)
+            why += "; " + g_.value(cur).name + " is needed by " + reader_text;
+        else
+            why += "; " + reader_text + " reads " + g_.value(cur).name;
+        // Without a Backward to reach, the first reader is the whole reason.
+        if (backward || target < 0) break;
+        cur = rn.output;
+        made = reader;
+    }
+    return why;
 }
 
 std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
@@ -474,7 +539,6 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
     const Value& out = g_.value(node.output);
     const auto& computes = computes_of_[static_cast<size_t>(n)];
     const bool first = computes.front() == i;
-    const long serves = serves_[static_cast<size_t>(i)];
     const long freed = free_after(node.output, i);
     const std::string size = format_type(out.dtype, out.shape) + ", " + format_bytes(out.bytes);
     std::string why;
@@ -484,35 +548,56 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
               cost_text(costs_.size() ? costs_.forward_ms(n) : 0) + ". ";
         const long direct = direct_[static_cast<size_t>(i)];
         const long again = compute_after(n, i);
-        if (again >= 0) {
+        const long last = freed >= 0 ? last_read_before(node.output, freed, i) : -1;
+        if (direct >= 0) {
+            const NodeId b = plan_.schedule.code[static_cast<size_t>(direct)].target;
+            e.related.push_back(b);
+            e.claims.push_back({ClaimKind::ReadBy, node.output, direct, i, false});
+            if (checkpoint_[static_cast<size_t>(n)]) {
+                e.claims.push_back({ClaimKind::Checkpoint, node.output, -1, -1, false});
+                why +=
+                    "One of the strategy's checkpoints: it is kept for the backward; the "
+                    "backward of ";
+            } else {
+                why += "It is kept for the backward: the backward of ";
+            }
+            why += (b == n ? std::string("itself") : g_.node(b).name) + " reads it at " +
+                   at_text(direct) + ".";
+            if (again >= 0) {
+                e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
+                e.claims.push_back({ClaimKind::NotReadUntil, node.output, freed, again, false});
+                why += " It is freed at " + at_text(freed);
+                if (last >= 0)
+                    why += " once " + describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) +
+                           " (" + at_text(last) + ") has read it";
+                why += ", and recomputed at " + at_text(again) + ".";
+            }
+        } else if (again >= 0) {
+            e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
+            e.claims.push_back({ClaimKind::NotReadUntil, node.output, freed, again, false});
+            why += "It is not kept: freed at " + at_text(freed);
+            if (last >= 0) {
+                why += " once " + describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) +
+                       " (" + at_text(last) + ") has read it";
+                e.related.push_back(plan_.schedule.code[static_cast<size_t>(last)].target);
+            }
+            why += ", and recomputed at " + at_text(again);
             const long s = serves_[static_cast<size_t>(again)];
-            why += "It is not kept: freed at " + at_text(freed) +
-                   " once the forward is done with "
-                   "it, and recomputed at " +
-                   at_text(again);
             if (s >= 0) {
                 why +=
                     " for the backward of " + g_.node(plan_.schedule.code[size_t(s)].target).name;
                 e.related.push_back(plan_.schedule.code[static_cast<size_t>(s)].target);
             }
             why += ".";
-        } else if (direct >= 0) {
-            const NodeId b = plan_.schedule.code[static_cast<size_t>(direct)].target;
-            e.related.push_back(b);
-            why += checkpoint_[static_cast<size_t>(n)]
-                       ? "One of the strategy's checkpoints: it is "
-                         "kept for the backward; the backward of "
-                       : "It is kept for the backward: the backward "
-                         "of ";
-            why += (b == n ? std::string("itself") : g_.node(b).name) + " reads it at " +
-                   at_text(direct) + ".";
         } else if (freed >= 0) {
-            const long r = last_read_before(node.output, freed, i);
+            e.claims.push_back({ClaimKind::NoBackwardReads, node.output, i, -1, false});
+            e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
             why += "No backward reads it, so it is freed at " + at_text(freed);
-            if (r >= 0) {
-                why += " right after " + describe(g_, plan_.schedule.code[static_cast<size_t>(r)]) +
-                       " (" + at_text(r) + ") reads it";
-                e.related.push_back(plan_.schedule.code[static_cast<size_t>(r)].target);
+            if (last >= 0) {
+                why += " right after " +
+                       describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) + " (" +
+                       at_text(last) + ") reads it";
+                e.related.push_back(plan_.schedule.code[static_cast<size_t>(last)].target);
             }
             why += ".";
         } else {
@@ -520,64 +605,37 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
         }
         return why;
     }
-    // A recompute.
+    // A recompute: why (the chain of reads to the backward it serves), that it was not kept, and
+    // what recomputing it reads.
     e.recompute = true;
     e.what = "recompute " + node.name;
-    const long prev_free = frees_of_[static_cast<size_t>(node.output)].empty() ? -1 : [&] {
+    const long prev_free = [&] {
         const auto& f = frees_of_[static_cast<size_t>(node.output)];
         auto it = std::lower_bound(f.begin(), f.end(), i);
         return it == f.begin() ? -1L : *(it - 1);
     }();
-    const std::string not_kept =
-        "was not kept" +
-        (prev_free >= 0 ? " (freed at " + at_text(prev_free) + ")" : std::string());
-    if (serves >= 0) {
-        const NodeId b = plan_.schedule.code[static_cast<size_t>(serves)].target;
-        e.related.push_back(b);
-        why = "The backward of " + node_text(b) + " at " + at_text(serves) + " reads ";
-        if (direct_[static_cast<size_t>(i)] == serves) {
-            why += (b == n ? "this node's own output" : node.name + "'s output") + ", which " +
-                   not_kept;
+    why = reason_chain(i, e);
+    if (prev_free >= 0) {
+        e.claims.push_back({ClaimKind::NotReadUntil, node.output, prev_free, i, false});
+        why += ". " + node.name + " was not kept (freed at " + at_text(prev_free) + ")";
+    }
+    why += ". Recomputing it";
+    std::vector<std::string> reads;
+    std::vector<ValueId> seen;
+    for (ValueId u : node.inputs) {
+        if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+        seen.push_back(u);
+        const long c = reads_from(u, i, e);
+        const Value& val = g_.value(u);
+        if (val.is_input()) {
+            reads.push_back("the input " + val.name);
         } else {
-            // The first recomputed consumer on the way to that backward.
-            std::string via;
-            for (long r : reads_of_[static_cast<size_t>(node.output)]) {
-                if (r <= i) continue;
-                if (freed >= 0 && r > freed) break;
-                const Instruction& ri = plan_.schedule.code[static_cast<size_t>(r)];
-                if (ri.kind == InstrKind::Compute) {
-                    via = g_.node(ri.target).name;
-                    break;
-                }
-            }
-            why += (via.empty() ? std::string("a value") : via + "'s output") +
-                   ", recomputed from " + node.name + "'s; " + node.name + " " + not_kept;
+            const bool again = computes_of_[static_cast<size_t>(val.producer)].front() != c;
+            reads.push_back(val.name + (again ? " (recomputed at " : " (kept since ") + at_text(c) +
+                            ")");
         }
-    } else {
-        why = node.name + "'s output is needed again and " + not_kept;
     }
-    why += ": recomputing it";
-    std::vector<ValueId> src;
-    std::vector<uint8_t> seen(static_cast<size_t>(g_.num_values()), 0);
-    sources(node.output, i, src, seen);
-    if (!src.empty()) {
-        std::vector<std::string> names;
-        bool all_kept = true;
-        for (ValueId v : src) {
-            names.push_back(value_text(v));
-            if (!g_.value(v).is_input()) {
-                e.related.push_back(g_.value(v).producer);
-            } else {
-                all_kept = false;
-            }
-        }
-        if (names.size() > 4) {
-            names.resize(4);
-            names.push_back("more");
-        }
-        why += std::string(" from ") + (all_kept && src.size() == 1 ? "the checkpoint at " : "") +
-               join_names(names);
-    }
+    if (!reads.empty()) why += " reads " + join_names(reads) + ",";
     why += " costs " + cost_text(costs_.size() ? costs_.forward_ms(n) : 0) + " and " +
            format_bytes(out.bytes) + ".";
     const int nth = static_cast<int>(std::lower_bound(computes.begin(), computes.end(), i) -
@@ -602,12 +660,15 @@ std::string ScheduleExplainer::explain_free(long i, Explanation& e) const {
         e.related.push_back(ri.target);
     }
     const long again = p == kNoId ? -1 : compute_after(p, i);
+    e.claims.push_back({ClaimKind::FreedAt, v, i, r, false});
+    e.claims.push_back({ClaimKind::NotReadUntil, v, i, again, false});
     std::string why;
     if (again >= 0) {
-        why = "Freed early to save memory: ";
+        why = "Freed to save memory: ";
         why += r >= 0 ? "its last read for now was " + reader : "nothing has read it yet";
+        why +=
+            "; nothing reads " + val.name + " again before it is recomputed at " + at_text(again);
         const long s = serves_[static_cast<size_t>(again)];
-        why += "; it is recomputed at " + at_text(again);
         if (s >= 0) {
             const NodeId b = plan_.schedule.code[static_cast<size_t>(s)].target;
             why += " for the backward of " + g_.node(b).name;
@@ -630,22 +691,25 @@ std::string ScheduleExplainer::explain_backward(long i, Explanation& e) const {
     const Node& node = g_.node(n);
     e.what = "backward " + node.name;
     std::vector<std::string> reads;
-    for_each_read(g_, tables_, e.instruction, [&](ValueId v) {
+    std::vector<ValueId> seen;
+    for_each_residual(g_, tables_, n, [&](ValueId v) {
+        if (std::find(seen.begin(), seen.end(), v) != seen.end()) return;
+        seen.push_back(v);
         const Value& val = g_.value(v);
+        const long c = reads_from(v, i, e);
         std::string how;
         if (val.is_input()) {
-            how = "an input";
+            how = "a graph input";
         } else {
-            const long c = compute_before(val.producer, i);
-            const bool recomputed =
-                c >= 0 && computes_of_[static_cast<size_t>(val.producer)].front() != c;
-            how = recomputed ? "recomputed at " + at_text(c) : "kept since the forward";
-            if (val.producer != n) e.related.push_back(val.producer);
+            const bool again = computes_of_[static_cast<size_t>(val.producer)].front() != c;
+            how = (again ? "recomputed at " : "kept since ") + at_text(c);
         }
-        reads.push_back((v == node.output ? "its own output" : val.name) + " (" + how + ")");
+        reads.push_back((v == node.output ? "its own output" : "its input " + val.name) + " (" +
+                        how + ")");
     });
-    std::string why = "Backward of " + node_text(n) + ": reads " +
-                      (reads.empty() ? std::string("no saved value") : join_names(reads));
+    std::string why = "Backward of " + node_text(n) + ": " +
+                      (reads.empty() ? std::string("its op's backward reads no saved value")
+                                     : "reads " + join_names(reads));
     std::vector<std::string> grads;
     for (ValueId u : node.inputs)
         if (g_.value(u).requires_grad) grads.push_back(g_.value(u).name);

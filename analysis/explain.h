@@ -3,16 +3,28 @@
 // (with the ops' residual declarations and the cost model). The GUI's graph view, schedule matrix
 // and teach panel, and `rematlab-cli explain`, all go through these functions.
 //
-// Worked example: mlp:depth=2 (block0.fc, block0.act, block1.fc, block1.act, loss; act = relu,
-// whose backward reads its own output; linear's reads its input) under a plan that drops
-// block0.act after the forward and recomputes it for block1.fc's backward:
-//    0 compute block0.fc      "forward … no backward reads it: freed at #2 after block0.act read
-//    it" 1 compute block0.act     "… freed at #4 … recomputed at #11 for the backward of block1.fc"
-//    2 free block0.fc         "nothing reads it after compute block0.act (#1)…"
-//    …
-//   11 compute block0.act     "recompute: the backward of block1.fc (#12) reads it, and it was
-//                              not kept (freed at #4); recomputing it from block0.fc's output …"
-//   12 backward block1.fc     "reads block0.act (recomputed at #11); adds into the gradient of …"
+// Every sentence is rendered from a list of typed claims (Claim below) that state only what the
+// schedule and the graph imply: what an instruction reads (a Backward: the residuals its op
+// declares), which Compute made the copy it reads, why a recompute happens (the chain of real
+// reads from its output to the Backward it serves), and that a freed value is not read before
+// it is made again. tests/analysis/test_explain_claims.cpp holds every claim against the graph.
+//
+// Worked example: mlp:depth=2 (block0.fc, block0.act, block1.fc, block1.act, loss; relu's
+// backward reads its own output, linear's its input) under a plan that drops block0.fc and
+// block0.act after the forward and recomputes them for block1.fc's backward
+// (tests/analysis/test_explain.cpp, ExplainHandChecked):
+//    1 compute block0.act    "… It is not kept: freed at #4 once compute block1.fc (#3) has read
+//                             it, and recomputed at #13 for the backward of block1.fc."
+//    4 free block0.act       "Freed to save memory: its last read for now was compute block1.fc
+//                             (#3); nothing reads it again before it is recomputed at #13 …"
+//   12 compute block0.fc     "block0.fc is recomputed because recomputing block0.act (#13) reads
+//                             it; block0.act is needed by the backward of block1.fc (#15).
+//                             block0.fc was not kept (freed at #2). Recomputing it reads the
+//                             input x, …"
+//   13 compute block0.act    "block0.act is recomputed because the backward of block1.fc (#15)
+//                             reads it. … Recomputing it reads block0.fc (recomputed at #12), …"
+//   15 backward block1.fc    "reads its input block0.act (recomputed at #13); adds into the
+//                             gradient of block0.act; …"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -112,6 +124,43 @@ ScheduleState state_at(const Graph& g, const Schedule& s, long position);
 
 // ---- the sentences ----
 
+// One fact a sentence states, as data the sentence is rendered from, so that a test can hold
+// every claim against the graph and the schedule (tests/analysis/test_explain.cpp walks every
+// instruction of every strategy on the presets). Indices are instruction indices; -1 = none.
+enum class ClaimKind : uint8_t {
+    // Instruction `at` reads `value`: a Compute one of its node's inputs, a Backward one of the
+    // residuals its op declares (engine/liveness for_each_residual).
+    Reads,
+    // The `value` instruction `at` reads was made by the Compute at `source`, with no Free of it
+    // in between; `recomputed`: that Compute is not the node's first.
+    ReadsFrom,
+    // A link of a recompute's reason: the `value` made by the Compute at `source` is read by the
+    // instruction at `at` (no Free in between). A recompute's links form a chain (each link's
+    // `source` is the previous link's `at`) that ends at the Backward the recompute is for.
+    ReadBy,
+    // `value` is freed at `at`; its last read since it was made is the instruction at `source`
+    // (-1: nothing read it).
+    FreedAt,
+    // Nothing reads `value` after its Free at `at` before the Compute at `source` makes it again
+    // (-1: before the end of the step).
+    NotReadUntil,
+    // No Backward reads `value` after the Compute at `at` made it, up to `source` (the node's
+    // next Compute; -1: the end of the step).
+    NoBackwardReads,
+    // The node making `value` is one of the plan's checkpoints.
+    Checkpoint,
+};
+const char* claim_kind_name(ClaimKind k);
+
+struct Claim {
+    ClaimKind kind = ClaimKind::Reads;
+    ValueId value = kNoId;
+    long at = -1;
+    long source = -1;
+    bool recomputed = false;
+    bool operator==(const Claim&) const = default;
+};
+
 struct Explanation {
     long index = -1;
     Instruction instruction{InstrKind::Compute, kNoId};
@@ -122,8 +171,9 @@ struct Explanation {
     // Nodes the sentence names: the backward a recompute serves, the checkpoints it starts from,
     // the last reader of a freed value, the residuals of a backward.
     std::vector<NodeId> related;
-    uint64_t live_bytes = 0;  // predicted live bytes after the instruction
-    bool at_peak = false;     // the predicted peak happens inside this instruction
+    std::vector<Claim> claims;  // what `why` states about the schedule, in the order it says it
+    uint64_t live_bytes = 0;    // predicted live bytes after the instruction
+    bool at_peak = false;       // the predicted peak happens inside this instruction
 };
 
 // Precomputes what every sentence needs in one pass (O(instructions + reads)); explain() is then
@@ -148,8 +198,8 @@ class ScheduleExplainer {
     long compute_after(NodeId n, long index) const;   // next Compute of n after index, or -1
     long free_after(ValueId v, long index) const;     // next Free of v after index, or -1
     long last_read_before(ValueId v, long index, long since) const;
-    void sources(ValueId v, long index, std::vector<ValueId>& out,
-                 std::vector<uint8_t>& seen) const;
+    long reads_from(ValueId v, long index, Explanation& e) const;  // pushes Reads + ReadsFrom
+    std::string reason_chain(long i, Explanation& e) const;
     std::string explain_compute(long i, Explanation& e) const;
     std::string explain_free(long i, Explanation& e) const;
     std::string explain_backward(long i, Explanation& e) const;

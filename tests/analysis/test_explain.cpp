@@ -66,26 +66,30 @@ TEST_F(ExplainHandChecked, RecomputeSaysWhichBackwardNeedsItAndWhereItStartsFrom
     const Explanation e = ex.explain(13);
     EXPECT_TRUE(e.recompute);
     EXPECT_EQ(e.what, "recompute block0.act");
-    EXPECT_NE(e.why.find("The backward of block1.fc (linear) at #15 reads block0.act's output, "
-                         "which was not kept (freed at #4): recomputing it from the input x "
-                         "costs "),
+    EXPECT_NE(e.why.find("block0.act is recomputed because the backward of block1.fc (#15) "
+                         "reads it. block0.act was not kept (freed at #4). Recomputing it reads "
+                         "block0.fc (recomputed at #12), costs "),
               std::string::npos)
         << e.why;
     EXPECT_NE(e.why.find(" and 32 B."), std::string::npos) << e.why;
-    EXPECT_EQ(e.related, (std::vector<NodeId>{2}));  // block1.fc, whose backward it serves
+    // block0.fc, which it reads, and block1.fc, whose backward reads it
+    EXPECT_EQ(e.related, (std::vector<NodeId>{0, 2}));
 
-    // block0.fc is recomputed only because block0.act is.
-    EXPECT_NE(why(12).find("The backward of block1.fc (linear) at #15 reads block0.act's output, "
-                           "recomputed from block0.fc's; block0.fc was not kept (freed at #2)"),
+    // block0.fc is recomputed only because recomputing block0.act reads it.
+    EXPECT_NE(why(12).find("block0.fc is recomputed because recomputing block0.act (#13) reads "
+                           "it; block0.act is needed by the backward of block1.fc (#15). "
+                           "block0.fc was not kept (freed at #2). Recomputing it reads the "
+                           "input x, costs "),
               std::string::npos)
         << why(12);
 }
 
 TEST_F(ExplainHandChecked, FreeSaysWhyEarlyOrNeverAgain) {
-    EXPECT_NE(why(4).find("Freed early to save memory: its last read for now was compute "
-                          "block1.fc (#3); it is recomputed at #13 for the backward of block1.fc. "
-                          "Releases 32 B."),
-              std::string::npos)
+    EXPECT_NE(
+        why(4).find("Freed to save memory: its last read for now was compute block1.fc "
+                    "(#3); nothing reads block0.act again before it is recomputed at #13 for the "
+                    "backward of block1.fc. Releases 32 B."),
+        std::string::npos)
         << why(4);
     EXPECT_NE(why(6).find("Nothing reads block1.fc after compute block1.act (#5), so its 32 B are "
                           "released."),
@@ -101,20 +105,20 @@ TEST_F(ExplainHandChecked, FreeSaysWhyEarlyOrNeverAgain) {
 }
 
 TEST_F(ExplainHandChecked, BackwardSaysWhatItReadsAndWrites) {
-    EXPECT_NE(why(15).find("Backward of block1.fc (linear): reads block0.act (recomputed at #13); "
+    EXPECT_NE(why(15).find("Backward of block1.fc (linear): reads its input block0.act "
+                           "(recomputed at #13); "
                            "adds into the gradient of block0.act; writes the gradients of "
                            "block1.fc.weight and block1.fc.bias; then its output gradient (32 B) "
                            "is released."),
               std::string::npos)
         << why(15);
-    EXPECT_NE(why(10).find("reads its own output (kept since the forward)"), std::string::npos)
-        << why(10);
-    EXPECT_NE(why(18).find("reads x (an input)"), std::string::npos) << why(18);
+    EXPECT_NE(why(10).find("reads its own output (kept since #5)"), std::string::npos) << why(10);
+    EXPECT_NE(why(18).find("reads its input x (a graph input)"), std::string::npos) << why(18);
 }
 
 TEST_F(ExplainHandChecked, ForwardSaysWhetherItIsKept) {
-    EXPECT_NE(why(1).find("It is not kept: freed at #4 once the forward is done with it, and "
-                          "recomputed at #13 for the backward of block1.fc."),
+    EXPECT_NE(why(1).find("It is not kept: freed at #4 once compute block1.fc (#3) has read it, "
+                          "and recomputed at #13 for the backward of block1.fc."),
               std::string::npos)
         << why(1);
     EXPECT_NE(why(5).find("It is kept for the backward: the backward of loss reads it at #9."),

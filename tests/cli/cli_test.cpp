@@ -666,6 +666,33 @@ TEST_F(CliTest, ExplainPrintsASentencePerInstruction) {
     EXPECT_NE(bad.err.find("instructions"), std::string::npos) << bad.err;
 }
 
+// The example: a linear layer's backward reads its own input, and a recompute names the
+// instruction that really reads it (analysis/explain's claims, tests/analysis).
+TEST_F(CliTest, ExplainNamesTheRealReadersOfARecompute) {
+    const std::vector<std::string> base = {
+        "explain", "--network", "mlp:depth=12,width=8,batch=4", "--strategy", "sqrt-n", "--at"};
+    auto at = [&](const char* i) {
+        std::vector<std::string> args = base;
+        args.emplace_back(i);
+        return run(args);
+    };
+    const Result backward = at("59");
+    ASSERT_EQ(backward.code, 0) << backward.err;
+    EXPECT_NE(backward.out.find("backward block9.fc"), std::string::npos) << backward.out;
+    EXPECT_NE(backward.out.find("reads its input block8.act (recomputed at #57)"),
+              std::string::npos)
+        << backward.out;
+    const Result recompute = at("54");
+    ASSERT_EQ(recompute.code, 0) << recompute.err;
+    EXPECT_NE(recompute.out.find("block7.act is recomputed because recomputing block8.fc (#56) "
+                                 "reads it"),
+              std::string::npos)
+        << recompute.out;
+    EXPECT_NE(recompute.out.find("block8.act is needed by the backward of block9.fc (#59)"),
+              std::string::npos)
+        << recompute.out;
+}
+
 }  // namespace
 
 // A network whose every strategy executes for a good second on one thread (32 linear layers of

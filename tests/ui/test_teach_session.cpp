@@ -70,6 +70,40 @@ TEST(UiTeach, SteppingForwardAndBackReturnsToTheSameState) {
     EXPECT_TRUE(teach.sentence().contains(QString::fromStdString(e.what)));
 }
 
+// The issue's example as teach mode shows it: block9.fc's backward (a linear layer) reads its
+// own input block8.act, and block7.act's recompute names the recompute that really reads it.
+TEST(UiTeach, ShowsTheRealResidualAndTheRealReaderOfARecompute) {
+    RunRequest r;
+    r.network = QStringLiteral("mlp:depth=12,width=8,batch=4");
+    r.strategies = {QStringLiteral("sqrt-n")};
+    const RunSummary s = evaluate_all(r, false);
+    TeachPanel teach;
+    teach.setResults(s.results);
+    teach.setStrategies(0, -1);
+    const ScheduleTrace& t = *s.results[0].trace;
+    long backward = -1, recompute = -1;
+    for (long i = 0; i < static_cast<long>(t.plan.schedule.size()); ++i) {
+        const Instruction& ins = t.plan.schedule.code[size_t(i)];
+        const std::string& name = t.graph->node(ins.target).name;
+        if (ins.kind == InstrKind::Backward && name == "block9.fc") backward = i;
+        if (ins.kind == InstrKind::Compute && name == "block7.act" && backward < 0) recompute = i;
+    }
+    ASSERT_GE(backward, 0);
+    ASSERT_GE(recompute, 0);
+    teach.seek(backward + 1);
+    EXPECT_TRUE(teach.sentence().contains(QStringLiteral("reads its input block8.act")))
+        << teach.sentence().toStdString();
+    EXPECT_FALSE(teach.sentence().contains(QStringLiteral("block8.fc")))
+        << teach.sentence().toStdString();
+    teach.seek(recompute + 1);
+    EXPECT_TRUE(teach.sentence().contains(
+        QStringLiteral("block7.act is recomputed because recomputing block8.fc (#")))
+        << teach.sentence().toStdString();
+    EXPECT_TRUE(teach.sentence().contains(
+        QStringLiteral("block8.act is needed by the backward of block9.fc (#%1)").arg(backward)))
+        << teach.sentence().toStdString();
+}
+
 TEST(UiTeach, LockstepMovesBothToTheBackwardOfTheSameNode) {
     const RunSummary s = planned({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")});
     TeachPanel teach;
