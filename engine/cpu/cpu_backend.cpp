@@ -65,7 +65,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_forward, concat_backward};
     t[op_index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
     t[op_index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
-    // h12-elementwise
+    // broadcasting binary ops, activations, reduce_mean
     t[op_index(OpKind::Sub)] = {sub_forward, sub_backward};
     t[op_index(OpKind::Mul)] = {mul_forward, mul_backward};
     t[op_index(OpKind::Div)] = {div_forward, div_backward};
@@ -74,10 +74,11 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::HardSwish)] = {hard_swish_forward, hard_swish_backward};
     t[op_index(OpKind::GeluTanh)] = {gelu_tanh_forward, gelu_tanh_backward};
     t[op_index(OpKind::ReduceMean)] = {reduce_mean_forward, reduce_mean_backward};
-    // h12-indexing
+    // indexing
     t[op_index(OpKind::Embedding)] = {embedding_forward, embedding_backward};
     t[op_index(OpKind::Slice)] = {slice_forward, slice_backward};
     t[op_index(OpKind::CausalMask)] = {causal_mask_forward, causal_mask_backward};
+    // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_forward, dropout_mask_backward};
     t[op_index(OpKind::Collective)] = {collective_forward, collective_backward};
     return t;

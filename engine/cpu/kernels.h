@@ -148,7 +148,7 @@ void slice_backward(const BackwardCall& c);
 void causal_mask_forward(const ForwardCall& c);
 void causal_mask_backward(const BackwardCall& c);
 
-// h12-elementwise: broadcasting binary ops (binary.cpp, with add), activations
+// broadcasting binary ops (binary.cpp, with add), activations
 // (activations.cpp), reduce_mean (binary.cpp).
 void sub_forward(const ForwardCall& c);
 void sub_backward(const BackwardCall& c);

@@ -392,6 +392,10 @@ void causal_mask_bwd(const Ctx& c, const BackwardCall& b) {
     const Shape& s = out_shape(b.graph, b.node);
     causal_mask_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], s.numel(), s[-2], s[-1],
                          c.s);
+}
+
+// --- large-model training: dropout masks and collectives ----------------------------------------
+
 void dropout_mask_fwd(const Ctx& c, const ForwardCall& f) {
     const DropoutMask m = dropout_mask(f.graph, f.node);
     dropout_mask_forward(static_cast<uint8_t*>(f.output), numel_out(f.graph, f.node), m.key,
@@ -633,7 +637,7 @@ void batchnorm_bwd(const Ctx& c, const BackwardCall& b) {
                        b.node.attrs.get_float("eps", 1e-5), c.s);
 }
 
-// --- h12-elementwise: broadcasting binary ops, reduce_mean, activations -------------------------
+// --- broadcasting binary ops, reduce_mean, activations -------------------------
 
 bool same_shape_add(const Graph& g, const Node& n) {
     return n.inputs.size() == 2 && in_shape(g, n, 0) == in_shape(g, n, 1);
@@ -755,7 +759,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_fwd, concat_bwd};
     t[op_index(OpKind::Flatten)] = {copy_fwd, copy_bwd};
     t[op_index(OpKind::Dropout)] = {dropout_fwd, dropout_bwd};
-    // h12-elementwise
+    // broadcasting binary ops, activations, reduce_mean
     t[op_index(OpKind::Sub)] = {binary_fwd<BinaryOp::Sub>, binary_bwd<BinaryOp::Sub>};
     t[op_index(OpKind::Mul)] = {binary_fwd<BinaryOp::Mul>, binary_bwd<BinaryOp::Mul>};
     t[op_index(OpKind::Div)] = {binary_fwd<BinaryOp::Div>, binary_bwd<BinaryOp::Div>};
@@ -764,10 +768,11 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::HardSwish)] = {activation_fwd, activation_bwd};
     t[op_index(OpKind::GeluTanh)] = {activation_fwd, activation_bwd};
     t[op_index(OpKind::ReduceMean)] = {reduce_mean_fwd, reduce_mean_bwd};
-    // h12-indexing
+    // indexing
     t[op_index(OpKind::Embedding)] = {embedding_fwd, embedding_bwd};
     t[op_index(OpKind::Slice)] = {slice_fwd, slice_bwd};
     t[op_index(OpKind::CausalMask)] = {causal_mask_fwd, causal_mask_bwd};
+    // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_fwd, dropout_mask_bwd};
     t[op_index(OpKind::Collective)] = {collective_fwd, collective_bwd};
     return t;

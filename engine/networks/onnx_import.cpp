@@ -1269,7 +1269,7 @@ class Importer {
         if (op == "Pad") return pad(idx);
         if ((op == "Div" || op == "Mul") && try_gelu(idx)) return;
         if (op == "ReduceMean" && try_layernorm(idx)) return;
-        // h12-elementwise: broadcasting binary ops, activations, ReduceMean.
+        // broadcasting binary ops, activations, ReduceMean.
         if ((op == "Mul" || op == "Pow") && try_gelu_tanh(idx)) return;
         if (op == "Add") return binary_op(idx, OpKind::Add);
         if (op == "Sub") return binary_op(idx, OpKind::Sub);
@@ -1774,7 +1774,7 @@ class Importer {
         define(idx, 0, {x, {}});
     }
 
-    // --- h12-elementwise: broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
+    // --- broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
 
     // Add/Sub/Mul/Div: two computed tensors (numpy broadcasting), or a computed tensor and a
     // constant, in the operands' order: an initializer becomes the op's parameter (param_shape:

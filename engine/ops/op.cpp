@@ -80,7 +80,7 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kConcatDef,
         &ops::kFlattenDef,
         &ops::kDropoutDef,
-        // h12-elementwise: broadcasting binary ops, activations, reduce_mean
+        // broadcasting binary ops, activations, reduce_mean
         &ops::kSubDef,
         &ops::kMulDef,
         &ops::kDivDef,

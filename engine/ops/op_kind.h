@@ -50,8 +50,8 @@ enum class OpKind : uint8_t {
     Slice,       // [start, end) of one axis
     CausalMask,  // -inf where column > row in the last two axes (a causal attention mask)
     // Large-model training (gpt preset).
-    DropoutMask,        // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
-    Collective,         // tensor-parallel communication, no FLOPs (ops/collective.cpp)
+    DropoutMask,  // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
+    Collective,   // tensor-parallel communication, no FLOPs (ops/collective.cpp)
     Count
 };
 

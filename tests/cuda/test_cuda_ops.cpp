@@ -219,7 +219,7 @@ std::vector<OpCaseSpec> op_cases() {
                      h.op(OpKind::Dropout, {h.input("x", Shape{17, 301})}, {{"p", 0.3}});
                  },
                  0, true});
-    // h12-elementwise: broadcasting binary ops, activations, reduce_mean.
+    // broadcasting binary ops, activations, reduce_mean.
     for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div}) {
         const std::string name(op_name(k));
         const bool div = k == OpKind::Div;
@@ -263,7 +263,7 @@ std::vector<OpCaseSpec> op_cases() {
                      h.op(OpKind::ReduceMean, {h.input("x", Shape{3, 40, 7})},
                           {{"axes", Ints{1}}, {"keepdims", int64_t{0}}});
                  }});
-    // h12-indexing: embeddings (by token ids, by constant positions), slice, causal mask; all
+    // indexing: embeddings (by token ids, by constant positions), slice, causal mask; all
     // copies or sums in the CPU's order, so bitwise.
     c.push_back({"embedding_tokens",
                  [](OpHarness& h) {

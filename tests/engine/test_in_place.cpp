@@ -164,7 +164,7 @@ TEST(InPlace, TheTakenOverInputCannotBeFreedTwice) {
     }
 }
 
-// h12-elementwise: a broadcasting op takes over only its output-sized input. x[2,3,4] → fc0 →
+// a broadcasting op takes over only its output-sized input. x[2,3,4] → fc0 →
 // m = reduce_mean(fc0, axis 2) [2,3,1] → d = sub(m, fc0) → ls = mul(d, γ [4]) → loss. fc0 and m
 // both die at d; fc0 (slot 1) has d's size, m does not.
 TEST(InPlace, BroadcastingOpsTakeOverOnlyTheOutputSizedInput) {

@@ -279,10 +279,10 @@ TEST_P(OnnxFixture, EveryStrategyKeepsPeakAndGradientInvariants) {
 
 INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                          ::testing::Values("mlp", "cnn", "transformer",
-                                           // h12-elementwise
+                                           // broadcasting binary ops, activations, reduce_mean
                                            "mobilenetv3_block", "mbconv_se", "convnext_block",
                                            "elementwise",
-                                           // h12-indexing
+                                           // indexing
                                            "tiny_gpt", "shufflenet_unit", "shifted_windows",
                                            "tiny_vit"));
 

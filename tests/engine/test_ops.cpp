@@ -53,7 +53,8 @@ TEST(OpRegistry, NamesRoundTrip) {
               "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
               "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
               "batchnorm, upsample_nearest2d, concat, flatten, dropout, sub, mul, div, clip, "
-              "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, dropout_mask, "
+              "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, "
+              "dropout_mask, "
               "collective");
 }
 
