@@ -695,8 +695,10 @@ class Importer {
         return n.name().empty() ? n.output(0) : n.name();
     }
 
-    // A parameter from a constant: the initializer's name (shared weights are refused), values.
-    ParamSource param_from(int idx, const Const& c, std::vector<float> values) {
+    // A parameter from a constant: the initializer's name (shared weights are refused), values,
+    // and the initializer's layout (`values_transposed`: `values` is the 2-D transpose of c's).
+    ParamSource param_from(int idx, const Const& c, std::vector<float> values,
+                           bool values_transposed = false) {
         if (!c.is_float) fail_node(idx, "a weight must hold floating-point values");
         if (!c.initializer.empty()) {
             auto [it, fresh] = param_owner_.emplace(c.initializer, idx);
@@ -706,8 +708,15 @@ class Importer {
                                    "; shared (tied) weights are not supported: give each layer "
                                    "its own copy");
         }
-        return ParamSource{c.initializer,
-                           std::make_shared<const std::vector<float> >(std::move(values))};
+        ParamSource src{c.initializer,
+                        std::make_shared<const std::vector<float> >(std::move(values))};
+        if (!c.initializer.empty()) {
+            // The initializer itself: c's dims, swapped back when c is its transpose.
+            StoredLayout st{c.dims, values_transposed != c.transposed};
+            if (c.transposed && st.dims.size() == 2) std::swap(st.dims[0], st.dims[1]);
+            src.stored = std::move(st);
+        }
+        return src;
     }
 
     static std::vector<float> transpose2d(const std::vector<float>& v, int64_t rows, int64_t cols) {
@@ -1106,8 +1115,8 @@ class Importer {
         const int64_t out = w_is_out_in ? w.dims[0] : w.dims[1];
         const int64_t in = w_is_out_in ? w.dims[1] : w.dims[0];
         std::vector<ParamSource> params;
-        params.push_back(
-            param_from(idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1])));
+        params.push_back(param_from(
+            idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1]), !w_is_out_in));
         if (bias) params.push_back(param_from(idx, *bias, bias->f));
         Attrs attrs{{"out_features", out}, {"in_features", in}};
         if (!bias) attrs.set("bias", int64_t{0});
@@ -1170,6 +1179,7 @@ class Importer {
                 Const orig = w;
                 orig.dims = {w.dims[1], w.dims[0]};
                 orig.f = transpose2d(w.f, w.dims[0], w.dims[1]);
+                orig.transposed = false;
                 return linear(idx, x, orig, true, bias, module_or_name(idx), bias ? fused : -1);
             }
             return linear(idx, x, w, false, bias, module_or_name(idx), bias ? fused : -1);
