@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/solve.h"
 #include "engine/errors.h"
 #include "engine/units.h"
 
@@ -184,6 +185,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
 
+    const SubcommandHandle solve = add_solve_command(app);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -206,8 +209,12 @@ int main(int argc, char** argv) {
         if (list_networks->parsed()) return networks_command();
         if (network->parsed()) return network_command(net_opt);
         if (exp->parsed()) return export_command(exp_opt);
+        if (solve.app->parsed()) return solve.run();
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;
+    } catch (const rl::Cancelled&) {
+        rl::cli::report_cancelled("stopped between instructions, no results");
+        return rl::cli::kExitInterrupted;
     } catch (const std::bad_alloc&) {
         print_error("out of memory; try a smaller network or a strategy with a lower peak");
         return kExitUserError;

@@ -1,4 +1,4 @@
-// GPU benchmark (issue 7): float GEMM throughput through the CUDA backend's matmul kernel, and
+// GPU benchmark: float GEMM throughput through the CUDA backend's matmul kernel, and
 // whole training steps of presets under several strategies on the GPU, each with its predicted
 // peak, its measured peak (tracking allocator), the CUDA driver's view, and whether its
 // gradients are bitwise those of `none`. Plain timing, one JSON object per line on stdout

@@ -1,4 +1,4 @@
-// The Checkmate MILP (strategies/checkmate.h) on transformer blocks — transformer:layers=1 (29
+// The Checkmate MILP (solvers/checkmate.h) on transformer blocks — transformer:layers=1 (29
 // nodes) and layers=2 (55 nodes) — at budgets between the least feasible peak and plain
 // backprop's peak (target: proven optimal on a 40-node transformer-block DAG in under 60 s).
 // Each run is one solve (Iterations(1)); the counters say whether CBC proved optimality, the
@@ -9,7 +9,7 @@
 
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
-#include "strategies/checkmate.h"
+#include "solvers/checkmate.h"
 #include "strategies/strategy.h"
 
 namespace rl {

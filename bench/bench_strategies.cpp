@@ -1,12 +1,12 @@
 // Strategy benchmarks (results and machine in docs/benchmarks.md):
-//  - the chain DP of `optimal` (strategies/rotor.h) on a synthetic heterogeneous chain of 500
+//  - the chain DP of `optimal` (solvers/rotor.h) on a synthetic heterogeneous chain of 500
 //    stages with a grid of 500 memory units (target: < 2 s on one core).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <random>
 
-#include "strategies/rotor.h"
+#include "solvers/rotor.h"
 
 namespace rl {
 namespace {

@@ -1,7 +1,8 @@
 # The optional CUDA backend (engine/cuda/): built when CMake finds a CUDA compiler, skipped with
-# one line otherwise. Sets REMATLAB_HAVE_CUDA. Pitfalls (../shared/STACK.md): set the
-# architectures before enable_language (CMake's default 75 is not what we want, `native` fails
-# without a GPU); link the shared runtime only (Static plus CUDA::cudart links both).
+# one line otherwise. Sets REMATLAB_HAVE_CUDA. Pitfalls found with CMake 3.25 and CUDA 13: set
+# the architectures before enable_language (CMake's default 75 is not what we want, `native`
+# fails without a GPU, 70 and older are gone in CUDA 13); link the shared runtime only (the
+# default Static plus CUDA::cudart links both runtimes).
 option(REMATLAB_CUDA "Build the CUDA backend when a CUDA compiler is found" ON)
 set(REMATLAB_HAVE_CUDA OFF)
 if(REMATLAB_CUDA)

@@ -2,6 +2,7 @@
 // Errors a user can cause (bad file, bad parameter, infeasible budget, cap exceeded) are thrown
 // as rl::Error with a message that says what was wrong, where, and what to do. Front-ends catch
 // rl::Error, print what() and exit non-zero. Our own bugs are assertions, not Errors.
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -29,10 +30,12 @@ class CapExceeded : public Error {
     using Error::Error;
 };
 
-// The run was cancelled between instructions.
-class Cancelled : public Error {
+// The run was cancelled between instructions (Ctrl-C, a newer job). Not an Error on purpose: the
+// user asked for it, nothing was wrong, and code that reports each failure and carries on (a
+// compare row, a sweep point) must stop instead, so it passes every `catch (const Error&)`.
+class Cancelled : public std::exception {
   public:
-    Cancelled() : Error("run cancelled") {}
+    const char* what() const noexcept override { return "run cancelled"; }
 };
 
 }  // namespace rl

@@ -1,6 +1,7 @@
 #include "engine/graph.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/errors.h"
 #include "engine/ops/op.h"
@@ -18,6 +19,20 @@ void check_name(const std::string& name, const char* what) {
     if (name.empty())
         throw Error(std::string(what) + " with an empty name; give every " + what +
                     " a unique name");
+    // Names are printed, written into DOT and used for file names: no NUL, newline or escape.
+    for (size_t i = 0; i < name.size(); ++i) {
+        const auto c = static_cast<unsigned char>(name[i]);
+        if (c < 0x20 || c == 0x7f) {
+            char code[8];
+            std::snprintf(code, sizeof code, "0x%02x", c);
+            std::string shown;
+            for (char k : name)
+                shown += static_cast<unsigned char>(k) < 0x20 || k == 0x7f ? '?' : k;
+            throw Error(std::string(what) + " '" + shown +
+                        "': the name holds a control character (" + code + " at byte " +
+                        std::to_string(i) + "); use printable characters");
+        }
+    }
 }
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "engine/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -152,8 +153,15 @@ std::vector<float> read_npy_f32(const std::string& path, Shape& shape_out) {
     in.seekg(0, std::ios::end);
     const auto file_end = in.tellg();
     in.seekg(data_start);
-    const auto expected = static_cast<std::streamoff>(numel) * 4;
     const std::streamoff available = file_end - data_start;
+    // Compared before multiplying: numel * 4 overflows for shapes near checked_numel's limit.
+    if (data_start < 0 || available < 0 || numel > available / 4)
+        fail(path, "the file holds " + std::to_string(std::max<std::streamoff>(available, 0)) +
+                       " data bytes but shape " + format_dims(shape) + " needs " +
+                       (numel <= INT64_MAX / 4 ? std::to_string(numel * 4)
+                                               : std::to_string(numel) + " x 4") +
+                       " (truncated?)");
+    const auto expected = static_cast<std::streamoff>(numel) * 4;
     if (available != expected)
         fail(path, "the file holds " + std::to_string(available) + " data bytes but shape " +
                        format_dims(shape) + " needs " + std::to_string(expected) +

@@ -55,8 +55,14 @@ int64_t checked_numel(const Shape& s, std::string_view what) {
 }
 
 uint64_t checked_bytes(DType t, const Shape& s, std::string_view what) {
-    const int64_t n = checked_numel(s, what);
-    return static_cast<uint64_t>(n) * dtype_size(t);
+    // 2^62 elements pass checked_numel, but 2^62 four-byte elements are 2^64 bytes, which wraps
+    // to 0: the byte count has the same 2^62 limit.
+    constexpr uint64_t kLimit = uint64_t{1} << 62;
+    const auto n = static_cast<uint64_t>(checked_numel(s, what));
+    if (n > kLimit / dtype_size(t))
+        throw Error(std::string(what) + ": shape " + format_dims(s) +
+                    " takes too many bytes (overflows 2^62); use smaller sizes");
+    return n * dtype_size(t);
 }
 
 }  // namespace rl

@@ -3,12 +3,12 @@
 //
 // Methods:
 //  - dp ("rotor-dp"): Beaumont et al.'s dynamic program over the chain of blocks cut at the
-//    segment boundaries (strategies/rotor.h, which states the class of schedules it searches and
+//    segment boundaries (solvers/rotor.h, which states the class of schedules it searches and
 //    the effect of the `slots` discretisation). Within that class it is exact on a fine enough
 //    grid; it is not a proof of optimality over all schedules (a search over all of them can
 //    find cheaper ones: tests/strategies/test_optimal_dp.cpp), so the plan is `Feasible` —
 //    `Optimal` only when it recomputes nothing, which no schedule can beat.
-//  - milp: Checkmate's MILP (strategies/checkmate.h, Jain et al. 2020) with `time_limit`
+//  - milp: Checkmate's MILP (solvers/checkmate.h, Jain et al. 2020) with `time_limit`
 //    seconds: `Optimal` when CBC proves it, `Feasible` with its lower bound and gap otherwise.
 //  - auto: the DP; then, with portfolio=1 (the default) on networks of up to 1,000 nodes, the
 //    schedules of the other strategies: every point of the parameter ranges of sqrt-n, periodic,
@@ -50,12 +50,12 @@
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/rotor.h"
 #include "strategies/builtin.h"
-#include "strategies/rotor.h"
-#include "strategies/sweep.h"
+#include "strategies/sweep_specs.h"
 
-#if __has_include("strategies/checkmate.h")
-#include "strategies/checkmate.h"
+#if __has_include("solvers/checkmate.h")
+#include "solvers/checkmate.h"
 #define REMATLAB_HAVE_CHECKMATE 1
 #endif
 
@@ -320,7 +320,7 @@ class OptimalStrategy final : public Strategy {
         p.status = PlanStatus::Infeasible;
         p.budget = budget;
         p.message =
-            "method: milp is not available in this build (strategies/checkmate.h); "
+            "method: milp is not available in this build (solvers/checkmate.h); "
             "use method=dp";
         return p;
 #endif

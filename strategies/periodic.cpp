@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "engine/graph_algorithms.h"
+#include "solvers/segments.h"
 #include "strategies/builtin.h"
-#include "strategies/segments.h"
 
 namespace rl {
 

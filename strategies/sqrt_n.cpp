@@ -17,8 +17,8 @@
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/segments.h"
 #include "strategies/builtin.h"
-#include "strategies/segments.h"
 
 namespace rl {
 

@@ -13,24 +13,9 @@
 #include "engine/graph.h"
 #include "engine/params.h"
 #include "engine/schedule.h"
+#include "solvers/plan.h"
 
 namespace rl {
-
-enum class PlanStatus { Optimal, Feasible, Heuristic, Infeasible };
-const char* plan_status_name(PlanStatus s);
-
-struct Plan {
-    Schedule schedule;
-    PlanStatus status = PlanStatus::Heuristic;
-    double solve_ms = 0;
-    std::optional<uint64_t> budget;               // the byte budget asked for, if any
-    std::optional<uint64_t> min_feasible_budget;  // when the budget could not be met
-    std::vector<NodeId> checkpoints;  // nodes whose outputs are kept across the backward
-    std::string method;  // how it was found, when a strategy has several ("rotor-dp", "milp")
-    std::optional<double> lower_bound_ms;  // solvers: a proven bound on the recompute cost
-    std::optional<double> gap;             // solvers: (incumbent − bound) / incumbent
-    std::string message;                   // for Infeasible: what was wrong and what to do
-};
 
 class Strategy {
   public:

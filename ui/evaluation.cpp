@@ -6,23 +6,20 @@
 #include "engine/errors.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
 namespace {
 
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
-}
-
 QString infeasible_message(const QString& spec, const Plan& plan) {
     QString msg =
         plan.message.empty()
             ? QStringLiteral("strategy '%1' cannot meet its budget on this network").arg(spec)
-            : q(plan.message);
+            : to_qstring(plan.message);
     if (plan.min_feasible_budget) {
-        const QString smallest = q(format_bytes(*plan.min_feasible_budget));
+        const QString smallest = to_qstring(format_bytes(*plan.min_feasible_budget));
         if (!msg.contains(smallest) && !msg.contains(QString::number(*plan.min_feasible_budget)))
             msg += QStringLiteral(" (the smallest feasible budget is %1)").arg(smallest);
     }
@@ -34,7 +31,7 @@ QString infeasible_message(const QString& spec, const Plan& plan) {
 NetworkSummary summarize(const Graph& g, const QString& spec) {
     NetworkSummary s;
     s.spec = spec;
-    s.name = q(g.name());
+    s.name = to_qstring(g.name());
     s.nodes = g.num_nodes();
     s.params = g.num_params();
     s.param_bytes = g.param_bytes();
@@ -61,7 +58,7 @@ std::vector<QString> instruction_texts(const Graph& g, const Schedule& s) {
     out.reserve(s.size());
     std::vector<uint8_t> computed(static_cast<size_t>(g.num_nodes()), 0);
     for (const Instruction& ins : s.code) {
-        QString text = q(describe(g, ins));
+        QString text = to_qstring(describe(g, ins));
         if (ins.kind == InstrKind::Compute) {
             auto& seen = computed[static_cast<size_t>(ins.target)];
             if (seen && text.startsWith(QLatin1String("compute")))
@@ -127,15 +124,15 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
                          std::shared_ptr<const Graph> shared) {
     StrategyResult r;
     const Spec spec = parse_spec(e.strategy);
-    r.name = q(spec.name);
-    r.spec = q(e.strategy);
+    r.name = to_qstring(spec.name);
+    r.spec = to_qstring(e.strategy);
     r.budget = e.plan.budget;
     r.min_feasible_budget = e.plan.min_feasible_budget;
     r.solve_ms = e.plan.solve_ms;
-    r.method = q(e.plan.method);
+    r.method = to_qstring(e.plan.method);
     r.gap = e.plan.gap;
     r.lower_bound_ms = e.plan.lower_bound_ms;
-    r.cost_model = q(costs.kind());
+    r.cost_model = to_qstring(costs.kind());
     if (e.plan.status == PlanStatus::Infeasible) {
         r.status = QStringLiteral("infeasible");
         r.message = infeasible_message(r.spec, e.plan);
@@ -212,13 +209,13 @@ StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString&
     } catch (const Cancelled&) {
         throw;
     } catch (const CapExceeded& e) {
-        return failure_result(spec, QStringLiteral("cap exceeded"), q(e.what()));
+        return failure_result(spec, QStringLiteral("cap exceeded"), to_qstring(e.what()));
     } catch (const std::bad_alloc&) {
         return failure_result(spec, QStringLiteral("error"),
                               QStringLiteral("out of memory; try a smaller network or a strategy "
                                              "with a lower peak"));
     } catch (const std::exception& e) {
-        return failure_result(spec, QStringLiteral("error"), q(e.what()));
+        return failure_result(spec, QStringLiteral("error"), to_qstring(e.what()));
     }
 }
 

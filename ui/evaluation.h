@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "analysis/evaluate.h"
 #include "engine/graph.h"
-#include "strategies/evaluate.h"
 #include "ui/snapshots.h"
 
 namespace rl::ui {

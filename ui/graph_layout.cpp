@@ -46,6 +46,32 @@ std::string inches(double px) {
     return buf;
 }
 
+// A Graphviz graph and, once computed, its layout: both freed on every way out of
+// layout_with_dot, an exception (std::bad_alloc in the vectors or paths) included.
+class DotGraph {
+  public:
+    explicit DotGraph(GVC_t* gvc)
+        : gvc_(gvc), g_(agopen(const_cast<char*>("network"), Agdirected, nullptr)) {}
+    ~DotGraph() {
+        if (laid_out_) gvFreeLayout(gvc_, g_);
+        if (g_) agclose(g_);
+    }
+    DotGraph(const DotGraph&) = delete;
+    DotGraph& operator=(const DotGraph&) = delete;
+
+    Agraph_t* get() const { return g_; }
+    // Runs the layout engine; false when it failed.
+    bool layout(const char* engine) {
+        laid_out_ = gvLayout(gvc_, g_, engine) == 0;
+        return laid_out_;
+    }
+
+  private:
+    GVC_t* gvc_;
+    Agraph_t* g_;
+    bool laid_out_ = false;
+};
+
 }  // namespace
 
 int vertex_of_value_source(const Graph& g, int value) {
@@ -77,7 +103,12 @@ GraphLayout layout_with_dot(const LayoutRequest& request) {
         out.error = QStringLiteral("Graphviz could not start");
         return out;
     }
-    Agraph_t* g = agopen(const_cast<char*>("network"), Agdirected, nullptr);
+    DotGraph graph(gvc);
+    Agraph_t* g = graph.get();
+    if (!g) {
+        out.error = QStringLiteral("Graphviz could not create a graph");
+        return out;
+    }
     set(g, "rankdir", request.left_to_right ? "LR" : "TB");
     set(g, "nodesep", inches(request.node_sep));
     set(g, "ranksep", inches(request.rank_sep));
@@ -120,8 +151,7 @@ GraphLayout layout_with_dot(const LayoutRequest& request) {
         set(e, "arrowhead", "none");
         edges.push_back(e);
     }
-    if (gvLayout(gvc, g, "dot") != 0) {
-        agclose(g);
+    if (!graph.layout("dot")) {
         out.error = QStringLiteral("Graphviz's dot layout failed");
         return out;
     }
@@ -150,8 +180,6 @@ GraphLayout layout_with_dot(const LayoutRequest& request) {
         out.edges[k] = path;
     }
     out.bounds = QRectF(0, 0, bb.UR.x - bb.LL.x, bb.UR.y - bb.LL.y);
-    gvFreeLayout(gvc, g);
-    agclose(g);
     out.layout_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return out;

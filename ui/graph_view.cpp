@@ -20,6 +20,7 @@
 #include "engine/units.h"
 #include "ui/node_selection.h"
 #include "ui/palette.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_palette.h"
 #include "ui/schedule_trace.h"
 
@@ -28,10 +29,6 @@ namespace rl::ui {
 namespace sp = schedule_palette;
 
 namespace {
-
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
-}
 
 QFont name_font() {
     QFont f = QApplication::font();
@@ -47,7 +44,7 @@ QFont detail_font() {
 }
 
 QString short_bytes(uint64_t bytes) {
-    QString s = q(format_bytes(bytes));
+    QString s = to_qstring(format_bytes(bytes));
     return s;
 }
 
@@ -69,7 +66,7 @@ std::vector<QSizeF> graph_view_sizes(const Graph& g) {
     out.reserve(g.inputs().size() + size_t(g.num_nodes()));
     for (ValueId v : g.inputs()) {
         const Value& val = g.value(v);
-        const double w = std::max(name.horizontalAdvance(q(val.name)),
+        const double w = std::max(name.horizontalAdvance(to_qstring(val.name)),
                                   detail.horizontalAdvance(short_bytes(val.bytes)));
         out.emplace_back(std::ceil(w + 18), 30);
     }
@@ -77,10 +74,10 @@ std::vector<QSizeF> graph_view_sizes(const Graph& g) {
         const Node& node = g.node(n);
         const Value& val = g.value(node.output);
         const double s = scale(val.bytes);
-        const QString line2 =
-            QStringLiteral("%1 · %2").arg(q(std::string(op_name(node.op))), short_bytes(val.bytes));
+        const QString line2 = QStringLiteral("%1 · %2").arg(
+            to_qstring(std::string(op_name(node.op))), short_bytes(val.bytes));
         // Room for the checkpoint diamond on the left and the "×3" badge on the right.
-        const double text = std::max(name.horizontalAdvance(q(node.name)) + 24,
+        const double text = std::max(name.horizontalAdvance(to_qstring(node.name)) + 24,
                                      detail.horizontalAdvance(line2) + 2 * 26);
         const double w = std::max(text + 8, 64 + 70 * s);
         const double h = 32 + 14 * s;
@@ -276,20 +273,21 @@ void GraphView::applyLayout(quint64 job, GraphLayout layout) {
         GraphNodeItem* item;
         if (input) {
             const Value& val = g.value(g.inputs()[size_t(v)]);
-            item = new GraphNodeItem(layout_.boxes[size_t(v)], q(val.name), short_bytes(val.bytes),
-                                     true);
+            item = new GraphNodeItem(layout_.boxes[size_t(v)], to_qstring(val.name),
+                                     short_bytes(val.bytes), true);
             item->setToolTip(QStringLiteral("<b>%1</b> — graph input<br>%2, %3<br>always live")
-                                 .arg(q(val.name).toHtmlEscaped(),
-                                      q(format_type(val.dtype, val.shape)),
+                                 .arg(to_qstring(val.name).toHtmlEscaped(),
+                                      to_qstring(format_type(val.dtype, val.shape)),
                                       short_bytes(val.bytes)));
         } else {
             const NodeId n = v - inputs;
             const Node& node = g.node(n);
             const Value& val = g.value(node.output);
-            item = new GraphNodeItem(layout_.boxes[size_t(v)], q(node.name),
-                                     QStringLiteral("%1 · %2").arg(q(std::string(op_name(node.op))),
-                                                                   short_bytes(val.bytes)),
-                                     false);
+            item = new GraphNodeItem(
+                layout_.boxes[size_t(v)], to_qstring(node.name),
+                QStringLiteral("%1 · %2").arg(to_qstring(std::string(op_name(node.op))),
+                                              short_bytes(val.bytes)),
+                false);
         }
         item->setData(0, v - inputs);  // node id (negative for graph inputs)
         scene()->addItem(item);
@@ -324,11 +322,12 @@ void GraphView::recolor() {
         item->setToolTip(
             QStringLiteral("<b>%1</b> — %2<br>output %3, %4<br>forward %5 ms · backward %6 ms"
                            "<br><i>%7</i>: %8%9")
-                .arg(q(node.name).toHtmlEscaped(), q(std::string(op_name(node.op))),
-                     q(format_type(val.dtype, val.shape)), short_bytes(val.bytes),
+                .arg(to_qstring(node.name).toHtmlEscaped(),
+                     to_qstring(std::string(op_name(node.op))),
+                     to_qstring(format_type(val.dtype, val.shape)), short_bytes(val.bytes),
                      costs.size() ? ms_text(costs.forward_ms(n)) : QStringLiteral("–"),
                      costs.size() ? ms_text(costs.backward_ms(n)) : QStringLiteral("–"),
-                     q(trace_->spec).toHtmlEscaped(), fate,
+                     to_qstring(trace_->spec).toHtmlEscaped(), fate,
                      checkpoint[size_t(n)] ? QStringLiteral(", a checkpoint") : QString()));
         item->update();
     }
@@ -575,7 +574,8 @@ QString elided_title(const QString& title, double width) {
 
 QString GraphView::legendTitle() const {
     if (!trace_) return {};
-    return QStringLiteral("%1 on %2").arg(q(trace_->spec), q(trace_->graph->name()));
+    return QStringLiteral("%1 on %2")
+        .arg(to_qstring(trace_->spec), to_qstring(trace_->graph->name()));
 }
 
 std::vector<GraphLegendEntry> GraphView::legendEntries() const {

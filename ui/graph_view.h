@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "strategies/explain.h"
+#include "analysis/explain.h"
 #include "ui/graph_layout.h"
 
 namespace rl::ui {

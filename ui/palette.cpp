@@ -5,6 +5,7 @@
 
 #include "engine/units.h"
 #include "strategies/strategy.h"
+#include "ui/qt_text.h"
 
 namespace rl::ui {
 
@@ -16,9 +17,7 @@ QColor strategy_color(const QString& name) {
                                     {0xba, 0xb0, 0xac}};
     const auto all = strategies();
     for (size_t i = 0; i < all.size(); ++i)
-        if (QString::fromUtf8(all[i]->name().data(),
-                              static_cast<qsizetype>(all[i]->name().size())) == name)
-            return colors[i % std::size(colors)];
+        if (to_qstring(all[i]->name()) == name) return colors[i % std::size(colors)];
     return colors[static_cast<size_t>(qHash(name)) % std::size(colors)];
 }
 

@@ -7,14 +7,9 @@
 #include <climits>
 
 #include "engine/units.h"
+#include "ui/qt_text.h"
 
 namespace rl::ui {
-
-namespace {
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
-}
-}  // namespace
 
 ParamForm::ParamForm(ParamSchema schema, std::set<std::string> skip, QWidget* parent)
     : QWidget(parent) {
@@ -25,27 +20,28 @@ ParamForm::ParamForm(ParamSchema schema, std::set<std::string> skip, QWidget* pa
     for (ParamSpec& spec : schema) {
         if (skip.count(spec.key)) continue;
         Field f{spec, nullptr};
-        const QString tip = QStringLiteral("%1 (%2%3)")
-                                .arg(q(spec.help), q(spec.key),
-                                     spec.default_value.empty()
-                                         ? QStringLiteral(", optional")
-                                         : QStringLiteral(", default ") + q(spec.default_value));
+        const QString tip =
+            QStringLiteral("%1 (%2%3)")
+                .arg(to_qstring(spec.help), to_qstring(spec.key),
+                     spec.default_value.empty()
+                         ? QStringLiteral(", optional")
+                         : QStringLiteral(", default ") + to_qstring(spec.default_value));
         if (spec.type == ParamType::Int && !spec.default_value.empty()) {
             auto* box = new QSpinBox;
             box->setRange(static_cast<int>(std::max<int64_t>(spec.min, INT_MIN)),
                           static_cast<int>(std::min<int64_t>(spec.max, INT_MAX)));
-            box->setValue(q(spec.default_value).toInt());
+            box->setValue(to_qstring(spec.default_value).toInt());
             box->setAccelerated(true);
             connect(box, &QSpinBox::valueChanged, this, &ParamForm::changed);
             f.editor = box;
         } else if (spec.type == ParamType::Choice) {
             auto* combo = new QComboBox;
-            for (const auto& c : spec.choices) combo->addItem(q(c));
-            combo->setCurrentText(q(spec.default_value));
+            for (const auto& c : spec.choices) combo->addItem(to_qstring(c));
+            combo->setCurrentText(to_qstring(spec.default_value));
             connect(combo, &QComboBox::currentTextChanged, this, &ParamForm::changed);
             f.editor = combo;
         } else {
-            auto* edit = new QLineEdit(q(spec.default_value));
+            auto* edit = new QLineEdit(to_qstring(spec.default_value));
             if (spec.default_value.empty())
                 edit->setPlaceholderText(spec.type == ParamType::Bytes
                                              ? QStringLiteral("none (e.g. 64MiB)")
@@ -59,8 +55,8 @@ ParamForm::ParamForm(ParamSchema schema, std::set<std::string> skip, QWidget* pa
             f.editor = edit;
         }
         f.editor->setToolTip(tip);
-        f.editor->setObjectName(q(spec.key));
-        form->addRow(q(spec.key), f.editor);
+        f.editor->setObjectName(to_qstring(spec.key));
+        form->addRow(to_qstring(spec.key), f.editor);
         fields_.push_back(std::move(f));
     }
 }
@@ -82,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> ParamForm::args() const {
     std::vector<std::pair<std::string, std::string>> out;
     for (const Field& f : fields_) {
         const QString t = text(f);
-        if (t.isEmpty() || t == q(f.spec.default_value)) continue;
+        if (t.isEmpty() || t == to_qstring(f.spec.default_value)) continue;
         try {
             Spec one{"x", {{f.spec.key, t.toStdString()}}};
             (void)ParamValues::resolve({f.spec}, one);
@@ -96,9 +92,9 @@ std::vector<std::pair<std::string, std::string>> ParamForm::args() const {
 
 void ParamForm::setArgs(const std::vector<std::pair<std::string, std::string>>& args) {
     for (Field& f : fields_) {
-        QString v = q(f.spec.default_value);
+        QString v = to_qstring(f.spec.default_value);
         for (const auto& [k, val] : args)
-            if (k == f.spec.key) v = q(val);
+            if (k == f.spec.key) v = to_qstring(val);
         setText(f, v);
     }
 }

@@ -8,15 +8,12 @@
 #include "engine/units.h"
 #include "ui/node_selection.h"
 #include "ui/palette.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
 namespace {
-
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
-}
 
 const char* source_name(ResidualSource s) {
     switch (s) {
@@ -94,7 +91,7 @@ void ResidualsPanel::setTrace(std::shared_ptr<const ScheduleTrace> trace) {
     const bool policy = trace_->spec.rfind("policy", 0) == 0;
     header_->setText(
         QStringLiteral("<b>%1</b> saves %2 values for the backward%3")
-            .arg(q(trace_->spec).toHtmlEscaped())
+            .arg(to_qstring(trace_->spec).toHtmlEscaped())
             .arg(residuals_.rows.size())
             .arg(policy ? QStringLiteral(" (its policy decides which residuals of each remat "
                                          "region are saved; the rest are recomputed)")
@@ -109,12 +106,12 @@ void ResidualsPanel::setTrace(std::shared_ptr<const ScheduleTrace> trace) {
         bytes->setData(Qt::UserRole, qulonglong(r.bytes));
         bytes->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
         bytes->setToolTip(QStringLiteral("%1 bytes").arg(r.bytes));
-        table_->setItem(int(i), 0, new QTableWidgetItem(q(r.value)));
-        table_->setItem(int(i), 1, new QTableWidgetItem(q(r.type)));
+        table_->setItem(int(i), 0, new QTableWidgetItem(to_qstring(r.value)));
+        table_->setItem(int(i), 1, new QTableWidgetItem(to_qstring(r.type)));
         table_->setItem(int(i), 2, bytes);
         table_->setItem(int(i), 3,
                         new QTableWidgetItem(QString::fromLatin1(source_name(r.source))));
-        table_->setItem(int(i), 4, new QTableWidgetItem(q(r.origin)));
+        table_->setItem(int(i), 4, new QTableWidgetItem(to_qstring(r.origin)));
     }
     table_->resizeColumnsToContents();
     total_->setText(QStringLiteral("Total: <b>%1</b> (%2 bytes)")
@@ -137,7 +134,7 @@ void ResidualsPanel::onSelectionChanged(int node) {
 }
 
 QString ResidualsPanel::text() const {
-    return q(format_saved_residuals(residuals_));
+    return to_qstring(format_saved_residuals(residuals_));
 }
 
 }  // namespace rl::ui

@@ -11,6 +11,7 @@
 
 #include "ui/chart_export.h"
 #include "ui/node_selection.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_palette.h"
 #include "ui/schedule_trace.h"
 
@@ -30,10 +31,6 @@ QColor cell_color(uint8_t f) {
     if (f & ScheduleMatrix::Kept) return sp::kept();
     if (f & ScheduleMatrix::Freed) return sp::free_mark();
     return QColor(0xff, 0xff, 0xff);
-}
-
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
 }
 
 }  // namespace
@@ -99,12 +96,12 @@ void ScheduleMatrixView::layoutGrid() {
     if (matrix_.stages == 0) return;
     int longest = 0;
     for (const auto& name : matrix_.stage_names)
-        longest = std::max(longest, fm.horizontalAdvance(q(name)));
+        longest = std::max(longest, fm.horizontalAdvance(to_qstring(name)));
     int node_longest = 0;
     if (trace_)
         for (NodeId n = 0; n < matrix_.nodes; ++n)
-            node_longest =
-                std::max(node_longest, fm.horizontalAdvance(q(trace_->graph->node(n).name)));
+            node_longest = std::max(node_longest,
+                                    fm.horizontalAdvance(to_qstring(trace_->graph->node(n).name)));
     const int avail_w = width() - 2 * kMargin;
     const int avail_h = height() - 2 * kMargin - kLegendHeight;
     label_left_ = std::min(longest + 10, avail_w / 3);
@@ -153,8 +150,8 @@ QString ScheduleMatrixView::cellText(int stage, int node) const {
     if (f & ScheduleMatrix::Freed) what << QStringLiteral("freed");
     if (what.isEmpty()) what << QStringLiteral("not in memory");
     return QStringLiteral("<b>%1</b> in stage <i>%2</i> (instructions %3–%4):<br>%5")
-        .arg(q(trace_->graph->node(node).name).toHtmlEscaped(),
-             q(matrix_.stage_names[size_t(stage)]).toHtmlEscaped())
+        .arg(to_qstring(trace_->graph->node(node).name).toHtmlEscaped(),
+             to_qstring(matrix_.stage_names[size_t(stage)]).toHtmlEscaped())
         .arg(matrix_.stage_first[size_t(stage)])
         .arg(matrix_.stage_last[size_t(stage)])
         .arg(what.join(QStringLiteral(", ")));
@@ -211,7 +208,8 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
         for (int s = 0; s < matrix_.stages; ++s) {
             const QRect r(kMargin, grid_.top() + int(s * ch), label_left_ - 6, int(ch) + 1);
             p.drawText(r, Qt::AlignRight | Qt::AlignVCenter,
-                       fm.elidedText(q(matrix_.stage_names[size_t(s)]), Qt::ElideLeft, r.width()));
+                       fm.elidedText(to_qstring(matrix_.stage_names[size_t(s)]), Qt::ElideLeft,
+                                     r.width()));
         }
     } else {
         p.drawText(QRect(kMargin, grid_.top(), label_left_ - 6, fm.height()),
@@ -225,7 +223,7 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
             p.translate(grid_.left() + (n + 0.5) * cw + fm.ascent() / 3.0, grid_.top() - 4);
             p.rotate(-60);
             p.drawText(0, 0,
-                       fm.elidedText(q(trace_->graph->node(n).name), Qt::ElideLeft,
+                       fm.elidedText(to_qstring(trace_->graph->node(n).name), Qt::ElideLeft,
                                      int(label_top_ / 0.87)));
             p.restore();
         }
@@ -277,7 +275,7 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
     const QString info = QStringLiteral("%1 stages × %2 nodes · %3")
                              .arg(matrix_.stages)
                              .arg(matrix_.nodes)
-                             .arg(q(trace_->spec));
+                             .arg(to_qstring(trace_->spec));
     p.drawText(QRect(x, y, std::max(0, width() - kMargin - x), 16),
                Qt::AlignRight | Qt::AlignVCenter,
                fm.elidedText(info, Qt::ElideRight, std::max(0, width() - kMargin - x)));

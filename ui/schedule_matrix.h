@@ -11,7 +11,7 @@
 #include <QWidget>
 #include <memory>
 
-#include "strategies/explain.h"
+#include "analysis/explain.h"
 
 namespace rl::ui {
 

@@ -3,7 +3,7 @@
 // legends, so "recomputed" is one orange everywhere. Colour-blind safe pairs (Okabe–Ito hues).
 #include <QColor>
 
-#include "strategies/explain.h"
+#include "analysis/explain.h"
 
 namespace rl::ui::schedule_palette {
 

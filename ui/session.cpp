@@ -10,6 +10,7 @@
 #include "engine/ops/op.h"
 #include "engine/units.h"
 #include "ui/evaluation.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_trace.h"
 
 namespace rl::ui {
@@ -23,10 +24,6 @@ constexpr int kVersion = 1;
 std::string s(const QString& text) {
     return text.toStdString();
 }
-QString q(const std::string& text) {
-    return QString::fromStdString(text);
-}
-
 template <typename T>
 json opt(const std::optional<T>& v) {
     return v ? json(*v) : json(nullptr);
@@ -166,20 +163,21 @@ json result_json(const StrategyResult& r) {
 
 StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& graph) {
     StrategyResult r;
-    r.name = q(j.at("name").get<std::string>());
-    r.spec = q(j.at("spec").get<std::string>());
-    r.status = q(j.at("status").get<std::string>());
-    r.message = q(j.at("message").get<std::string>());
+    r.name = to_qstring(j.at("name").get<std::string>());
+    r.spec = to_qstring(j.at("spec").get<std::string>());
+    r.status = to_qstring(j.at("status").get<std::string>());
+    r.message = to_qstring(j.at("message").get<std::string>());
     r.budget = opt_of<uint64_t>(j, "budget");
     r.min_feasible_budget = opt_of<uint64_t>(j, "min_feasible_budget");
     r.solve_ms = j.at("solve_ms").get<double>();
-    r.method = q(j.value("method", std::string()));
+    r.method = to_qstring(j.value("method", std::string()));
     r.gap = opt_of<double>(j, "gap");
     r.lower_bound_ms = opt_of<double>(j, "lower_bound_ms");
     r.planned = j.at("planned").get<bool>();
     r.predicted_peak = j.at("predicted_peak").get<uint64_t>();
     r.predicted_activation_peak = j.at("predicted_activation_peak").get<uint64_t>();
-    r.predicted_peak_instruction = q(j.at("predicted_peak_instruction").get<std::string>());
+    r.predicted_peak_instruction =
+        to_qstring(j.at("predicted_peak_instruction").get<std::string>());
     r.instructions = j.at("instructions").get<long>();
     r.computes = j.at("computes").get<long>();
     r.recomputes = j.at("recomputes").get<long>();
@@ -187,11 +185,11 @@ StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& grap
     r.predicted_recompute_ms = j.at("predicted_recompute_ms").get<double>();
     r.predicted_backward_ms = j.at("predicted_backward_ms").get<double>();
     r.predicted_total_ms = j.at("predicted_total_ms").get<double>();
-    r.cost_model = q(j.at("cost_model").get<std::string>());
+    r.cost_model = to_qstring(j.at("cost_model").get<std::string>());
     r.executed = j.at("executed").get<bool>();
     r.measured_peak = j.at("measured_peak").get<uint64_t>();
     r.measured_activation_peak = j.at("measured_activation_peak").get<uint64_t>();
-    r.measured_peak_instruction = q(j.at("measured_peak_instruction").get<std::string>());
+    r.measured_peak_instruction = to_qstring(j.at("measured_peak_instruction").get<std::string>());
     r.forward_ms = j.at("forward_ms").get<double>();
     r.recompute_ms = j.at("recompute_ms").get<double>();
     r.backward_ms = j.at("backward_ms").get<double>();
@@ -269,13 +267,14 @@ Session load_session(const QString& path) {
                         " is newer than this RematLab reads (" + std::to_string(kVersion) +
                         "); update RematLab");
         Session out;
-        out.network_spec = q(j.at("network_spec").get<std::string>());
+        out.network_spec = to_qstring(j.at("network_spec").get<std::string>());
         out.graph = std::make_shared<const Graph>(
             network_from_json(j.at("network").dump(), s(path) + " (network)"));
-        for (const json& spec : j.at("strategies")) out.strategies << q(spec.get<std::string>());
+        for (const json& spec : j.at("strategies"))
+            out.strategies << to_qstring(spec.get<std::string>());
         out.budget = opt_of<uint64_t>(j, "budget");
         out.threads = j.value("threads", 1);
-        out.cap = q(j.value("cap", std::string()));
+        out.cap = to_qstring(j.value("cap", std::string()));
         out.baseline_ms = opt_of<double>(j, "baseline_total_ms");
         for (const json& r : j.at("results")) out.results.push_back(result_of(r, out.graph));
         return out;

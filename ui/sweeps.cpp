@@ -4,9 +4,9 @@
 #include <chrono>
 #include <new>
 
+#include "analysis/sweep.h"
 #include "engine/errors.h"
 #include "engine/simulator.h"
-#include "strategies/sweep.h"
 #include "ui/palette.h"
 
 namespace rl::ui {

@@ -3,7 +3,7 @@
 // the optimal frontier. A budgeted instance ("sqrt-n", "optimal:method=dp") is swept over budgets
 // from the smallest it can meet to plain backprop's peak; any other over its own sweep range
 // (periodic's k, the policies) when given without arguments, else it is one point
-// (strategies/sweep.h decides the specs). Predicted points always; measured ones when the sweep
+// (analysis/sweep.h decides the specs). Predicted points always; measured ones when the sweep
 // executes. The frontier is the lower envelope of `optimal`'s predicted budget sweep.
 //
 // Plain functions on the calling thread: the run worker calls them off the GUI thread, the
@@ -16,7 +16,7 @@
 #include <optional>
 #include <vector>
 
-#include "strategies/evaluate.h"
+#include "analysis/evaluate.h"
 #include "ui/chart_math.h"
 #include "ui/snapshots.h"
 

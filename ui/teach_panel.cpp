@@ -15,18 +15,11 @@
 
 #include "engine/units.h"
 #include "ui/palette.h"
+#include "ui/qt_text.h"
 #include "ui/schedule_palette.h"
 #include "ui/schedule_trace.h"
 
 namespace rl::ui {
-
-namespace {
-
-QString q(const std::string& s) {
-    return QString::fromStdString(s);
-}
-
-}  // namespace
 
 std::optional<double> instruction_time(const Timeline& t, long index) {
     // Events come in instruction order; an instruction with no event of its own (a Free of
@@ -341,8 +334,8 @@ void TeachPanel::refresh(Lane& lane) {
     } else {
         lane.explanation = lane.explainer->explain(pos - 1);
         const Explanation& e = *lane.explanation;
-        lane.what->setText(QStringLiteral("#%1  %2").arg(e.index).arg(q(e.what)));
-        lane.why->setText(q(e.why));
+        lane.what->setText(QStringLiteral("#%1  %2").arg(e.index).arg(to_qstring(e.what)));
+        lane.why->setText(to_qstring(e.why));
         lane.live->setValue(
             int(1000.0 * double(e.live_bytes) / double(std::max<uint64_t>(1, t.sim.peak_bytes))));
         lane.live->setFormat(QStringLiteral("live %1 of peak %2%3")
@@ -416,7 +409,7 @@ void TeachPanel::updateNodeLine() {
     }
     if (first + kShown < node_marks_.size()) parts << QStringLiteral("…");
     node_line_->setText(QStringLiteral("Selected <b>%1</b>: %2")
-                            .arg(q(t->graph->node(selected_node_).name).toHtmlEscaped(),
+                            .arg(to_qstring(t->graph->node(selected_node_).name).toHtmlEscaped(),
                                  parts.isEmpty() ? QStringLiteral("not in this schedule")
                                                  : parts.join(QStringLiteral(" · "))));
     node_next_->setEnabled(!node_marks_.empty());

@@ -1,7 +1,7 @@
 #pragma once
 // Teach mode: step through a strategy's schedule one instruction at a time — forward, back, to the
 // next backward step, or playing at a chosen speed — with a sentence saying what happens and why
-// (strategies/explain.h). A second strategy can run beside it in lockstep: both take the same
+// (analysis/explain.h). A second strategy can run beside it in lockstep: both take the same
 // number of instructions per step, and "next backward" moves both to the backward of the same
 // node, which every schedule issues in the same canonical order.
 //
@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "strategies/explain.h"
+#include "analysis/explain.h"
 #include "ui/node_marks.h"
 #include "ui/snapshots.h"
 

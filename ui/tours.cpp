@@ -8,8 +8,8 @@
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/revolve.h"
 #include "strategies/policy.h"
-#include "strategies/revolve.h"
 #include "strategies/strategy.h"
 #include "ui/palette.h"
 

@@ -16,6 +16,9 @@
 #include <memory>
 #include <optional>
 
+#include "analysis/evaluate.h"
+#include "analysis/explain.h"
+#include "analysis/sweep.h"
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "engine/atomic_file.h"
@@ -23,12 +26,15 @@
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
 #include "engine/units.h"
-#include "strategies/evaluate.h"
-#include "strategies/explain.h"
 #include "strategies/policy.h"
-#include "strategies/sweep.h"
 
 namespace rl::cli {
+
+void report_cancelled(const std::string& detail) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "rematlab-cli: cancelled (Ctrl-C)%s%s\n", detail.empty() ? "" : ": ",
+                 detail.c_str());
+}
 
 int exit_code_for(const std::exception& e) {
     if (dynamic_cast<const Cancelled*>(&e)) return kExitInterrupted;
@@ -88,6 +94,10 @@ void on_interrupt(int) {
 const std::atomic<bool>* cancel_on_interrupt() {
     std::signal(SIGINT, on_interrupt);
     return &g_interrupted;
+}
+
+bool interrupted() {
+    return g_interrupted.load();
 }
 
 // Parses a strategy spec and checks it against the strategy's schema, so that a typo fails
@@ -324,19 +334,29 @@ int compare_command(const CompareOptions& opt) {
     const bool none_listed = std::any_of(specs.begin(), specs.end(), [](const Spec& s) {
         return s.name == "none" && s.args.empty();
     });
+    bool cancelled = false;
     if (!none_listed) {
         try {
             if (bar) bar->begin("none (baseline)", opt.repeat);
             hidden_baseline = ev.evaluate(Spec{"none", {}});
+        } catch (const Cancelled&) {
+            cancelled = true;
         } catch (const Error&) {
             // Reported with the listed strategies, which hit the same problem.
         }
         if (bar) bar->clear();
     }
 
+    // Ctrl-C stops the strategy that runs (between instructions) and the ones after it; the rows
+    // completed before it are printed as usual. Cancelled is no Error: it ends the loop instead
+    // of becoming a row.
     std::vector<CompareRow> rows;
     int exit_code = kExitOk;
-    for (size_t i = 0; i < specs.size(); ++i) {
+    for (size_t i = 0; i < specs.size() && !cancelled; ++i) {
+        if (interrupted()) {
+            cancelled = true;
+            break;
+        }
         CompareRow row;
         row.strategy = texts[i];
         try {
@@ -354,6 +374,10 @@ int compare_command(const CompareOptions& opt) {
                 row.status = plan_status_name(e.plan.status);
                 row.eval = std::move(e);
             }
+        } catch (const Cancelled&) {
+            if (bar) bar->clear();
+            cancelled = true;
+            break;
         } catch (const CapExceeded& err) {
             row.status = "cap exceeded";
             row.message = err.what();
@@ -374,12 +398,18 @@ int compare_command(const CompareOptions& opt) {
         rows.push_back(std::move(row));
     }
 
-    if (!opt.json) {
+    if (!opt.json && !rows.empty()) {
         const Evaluation* baseline = hidden_baseline ? &*hidden_baseline : nullptr;
         for (size_t i = 0; i < rows.size(); ++i)
             if (specs[i].name == "none" && specs[i].args.empty() && rows[i].eval)
                 baseline = &*rows[i].eval;
         std::cout << compare_table(ctx, rows, baseline) << std::flush;
+    }
+    if (cancelled) {
+        report_cancelled(std::to_string(rows.size()) + " of " + std::to_string(specs.size()) +
+                         " strategies completed" +
+                         (rows.empty() ? "" : std::string(", their rows are above")));
+        return kExitInterrupted;
     }
     return exit_code;
 }
@@ -462,7 +492,9 @@ int sweep_command(const SweepOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = opt.execute;
-    eo.cancel = cancel_on_interrupt();
+    // Only an execution checks for cancellation (between instructions); planning alone keeps
+    // Ctrl-C's default, which ends the process at once (the output file is written atomically).
+    if (opt.execute) eo.cancel = cancel_on_interrupt();
     Evaluator ev(g, opt.network, eo);
     const ReportContext ctx = context_for(g, opt.network, ev.costs(), opt.threads, 1, 0);
     rl::SweepOptions so;
@@ -471,6 +503,7 @@ int sweep_command(const SweepOptions& opt) {
 
     std::vector<SweepPoint> points;
     for (const Spec& spec : specs) {
+        if (interrupted()) throw Cancelled();
         if (ProgressBar::wanted())
             std::fprintf(stderr, "sweeping %s...\n", format_spec(spec).c_str());
         for (SweepPoint& p : sweep(g, ev, spec, so)) points.push_back(std::move(p));

@@ -1,7 +1,8 @@
 #pragma once
 // The subcommands of rematlab-cli, free of any argument-parsing library: cli_main.cpp parses the
 // command line with CLI11 and calls these. Each returns the process exit code or throws: rl::Error
-// (a user error, exit 1), rl::CapExceeded (exit 4) or cli::Infeasible (exit 3).
+// (a user error, exit 1), rl::CapExceeded (exit 4), cli::Infeasible (exit 3) or rl::Cancelled
+// (Ctrl-C during a run, exit 130).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ class Infeasible : public Error {
 // Maps an exception to its exit code (see ExitCode).
 int exit_code_for(const std::exception& e);
 
+// Says once on stderr that Ctrl-C cancelled the run, with `detail` (what was completed).
+void report_cancelled(const std::string& detail);
+
 struct RunOptions {
     std::string network;
     std::string strategy;
@@ -35,9 +39,9 @@ struct RunOptions {
     int repeat = 1;
     uint64_t cap = 0;  // bytes, 0 = none
     bool json = false;
-    std::string dump_grads;    // directory, "" = none
-    std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
-    std::string input;         // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
+    std::string dump_grads;      // directory, "" = none
+    std::string dump_weights;    // directory, "" = none: every parameter and graph input as .npy
+    std::string input;           // FILE.npy or NAME=FILE.npy: data for an f32 input, "" = seeded
     std::string device = "cpu";  // cpu or cuda
 };
 
@@ -56,7 +60,7 @@ struct CompareOptions {
     int repeat = 1;
     uint64_t cap = 0;
     bool json = false;
-    std::string input;  // as RunOptions::input
+    std::string input;           // as RunOptions::input
     std::string device = "cpu";  // cpu or cuda
 };
 
@@ -92,7 +96,7 @@ struct ResidualsOptions {
     bool include_loss = false;
 };
 
-// `explain`: teach mode's sentences (strategies/explain.h) for every instruction, or one.
+// `explain`: teach mode's sentences (analysis/explain.h) for every instruction, or one.
 struct ExplainOptions {
     std::string network;
     std::string strategy;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "strategies/evaluate.h"
+#include "analysis/evaluate.h"
 
 namespace rl::cli {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""JAX peer on the GPU (issue 7): the same network and weights as a RematLab run, one jitted
+"""JAX peer on the GPU: the same network and weights as a RematLab run, one jitted
 training step (jax.value_and_grad of the loss) on the GPU under
 
   none                    no rematerialisation;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch peer on the GPU (issue 7): the same network and weights as a RematLab run, one
+"""PyTorch peer on the GPU: the same network and weights as a RematLab run, one
 training step on CUDA under
 
   none       plain autograd (eager), nothing recomputed;

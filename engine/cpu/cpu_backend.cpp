@@ -65,6 +65,15 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_forward, concat_backward};
     t[op_index(OpKind::Flatten)] = {flatten_forward, flatten_backward};
     t[op_index(OpKind::Dropout)] = {dropout_forward, dropout_backward};
+    // h12-elementwise
+    t[op_index(OpKind::Sub)] = {sub_forward, sub_backward};
+    t[op_index(OpKind::Mul)] = {mul_forward, mul_backward};
+    t[op_index(OpKind::Div)] = {div_forward, div_backward};
+    t[op_index(OpKind::Clip)] = {clip_forward, clip_backward};
+    t[op_index(OpKind::HardSigmoid)] = {hard_sigmoid_forward, hard_sigmoid_backward};
+    t[op_index(OpKind::HardSwish)] = {hard_swish_forward, hard_swish_backward};
+    t[op_index(OpKind::GeluTanh)] = {gelu_tanh_forward, gelu_tanh_backward};
+    t[op_index(OpKind::ReduceMean)] = {reduce_mean_forward, reduce_mean_backward};
     return t;
 }();
 

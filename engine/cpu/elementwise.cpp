@@ -1,4 +1,5 @@
-// add and the pointwise activations, over fixed chunks split across threads.
+// The pointwise activations, over fixed chunks split across threads (add, sub, mul, div:
+// binary.cpp).
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include <cmath>
@@ -31,27 +32,6 @@ void unary_backward(const BackwardCall& c, const float* residual, F&& f) {
 }
 
 }  // namespace
-
-void add_forward(const ForwardCall& c) {
-    const float* a = as_f32(c.inputs[0]);
-    const float* b = as_f32(c.inputs[1]);
-    float* y = as_f32(c.output);
-    for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
-        ArrMap(y + s, n) = ConstArrMap(a + s, n) + ConstArrMap(b + s, n);
-    });
-}
-
-void add_backward(const BackwardCall& c) {
-    // add(x, x) passes one buffer in both slots; slot 0 is finished before slot 1 adds to it.
-    for (int i = 0; i < 2; ++i) {
-        float* dx = c.grad_inputs[i];
-        if (!dx) continue;
-        const bool acc = c.accumulate[i];
-        for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
-            store(ArrMap(dx + s, n), ConstArrMap(c.grad_output + s, n), acc);
-        });
-    }
-}
 
 void relu_forward(const ForwardCall& c) {
     const float* x = as_f32(c.inputs[0]);

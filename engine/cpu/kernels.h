@@ -95,7 +95,7 @@ void linear_backward(const BackwardCall& c);
 void matmul_forward(const ForwardCall& c);
 void matmul_backward(const BackwardCall& c);
 
-void add_forward(const ForwardCall& c);
+void add_forward(const ForwardCall& c);  // binary.cpp
 void add_backward(const BackwardCall& c);
 void relu_forward(const ForwardCall& c);
 void relu_backward(const BackwardCall& c);
@@ -141,5 +141,24 @@ void flatten_forward(const ForwardCall& c);
 void flatten_backward(const BackwardCall& c);
 void dropout_forward(const ForwardCall& c);
 void dropout_backward(const BackwardCall& c);
+
+// h12-elementwise: broadcasting binary ops (binary.cpp, with add), activations
+// (activations.cpp), reduce_mean (binary.cpp).
+void sub_forward(const ForwardCall& c);
+void sub_backward(const BackwardCall& c);
+void mul_forward(const ForwardCall& c);
+void mul_backward(const BackwardCall& c);
+void div_forward(const ForwardCall& c);
+void div_backward(const BackwardCall& c);
+void clip_forward(const ForwardCall& c);
+void clip_backward(const BackwardCall& c);
+void hard_sigmoid_forward(const ForwardCall& c);
+void hard_sigmoid_backward(const BackwardCall& c);
+void hard_swish_forward(const ForwardCall& c);
+void hard_swish_backward(const BackwardCall& c);
+void gelu_tanh_forward(const ForwardCall& c);
+void gelu_tanh_backward(const BackwardCall& c);
+void reduce_mean_forward(const ForwardCall& c);
+void reduce_mean_backward(const BackwardCall& c);
 
 }  // namespace rl::cpu

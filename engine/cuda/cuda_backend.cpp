@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -538,6 +539,98 @@ void batchnorm_bwd(const Ctx& c, const BackwardCall& b) {
                        b.node.attrs.get_float("eps", 1e-5), c.s);
 }
 
+// --- h12-elementwise: broadcasting binary ops, reduce_mean, activations -------------------------
+
+bool same_shape_add(const Graph& g, const Node& n) {
+    return n.inputs.size() == 2 && in_shape(g, n, 0) == in_shape(g, n, 1);
+}
+
+// The operands of a binary node on the device: inputs, the parameter, or the scalar.
+std::array<BinaryOperand, 2> binary_operands(const void* const* inputs, float* const* params,
+                                             const BinaryForm& form) {
+    std::array<BinaryOperand, 2> o{};
+    for (int k = 0; k < 2; ++k) {
+        switch (form.source[k]) {
+            case BinaryForm::Source::Input:
+                o[k] = {static_cast<const float*>(inputs[form.input[k]]), 0.0f};
+                break;
+            case BinaryForm::Source::Param:
+                o[k] = {params[0], 0.0f};
+                break;
+            case BinaryForm::Source::Scalar:
+                o[k] = {nullptr, form.scalar};
+                break;
+        }
+    }
+    return o;
+}
+
+template <BinaryOp Op>
+void binary_fwd(const Ctx& c, const ForwardCall& f) {
+    if (Op == BinaryOp::Add && same_shape_add(f.graph, f.node)) return add_fwd(c, f);
+    const BinaryForm form = binary_form(f.node);
+    const auto o = binary_operands(f.inputs, f.params, form);
+    binary_forward(Op, binary_plan(f.graph, f.node), o[0], o[1], f32(f.output), c.s);
+}
+
+template <BinaryOp Op>
+void binary_bwd(const Ctx& c, const BackwardCall& b) {
+    if (Op == BinaryOp::Add && same_shape_add(b.graph, b.node)) return add_bwd(c, b);
+    const BinaryForm form = binary_form(b.node);
+    const auto o = binary_operands(b.inputs, b.params, form);
+    const BroadcastPlan p = binary_plan(b.graph, b.node);
+    // Operand 0 first: x - x passes one buffer in both slots and slot 1 accumulates.
+    for (int k = 0; k < 2; ++k) {
+        float* dst = nullptr;
+        bool acc = false;
+        if (form.source[k] == BinaryForm::Source::Input) {
+            dst = b.grad_inputs[form.input[k]];
+            acc = b.accumulate[form.input[k]];
+        } else if (form.source[k] == BinaryForm::Source::Param) {
+            dst = b.grad_params[0];
+        }
+        if (dst) binary_backward(Op, k, p, o[0], o[1], b.grad_output, dst, acc, c.s);
+    }
+}
+
+void reduce_mean_fwd(const Ctx& c, const ForwardCall& f) {
+    reduce_mean_forward(reduce_mean_plan(f.graph, f.node), f32(f.inputs[0]), f32(f.output), c.s);
+}
+
+void reduce_mean_bwd(const Ctx& c, const BackwardCall& b) {
+    if (b.grad_inputs[0])
+        reduce_mean_backward(reduce_mean_plan(b.graph, b.node), b.grad_output, b.grad_inputs[0],
+                             b.accumulate[0], c.s);
+}
+
+Activation activation_of(const Node& n) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    switch (n.op) {
+        case OpKind::Clip:
+            return {Activation::Kind::Clip, static_cast<float>(n.attrs.get_float("min", -inf)),
+                    static_cast<float>(n.attrs.get_float("max", inf))};
+        case OpKind::HardSigmoid:
+            return {Activation::Kind::HardSigmoid,
+                    static_cast<float>(n.attrs.get_float("alpha", 1.0 / 6)),
+                    static_cast<float>(n.attrs.get_float("beta", 0.5))};
+        case OpKind::HardSwish:
+            return {Activation::Kind::HardSwish, 0, 0};
+        default:
+            return {Activation::Kind::GeluTanh, 0, 0};
+    }
+}
+
+void activation_fwd(const Ctx& c, const ForwardCall& f) {
+    activation_forward(activation_of(f.node), f32(f.inputs[0]), f32(f.output),
+                       numel_out(f.graph, f.node), c.s);
+}
+
+void activation_bwd(const Ctx& c, const BackwardCall& b) {
+    if (b.grad_inputs[0])
+        activation_backward(activation_of(b.node), f32(b.inputs[0]), b.grad_output,
+                            b.grad_inputs[0], b.accumulate[0], numel_out(b.graph, b.node), c.s);
+}
+
 // --- the table --------------------------------------------------------------------------------
 
 using ForwardKernel = void (*)(const Ctx&, const ForwardCall&);
@@ -547,7 +640,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     KernelTable<ForwardKernel, BackwardKernel> t{};
     t[op_index(OpKind::Linear)] = {linear_fwd, linear_bwd};
     t[op_index(OpKind::MatMul)] = {matmul_fwd, matmul_bwd};
-    t[op_index(OpKind::Add)] = {add_fwd, add_bwd};
+    t[op_index(OpKind::Add)] = {binary_fwd<BinaryOp::Add>, binary_bwd<BinaryOp::Add>};
     t[op_index(OpKind::Relu)] = {unary_fwd<Unary::Relu>, unary_bwd<Unary::Relu, true>};
     t[op_index(OpKind::Gelu)] = {unary_fwd<Unary::Gelu>, unary_bwd<Unary::Gelu, false>};
     t[op_index(OpKind::Tanh)] = {unary_fwd<Unary::Tanh>, unary_bwd<Unary::Tanh, true>};
@@ -568,6 +661,15 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Concat)] = {concat_fwd, concat_bwd};
     t[op_index(OpKind::Flatten)] = {copy_fwd, copy_bwd};
     t[op_index(OpKind::Dropout)] = {dropout_fwd, dropout_bwd};
+    // h12-elementwise
+    t[op_index(OpKind::Sub)] = {binary_fwd<BinaryOp::Sub>, binary_bwd<BinaryOp::Sub>};
+    t[op_index(OpKind::Mul)] = {binary_fwd<BinaryOp::Mul>, binary_bwd<BinaryOp::Mul>};
+    t[op_index(OpKind::Div)] = {binary_fwd<BinaryOp::Div>, binary_bwd<BinaryOp::Div>};
+    t[op_index(OpKind::Clip)] = {activation_fwd, activation_bwd};
+    t[op_index(OpKind::HardSigmoid)] = {activation_fwd, activation_bwd};
+    t[op_index(OpKind::HardSwish)] = {activation_fwd, activation_bwd};
+    t[op_index(OpKind::GeluTanh)] = {activation_fwd, activation_bwd};
+    t[op_index(OpKind::ReduceMean)] = {reduce_mean_fwd, reduce_mean_bwd};
     return t;
 }();
 

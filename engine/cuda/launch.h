@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "engine/ops/broadcast.h"  // plain data, no engine types
+
 namespace rl::cuda {
 
 // --- pointwise (elementwise.cu) ---------------------------------------------------------------
@@ -109,5 +111,32 @@ void depthwise_backward_input(const float* dy, const float* wt, float* dx, bool 
                               const ConvDims& d, cudaStream_t s);
 void depthwise_backward_weight(const float* x, const float* dy, float* dw, const ConvDims& d,
                                cudaStream_t s);
+
+// --- broadcasting binary ops, reduce_mean, hard / tanh activations (binary.cu) -----------------
+enum class BinaryOp : int { Add, Sub, Mul, Div };
+// An operand: device data laid over the plan, or (data null) a scalar.
+struct BinaryOperand {
+    const float* data;
+    float scalar;
+};
+// y = a op b over the plan (slot 1: a, slot 2: b).
+void binary_forward(BinaryOp op, const BroadcastPlan& p, BinaryOperand a, BinaryOperand b, float* y,
+                    cudaStream_t s);
+// dst (+)= d(a op b)/d(operand k) · dy, summed over the axes operand k repeats.
+void binary_backward(BinaryOp op, int k, const BroadcastPlan& p, BinaryOperand a, BinaryOperand b,
+                     const float* dy, float* dst, bool acc, cudaStream_t s);
+// The plan's full tensor is x, slot 1 the mean (ops/layout.h, reduce_mean_plan).
+void reduce_mean_forward(const BroadcastPlan& p, const float* x, float* y, cudaStream_t s);
+void reduce_mean_backward(const BroadcastPlan& p, const float* dy, float* dx, bool acc,
+                          cudaStream_t s);
+// clip (a = min, b = max), hard_sigmoid (a = alpha, b = beta), hard_swish, gelu_tanh.
+struct Activation {
+    enum class Kind : int { Clip, HardSigmoid, HardSwish, GeluTanh } kind;
+    float a, b;
+};
+void activation_forward(const Activation& f, const float* x, float* y, int64_t n, cudaStream_t s);
+// dx (+)= f'(x) · dy
+void activation_backward(const Activation& f, const float* x, const float* dy, float* dx, bool acc,
+                         int64_t n, cudaStream_t s);
 
 }  // namespace rl::cuda

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <system_error>
 
 #include "engine/atomic_file.h"
 #include "engine/errors.h"
+#include "engine/json_text.h"
 #include "engine/ops/op.h"
 
 namespace rl {
@@ -229,33 +231,6 @@ struct Reader {
     }
 };
 
-// Line and column (both from 1; columns count bytes) of a parse error that nlohmann reports after
-// reading `chars_read` characters: the last character read is the one it stopped at. Agrees with
-// the position in nlohmann's own message.
-std::pair<size_t, size_t> line_column(const std::string& text, size_t chars_read) {
-    size_t line = 1, col = 0;
-    for (size_t i = 0; i < chars_read && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            col = 0;
-        } else {
-            ++col;
-        }
-    }
-    return {line, std::max<size_t>(col, 1)};
-}
-
-// nlohmann's message without its "[json.exception...] parse error at line L, column C: " prefix.
-std::string parse_detail(const std::string& what) {
-    const size_t col = what.find("column ");
-    if (col != std::string::npos) {
-        const size_t colon = what.find(": ", col);
-        if (colon != std::string::npos) return what.substr(colon + 2);
-    }
-    const size_t bracket = what.find("] ");
-    return bracket == std::string::npos ? what : what.substr(bracket + 2);
-}
-
 // --- writing ---------------------------------------------------------------------------------
 
 Json attr_json(const AttrValue& v, const std::string& where) {
@@ -349,15 +324,40 @@ Graph network_from_json(const std::string& text, const std::string& origin) {
     if (text.size() > kMaxFileBytes)
         throw Error(origin + ": the network description is " + std::to_string(text.size() >> 20) +
                     " MiB; network files are limited to 256 MiB");
+    // JSON allows a key twice in an object and nlohmann keeps one of them: a file that says
+    // "seed" twice would load with either, silently. Refuse it instead.
+    struct DuplicateKey {
+        std::string key;
+    };
+    std::vector<std::set<std::string>> keys;
+    const Json::parser_callback_t no_duplicates = [&keys](int, Json::parse_event_t event,
+                                                          Json& parsed) {
+        if (event == Json::parse_event_t::object_start) {
+            keys.emplace_back();
+        } else if (event == Json::parse_event_t::object_end) {
+            if (!keys.empty()) keys.pop_back();
+        } else if (event == Json::parse_event_t::key && !keys.empty()) {
+            std::string key = parsed.get<std::string>();
+            if (!keys.back().insert(key).second) throw DuplicateKey{std::move(key)};
+        }
+        return true;
+    };
     Json root;
     try {
-        root = Json::parse(text);
-    } catch (const Json::parse_error& e) {
-        const auto [line, col] = line_column(text, e.byte);
-        throw Error(origin + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                    ": malformed JSON: " + parse_detail(e.what()));
+        root = Json::parse(text, no_duplicates);
+    } catch (const DuplicateKey& d) {
+        throw Error(origin + ": the key \"" + d.key +
+                    "\" appears twice in one object; keep only one of them");
+    } catch (const Json::exception& e) {
+        throw Error(json_parse_failure(text, origin, e));
     }
-    return Reader{origin}.read(root);
+    try {
+        return Reader{origin}.read(root);
+    } catch (const Json::exception& e) {
+        // The reader checks every type before it reads a value, so this is a gap in its checks;
+        // still the user's file, still our error.
+        throw Error(origin + ": unexpected content: " + json_error_detail(e.what()));
+    }
 }
 
 Graph load_network_file(const std::string& path) {

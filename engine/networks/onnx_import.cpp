@@ -37,6 +37,7 @@ const char* const kSupportedOps[] = {
     "AveragePool",
     "BatchNormalization",
     "Cast",
+    "Clip",
     "Concat",
     "Constant",
     "Conv",
@@ -48,6 +49,8 @@ const char* const kSupportedOps[] = {
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
+    "HardSigmoid",
+    "HardSwish",
     "Identity",
     "LayerNormalization",
     "MatMul",
@@ -55,6 +58,7 @@ const char* const kSupportedOps[] = {
     "Mul",
     "Pad",
     "Pow",
+    "Reciprocal",
     "ReduceMean",
     "Relu",
     "Reshape",
@@ -1029,9 +1033,10 @@ class Importer {
         if (op == "Sigmoid") return unary(idx, OpKind::Sigmoid);
         if (op == "Gelu") {
             const std::string approx = attr_string(idx, "approximate", "none");
+            if (approx == "tanh") return unary(idx, OpKind::GeluTanh);
             if (approx != "none")
                 fail_node(idx, "approximate='" + approx +
-                                   "' is not supported; RematLab's gelu is the exact (erf) form");
+                                   "' is not supported; Gelu's approximate is 'none' or 'tanh'");
             return unary(idx, OpKind::Gelu);
         }
         if (op == "Softmax") return softmax(idx);
@@ -1061,22 +1066,32 @@ class Importer {
         if (op == "Resize" || op == "Upsample") return resize(idx);
         if (op == "Dropout") return dropout(idx);
         if (op == "Pad") return pad(idx);
-        if (op == "Add") return add_op(idx);
         if ((op == "Div" || op == "Mul") && try_gelu(idx)) return;
         if (op == "ReduceMean" && try_layernorm(idx)) return;
+        // h12-elementwise: broadcasting binary ops, activations, ReduceMean.
+        if ((op == "Mul" || op == "Pow") && try_gelu_tanh(idx)) return;
+        if (op == "Add") return binary_op(idx, OpKind::Add);
+        if (op == "Sub") return binary_op(idx, OpKind::Sub);
+        if (op == "Mul") return binary_op(idx, OpKind::Mul);
+        if (op == "Div") return binary_op(idx, OpKind::Div);
+        if (op == "ReduceMean") return reduce_mean(idx);
+        if (op == "Reciprocal")
+            return define(idx, 0,
+                          {add(idx, node_base(idx), OpKind::Div, {act(idx, 0)},
+                               {{"scalar", 1.0}, {"reversed", int64_t{1}}}),
+                           {}});
+        if (op == "Clip") return clip(idx);
+        if (op == "HardSigmoid") return hard_sigmoid(idx);
+        if (op == "HardSwish") return unary(idx, OpKind::HardSwish);
         fail_node(idx, unsupported_form(op));
     }
 
     static std::string unsupported_form(const std::string& op) {
-        if (op == "Mul" || op == "Div")
-            return op +
-                   " on computed tensors is imported only inside the GELU pattern "
-                   "(x·0.5·(1+erf(x/√2))), the LayerNorm pattern, or as a scalar scale right "
-                   "after a MatMul";
-        if (op == "Sub" || op == "Pow" || op == "Sqrt" || op == "ReduceMean")
+        if (op == "Pow" || op == "Sqrt")
             return op +
                    " on computed tensors is imported only inside the LayerNorm pattern "
-                   "(ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add over the last axis)";
+                   "(ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add over the last axis) and "
+                   "the tanh-GELU pattern (x·0.5·(1+tanh(√(2/π)·(x+0.044715·x³))))";
         if (op == "Erf") return "Erf is imported only inside the exact GELU pattern";
         return op + " in this form is not supported";
     }
@@ -1512,17 +1527,152 @@ class Importer {
         define(idx, 0, {x, {}});
     }
 
-    void add_op(int idx) {
-        if (is_const(idx, 0) || is_const(idx, 1))
-            fail_node(idx,
-                      "adding a constant is imported only as the bias right after a MatMul "
-                      "or Gemm, or inside the GELU and LayerNorm patterns");
-        const ValueId a = act(idx, 0), b = act(idx, 1);
-        if (shape_of(a) != shape_of(b))
-            fail_node(idx, "Add of " + format_dims(shape_of(a)) + " and " +
-                               format_dims(shape_of(b)) +
-                               " needs broadcasting, which is not supported; shapes must match");
-        define(idx, 0, {add(idx, node_base(idx), OpKind::Add, {a, b}, {}), {}});
+    // --- h12-elementwise: broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
+
+    // Add/Sub/Mul/Div: two computed tensors (numpy broadcasting), or a computed tensor and a
+    // constant, in the operands' order: an initializer becomes the op's parameter (param_shape:
+    // the initializer's dims, values and name; a one-element initializer too, as a learnable
+    // scalar must get its gradient), any other one-element constant the op's scalar.
+    void binary_op(int idx, OpKind kind) {
+        if (num_inputs(idx) != 2) fail_node(idx, "needs exactly 2 inputs");
+        const bool c0 = is_const(idx, 0), c1 = is_const(idx, 1);
+        if (!c0 && !c1) {
+            const ValueId a = act(idx, 0), b = act(idx, 1);
+            return define(idx, 0, {add(idx, node_base(idx), kind, {a, b}, {}), {}});
+        }
+        const int k = c0 ? 0 : 1;  // the constant operand
+        const ValueId x = act(idx, 1 - k);
+        const Const& c = cst(idx, k, "the constant operand");
+        Attrs attrs;
+        if (k == 0) attrs.set("reversed", int64_t{1});
+        if (c.scalar_like() && (c.initializer.empty() || c.transposed || !c.is_float)) {
+            if (static_cast<int>(c.dims.size()) > shape_of(x).rank())
+                fail_node(idx, "the constant " + dims_text(c.dims) + " has more axes than " +
+                                   format_dims(shape_of(x)) +
+                                   ", so it would add leading axes; this form is not supported");
+            attrs.set("scalar", c.at(0));
+            return define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
+        }
+        if (c.initializer.empty() || c.transposed)
+            fail_node(idx, "the constant operand '" + in_name(idx, k) + "' " + dims_text(c.dims) +
+                               " is computed from constants, not an initializer; RematLab "
+                               "imports a tensor constant here only as a weight (an "
+                               "initializer, which gets a gradient)");
+        attrs.set("param_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end()));
+        const std::vector<ParamSource> params = {param_from(idx, c, c.f)};
+        define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs), params), {}});
+    }
+
+    void reduce_mean(int idx) {
+        const ValueId x = act(idx, 0);
+        Attrs attrs{{"keepdims", attr_int(idx, "keepdims", 1) != 0 ? int64_t{1} : int64_t{0}}};
+        const auto axes = axes_of(idx);
+        if (axes && axes->empty() && attr_int(idx, "noop_with_empty_axes", 0) != 0)
+            return define(idx, 0, {x, {}});
+        if (axes && !axes->empty()) attrs.set("axes", *axes);
+        define(idx, 0, {add(idx, node_base(idx), OpKind::ReduceMean, {x}, std::move(attrs)), {}});
+    }
+
+    // Clip: bounds from inputs 1 and 2 (opset 11+, each optional and constant) or attributes.
+    void clip(int idx) {
+        const ValueId x = act(idx, 0);
+        Attrs attrs;
+        const char* names[2] = {"min", "max"};
+        for (int k = 0; k < 2; ++k) {
+            if (opset_ >= 11) {
+                if (!has_input(idx, k + 1)) continue;
+                const Const& c = cst(idx, k + 1, names[k]);
+                if (!c.scalar_like())
+                    fail_node(idx, std::string(names[k]) + " must hold one value, not " +
+                                       dims_text(c.dims));
+                attrs.set(names[k], c.at(0));
+            } else if (find_attr(gp_.node(idx), names[k])) {
+                attrs.set(names[k], attr_float(idx, names[k], 0));
+            }
+        }
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Clip, {x}, std::move(attrs)), {}});
+    }
+
+    // HardSigmoid (ONNX defaults alpha 0.2, beta 0.5); x · HardSigmoid(x) with PyTorch's
+    // hardswish constants (how PyTorch exports hardswish below opset 14) becomes one hard_swish,
+    // whose backward reads x alone.
+    void hard_sigmoid(int idx) {
+        const ValueId x = act(idx, 0);
+        const double alpha = attr_float(idx, "alpha", 0.2), beta = attr_float(idx, "beta", 0.5);
+        const int mul = sole_consumer(out_name(idx));
+        if (near(alpha, 1.0 / 6) && near(beta, 0.5) && mul >= 0 && op_of(mul) == "Mul" &&
+            num_inputs(mul) == 2) {
+            const std::string& xn = in_name(idx, 0);
+            const bool uses_x = (in_name(mul, 0) == xn && in_name(mul, 1) == out_name(idx)) ||
+                                (in_name(mul, 1) == xn && in_name(mul, 0) == out_name(idx));
+            if (uses_x) {
+                done_[static_cast<size_t>(mul)] = true;
+                const std::string module = module_of(gp_.node(idx).name());
+                const std::string base =
+                    (module == gp_.node(idx).name() ? std::string() : module) + "/HardSwish";
+                return define(mul, 0, {add(idx, base, OpKind::HardSwish, {x}, {}), {}});
+            }
+        }
+        define(
+            idx, 0,
+            {add(idx, node_base(idx), OpKind::HardSigmoid, {x}, {{"alpha", alpha}, {"beta", beta}}),
+             {}});
+    }
+
+    // x·x·x (or Pow(x, 3)) → Mul 0.044715 → Add x → Mul √(2/π) → Tanh → Add 1 → Mul x → Mul 0.5:
+    // gelu(approximate='tanh') as PyTorch 1.13 exports it, fused into one gelu_tanh.
+    bool try_gelu_tanh(int idx) {
+        if (num_inputs(idx) != 2 || is_const(idx, 0)) return false;
+        const std::string& x = in_name(idx, 0);
+        int cube = -1;
+        std::vector<int> group;
+        if (op_of(idx) == "Pow") {
+            if (!scalar_operand(idx, x, 3.0) || in_name(idx, 0) != x) return false;
+            cube = idx;
+        } else {
+            if (in_name(idx, 1) != x) return false;  // Mul(x, x)
+            cube = sole_consumer(out_name(idx));
+            if (cube < 0 || op_of(cube) != "Mul" || num_inputs(cube) != 2) return false;
+            const bool xs = (in_name(cube, 0) == x && in_name(cube, 1) == out_name(idx)) ||
+                            (in_name(cube, 1) == x && in_name(cube, 0) == out_name(idx));
+            if (!xs) return false;
+            group.push_back(cube);
+        }
+        auto next = [&](int from, const char* op, double want) {
+            const int n = sole_consumer(out_name(from));
+            if (n < 0 || op_of(n) != op || !scalar_operand(n, out_name(from), want)) return -1;
+            group.push_back(n);
+            return n;
+        };
+        const int kappa = next(cube, "Mul", 0.044715);
+        if (kappa < 0) return false;
+        const int plus_x = sole_consumer(out_name(kappa));
+        if (plus_x < 0 || op_of(plus_x) != "Add" || num_inputs(plus_x) != 2) return false;
+        if (!((in_name(plus_x, 0) == x && in_name(plus_x, 1) == out_name(kappa)) ||
+              (in_name(plus_x, 1) == x && in_name(plus_x, 0) == out_name(kappa))))
+            return false;
+        group.push_back(plus_x);
+        const int beta = next(plus_x, "Mul", std::sqrt(2.0 / 3.14159265358979323846));
+        if (beta < 0) return false;
+        const int tanh = sole_consumer(out_name(beta));
+        if (tanh < 0 || op_of(tanh) != "Tanh") return false;
+        group.push_back(tanh);
+        const int one = next(tanh, "Add", 1.0);
+        if (one < 0) return false;
+        const int times_x = sole_consumer(out_name(one));
+        if (times_x < 0 || op_of(times_x) != "Mul" || num_inputs(times_x) != 2) return false;
+        if (!((in_name(times_x, 0) == x && in_name(times_x, 1) == out_name(one)) ||
+              (in_name(times_x, 1) == x && in_name(times_x, 0) == out_name(one))))
+            return false;
+        group.push_back(times_x);
+        const int half = next(times_x, "Mul", 0.5);
+        if (half < 0) return false;
+        for (int n : group) done_[static_cast<size_t>(n)] = true;
+        const std::string& name = gp_.node(idx).name();
+        const std::string module = module_of(name);
+        const std::string base = (module == name ? std::string() : module) + "/Gelu";
+        define(half, 0, {add(idx, base, OpKind::GeluTanh, {act(idx, 0)}, {}), {}});
+        return true;
     }
 
     // --- patterns
@@ -1691,9 +1841,9 @@ Graph network_from_onnx(const std::string& bytes, const std::string& origin,
     in.SetTotalBytesLimit(static_cast<int>(bytes.size()));
     in.SetRecursionLimit(64);
     if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-        throw Error(origin +
-                    ": not a valid ONNX model (the protobuf data is truncated or malformed); "
-                    "export the network again");
+        throw Error(origin + ": not a valid ONNX model (the protobuf data is truncated or " +
+                    "malformed; parsing stopped at byte " + std::to_string(in.CurrentPosition()) +
+                    " of " + std::to_string(bytes.size()) + "); export the network again");
     return Importer(model, origin, opt).run();
 }
 

@@ -1,33 +1,14 @@
-// add and the pointwise activations.
+// The pointwise activations (add and the other binary ops are in binary.cpp).
 #include "engine/ops/op_defs.h"
 
 namespace rl::ops {
 namespace {
 
-Inferred add_infer(const Graph& g, const Node& n) {
-    require_f32(g, n);
-    const Shape& a = in_shape(g, n, 0);
-    const Shape& b = in_shape(g, n, 1);
-    if (a != b)
-        throw Error("input 1 has shape " + format_dims(b) +
-                    " but add expects the shape of input 0, " + format_dims(a) +
-                    " (add does not broadcast)");
-    return {DType::F32, a, {}};
-}
-
-Residuals no_residuals(const Graph&, const Node&) {
-    return {};
-}
 Residuals output_residual(const Graph&, const Node&) {
     return {0, true};
 }
 Residuals input_residual(const Graph&, const Node&) {
     return {0b1u, false};
-}
-
-OpCost add_cost(const Graph& g, const Node& n) {
-    const double e = numel_d(in_shape(g, n, 0));
-    return {e, 0, 12 * e, 12 * e};  // bwd: read dY, write both input gradients
 }
 
 Inferred unary_infer(const Graph& g, const Node& n) {
@@ -92,21 +73,6 @@ constexpr OpDef sin_cos(std::string_view name, std::string_view about) {
 }
 
 }  // namespace
-
-const OpDef kAddDef{
-    .name = "add",
-    .about = "elementwise sum of two tensors of the same shape",
-    .min_inputs = 2,
-    .max_inputs = 2,
-    .is_loss = false,
-    .is_dot = false,
-    .infer = add_infer,
-    .residuals = no_residuals,
-    .fwd_workspace = nullptr,
-    .bwd_workspace = nullptr,
-    .cost = add_cost,
-    .in_place_inputs = 0b11u,
-};
 
 const OpDef kReluDef = unary("relu", "max(x, 0)", output_residual, unary_cost<1, 1>);
 const OpDef kGeluDef =

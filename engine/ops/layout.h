@@ -19,3 +19,31 @@ struct ConcatLayout {
 ConcatLayout concat_layout(const Graph& g, const Node& n);
 
 }  // namespace rl
+
+// --- broadcasting binary ops and reduce_mean (ops/binary.cpp, ops/reduce.cpp) -----------------
+#include "engine/ops/broadcast.h"
+
+namespace rl {
+
+// Where the two operands of add / sub / mul / div come from: node inputs, the node's parameter
+// (attr param_shape) or a scalar (attr scalar). Two inputs: operands 0 and 1 are inputs 0 and 1;
+// one input: it is operand 0, the parameter or scalar operand 1, swapped when reversed=1.
+struct BinaryForm {
+    enum class Source : uint8_t { Input, Param, Scalar };
+    Source source[2] = {Source::Input, Source::Input};
+    int input[2] = {0, 1};  // the node input slot of an Input operand
+    float scalar = 0;
+};
+BinaryForm binary_form(const Node& n);
+
+// Numpy's broadcast of two shapes; throws rl::Error naming both when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+// The plan over `full` of operands a and b, each broadcastable to it (rank ≤ kMaxBroadcastRank).
+BroadcastPlan broadcast_plan(const Shape& full, const Shape& a, const Shape& b);
+// A binary op node's plan: slot 0 its output, slots 1 and 2 its operands 0 and 1.
+BroadcastPlan binary_plan(const Graph& g, const Node& n);
+// reduce_mean's plan: the full tensor is its input, slots 1 and 2 both its output (laid out as
+// with keepdims: the reduced axes have stride 0).
+BroadcastPlan reduce_mean_plan(const Graph& g, const Node& n);
+
+}  // namespace rl

@@ -50,22 +50,42 @@ namespace {
 // Indexed by OpKind; the static_assert below keeps it in step with the enum.
 const std::array<const OpDef*, kNumOpKinds>& table() {
     static const std::array<const OpDef*, kNumOpKinds> t = {
-        &ops::kLinearDef,       &ops::kMatMulDef,
-        &ops::kAddDef,          &ops::kReluDef,
-        &ops::kGeluDef,         &ops::kTanhDef,
-        &ops::kSigmoidDef,      &ops::kLayerNormDef,
-        &ops::kSoftmaxDef,      &ops::kReshapeDef,
-        &ops::kTransposeDef,    &ops::kSumSquaresDef,
-        &ops::kCrossEntropyDef, &ops::kSinDef,
-        &ops::kCosDef,          &ops::kConv2dDef,
-        &ops::kMaxPool2dDef,    &ops::kAvgPool2dDef,
-        &ops::kBatchNormDef,    &ops::kUpsampleNearest2dDef,
-        &ops::kConcatDef,       &ops::kFlattenDef,
+        &ops::kLinearDef,
+        &ops::kMatMulDef,
+        &ops::kAddDef,
+        &ops::kReluDef,
+        &ops::kGeluDef,
+        &ops::kTanhDef,
+        &ops::kSigmoidDef,
+        &ops::kLayerNormDef,
+        &ops::kSoftmaxDef,
+        &ops::kReshapeDef,
+        &ops::kTransposeDef,
+        &ops::kSumSquaresDef,
+        &ops::kCrossEntropyDef,
+        &ops::kSinDef,
+        &ops::kCosDef,
+        &ops::kConv2dDef,
+        &ops::kMaxPool2dDef,
+        &ops::kAvgPool2dDef,
+        &ops::kBatchNormDef,
+        &ops::kUpsampleNearest2dDef,
+        &ops::kConcatDef,
+        &ops::kFlattenDef,
         &ops::kDropoutDef,
+        // h12-elementwise: broadcasting binary ops, activations, reduce_mean
+        &ops::kSubDef,
+        &ops::kMulDef,
+        &ops::kDivDef,
+        &ops::kClipDef,
+        &ops::kHardSigmoidDef,
+        &ops::kHardSwishDef,
+        &ops::kGeluTanhDef,
+        &ops::kReduceMeanDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 23, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 31, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

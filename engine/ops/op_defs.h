@@ -35,16 +35,21 @@ inline int64_t rows_of(const Shape& s) {
     return s.rank() == 0 ? 1 : s.numel() / s[-1];
 }
 
-extern const OpDef kLinearDef, kMatMulDef;                              // dense.cpp
-extern const OpDef kAddDef, kReluDef, kGeluDef, kTanhDef, kSigmoidDef;  // elementwise.cpp
-extern const OpDef kSinDef, kCosDef;                                    // elementwise.cpp
-extern const OpDef kLayerNormDef, kSoftmaxDef;                          // norm.cpp
-extern const OpDef kReshapeDef, kTransposeDef;                          // shape_ops.cpp
-extern const OpDef kSumSquaresDef, kCrossEntropyDef;                    // losses.cpp
-extern const OpDef kConv2dDef;                                          // conv.cpp
-extern const OpDef kMaxPool2dDef, kAvgPool2dDef;                        // pool.cpp
-extern const OpDef kUpsampleNearest2dDef;                               // pool.cpp
-extern const OpDef kBatchNormDef;                                       // batchnorm.cpp
-extern const OpDef kConcatDef, kFlattenDef, kDropoutDef;                // tensor_ops.cpp
+extern const OpDef kLinearDef, kMatMulDef;                     // dense.cpp
+extern const OpDef kAddDef;                                    // binary.cpp
+extern const OpDef kReluDef, kGeluDef, kTanhDef, kSigmoidDef;  // elementwise.cpp
+extern const OpDef kSinDef, kCosDef;                           // elementwise.cpp
+extern const OpDef kLayerNormDef, kSoftmaxDef;                 // norm.cpp
+extern const OpDef kReshapeDef, kTransposeDef;                 // shape_ops.cpp
+extern const OpDef kSumSquaresDef, kCrossEntropyDef;           // losses.cpp
+extern const OpDef kConv2dDef;                                 // conv.cpp
+extern const OpDef kMaxPool2dDef, kAvgPool2dDef;               // pool.cpp
+extern const OpDef kUpsampleNearest2dDef;                      // pool.cpp
+extern const OpDef kBatchNormDef;                              // batchnorm.cpp
+extern const OpDef kConcatDef, kFlattenDef, kDropoutDef;       // tensor_ops.cpp
+extern const OpDef kSubDef, kMulDef, kDivDef;                  // binary.cpp (+ add)
+extern const OpDef kClipDef, kHardSigmoidDef, kHardSwishDef;   // activations.cpp
+extern const OpDef kGeluTanhDef;                               // activations.cpp
+extern const OpDef kReduceMeanDef;                             // reduce.cpp
 
 }  // namespace rl::ops

@@ -5,11 +5,11 @@ namespace rl {
 
 // Every op RematLab knows. Names (for files and the CLI) live in ops/op.cpp.
 enum class OpKind : uint8_t {
-    Linear,        // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
-    MatMul,        // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
-    Add,           // elementwise, same shapes
+    Linear,  // y = x·Wᵀ + b over the last axis; x [..., in], W [out, in], b [out]
+    MatMul,  // batched: a [B, M, K] · b [B, K, N] (or bᵀ with transpose_b=1), times alpha
+    Add,     // elementwise with numpy broadcasting (see Sub); same shapes stay the fast path
     Relu,
-    Gelu,          // erf form: x·Φ(x)
+    Gelu,  // erf form: x·Φ(x)
     Tanh,
     Sigmoid,
     LayerNorm,     // over the last axis, with weight and bias; eps attr
@@ -30,6 +30,20 @@ enum class OpKind : uint8_t {
     Concat,             // 2+ inputs joined along an axis (default 1, channels)
     Flatten,            // [d0…dk-1, dk…] -> [d0·…·dk-1, dk·…] (attr axis, default 1)
     Dropout,            // mask from (graph seed, node name, element index): recomputable
+
+    // Broadcasting binary ops (ops/binary.cpp, layout.h's BinaryForm): two tensors, or one
+    // tensor and a parameter (attr param_shape) or a scalar (attr scalar); reversed=1 puts the
+    // parameter or scalar first.
+    Sub,
+    Mul,
+    Div,
+    // Pointwise activations (ops/activations.cpp); each backward reads its input.
+    Clip,         // min(max(x, min), max); attrs min, max (ReLU6: 0, 6)
+    HardSigmoid,  // max(0, min(1, alpha·x + beta)); attrs alpha (1/6), beta (0.5)
+    HardSwish,    // x · relu6(x + 3) / 6
+    GeluTanh,     // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GELU's tanh approximation
+    // Mean over the axes in attr axes, keepdims (default 1) as ONNX (ops/reduce.cpp).
+    ReduceMean,
     Count
 };
 

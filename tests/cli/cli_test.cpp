@@ -2,11 +2,14 @@
 // is run as a child process and its exit code, stdout and stderr are checked.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +101,59 @@ class CliTest : public ::testing::Test {
         }
         r.out = read_file(out_path);
         r.err = read_file(err_path);
+        return r;
+    }
+
+    // Starts the CLI with `args` and returns at once: stdout goes to dir_/stdout.txt; stderr to
+    // dir_/stderr.txt, or to the terminal `stderr_tty` names (where the progress bar draws).
+    pid_t start(const std::vector<std::string>& args, const std::string& stderr_tty = "") {
+        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
+        std::vector<char*> argv;
+        argv.push_back(cli_.data());
+        std::vector<std::string> copy = args;
+        for (auto& a : copy) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            setsid();  // its own session: the terminal becomes only its stderr
+            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int err = stderr_tty.empty()
+                                ? open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)
+                                : open(stderr_tty.c_str(), O_RDWR | O_NOCTTY);
+            const int in = open("/dev/null", O_RDONLY);
+            if (out < 0 || err < 0 || in < 0) _exit(126);
+            dup2(in, STDIN_FILENO);
+            dup2(out, STDOUT_FILENO);
+            dup2(err, STDERR_FILENO);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        return pid;
+    }
+
+    // Waits up to `limit` for `pid` to end; kills it when it does not (code -1).
+    Result finish(pid_t pid, std::chrono::milliseconds limit) {
+        Result r;
+        int status = 0;
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        pid_t done = 0;
+        while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+               std::chrono::steady_clock::now() < deadline)
+            usleep(5000);
+        if (done != pid) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            r.out = read_file(dir_ / "stdout.txt");
+            return r;
+        }
+        if (WIFEXITED(status)) {
+            r.code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+            r.signaled = true;
+            r.code = 128 + WTERMSIG(status);
+        }
+        r.out = read_file(dir_ / "stdout.txt");
+        r.err = read_file(dir_ / "stderr.txt");
         return r;
     }
 
@@ -575,3 +631,101 @@ TEST_F(CliTest, ExplainPrintsASentencePerInstruction) {
 }
 
 }  // namespace
+
+// A network whose every strategy executes for a good second on one thread (32 linear layers of
+// 1024x1024 at batch 256), so that Ctrl-C lands while a strategy runs.
+constexpr const char* kSlowMlp = "mlp:depth=32,width=1024,batch=256";
+
+// Ctrl-C while the second of four strategies executes: the run stops between instructions and
+// exits 130 within a second; the completed rows are printed, the cancelled strategies are not
+// reported as error rows, and stderr says once that the run was cancelled.
+TEST_F(CliTest, CtrlCDuringCompareJsonStopsWithTheCompletedRows) {
+    const pid_t pid = start({"compare", "--network", kSlowMlp, "--strategies",
+                             "none,sqrt-n,periodic,periodic:k=2", "--json"});
+    ASSERT_GT(pid, 0);
+    // Wait for the first row (printed as soon as its strategy completes), then into the second.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+    while (read_file(dir_ / "stdout.txt").find('\n') == std::string::npos &&
+           std::chrono::steady_clock::now() < give_up && waitpid(pid, nullptr, WNOHANG) == 0)
+        usleep(10000);
+    usleep(200000);
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(pid, SIGINT), 0) << "the compare ended before the first row appeared";
+    const Result r = finish(pid, std::chrono::seconds(10));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+
+    EXPECT_FALSE(r.signaled) << r.err;
+    EXPECT_EQ(r.code, 130) << r.err;
+    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the compare";
+    const auto lines = lines_of(r.out);
+    EXPECT_GE(lines.size(), 1u) << r.out;
+    EXPECT_LT(lines.size(), 4u) << "the run went on after Ctrl-C:\n" << r.out;
+    for (const auto& line : lines) {
+        const json j = json::parse(line);
+        EXPECT_TRUE(j.value("valid", false)) << line;
+        EXPECT_FALSE(j.contains("error")) << "a cancelled strategy reported as an error: " << line;
+        EXPECT_TRUE(j.contains("measured_peak_bytes")) << line;
+    }
+    EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
+    const size_t said = r.err.find("cancelled");
+    EXPECT_NE(said, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("cancelled", said + 1), std::string::npos) << "said more than once:\n"
+                                                                    << r.err;
+    EXPECT_NE(r.err.find(std::to_string(lines.size()) + " of 4 strategies completed"),
+              std::string::npos)
+        << r.err;
+}
+
+// The same from a terminal, where the table is printed at the end: stderr is a pseudo-terminal,
+// so the progress bar shows which strategy runs ("sqrt-n (2/3)"), and Ctrl-C comes then.
+TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
+    const int master = posix_openpt(O_RDWR | O_NOCTTY);
+    ASSERT_GE(master, 0);
+    ASSERT_EQ(grantpt(master), 0);
+    ASSERT_EQ(unlockpt(master), 0);
+    const std::string tty = ptsname(master);
+    const pid_t pid =
+        start({"compare", "--network", kSlowMlp, "--strategies", "none,sqrt-n,periodic"}, tty);
+    ASSERT_GT(pid, 0);
+    std::string terminal;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+    while (terminal.find("sqrt-n (2/3)") == std::string::npos &&
+           std::chrono::steady_clock::now() < give_up) {
+        pollfd p{master, POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            char buf[4096];
+            const ssize_t n = read(master, buf, sizeof buf);
+            if (n <= 0) break;
+            terminal.append(buf, static_cast<size_t>(n));
+        }
+    }
+    ASSERT_NE(terminal.find("sqrt-n (2/3)"), std::string::npos) << terminal;
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(pid, SIGINT), 0);
+    const Result r = finish(pid, std::chrono::seconds(10));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    for (;;) {  // the rest of what it wrote to the terminal
+        pollfd p{master, POLLIN, 0};
+        char buf[4096];
+        ssize_t n = 0;
+        if (poll(&p, 1, 0) <= 0 || (n = read(master, buf, sizeof buf)) <= 0) break;
+        terminal.append(buf, static_cast<size_t>(n));
+    }
+    close(master);
+
+    EXPECT_FALSE(r.signaled);
+    EXPECT_EQ(r.code, 130) << terminal;
+    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the compare";
+    std::vector<std::string> rows;  // table rows: lines that start with a strategy name
+    for (const auto& line : lines_of(r.out))
+        for (const char* name : {"none ", "sqrt-n ", "periodic "})
+            if (line.rfind(name, 0) == 0) rows.push_back(line);
+    ASSERT_EQ(rows.size(), 1u) << r.out;
+    EXPECT_EQ(rows[0].rfind("none ", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find("error"), std::string::npos) << r.out;
+    EXPECT_NE(terminal.find("cancelled (Ctrl-C): 1 of 3 strategies completed"), std::string::npos)
+        << terminal;
+    EXPECT_EQ(terminal.find("error"), std::string::npos) << terminal;
+}

@@ -1,4 +1,4 @@
-// Every op's CUDA kernels against its CPU kernels (issue 7): one small node at a time, on random
+// Every op's CUDA kernels against its CPU kernels: one small node at a time, on random
 // inputs, forward values and every gradient (overwrite and accumulate) within a relative bound,
 // bitwise where both backends compute the same operations in the same order (copies, dropout's
 // mask, max/avg pooling), and every GPU result bitwise repeatable. Skipped, with the reason,
@@ -219,6 +219,50 @@ std::vector<OpCaseSpec> op_cases() {
                      h.op(OpKind::Dropout, {h.input("x", Shape{17, 301})}, {{"p", 0.3}});
                  },
                  0, true});
+    // h12-elementwise: broadcasting binary ops, activations, reduce_mean.
+    for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div}) {
+        const std::string name(op_name(k));
+        const bool div = k == OpKind::Div;
+        c.push_back({name + "_squeeze_excitation", [k, div](OpHarness& h) {
+                         h.op(k, {h.input("x", Shape{2, 5, 7, 9}),
+                                  h.input("s", Shape{2, 5, 1, 1}, div ? 0.3f : 0.0f)});
+                     }});
+        c.push_back({name + "_both_repeat", [k, div](OpHarness& h) {
+                         h.op(k, {h.input("a", Shape{37, 1}),
+                                  h.input("b", Shape{1, 41}, div ? 0.3f : 0.0f)});
+                     }});
+        c.push_back({name + "_layer_scale_param", [k, div](OpHarness& h) {
+                         h.op(k, {h.input("x", Shape{2, 3, 5, 33})}, {{"param_shape", Ints{33}}});
+                         if (div)
+                             for (float& v : h.params[0]) v = v < 0 ? v - 0.3f : v + 0.3f;
+                     }});
+        c.push_back({name + "_reversed_scalar", [k, div](OpHarness& h) {
+                         h.op(k, {h.input("x", Shape{7, 301}, div ? 0.3f : 0.0f)},
+                              {{"scalar", 1.5}, {"reversed", int64_t{1}}});
+                     }});
+    }
+    c.push_back(
+        {"clip", [](OpHarness& h) {
+             h.op(OpKind::Clip, {h.input("x", Shape{7, 301})}, {{"min", -0.5}, {"max", 0.5}});
+         }});
+    c.push_back({"hard_sigmoid", [](OpHarness& h) {
+                     h.op(OpKind::HardSigmoid, {h.input("x", Shape{7, 301})}, {{"alpha", 2.0}});
+                 }});
+    c.push_back({"hard_swish", [](OpHarness& h) {
+                     h.op(OpKind::HardSwish, {h.input("x", Shape{7, 301})});
+                     for (float& v : h.values.begin()->second.f) v *= 5.0f;
+                 }});
+    c.push_back({"gelu_tanh", [](OpHarness& h) {
+                     h.op(OpKind::GeluTanh, {h.input("x", Shape{7, 301})});
+                 }});
+    c.push_back(
+        {"reduce_mean_spatial", [](OpHarness& h) {
+             h.op(OpKind::ReduceMean, {h.input("x", Shape{2, 5, 9, 11})}, {{"axes", Ints{2, 3}}});
+         }});
+    c.push_back({"reduce_mean_middle", [](OpHarness& h) {
+                     h.op(OpKind::ReduceMean, {h.input("x", Shape{3, 40, 7})},
+                          {{"axes", Ints{1}}, {"keepdims", int64_t{0}}});
+                 }});
     return c;
 }
 

@@ -1,4 +1,4 @@
-// The project's two invariants on the GPU (issue 7), for every strategy on small presets:
+// The project's two invariants on the GPU, for every strategy on small presets:
 //  1. predicted peak == the CUDA run's measured peak, to the byte, timeline event by event;
 //  2. parameter gradients bitwise identical to those of `none` on the GPU;
 // and the GPU's `none` gradients close to the CPU's. Skipped, with the reason, without a GPU.

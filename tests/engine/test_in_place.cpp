@@ -168,5 +168,42 @@ TEST(InPlace, TheTakenOverInputCannotBeFreedTwice) {
     }
 }
 
+// h12-elementwise: a broadcasting op takes over only its output-sized input. x[2,3,4] → fc0 →
+// m = reduce_mean(fc0, axis 2) [2,3,1] → d = sub(m, fc0) → ls = mul(d, γ [4]) → loss. fc0 and m
+// both die at d; fc0 (slot 1) has d's size, m does not.
+TEST(InPlace, BroadcastingOpsTakeOverOnlyTheOutputSizedInput) {
+    Graph g("broadcast");
+    g.add_input("x", DType::F32, {2, 3, 4});
+    g.add_node("fc0", OpKind::Linear, std::vector<std::string>{"x"},
+               {{"out_features", int64_t{4}}});
+    g.add_node("m", OpKind::ReduceMean, std::vector<std::string>{"fc0"},
+               {{"axes", std::vector<int64_t>{2}}});
+    g.add_node("d", OpKind::Sub, std::vector<std::string>{"m", "fc0"});
+    g.add_node("ls", OpKind::Mul, std::vector<std::string>{"d"},
+               {{"param_shape", std::vector<int64_t>{4}}});
+    g.add_node("loss", OpKind::SumSquares, std::vector<std::string>{"ls"});
+    g.finalize();
+    const Schedule s = plain(g);
+    const LivenessTables t(g);
+    EXPECT_EQ(t.in_place_inputs[static_cast<size_t>(*g.find_node("d"))], 0b10u);
+    const Liveness live(g, t, s);
+    EXPECT_EQ(live.in_place_input(index_of(s, InstrKind::Compute, *g.find_node("d"))), 1);
+    // ls's input d is its residual (γ's gradient reads it): ls allocates.
+    EXPECT_EQ(live.in_place_input(index_of(s, InstrKind::Compute, *g.find_node("ls"))), -1);
+
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    const Execution run = execute(g, s, *backend, data);
+    const Execution ref = execute(g, frees_delayed(s), *backend, data);
+    const Simulation sim = simulate(g, s, CostModel{});
+    EXPECT_EQ(run.peak_bytes, sim.peak_bytes);
+    EXPECT_EQ(bytes_of(run.timeline), bytes_of(sim.timeline));
+    EXPECT_EQ(run.loss, ref.loss);
+    for (size_t i = 0; i < ref.param_grads.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(ref.param_grads[i].data(), run.param_grads[i].data(),
+                                 ref.param_grads[i].size() * sizeof(float)))
+            << g.param(static_cast<ParamId>(i)).name;
+}
+
 }  // namespace
 }  // namespace rl

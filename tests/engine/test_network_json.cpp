@@ -159,6 +159,34 @@ TEST(NetworkJson, MalformedJsonReportsLineAndColumn) {
     EXPECT_TRUE(contains(e, "net.json:1:1: malformed JSON")) << e;
 }
 
+// A number that overflows a double is no syntax error: nlohmann throws out_of_range (no position)
+// instead of parse_error. It must still come out as our error with the line and column.
+TEST(NetworkJson, NumberOverflowReportsLineAndColumn) {
+    // Line 5 is `  "seed": 99999999999E9999,`; the number starts at column 11.
+    std::string e = load_error(small_with("\"seed\": 3", "\"seed\": 99999999999E9999"));
+    EXPECT_TRUE(contains(e, "net.json:5:11: malformed JSON")) << e;
+    EXPECT_TRUE(contains(e, "number overflow parsing '99999999999E9999'")) << e;
+    EXPECT_FALSE(contains(e, "json.exception")) << e;
+    // In an attribute (line 10, column 89), and negative.
+    e = load_error(small_with("\"out_features\": 8}", "\"out_features\": 8, \"eps\": -1e400}"));
+    EXPECT_TRUE(contains(e, "net.json:10:89:")) << e;
+    EXPECT_TRUE(contains(e, "'-1e400'")) << e;
+    // On its own.
+    e = load_error("1E9999");
+    EXPECT_TRUE(contains(e, "net.json:1:1:")) << e;
+}
+
+// A weight of 2^31 x 2^31 floats has 2^62 elements (the element limit) but 2^64 bytes, which
+// wrapped to 0 and let the network load with a parameter of no bytes.
+TEST(NetworkJson, TensorBytesBeyond2To62AreRefused) {
+    std::string text = small_with("[4, 8]", "[4, 2147483648]");
+    const std::string fc = "\"out_features\": 8";
+    text.replace(text.find(fc), fc.size(), "\"out_features\": 2147483648");
+    const std::string e = load_error(text);
+    EXPECT_TRUE(contains(e, "net.json")) << e;
+    EXPECT_TRUE(contains(e, "overflows 2^62")) << e;
+}
+
 TEST(NetworkJson, FormatAndVersionAreChecked) {
     std::string e = load_error(small_with("rematlab-network", "other"));
     EXPECT_TRUE(contains(e, "not a RematLab network file")) << e;

@@ -137,5 +137,23 @@ TEST_F(Npy, BadFilesAreErrorsNamingPathAndProblem) {
     EXPECT_NE(error_reading(path("noshape.npy")).find("corrupt"), std::string::npos);
 }
 
+// A header whose shape claims more data than any file holds: refused from the sizes, without
+// overflowing numel * 4 (2^62 elements: 2^64 bytes) or allocating what the header claims.
+TEST_F(Npy, HugeShapesAreRefusedNotAllocated) {
+    for (const char* shape : {"(4611686018427387904,)", "(2147483648, 2147483648)", "(1000000000,)",
+                              "(3, 1537228672809129301)"}) {
+        SCOPED_TRACE(shape);
+        write_raw(path("huge.npy"),
+                  std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + ", }",
+                  0);
+        const std::string e = error_reading(path("huge.npy"));
+        EXPECT_NE(e.find(path("huge.npy")), std::string::npos) << e;
+        EXPECT_NE(e.find("holds 0 data bytes"), std::string::npos) << e;
+    }
+    write_raw(path("huger.npy"),
+              "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387905,), }", 0);
+    EXPECT_NE(error_reading(path("huger.npy")).find("overflows 2^62"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rl

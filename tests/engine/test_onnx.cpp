@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -271,7 +272,12 @@ TEST_P(OnnxFixture, EveryStrategyKeepsPeakAndGradientInvariants) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
-                         ::testing::Values("mlp", "cnn", "transformer", "layouts"));
+                         ::testing::Values("mlp", "cnn", "transformer",
+                                           // h12-elementwise
+                                           "mobilenetv3_block", "mbconv_se", "convnext_block",
+                                           "elementwise",
+                                           // h12-densenet
+                                           "layouts"));
 
 // Weights that `linear` holds as [out, in] but the file stores otherwise keep the file's layout on
 // the way out: a MatMul weight [in, out], a Gemm weight with transB=0, a bias [1, out]. Weights
@@ -335,6 +341,40 @@ TEST(OnnxImport, FusesPyTorchPatternsIntoOurOps) {
     EXPECT_EQ(conv, 3);
 }
 
+// How many nodes of each kind a fixture imports as.
+std::map<OpKind, int> op_counts(const std::string& fixture) {
+    const Graph g = load_network((kFixtures / (fixture + ".onnx")).string());
+    std::map<OpKind, int> n;
+    for (const Node& node : g.nodes()) ++n[node.op];
+    return n;
+}
+
+// The elementwise fixtures keep their structure: PyTorch's x·hardsigmoid(x) (hardswish below
+// opset 14) and its 9-node tanh-GELU fuse into one op each; squeeze-excitation, SiLU and layer
+// scale are broadcasting Muls; x.mean over axes is reduce_mean.
+TEST(OnnxImport, ElementwiseFormsMapOntoOurOps) {
+    REQUIRE_ONNX();
+    auto m = op_counts("mobilenetv3_block");
+    EXPECT_EQ(m[OpKind::HardSwish], 2);
+    EXPECT_EQ(m[OpKind::HardSigmoid], 1);  // the squeeze-excitation scale
+    EXPECT_EQ(m[OpKind::Mul], 1);          // x [2,16,6,6] · scale [2,16,1,1]
+    EXPECT_EQ(m[OpKind::ReduceMean], 1);
+    auto e = op_counts("mbconv_se");
+    EXPECT_EQ(e[OpKind::Sigmoid], 4);  // three SiLUs and the excitation
+    EXPECT_EQ(e[OpKind::Mul], 4);
+    auto c = op_counts("convnext_block");
+    EXPECT_EQ(c[OpKind::LayerNorm], 1);
+    EXPECT_EQ(c[OpKind::Linear], 2);
+    EXPECT_EQ(c[OpKind::Transpose], 2);
+    EXPECT_EQ(c[OpKind::Mul], 1);  // layer scale [8,1,1] · y [2,8,6,6], a parameter
+    auto f = op_counts("elementwise");
+    EXPECT_EQ(f[OpKind::GeluTanh], 1);
+    EXPECT_EQ(f[OpKind::Clip], 2);
+    EXPECT_EQ(f[OpKind::HardSwish], 1);
+    EXPECT_EQ(f[OpKind::ReduceMean], 2);
+    EXPECT_EQ(f[OpKind::Gelu], 0);
+}
+
 TEST(OnnxImport, CrossEntropyLossOnRequest) {
     REQUIRE_ONNX();
     OnnxImportOptions opt;
@@ -379,6 +419,9 @@ TEST(OnnxRefusals, NotOnnxEmptyTruncated) {
     const std::string full = read_bytes(kFixtures / "mlp.onnx");
     for (size_t cut : {full.size() / 2, full.size() - 1, size_t{7}})
         EXPECT_NE(error_of(full.substr(0, cut)), "(no error)") << "cut at " << cut;
+    // Where the protobuf parse stopped, as a byte offset: a field tag with wire type 7 (none
+    // such exists) right after a valid IR version.
+    EXPECT_REFUSED(std::string("\x08\x08\x0f", 3), "stopped at byte 3 of 3");
 }
 
 TEST(OnnxRefusals, HugeProtobufFieldsAndFiles) {
@@ -528,10 +571,17 @@ TEST(OnnxRefusals, UnsupportedFormsOfSupportedOps) {
     REQUIRE_ONNX();
     EXPECT_REFUSED(ModelBuilder()
                        .input("x", {4, 8})
-                       .add(make_node("Mul", {"x", "x"}, {"y"}, "sq"))
+                       .input("z", {3, 8})
+                       .add(make_node("Mul", {"x", "z"}, {"y"}, "scale"))
                        .output("y")
                        .bytes(),
-                   "'sq' (Mul)", "GELU pattern");
+                   "'scale' (Mul)", "[4,8] and [3,8] do not broadcast");
+    EXPECT_REFUSED(ModelBuilder()
+                       .input("x", {4, 8})
+                       .add(make_node("Pow", {"x", "x"}, {"y"}, "p"))
+                       .output("y")
+                       .bytes(),
+                   "'p' (Pow)", "LayerNorm pattern", "tanh-GELU pattern");
     EXPECT_REFUSED(ModelBuilder()
                        .input("x", {4, 8})
                        .add(make_node("Softmax", {"x"}, {"y"}, "sm", {int_attr("axis", 0)}))

@@ -1,5 +1,4 @@
-// Strategies against each other on the same network and cost model (issue 3, "What it must
-// show"):
+// Strategies against each other on the same network and cost model:
 //  1. At every budget of a sweep (from `optimal`'s smallest feasible budget to `none`'s peak)
 //     and at the peak of every other strategy's point, `optimal`'s predicted recompute cost is
 //     at most that of every other strategy whose simulated peak fits the same budget: every
@@ -19,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis/sweep.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "strategies/exhaustive.h"
 #include "strategies/strategy.h"
-#include "strategies/sweep.h"
 
 namespace rl {
 namespace {

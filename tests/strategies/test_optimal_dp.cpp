@@ -1,4 +1,4 @@
-// The `optimal` strategy and its chain DP (strategies/rotor.h).
+// The `optimal` strategy and its chain DP (solvers/rotor.h).
 //  - Within its class: every schedule of Rotor's class is enumerated on small heterogeneous
 //    chains and simulated; at every budget the DP (on an exact memory grid) finds the cheapest.
 //  - Over all schedules: a Dijkstra search over (live activations, backwards done) with the
@@ -25,7 +25,7 @@
 #include "engine/liveness.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
-#include "strategies/rotor.h"
+#include "solvers/rotor.h"
 #include "strategies/strategy.h"
 
 namespace rl {

@@ -14,8 +14,8 @@
 #include <QTest>
 #include <QValueAxis>
 
+#include "analysis/explain.h"
 #include "engine/networks/presets.h"
-#include "strategies/explain.h"
 #include "ui/chart_math.h"
 #include "ui/evaluation.h"
 #include "ui/graph_view.h"

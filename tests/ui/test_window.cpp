@@ -9,9 +9,9 @@
 #include <QTemporaryDir>
 #include <QTimer>
 
+#include "analysis/evaluate.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
-#include "strategies/evaluate.h"
 #include "ui/main_window.h"
 #include "ui/memory_chart.h"
 #include "ui/pareto_chart.h"

@@ -1,0 +1,435 @@
+#include "solvers/general/checkmate_general.h"
+
+#include <coin/Cbc_C_Interface.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "engine/errors.h"
+
+namespace rl::general {
+
+namespace {
+
+constexpr int kFixedZero = -1;
+constexpr int kFixedOne = -2;
+
+// A sparse MILP assembled row by row, loaded into CBC column-major.
+class Model {
+  public:
+    int add_col(double lb, double ub, double obj, bool integer) {
+        lb_.push_back(lb);
+        ub_.push_back(ub);
+        obj_.push_back(obj);
+        integer_.push_back(integer ? 1 : 0);
+        return static_cast<int>(lb_.size()) - 1;
+    }
+    void add_row(const std::vector<std::pair<int, double>>& terms, double lo, double hi) {
+        for (const auto& [c, a] : terms)
+            if (a != 0) entries_.push_back({static_cast<int>(rlo_.size()), c, a});
+        rlo_.push_back(lo);
+        rhi_.push_back(hi);
+    }
+    int cols() const { return static_cast<int>(lb_.size()); }
+    int rows() const { return static_cast<int>(rlo_.size()); }
+    int integers() const {
+        return static_cast<int>(std::count(integer_.begin(), integer_.end(), 1));
+    }
+
+    void load(Cbc_Model* m) const {
+        std::vector<CoinBigIndex> begin(static_cast<size_t>(cols()) + 1, 0);
+        for (const Entry& e : entries_) ++begin[static_cast<size_t>(e.col) + 1];
+        for (size_t c = 0; c < static_cast<size_t>(cols()); ++c) begin[c + 1] += begin[c];
+        std::vector<int> index(entries_.size());
+        std::vector<double> value(entries_.size());
+        std::vector<CoinBigIndex> fill(begin.begin(), begin.end() - 1);
+        for (const Entry& e : entries_) {
+            const auto at = static_cast<size_t>(fill[static_cast<size_t>(e.col)]++);
+            index[at] = e.row;
+            value[at] = e.coef;
+        }
+        Cbc_loadProblem(m, cols(), rows(), begin.data(), index.data(), value.data(), lb_.data(),
+                        ub_.data(), obj_.data(), rlo_.data(), rhi_.data());
+        for (int c = 0; c < cols(); ++c)
+            if (integer_[static_cast<size_t>(c)]) Cbc_setInteger(m, c);
+    }
+
+  private:
+    struct Entry {
+        int row, col;
+        double coef;
+    };
+    std::vector<double> lb_, ub_, obj_, rlo_, rhi_;
+    std::vector<uint8_t> integer_;
+    std::vector<Entry> entries_;
+};
+
+// CBC's message callback carries no user pointer: the solve in progress records here when each
+// new incumbent is reported (messages that carry an objective and name a solution).
+struct IncumbentClock {
+    std::chrono::steady_clock::time_point start;
+    double last_s = -1;
+};
+thread_local IncumbentClock* t_clock = nullptr;
+
+void COINLINKAGE_CB on_message(Cbc_Model*, int msgno, int, const double*, int, const int*, int,
+                               char**) {
+    // CbcMessage.cpp: CBC_SOLUTION (4), CBC_ROUNDING (12), CBC_FPUMP1/2 and the heuristics'
+    // "Integer solution of %g found by ..." messages are 4, 12, 38, 39 (Cbc 2.10).
+    if (!t_clock) return;
+    if (msgno == 4 || msgno == 12 || msgno == 38 || msgno == 39)
+        t_clock->last_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_clock->start)
+                .count();
+}
+
+// CBC's preprocessing prints to stdout whatever its log level; the CLI's --json output must stay
+// clean, so stdout is pointed at /dev/null while a silent solve runs.
+class QuietStdout {
+  public:
+    explicit QuietStdout(bool quiet) {
+        if (!quiet) return;
+        std::fflush(stdout);
+        saved_ = dup(STDOUT_FILENO);
+        const int null_fd = open("/dev/null", O_WRONLY);
+        if (saved_ >= 0 && null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
+        if (null_fd >= 0) close(null_fd);
+    }
+    ~QuietStdout() {
+        if (saved_ < 0) return;
+        std::fflush(stdout);
+        dup2(saved_, STDOUT_FILENO);
+        close(saved_);
+    }
+    QuietStdout(const QuietStdout&) = delete;
+    QuietStdout& operator=(const QuietStdout&) = delete;
+
+  private:
+    int saved_ = -1;
+};
+
+// For each stage, the outputs live at its start in the schedule built from `computes`.
+std::vector<std::vector<uint8_t>> live_at_stage_starts(const AbstractGraph& g,
+                                                       const std::vector<int32_t>& computes) {
+    const auto n = static_cast<size_t>(g.size());
+    const Schedule s = schedule_from_computations(g, computes);
+    std::vector<std::vector<uint8_t>> at(n, std::vector<uint8_t>(n, 0));
+    std::vector<uint8_t> live(n, 0), seen(n, 0);
+    int32_t stage = 0;
+    for (const Instruction& ins : s.code) {
+        const auto v = static_cast<size_t>(ins.target);
+        if (ins.kind == InstrKind::Compute) {
+            live[v] = 1;
+            if (!seen[v]) {
+                seen[v] = 1;
+                stage = ins.target + 1;
+                if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)] = live;
+            }
+        } else if (ins.kind == InstrKind::Free) {
+            live[v] = 0;
+            // Frees right after the stage's last compute belong before the next stage.
+            if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)][v] = 0;
+        }
+    }
+    return at;
+}
+
+}  // namespace
+
+std::vector<int32_t> canonical_stage_order(const AbstractGraph& g,
+                                           const std::vector<int32_t>& computes) {
+    const auto n = static_cast<size_t>(g.size());
+    // Stage sets: everything up to and including node t's first computation.
+    std::vector<std::vector<uint8_t>> in_stage(n, std::vector<uint8_t>(n, 0));
+    std::vector<uint8_t> seen(n, 0);
+    std::vector<int32_t> pending;
+    for (int32_t v : computes) {
+        if (v < 0 || static_cast<size_t>(v) >= n) continue;
+        pending.push_back(v);
+        if (!seen[static_cast<size_t>(v)]) {
+            seen[static_cast<size_t>(v)] = 1;
+            for (int32_t u : pending)
+                if (u <= v) in_stage[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
+            pending.clear();
+        }
+    }
+    auto flatten = [&] {
+        std::vector<int32_t> out;
+        for (size_t t = 0; t < n; ++t)
+            for (size_t i = 0; i <= t; ++i)
+                if (in_stage[t][i]) out.push_back(static_cast<int32_t>(i));
+        return out;
+    };
+    std::vector<int32_t> order = flatten();
+    for (int round = 0; round < 8; ++round) {
+        const auto live = live_at_stage_starts(g, order);
+        bool changed = false;
+        for (size_t t = 0; t < n; ++t)
+            for (size_t i = 0; i < t; ++i)
+                if (in_stage[t][i] && live[t][i]) {
+                    in_stage[t][i] = 0;
+                    changed = true;
+                }
+        if (!changed) break;
+        order = flatten();
+    }
+    return order;
+}
+
+MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt) {
+    const AbstractGraph& g = *p.graph;
+    const int32_t n = g.size();
+    const auto N = static_cast<size_t>(n);
+    MilpResult res;
+    if (p.budget == 0) throw Error("the budget must be at least 1 byte");
+    const double B = static_cast<double>(p.budget);
+    const double D = g.total_duration() > 0 ? g.total_duration() : 1.0;
+    auto mem = [&](int32_t i) {
+        return static_cast<double>(g.nodes[static_cast<size_t>(i)].out_bytes) / B;
+    };
+
+    // ancestor[t][i]: a path i -> ... -> t. Only ancestors of t can be (re)computed in stage t;
+    // an output is worth keeping into stage t only while it has a descendant at or after t
+    // (last_descendant), even when all its own readers are done: it may feed a recomputation.
+    std::vector<std::vector<uint8_t>> ancestor(N, std::vector<uint8_t>(N, 0));
+    for (size_t t = 0; t < N; ++t)
+        for (int32_t p : g.preds[t]) {
+            const auto P = static_cast<size_t>(p);
+            ancestor[t][P] = 1;
+            for (size_t i = 0; i < P; ++i)
+                if (ancestor[P][i]) ancestor[t][i] = 1;
+        }
+    std::vector<int32_t> last_descendant(N, -1);
+    for (size_t i = N; i-- > 0;)
+        for (int32_t j : g.succs[i])
+            last_descendant[i] =
+                std::max({last_descendant[i], j, last_descendant[static_cast<size_t>(j)]});
+
+    Model m;
+    // R[t][i], S[t][i]: column or kFixedZero / kFixedOne.
+    std::vector<std::vector<int>> R(N), S(N);
+    for (int32_t t = 0; t < n; ++t) {
+        auto& r = R[static_cast<size_t>(t)];
+        auto& s = S[static_cast<size_t>(t)];
+        r.assign(static_cast<size_t>(t) + 1, kFixedZero);
+        s.assign(static_cast<size_t>(t) + 1, kFixedZero);
+        r[static_cast<size_t>(t)] = kFixedOne;
+        for (int32_t i = 0; i < t; ++i) {
+            const auto I = static_cast<size_t>(i);
+            if (ancestor[static_cast<size_t>(t)][I])
+                r[I] = m.add_col(0, 1, g.nodes[I].duration / D, true);
+            if (last_descendant[I] >= t) s[I] = m.add_col(0, 1, 0, true);
+        }
+    }
+    // Linear terms with fixed values folded into the bounds.
+    struct Lin {
+        std::vector<std::pair<int, double>> terms;
+        double constant = 0;
+        void add(int col, double a) {
+            if (col == kFixedZero) return;
+            if (col == kFixedOne)
+                constant += a;
+            else
+                terms.emplace_back(col, a);
+        }
+    };
+    auto row = [&](Lin l, double lo, double hi) {
+        if (l.terms.empty()) {
+            if (l.constant < lo - 1e-12 || l.constant > hi + 1e-12) res.proven_infeasible = true;
+            return;
+        }
+        m.add_row(l.terms, lo - l.constant, hi - l.constant);
+    };
+    constexpr double kInf = 1e30;
+    auto Rc = [&](int32_t t, int32_t i) {
+        return R[static_cast<size_t>(t)][static_cast<size_t>(i)];
+    };
+    auto Sc = [&](int32_t t, int32_t i) {
+        if (t >= n) return kFixedZero;
+        return S[static_cast<size_t>(t)][static_cast<size_t>(i)];
+    };
+
+    for (int32_t t = 0; t < n; ++t) {
+        // Inputs live: R[t][k] <= R[t][i] + S[t][i].
+        for (int32_t k = 0; k <= t; ++k) {
+            if (Rc(t, k) == kFixedZero) continue;
+            for (int32_t i : g.preds[static_cast<size_t>(k)]) {
+                Lin l;
+                l.add(Rc(t, k), 1);
+                l.add(Rc(t, i), -1);
+                l.add(Sc(t, i), -1);
+                row(l, -kInf, 0);
+            }
+        }
+        for (int32_t i = 0; i < t; ++i) {
+            if (Sc(t, i) == kFixedZero) continue;
+            Lin l;  // S + R <= 1
+            l.add(Sc(t, i), 1);
+            l.add(Rc(t, i), 1);
+            row(l, -kInf, 1);
+        }
+        // Keep: S[t+1][i] <= S[t][i] + R[t][i].
+        if (t + 1 < n)
+            for (int32_t i = 0; i <= t; ++i) {
+                if (Sc(t + 1, i) == kFixedZero) continue;
+                Lin l;
+                l.add(Sc(t + 1, i), 1);
+                if (i < t) l.add(Sc(t, i), -1);
+                l.add(Rc(t, i), -1);
+                row(l, -kInf, 0);
+            }
+        if (m.cols() > opt.max_columns) break;
+        // Memory along the stage's active positions.
+        int prev_u = -1;
+        int32_t prev_k = -1;
+        std::vector<std::pair<int32_t, int>> frees_prev;  // (input, FREE column) after prev_k
+        for (int32_t k = 0; k <= t; ++k) {
+            if (Rc(t, k) == kFixedZero) continue;
+            const int u = m.add_col(0, 1, 0, false);
+            Lin l;  // U[t][k] - (...) = 0
+            l.add(u, 1);
+            if (prev_u < 0) {
+                for (int32_t i = 0; i < t; ++i) l.add(Sc(t, i), -mem(i));
+            } else {
+                l.add(prev_u, -1);
+                for (const auto& [i, f] : frees_prev) l.add(f, mem(i));
+                if (g.succs[static_cast<size_t>(prev_k)].empty()) l.add(Rc(t, prev_k), mem(prev_k));
+            }
+            l.add(Rc(t, k), -mem(k));
+            row(l, 0, 0);
+            // FREE[t][i,k] for k's inputs.
+            frees_prev.clear();
+            for (int32_t i : g.preds[static_cast<size_t>(k)]) {
+                // A later reader j of i with R[t][j] fixed to 1 (j = t) forbids the free.
+                bool forbidden = false;
+                std::vector<int> later;
+                for (int32_t j : g.succs[static_cast<size_t>(i)]) {
+                    if (j <= k || j > t) continue;
+                    if (Rc(t, j) == kFixedOne) forbidden = true;
+                    if (Rc(t, j) >= 0) later.push_back(Rc(t, j));
+                }
+                if (Sc(t + 1, i) == kFixedOne) forbidden = true;
+                if (forbidden) continue;
+                const int f = m.add_col(0, 1, 0, false);
+                frees_prev.emplace_back(i, f);
+                if (Rc(t, k) >= 0) m.add_row({{f, 1}, {Rc(t, k), -1}}, -kInf, 0);
+                if (Sc(t + 1, i) >= 0) m.add_row({{f, 1}, {Sc(t + 1, i), 1}}, -kInf, 1);
+                for (int c : later) m.add_row({{f, 1}, {c, 1}}, -kInf, 1);
+            }
+            prev_u = u;
+            prev_k = k;
+        }
+    }
+    if (p.max_computations > 0)
+        for (int32_t i = 0; i < n; ++i) {
+            Lin l;
+            for (int32_t t = i + 1; t < n; ++t) l.add(Rc(t, i), 1);
+            if (!l.terms.empty()) row(l, -kInf, p.max_computations - 1.0);
+        }
+    res.variables = m.cols();
+    res.integer_variables = m.integers();
+    res.constraints = m.rows();
+    if (res.proven_infeasible) return res;
+    if (m.cols() > opt.max_columns) {
+        res.too_large = true;
+        return res;
+    }
+
+    std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> cbc(Cbc_newModel(), Cbc_deleteModel);
+    m.load(cbc.get());
+    Cbc_setLogLevel(cbc.get(), opt.log_level);
+    if (opt.log_level == 0) Cbc_setParameter(cbc.get(), "log", "0");
+    Cbc_setParameter(cbc.get(), "timeMode", "elapsed");
+    Cbc_setMaximumSeconds(cbc.get(), std::max(0.01, opt.time_limit_s));
+    Cbc_setParameter(cbc.get(), "integerTolerance", "1e-9");
+    Cbc_setParameter(cbc.get(), "threads", "1");
+
+    if (opt.warm_start) {
+        const std::vector<int32_t> order = canonical_stage_order(g, *opt.warm_start);
+        bool fits = false;
+        try {
+            fits = simulate_general(g, schedule_from_computations(g, order), p.max_computations)
+                       .peak_bytes <= p.budget;
+        } catch (const Error&) {
+            fits = false;
+        }
+        if (fits) {
+            std::vector<std::vector<uint8_t>> r(N, std::vector<uint8_t>(N, 0));
+            std::vector<uint8_t> seen(N, 0);
+            // Each computation belongs to the stage of the next first computation.
+            std::vector<int32_t> buffer;
+            for (int32_t v : order) {
+                buffer.push_back(v);
+                if (!seen[static_cast<size_t>(v)]) {
+                    seen[static_cast<size_t>(v)] = 1;
+                    for (int32_t u : buffer) r[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
+                    buffer.clear();
+                }
+            }
+            const auto live = live_at_stage_starts(g, order);
+            std::vector<int> cols;
+            std::vector<double> vals;
+            bool in_class = true;
+            for (int32_t t = 0; t < n && in_class; ++t)
+                for (int32_t i = 0; i < t; ++i) {
+                    const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
+                    const int rc = Rc(t, i), sc = Sc(t, i);
+                    if ((rc == kFixedZero && r[T][I]) || (sc == kFixedZero && live[T][I])) {
+                        in_class = false;
+                        break;
+                    }
+                    if (rc >= 0) {
+                        cols.push_back(rc);
+                        vals.push_back(r[T][I]);
+                    }
+                    if (sc >= 0) {
+                        cols.push_back(sc);
+                        vals.push_back(live[T][I]);
+                    }
+                }
+            if (in_class) {
+                Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(),
+                                 vals.data());
+                res.warm_started = true;
+            }
+        }
+    }
+
+    IncumbentClock clock{std::chrono::steady_clock::now(), -1};
+    t_clock = &clock;
+    Cbc_registerCallBack(cbc.get(), on_message);
+    {
+        QuietStdout quiet(opt.log_level == 0);
+        Cbc_solve(cbc.get());
+    }
+    t_clock = nullptr;
+    res.solve_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.start).count();
+    // Cbc_status 1 with secondary status 5: stopped on an event (its SIGINT handler).
+    res.interrupted = Cbc_status(cbc.get()) == 1 && Cbc_secondaryStatus(cbc.get()) == 5;
+    res.proven_infeasible = Cbc_isProvenInfeasible(cbc.get()) != 0;
+    const double* x = Cbc_bestSolution(cbc.get());
+    // When presolve fixes every column, CBC reports optimality without a stored incumbent.
+    if (!x && Cbc_isProvenOptimal(cbc.get())) x = Cbc_getColSolution(cbc.get());
+    res.lower_bound_tdi = std::max(0.0, Cbc_getBestPossibleObjValue(cbc.get()));
+    if (x && !res.proven_infeasible) {
+        res.found = true;
+        res.proven_optimal = Cbc_isProvenOptimal(cbc.get()) != 0;
+        res.objective_tdi = Cbc_getObjValue(cbc.get());
+        res.time_to_best_s = clock.last_s >= 0 ? clock.last_s : 0.0;
+        for (int32_t t = 0; t < n; ++t)
+            for (int32_t i = 0; i <= t; ++i) {
+                const int c = Rc(t, i);
+                if (c == kFixedOne || (c >= 0 && x[c] > 0.5)) res.computes.push_back(i);
+            }
+        if (res.proven_optimal) res.lower_bound_tdi = res.objective_tdi;
+    }
+    return res;
+}
+
+}  // namespace rl::general

@@ -1,0 +1,146 @@
+#include "solvers/general/solve.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/errors.h"
+#include "solvers/general/checkmate_general.h"
+#include "solvers/general/heuristics.h"
+
+namespace rl::general {
+
+double SolveResult::gap() const {
+    const double total = sim.total_duration;
+    return total > 0 ? std::max(0.0, (total - lower_bound) / total) : 0.0;
+}
+
+const std::vector<std::string>& solve_methods() {
+    static const std::vector<std::string> names{"auto", "dtr", "greedy", "split", "chen", "milp"};
+    return names;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Re-simulates a candidate; keeps it when valid, within budget and better than `best`.
+bool offer(const GeneralProblem& p, const std::vector<int32_t>& computes, const std::string& source,
+           double found_at_s, SolveResult& best) {
+    const Schedule s = schedule_from_computations(*p.graph, computes);
+    GeneralSimulation sim;
+    try {
+        sim = simulate_general(*p.graph, s, p.max_computations);
+    } catch (const ScheduleError&) {
+        return false;
+    }
+    if (sim.peak_bytes > p.budget) return false;
+    if (best.found && sim.total_duration >= best.sim.total_duration) return false;
+    best.found = true;
+    best.schedule = s;
+    best.sim = std::move(sim);
+    best.source = source;
+    best.time_to_best_s = found_at_s;
+    return true;
+}
+
+}  // namespace
+
+SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
+    const auto& names = solve_methods();
+    if (std::find(names.begin(), names.end(), opt.method) == names.end()) {
+        std::string list;
+        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        throw Error("unknown method '" + opt.method + "'; choose one of " + list);
+    }
+    const AbstractGraph& g = *p.graph;
+    SolveResult best;
+    best.method = opt.method;
+    best.lower_bound = g.total_duration();
+    const auto t0 = Clock::now();
+    const bool all = opt.method == "auto" || opt.method == "milp";
+    std::string why;
+    auto note = [&](const std::string& who, const std::string& msg) {
+        if (!msg.empty()) why += (why.empty() ? "" : "; ") + who + ": " + msg;
+    };
+    std::vector<std::pair<std::string, EvictionRule>> rules;
+    if (all || opt.method == "dtr") rules.emplace_back("dtr", EvictionRule::Dtr);
+    if (all || opt.method == "greedy") rules.emplace_back("greedy", EvictionRule::FarthestNextUse);
+    for (const auto& [name, rule] : rules) {
+        const HeuristicResult h = eviction_heuristic(p, rule);
+        if (h.found) {
+            if (offer(p, h.computes, name, seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note(name, h.message);
+        }
+    }
+    if (all || opt.method == "split") {
+        const HeuristicResult h = greedy_interval_split(p);
+        if (h.found) {
+            if (offer(p, h.computes, "split", seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note("split", h.message);
+        }
+    }
+    if (all || opt.method == "chen") {
+        const HeuristicResult h = chen_sqrt_n(p);
+        if (h.found) {
+            if (offer(p, h.computes, "chen", seconds_since(t0), best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note("chen", h.message);
+        }
+    }
+    const bool cancelled = opt.cancel && opt.cancel->load();
+    best.interrupted = cancelled;
+    if (all && !cancelled) {
+        MilpOptions mo;
+        mo.time_limit_s = std::max(0.01, opt.time_limit_s - seconds_since(t0));
+        mo.log_level = opt.log_level;
+        std::vector<int32_t> start;
+        if (best.found) {
+            for (const Instruction& ins : best.schedule.code)
+                if (ins.kind == InstrKind::Compute) start.push_back(ins.target);
+            mo.warm_start = &start;
+        }
+        const double milp_t0 = seconds_since(t0);
+        const MilpResult r = solve_checkmate_milp(p, mo);
+        best.interrupted = r.interrupted || (opt.cancel && opt.cancel->load());
+        best.milp_columns = r.variables;
+        best.milp_rows = r.constraints;
+        best.milp_attempted = !r.too_large;
+        if (r.found) {
+            const bool improved = offer(p, r.computes, "milp", milp_t0 + r.time_to_best_s, best);
+            (void)improved;
+            best.proven_optimal = r.proven_optimal;
+        }
+        if (r.too_large)
+            note("milp", "not attempted: the model has more than " +
+                             std::to_string(mo.max_columns) + " columns");
+        else if (r.proven_infeasible)
+            note("milp", "proven infeasible: no schedule in the MILP's class fits the budget");
+        else if (!r.found)
+            note("milp", "no schedule found within the time limit");
+        // CBC's bound is on the TDI.
+        best.lower_bound = std::max(best.lower_bound, g.total_duration() * (1 + r.lower_bound_tdi));
+        if (r.proven_optimal && best.found)
+            best.lower_bound = std::min(best.lower_bound, best.sim.total_duration);
+    }
+    best.solve_s = seconds_since(t0);
+    if (!best.found) {
+        const uint64_t floor_peak = min_feasible_peak_bound(g);
+        best.message = why.empty() ? "no schedule found" : why;
+        if (p.budget < floor_peak)
+            best.message = "the budget " + std::to_string(p.budget) +
+                           " bytes is below what one node needs with its inputs (" +
+                           std::to_string(floor_peak) + " bytes): no schedule exists";
+    }
+    return best;
+}
+
+}  // namespace rl::general

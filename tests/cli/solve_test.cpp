@@ -1,0 +1,141 @@
+// `rematlab-cli solve` end to end on small abstract graphs written here (Checkmate's format).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// a(4) -> b(10) -> loss(1) -> gb(2, reads loss and b) -> ga(2, reads gb and a); durations 3, 1,
+// 1, 2, 3. Without recomputation the peak is at gb: a + b + loss + gb = 17. At 15 bytes (0.9)
+// the only way is to drop a after b and recompute it for ga: total 13, TDI 0.3 exactly, peak 14
+// (a + b while b is computed). Below 14 no schedule exists.
+const char* kTinyTrain = R"({"directed": true, "graph": {"name": "tiny_train"},
+  "nodes": [{"id": 0, "name": "a", "backward": false, "cost_cpu": 3, "cost_ram": 4},
+            {"id": 1, "name": "b", "backward": false, "cost_cpu": 1, "cost_ram": 10},
+            {"id": 2, "name": "loss", "backward": false, "cost_cpu": 1, "cost_ram": 1},
+            {"id": 3, "name": "gb", "backward": true, "cost_cpu": 2, "cost_ram": 2},
+            {"id": 4, "name": "ga", "backward": true, "cost_cpu": 3, "cost_ram": 2}],
+  "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 2, "target": 3},
+            {"source": 1, "target": 3}, {"source": 3, "target": 4}, {"source": 0, "target": 4}]})";
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+class SolveCliTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        std::string tmpl = (fs::temp_directory_path() / "rematlab-solve-test-XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+        graph_ = (dir_ / "tiny_train.json").string();
+        std::ofstream(graph_) << kTinyTrain;
+    }
+    void TearDown() override {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+    Result run(std::vector<std::string> args) {
+        std::string cli = REMATLAB_CLI_PATH;
+        std::vector<char*> argv{cli.data()};
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
+        const pid_t pid = fork();
+        if (pid == 0) {
+            const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (o < 0 || e < 0) _exit(126);
+            dup2(o, STDOUT_FILENO);
+            dup2(e, STDERR_FILENO);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        Result r;
+        int status = 0;
+        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+            r.code = WEXITSTATUS(status);
+        r.out = slurp(out);
+        r.err = slurp(err);
+        return r;
+    }
+    fs::path dir_;
+    std::string graph_;
+};
+
+TEST_F(SolveCliTest, MilpJsonReportsTheOptimumAndItsResimulatedPeak) {
+    const Result r = run({"solve", "--graph", graph_, "--budget", "0.9", "--method", "milp",
+                          "--time-limit", "20", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    for (const char* key : {"peak_no_remat", "budget", "total_duration", "tdi", "lower_bound",
+                            "gap", "time_to_best_s", "solve_s", "computations", "peak"})
+        EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_EQ(j["peak_no_remat"], 17);
+    EXPECT_EQ(j["budget"], 15);  // floor(0.9 x 17)
+    EXPECT_EQ(j["total_duration"], 13);
+    EXPECT_NEAR(j["tdi"].get<double>(), 0.3, 1e-12);
+    EXPECT_EQ(j["computations"], 6);
+    EXPECT_EQ(j["peak"], 14);
+    EXPECT_TRUE(j["proven_optimal"].get<bool>());
+    EXPECT_NEAR(j["gap"].get<double>(), 0.0, 1e-9);
+}
+
+TEST_F(SolveCliTest, BudgetInBytesAndEveryBaselineStayWithinIt) {
+    for (const char* method : {"dtr", "greedy", "split", "chen", "auto"}) {
+        const Result r =
+            run({"solve", "--graph", graph_, "--budget", "15", "--method", method, "--json"});
+        ASSERT_EQ(r.code, 0) << method << ": " << r.err;
+        const json j = json::parse(r.out);
+        EXPECT_EQ(j["budget"], 15);
+        EXPECT_LE(j["peak"].get<uint64_t>(), 15u) << method;
+        EXPECT_GE(j["total_duration"].get<double>(), 13) << method;  // the optimum
+    }
+}
+
+TEST_F(SolveCliTest, TextReportNamesEveryFigure) {
+    const Result r = run({"solve", "--graph", graph_, "--budget", "0.95"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* key : {"peak_no_remat", "budget", "total_duration", "tdi", "lower_bound",
+                            "gap", "time_to_best_s", "solve_s", "computations", "peak"})
+        EXPECT_NE(r.out.find(key), std::string::npos) << key;
+}
+
+TEST_F(SolveCliTest, BadInputFailsCleanly) {
+    // Below what b needs with its input (a + b = 14): no schedule exists (exit 3).
+    Result r = run({"solve", "--graph", graph_, "--budget", "13"});
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("no schedule exists"), std::string::npos) << r.err;
+    r = run({"solve", "--graph", graph_, "--budget", "1.5"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("(0, 1]"), std::string::npos) << r.err;
+    const std::string bad = (dir_ / "bad.json").string();
+    std::ofstream(bad) << R"({"nodes": [{"id": 0, "cost_cpu": 1}], "links": []})";
+    r = run({"solve", "--graph", bad});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    r = run({"solve", "--graph", graph_, "--method", "magic"});
+    EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,162 @@
+#pragma once
+// The setup dock's contents: the network (a preset with its parameters, or a file), the
+// strategies (a box per instance, each with its parameter form), the memory budget and the run
+// options (device, threads, memory cap, Run / Cancel).
+//
+// It plans and runs nothing. It says what changed — networkEdited when the network chosen
+// changed, planInputsChanged when the strategies, their parameters, the budget or the threads did
+// — and on Run it emits the run request built from exactly what it shows. The window tells it
+// about the network (loading, loaded, failed, missing), which gives the budget slider its range.
+#include <QStringList>
+#include <QWidget>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/params.h"
+#include "ui/snapshots.h"
+
+QT_BEGIN_NAMESPACE
+class QCheckBox;
+class QComboBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSettings;
+class QSlider;
+class QSpinBox;
+class QStackedWidget;
+class QVBoxLayout;
+QT_END_NAMESPACE
+
+namespace rl {
+class Strategy;
+}
+
+namespace rl::ui {
+
+class ParamForm;
+
+// A network spec that names a file (a path, or a .json / .onnx name) rather than a preset.
+bool is_network_file(const QString& spec);
+// A budget that prints exactly as it parses: "21.3MiB" (the slider snaps to it).
+uint64_t round_budget(uint64_t bytes);
+
+class SetupPanel : public QWidget {
+    Q_OBJECT
+  public:
+    static constexpr int kSliderSteps = 1000;
+
+    explicit SetupPanel(QWidget* parent = nullptr);
+    ~SetupPanel() override;
+
+    // ---- the network
+    // The network as chosen: a preset spec ("mlp:depth=8") or a file path.
+    QString networkSpec() const;
+    // Shows a preset spec in the preset box and its form, or takes a path (or a spec no preset
+    // matches, for the loader to explain) as a file; then emits networkEdited(0).
+    void setNetworkSpec(const QString& spec);
+    // What the window says about the network: it is about to load (the budget has no range until
+    // it has), it is loading, it loaded (the summary and the budget's range), it failed to load,
+    // or a session's file is missing (`path` is kept as the spec; `name`: the saved copy's).
+    void unsetNetwork();
+    void showLoading(const QString& spec);
+    void setNetwork(const NetworkSummary& summary);
+    void showNotLoaded();
+    void showMissingNetwork(const QString& path, const QString& name);
+
+    // ---- strategies and budget
+    // Ticks exactly these strategies, with their parameters; a `budget=` sets the slider. A
+    // strategy named twice or more gets a box per instance. Bad or unknown names are reported
+    // through strategyError and skipped.
+    void setStrategies(const QStringList& specs);
+    // Adds a box for another instance of `name` (what its "+" button does); returns its index
+    // among the boxes of that strategy, or -1 for an unknown name.
+    int duplicateStrategy(const QString& name);
+    int strategyBoxCount(const QString& name) const;
+    QStringList strategySpecs() const;  // the ticked strategies as they will be planned
+    QStringList sweepSpecs() const;     // the ticked instances as a sweep takes them: no budget
+    QString frontierSpec() const;       // the ticked `optimal` instance without budget, or ""
+    // The budget the slider shows, rounded to print as it parses; nullopt when the budget box is
+    // unticked or no network has loaded.
+    std::optional<uint64_t> budget() const;
+    // Ticks the budget box and moves the slider to `bytes` (kept until a network has loaded);
+    // nullopt unticks it.
+    void setBudget(std::optional<uint64_t> bytes);
+
+    // ---- run options
+    void setThreads(int threads);
+    int threads() const;
+    void setCap(const QString& text);
+    QString capText() const;
+    // What a run of the ticked strategies would be given. Throws rl::Error for a memory cap that
+    // does not parse.
+    RunRequest request() const;
+    // Emits runRequested with request(), or invalidInput with what is wrong.
+    void requestRun();
+    // Run enabled, Cancel disabled while idle; the other way round while busy.
+    void setBusy(bool busy);
+
+    // The budget and the run options (the window keeps the network and the strategies: they
+    // load through setNetworkSpec and setStrategies).
+    void saveSettings(QSettings& settings) const;
+    void loadSettings(QSettings& settings);
+
+  signals:
+    void networkEdited(int delay_ms);  // load the network after this delay (typing coalesces)
+    void planInputsChanged();
+    void openRequested();  // the "Open…" button
+    void runRequested(const RunRequest& request);
+    void invalidInput(const QString& message);
+    void cancelRequested();
+    void strategyError(const QString& message);  // from setStrategies
+
+  private:
+    // One instance of a strategy: a check box with its name, "+" for another instance ("×"
+    // removes a copy), and its parameter form, shown while it is ticked.
+    struct StrategyBox {
+        QString name;
+        QWidget* frame = nullptr;
+        QCheckBox* check = nullptr;
+        ParamForm* form = nullptr;
+        bool budgeted = false;
+        bool copy = false;
+        Spec spec() const;  // without the budget
+    };
+
+    QWidget* buildNetworkPanel();
+    QWidget* buildStrategyPanel();
+    QWidget* buildRunPanel();
+    StrategyBox* addStrategyBox(const Strategy& s, bool copy);
+    void removeStrategyBox(StrategyBox* box);
+    std::optional<uint64_t> sliderBytes() const;
+    void updateBudgetLabel();
+    void updateSummary();
+
+    QComboBox* preset_ = nullptr;
+    QStackedWidget* preset_forms_ = nullptr;
+    std::vector<ParamForm*> preset_param_forms_;
+    QLabel* summary_ = nullptr;
+    QPushButton* open_button_ = nullptr;
+    QString file_spec_;  // the opened network file, "" = a preset
+
+    std::vector<std::unique_ptr<StrategyBox>> strategy_boxes_;
+    QVBoxLayout* strategy_layout_ = nullptr;
+    QGroupBox* budget_box_ = nullptr;
+    QSlider* budget_slider_ = nullptr;
+    QLabel* budget_label_ = nullptr;
+
+    QComboBox* device_ = nullptr;
+    QSpinBox* threads_ = nullptr;
+    QLineEdit* cap_ = nullptr;
+    QPushButton* run_button_ = nullptr;
+    QPushButton* cancel_button_ = nullptr;
+
+    bool suppress_ = false;  // while the panel sets its own fields
+    bool network_ready_ = false;
+    NetworkSummary network_;
+    std::optional<uint64_t> pending_budget_;
+};
+
+}  // namespace rl::ui
