@@ -162,6 +162,17 @@ NodeId Graph::add_node(const std::string& name, OpKind op, const std::vector<Val
             p.init = ParamInit::Given;
             p.values = src->values;
         }
+        if (src && src->stored) {
+            const StoredLayout& st = *src->stored;
+            const int64_t n =
+                checked_numel(Shape(st.dims), "parameter '" + p.name + "' in its file");
+            if (n != pd.shape.numel() || (st.transposed && pd.shape.rank() != 2))
+                throw Error("node '" + name + "': parameter '" + p.name + "' " +
+                            format_type(DType::F32, pd.shape) + " cannot be stored as " +
+                            (st.transposed ? "the transpose of " : "") +
+                            format_dims(Shape(st.dims)) + " in its file");
+            if (st.transposed || st.dims != pd.shape.dims) p.stored = st;
+        }
         new_params.push_back(std::move(p));
     }
     // An op infers f32 for a floating output; the output takes its inputs' floating dtype, so a
@@ -359,6 +370,22 @@ double Graph::forward_flops() const {
     double f = 0;
     for (const auto& n : nodes_) f += op_def(n.op).cost(*this, n).fwd_flops;
     return f;
+}
+
+Shape stored_shape(const Param& p) {
+    return p.stored ? Shape(p.stored->dims) : p.shape;
+}
+
+std::vector<float> to_stored_layout(const Param& p, const float* values) {
+    const auto n = static_cast<size_t>(p.shape.numel());
+    if (!p.stored || !p.stored->transposed) return std::vector<float>(values, values + n);
+    // Ours [rows, cols] row-major; the file's [cols, rows]: out[c, r] = ours[r, c].
+    const int64_t rows = p.shape[0], cols = p.shape[1];
+    std::vector<float> out(n);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            out[static_cast<size_t>(c * rows + r)] = values[static_cast<size_t>(r * cols + c)];
+    return out;
 }
 
 }  // namespace rl

@@ -30,6 +30,15 @@ constexpr int32_t kNoId = -1;
 // parameter's name), or that they were given (weights read from a model file).
 enum class ParamInit : uint8_t { FanInUniform, Ones, Zeros, Given };
 
+// A parameter's layout in the model file it was read from, where that differs from ours: an
+// ONNX MatMul weight stored [in, out] that `linear` holds as [out, in], a bias stored [1, out].
+// What --dump-grads and --dump-weights write, so that a file named after an initializer has that
+// initializer's shape and element order.
+struct StoredLayout {
+    Dims dims;                // the file's shape: as many elements as the parameter
+    bool transposed = false;  // the file holds the transpose of our (rank-2) values
+};
+
 struct Param {
     std::string name;  // "<node>.<suffix>", e.g. "block0.fc.weight", unless given (ParamSource)
     Shape shape;
@@ -44,7 +53,13 @@ struct Param {
     std::vector<NodeId> readers;
     // ParamInit::Given: shape.numel() values, row-major; shared so that copying a graph is cheap.
     std::shared_ptr<const std::vector<float>> values;
+    std::optional<StoredLayout> stored = std::nullopt;  // none: the file's layout is ours
 };
+
+// The shape a parameter has in its model file (its own shape when it has no StoredLayout).
+Shape stored_shape(const Param& p);
+// `values` (p.shape.numel() of them, our layout) in the file's element order.
+std::vector<float> to_stored_layout(const Param& p, const float* values);
 
 // Where a node's parameter comes from when not from the op's defaults: a name that replaces
 // "<node>.<suffix>" (e.g. an ONNX initializer's name) and/or initial values. Empty name: the
@@ -56,6 +71,7 @@ struct ParamSource {
     std::string name;
     std::shared_ptr<const std::vector<float>> values;
     bool tie = false;
+    std::optional<StoredLayout> stored = std::nullopt;  // the layout in the file they came from
 };
 
 struct Value {

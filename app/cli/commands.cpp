@@ -163,8 +163,9 @@ void dump_gradients(const Graph& g, const Execution& m, const std::string& dir) 
             throw Error("--dump-grads: gradient of '" + param.name + "' has " +
                         std::to_string(grad.size()) + " values, expected " +
                         std::to_string(param.shape.numel()));
+        // In the layout of the file the parameter came from (an ONNX initializer's own).
         const std::string path = (std::filesystem::path(dir) / file_name_for(param.name)).string();
-        write_npy(path, grad.data(), param.shape);
+        write_npy(path, to_stored_layout(param, grad.data()).data(), stored_shape(param));
     }
 }
 
@@ -179,7 +180,8 @@ void dump_weights(const Graph& g, const RunData& data, const std::string& dir) {
     for (ParamId p = 0; p < g.num_params(); ++p) {
         const Param& param = g.param(p);
         write_npy((fs::path(dir) / file_name_for(param.name)).string(),
-                  data.params[static_cast<size_t>(p)].data(), param.shape);
+                  to_stored_layout(param, data.params[static_cast<size_t>(p)].data()).data(),
+                  stored_shape(param));
     }
     for (size_t i = 0; i < g.inputs().size(); ++i) {
         const Value& v = g.value(g.inputs()[i]);

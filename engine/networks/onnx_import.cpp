@@ -734,11 +734,13 @@ class Importer {
         return n.name().empty() ? n.output(0) : n.name();
     }
 
-    // A parameter from a constant: the initializer's name and values. An initializer that is
-    // already a parameter of an earlier node is tied to it (one parameter read by both, e.g. a
-    // language model's output head and its token embedding), provided both read it in the same
-    // layout (an nn.Linear head reads its [out, in] weight as the embedding reads [rows, dim]).
-    ParamSource param_from(int idx, const Const& c, std::vector<float> values) {
+    // A parameter from a constant: the initializer's name and values, and the initializer's layout
+    // (`values_transposed`: `values` is the 2-D transpose of c's). An initializer that is already a
+    // parameter of an earlier node is tied to it (one parameter read by both, e.g. a language
+    // model's output head and its token embedding), provided both read it in the same layout (an
+    // nn.Linear head reads its [out, in] weight as the embedding reads [rows, dim]).
+    ParamSource param_from(int idx, const Const& c, std::vector<float> values,
+                           bool values_transposed = false) {
         if (!c.is_float) fail_node(idx, "a weight must hold floating-point values");
         if (!c.initializer.empty()) {
             auto [it, fresh] = param_owner_.emplace(c.initializer, idx);
@@ -753,8 +755,15 @@ class Importer {
             }
         }
         auto shared = std::make_shared<const std::vector<float> >(std::move(values));
-        if (!c.initializer.empty()) param_values_[c.initializer] = shared;
-        return ParamSource{c.initializer, std::move(shared)};
+        ParamSource src{c.initializer, shared};
+        if (!c.initializer.empty()) {
+            param_values_[c.initializer] = shared;
+            // The initializer itself: c's dims, swapped back when c is its transpose.
+            StoredLayout st{c.dims, values_transposed != c.transposed};
+            if (c.transposed && st.dims.size() == 2) std::swap(st.dims[0], st.dims[1]);
+            src.stored = std::move(st);
+        }
+        return src;
     }
 
     static std::vector<float> transpose2d(const std::vector<float>& v, int64_t rows, int64_t cols) {
@@ -1331,8 +1340,8 @@ class Importer {
         const int64_t out = w_is_out_in ? w.dims[0] : w.dims[1];
         const int64_t in = w_is_out_in ? w.dims[1] : w.dims[0];
         std::vector<ParamSource> params;
-        params.push_back(
-            param_from(idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1])));
+        params.push_back(param_from(
+            idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1]), !w_is_out_in));
         if (bias) params.push_back(param_from(idx, *bias, bias->f));
         Attrs attrs{{"out_features", out}, {"in_features", in}};
         if (!bias) attrs.set("bias", int64_t{0});
@@ -1395,6 +1404,7 @@ class Importer {
                 Const orig = w;
                 orig.dims = {w.dims[1], w.dims[0]};
                 orig.f = transpose2d(w.f, w.dims[0], w.dims[1]);
+                orig.transposed = false;
                 return linear(idx, x, orig, true, bias, module_or_name(idx), bias ? fused : -1);
             }
             return linear(idx, x, w, false, bias, module_or_name(idx), bias ? fused : -1);

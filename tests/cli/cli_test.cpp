@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "engine/npy.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -619,6 +623,36 @@ TEST_F(CliTest, NetworkWriteFailureLeavesNoFile) {
     const Result r = run({"network", "--network", kSmallMlp, "--out", file.string()});
     EXPECT_CLEAN_FAILURE(r, 1);
     EXPECT_FALSE(fs::exists(file));
+}
+
+// --dump-grads and --dump-weights write every ONNX initializer in its own shape and element order:
+// each file equals the fixture's (PyTorch's float64 gradient; the initializer's values), by name,
+// including a MatMul weight stored [in, out] and a bias stored [1, out].
+TEST_F(CliTest, DumpsEveryOnnxInitializerInItsOwnLayout) {
+    const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
+    const fs::path grads = dir_ / "grads", weights = dir_ / "weights";
+    const Result r = run({"run", "--network", (fixtures / "layouts.onnx").string(), "--strategy",
+                          "none", "--input", (fixtures / "layouts.input.npy").string(),
+                          "--dump-grads", grads.string(), "--dump-weights", weights.string()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(fixtures / "layouts.grads")) {
+        const std::string name = e.path().filename().string();
+        SCOPED_TRACE(name);
+        rl::Shape ref_shape, got_shape;
+        const auto ref = rl::read_npy_f32(e.path().string(), ref_shape);
+        const auto got = rl::read_npy_f32((grads / name).string(), got_shape);
+        ASSERT_EQ(rl::format_dims(got_shape), rl::format_dims(ref_shape));
+        double scale = 0;
+        for (float v : ref) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+        for (size_t k = 0; k < ref.size(); ++k)
+            ASSERT_NEAR(got[k], ref[k], 2e-6 * std::max(scale, 1.0)) << "element " << k;
+        rl::Shape w_shape;
+        rl::read_npy_f32((weights / name).string(), w_shape);
+        EXPECT_EQ(rl::format_dims(w_shape), rl::format_dims(ref_shape));
+        ++files;
+    }
+    EXPECT_EQ(files, 8);
 }
 
 // An ONNX model with its weights: --input feeds the fixture's data, --dump-grads writes one file

@@ -241,8 +241,9 @@ TEST_P(OnnxFixture, GradientsMatchPyTorchFloat64Reference) {
         EXPECT_EQ(par.init, ParamInit::Given) << par.name;
         Shape ref_shape;
         const auto ref = read_npy_f32((grads / (par.name + ".npy")).string(), ref_shape);
-        ASSERT_EQ(ref_shape, par.shape) << par.name;
-        const auto& got = run.param_grads[static_cast<size_t>(p)];
+        // Compared in the initializer's own layout (what --dump-grads writes).
+        ASSERT_EQ(ref_shape, stored_shape(par)) << par.name;
+        const auto got = to_stored_layout(par, run.param_grads[static_cast<size_t>(p)].data());
         double scale = 0, worst = 0;
         for (size_t k = 0; k < ref.size(); ++k) {
             scale = std::max(scale, static_cast<double>(std::fabs(ref[k])));
@@ -284,7 +285,9 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                                            "elementwise",
                                            // indexing
                                            "tiny_gpt", "shufflenet_unit", "shifted_windows",
-                                           "tiny_vit"));
+                                           "tiny_vit",
+                                           // ONNX initializers in layouts other than ours
+                                           "layouts"));
 
 // GPT-2 as nanoGPT writes it: int64 token ids, embeddings, a causal tril mask, a head tied to
 // the token embedding.
@@ -342,6 +345,42 @@ TEST(OnnxRefusals, IntegerInputsOnlyAsEmbeddingIndices) {
     m.g.msg(graph::kInput, Pb().bytes(1, "x").msg(2, Pb().msg(1, tensor_type)));
     m.small_linear().output("y");
     EXPECT_REFUSED(m.bytes(), "input 0 'x'", "holds integers", "embedding");
+}
+
+// Weights that `linear` holds as [out, in] but the file stores otherwise keep the file's layout on
+// the way out: a MatMul weight [in, out], a Gemm weight with transB=0, a bias [1, out]. Weights
+// already [out, in] (Gemm transB=1, MatMul by Transpose(W)) need nothing.
+TEST(OnnxImport, ParametersRememberTheirInitializersLayout) {
+    REQUIRE_ONNX();
+    const Graph g = load_network((kFixtures / "layouts.onnx").string());
+    struct Expect {
+        const char* name;
+        Shape ours, file;
+        bool transposed;
+    };
+    const Expect expect[] = {
+        {"mix.w_in_out", {12, 16}, {16, 12}, true},  {"mix.b_row", {12}, {1, 12}, false},
+        {"mix.gemm_w", {7, 10}, {10, 7}, true},      {"mix.gemm_b", {7}, {7}, false},
+        {"lin3d.weight", {10, 12}, {10, 12}, false}, {"head.weight", {5, 7}, {5, 7}, false}};
+    for (const Expect& e : expect) {
+        SCOPED_TRACE(e.name);
+        const Param* par = nullptr;
+        for (ParamId p = 0; p < g.num_params(); ++p)
+            if (g.param(p).name == e.name) par = &g.param(p);
+        ASSERT_NE(par, nullptr);
+        EXPECT_EQ(par->shape, e.ours);
+        EXPECT_EQ(stored_shape(*par), e.file);
+        EXPECT_EQ(par->stored && par->stored->transposed, e.transposed);
+        // The values read back in the file's order are the initializer's, element for element.
+        const std::vector<float> v = to_stored_layout(*par, par->values->data());
+        if (e.transposed)
+            for (int64_t r = 0; r < e.ours[0]; ++r)
+                for (int64_t c = 0; c < e.ours[1]; ++c)
+                    ASSERT_EQ(v[static_cast<size_t>(c * e.ours[0] + r)],
+                              (*par->values)[static_cast<size_t>(r * e.ours[1] + c)]);
+        else
+            EXPECT_EQ(v, *par->values);
+    }
 }
 
 TEST(OnnxImport, FusesPyTorchPatternsIntoOurOps) {
