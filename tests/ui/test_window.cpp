@@ -285,6 +285,7 @@ TEST(UiMainWindow, TeachModeDoesNotWidenTheWindow) {
     ASSERT_GT(nodes, 10);
     for (int n = 0; n < nodes; ++n) {
         teach->setSelectedNode(n);
+        QCoreApplication::processEvents();  // the layout takes the label's new size
         widest = std::max(widest, teach->minimumSizeHint().width());
     }
     QCoreApplication::processEvents();
