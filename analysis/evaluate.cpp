@@ -76,13 +76,15 @@ void Evaluator::ensure_reference() {
     reference_grads_ = execute(executed(), none.schedule, *backend_, data_, ro).param_grads;
 }
 
-Execution Evaluator::run_step(Evaluation& ev, bool timed_first) {
+Execution Evaluator::run_step(Evaluation& ev, bool timed_first, bool warm_up) {
     ExecuteOptions eo;
     eo.cap = opt_.cap;
     eo.observer = opt_.observer;
     eo.cancel = opt_.cancel;
     eo.keep_gradients = true;  // every step's gradients are checked against none's
-    eo.record_timeline = timed_first;
+    // The first timed step's timeline is the result's; the warm-up records one too (untimed, so
+    // free), for a run over the cap fails there and carries the timeline up to the failure.
+    eo.record_timeline = timed_first || warm_up;
     if (timed_first) backend_->reset_device_memory_peak();
     Execution e = execute(executed(), ev.plan.schedule, *backend_, data_, eo);
     if (timed_first) ev.device_memory = backend_->device_memory();
@@ -151,7 +153,7 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
                 c.order.emplace_back(round, i);
                 Evaluation& ev = c.strategies[i].eval;
                 try {
-                    Execution e = run_step(ev, round == 1);
+                    Execution e = run_step(ev, round == 1, round == 0);
                     if (e.peak_bytes != ev.prediction_of_run().peak_bytes)
                         odd_peak[i] = e.peak_bytes;
                     if (round == 0) continue;  // the warm-up: checked, not timed

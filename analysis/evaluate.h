@@ -89,7 +89,7 @@ class Evaluator {
 
   private:
     // Runs one step of `ev`'s plan and folds its invariants into `ev`; returns its times.
-    Execution run_step(Evaluation& ev, bool timed_first);
+    Execution run_step(Evaluation& ev, bool timed_first, bool warm_up);
     void ensure_reference();
 
     const Graph& g_;

@@ -20,9 +20,10 @@ void* TrackingAllocator::allocate(uint64_t bytes, Category c, int32_t instructio
                                   const std::string& what) {
     if (cap_ && live_ + bytes > cap_)
         throw CapExceeded("allocating " + format_bytes(bytes) + " for " + what + " (" +
-                          category_name(c) + ") would bring live memory to " +
-                          format_bytes(live_ + bytes) + ", over the cap of " + format_bytes(cap_) +
-                          " (" + std::to_string(cap_) + " bytes)");
+                              category_name(c) + ") would bring live memory to " +
+                              format_bytes(live_ + bytes) + ", over the cap of " +
+                              format_bytes(cap_) + " (" + std::to_string(cap_) + " bytes)",
+                          CapExceeded::Details{instruction, bytes, live_, cap_, what, {}});
     void* p = backend_.allocate(bytes);
     if (!p)
         throw Error("out of memory: the " + backend_.name() + " backend could not allocate " +

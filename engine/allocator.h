@@ -10,16 +10,11 @@
 #include <vector>
 
 #include "engine/liveness.h"
+#include "engine/timeline_point.h"
 
 namespace rl {
 
 class Backend;
-
-struct TimelinePoint {
-    double time_ms;       // since the allocator's epoch (the executor: since the step began)
-    uint64_t bytes;       // live bytes after this event
-    int32_t instruction;  // -1 for events before the first instruction / after the last
-};
 
 class TrackingAllocator {
   public:

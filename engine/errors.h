@@ -2,9 +2,14 @@
 // Errors a user can cause (bad file, bad parameter, infeasible budget, cap exceeded) are thrown
 // as rl::Error with a message that says what was wrong, where, and what to do. Front-ends catch
 // rl::Error, print what() and exit non-zero. Our own bugs are assertions, not Errors.
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "engine/timeline_point.h"
 
 namespace rl {
 
@@ -24,10 +29,29 @@ class ScheduleError : public Error {
     long index_;
 };
 
-// The run would exceed the memory cap (a simulated smaller device).
+// The run would exceed the memory cap (a simulated smaller device). What the run did up to there
+// comes with it (details()), so a front-end can draw the measured curve up to the failure, the cap
+// and the allocation that failed beside the plan's prediction.
 class CapExceeded : public Error {
   public:
+    struct Details {
+        long instruction = -1;   // the failing instruction (-1: set-up, before the first one)
+        uint64_t requested = 0;  // bytes of the allocation that failed
+        uint64_t live = 0;       // live bytes when it was asked for
+        uint64_t cap = 0;
+        std::string what;  // the buffer it was for
+        // The events measured before the failing allocation (empty when the run recorded no
+        // timeline); their bytes are those the simulator predicts for the same events.
+        std::vector<TimelinePoint> timeline;
+    };
     using Error::Error;
+    CapExceeded(const std::string& message, Details details)
+        : Error(message), details_(std::make_shared<const Details>(std::move(details))) {}
+    // Null only for a CapExceeded built from a message alone.
+    const Details* details() const { return details_.get(); }
+
+  private:
+    std::shared_ptr<const Details> details_;
 };
 
 // The run was cancelled between instructions (Ctrl-C, a newer job). Not an Error on purpose: the

@@ -321,14 +321,21 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     result.instruction_ms.resize(s.size());
 
     auto cap_context = [&](long i, const CapExceeded& e) {
+        CapExceeded::Details d = e.details() ? *e.details() : CapExceeded::Details{};
+        d.instruction = i;
+        d.cap = opt.cap;
+        d.timeline = alloc.timeline();
+        if (i < 0)
+            for (TimelinePoint& p : d.timeline) p.time_ms = 0;  // set-up events sit at time 0
         return CapExceeded("memory cap exceeded " +
-                           (i >= 0 && static_cast<size_t>(i) < s.size()
-                                ? "at instruction " + std::to_string(i) + " (" +
-                                      describe(g, s.code[static_cast<size_t>(i)]) + ")"
-                                : std::string("before the first instruction, while loading the "
-                                              "parameters and inputs")) +
-                           ": " + e.what() +
-                           "; raise the cap or choose a strategy with a lower peak");
+                               (i >= 0 && static_cast<size_t>(i) < s.size()
+                                    ? "at instruction " + std::to_string(i) + " (" +
+                                          describe(g, s.code[static_cast<size_t>(i)]) + ")"
+                                    : std::string("before the first instruction, while loading the "
+                                                  "parameters and inputs")) +
+                               ": " + e.what() +
+                               "; raise the cap or choose a strategy with a lower peak",
+                           std::move(d));
     };
     try {
         live.begin(v);

@@ -203,6 +203,28 @@ StrategyResult failure_result(const QString& spec, const QString& status, const 
     return r;
 }
 
+namespace {
+
+// What a cap failure leaves (engine/errors.h): the cap, the allocation that failed and the
+// timeline measured up to it.
+void attach_cap_failure(StrategyResult& r, const CapExceeded& e) {
+    const CapExceeded::Details* d = e.details();
+    if (!d) return;
+    r.cap_failure = StrategyResult::CapFailure{d->cap, d->instruction, d->live, d->requested,
+                                               to_qstring(d->what)};
+    if (d->timeline.empty()) return;
+    auto t = std::make_shared<Timeline>();
+    t->points.reserve(d->timeline.size());
+    t->instruction.reserve(d->timeline.size());
+    for (const TimelinePoint& p : d->timeline) {
+        t->points.push_back({p.time_ms, static_cast<double>(p.bytes)});
+        t->instruction.push_back(p.instruction);
+    }
+    r.measured_timeline = std::move(t);
+}
+
+}  // namespace
+
 StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString& spec,
                             std::shared_ptr<const Graph> shared) {
     try {
@@ -212,7 +234,10 @@ StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString&
     } catch (const Cancelled&) {
         throw;
     } catch (const CapExceeded& e) {
-        return failure_result(spec, QStringLiteral("cap exceeded"), to_qstring(e.what()));
+        StrategyResult r =
+            failure_result(spec, QStringLiteral("cap exceeded"), to_qstring(e.what()));
+        attach_cap_failure(r, e);
+        return r;
     } catch (const std::bad_alloc&) {
         return failure_result(spec, QStringLiteral("error"),
                               QStringLiteral("out of memory; try a smaller network or a strategy "
@@ -235,6 +260,8 @@ StrategyResult compared_result(const Graph& g, const CostModel& costs, const Com
                                : failure_result(spec, {}, {});
         r.status = QStringLiteral("cap exceeded");
         r.message = to_qstring(e.what());
+        r.measured_timeline.reset();  // the run's, if any, is the partial one
+        attach_cap_failure(r, e);
         return r;
     } catch (const std::bad_alloc&) {
         return failure_result(spec, QStringLiteral("error"),

@@ -99,6 +99,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     connect(setup_, &SetupPanel::networkEdited, this, &MainWindow::scheduleNetworkLoad);
     connect(setup_, &SetupPanel::planInputsChanged, this, &MainWindow::schedulePlan);
     connect(setup_, &SetupPanel::openRequested, this, &MainWindow::openDialog);
+    connect(setup_, &SetupPanel::reloadRequested, this, &MainWindow::loadNetworkNow);
     connect(setup_, &SetupPanel::runRequested, this, &MainWindow::run);
     connect(setup_, &SetupPanel::invalidInput, this, [this](const QString& text) {
         message_->showMessage(MessageWidget::Kind::Error, text.toHtmlEscaped());
@@ -398,15 +399,19 @@ void MainWindow::rebuildRecentMenu() {
 
 void MainWindow::scheduleNetworkLoad(int delay_ms) {
     network_ready_ = false;
+    network_pending_ = true;
     setup_->unsetNetwork();
     network_timer_.start(delay_ms);
+    updateRunEnabled();
 }
 
 void MainWindow::loadNetworkNow() {
     network_timer_.stop();
     loading_spec_ = networkSpec();
     network_ready_ = false;
+    network_pending_ = true;
     setup_->showLoading(loading_spec_);
+    updateRunEnabled();
     status_label_->setText(QStringLiteral("Loading %1…").arg(loading_spec_));
     network_job_ = controller_->loadNetwork(loading_spec_);
 }
@@ -416,6 +421,8 @@ void MainWindow::onNetworkAvailable(quint64 job, const NetworkSummary& s) {
     if (s.spec != network_.spec) results_->setSweeps({});  // curves of another network
     network_ = s;
     network_ready_ = true;
+    network_pending_ = false;
+    updateRunEnabled();
     session_->networkLoaded();
     setWindowTitle(QStringLiteral("%1 — RematLab").arg(s.spec));
     if (message_->kind() == MessageWidget::Kind::Error && !message_->text().isEmpty() &&
@@ -727,6 +734,8 @@ void MainWindow::reportFailures(const std::vector<StrategyResult>& results) {
 void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message) {
     if (kind == FailureKind::Network) {
         if (job != network_job_) return;
+        network_pending_ = false;
+        updateRunEnabled();
         // A session's network file no longer loads: the session restores the rest.
         if (session_->networkFailed(loading_spec_, message)) {
             emit networkFailed(message);
@@ -854,8 +863,18 @@ void MainWindow::onSweepAvailable(quint64 job, const SweepSummary& s) {
     emit sweepCompleted();
 }
 
+bool MainWindow::isRunEnabled() const {
+    return run_action_->isEnabled();
+}
+
+void MainWindow::updateRunEnabled() {
+    const bool runnable = network_ready_ || network_pending_;
+    run_action_->setEnabled(!controller_->busy() && runnable);
+    setup_->setRunnable(runnable);
+}
+
 void MainWindow::updateRunState(bool busy) {
-    run_action_->setEnabled(!busy);
+    run_action_->setEnabled(!busy && (network_ready_ || network_pending_));
     sweep_action_->setEnabled(!busy);
     cancel_action_->setEnabled(busy || inTour());  // Esc also leaves a tour
     setup_->setBusy(busy);
@@ -899,8 +918,10 @@ void MainWindow::detachNetwork() {
     network_job_ = plan_job_ = 0;
     run_when_ready_ = false;
     network_ready_ = false;
+    network_pending_ = false;
     setup_->unsetNetwork();
     results_->setSweeps({});
+    updateRunEnabled();
 }
 
 void MainWindow::showRestoredWithoutNetwork(const QString& path, const QString& name,

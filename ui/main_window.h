@@ -69,6 +69,8 @@ class MainWindow : public QMainWindow {
     QStringList sweepSpecs() const;     // the ticked instances as a sweep takes them: no budget
     std::optional<uint64_t> budget() const;
     bool isNetworkReady() const { return network_ready_; }
+    // Whether Run (the button, the menu action, Ctrl+R) is enabled.
+    bool isRunEnabled() const;
     const NetworkSummary& network() const { return network_; }
     bool running() const;
 
@@ -144,6 +146,7 @@ class MainWindow : public QMainWindow {
     void planNow();
     void run(const RunRequest& request);
     void updateRunState(bool busy);
+    void updateRunEnabled();  // Run only with a network loaded or on its way
 
     void onNetworkAvailable(quint64 job, const NetworkSummary& s);
     void onPlanAvailable(quint64 job, const RunSummary& plan);
@@ -204,6 +207,7 @@ class MainWindow : public QMainWindow {
     QTimer network_timer_, plan_timer_;
     bool restore_ = true;
     bool network_ready_ = false;
+    bool network_pending_ = false;  // a load is scheduled or in flight
     bool run_when_ready_ = false;
     NetworkSummary network_;
     QString loading_spec_;

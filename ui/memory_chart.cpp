@@ -9,8 +9,10 @@
 #include <QToolTip>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
+#include "ui/memory_profiler.h"
 #include "ui/palette.h"
 #include "ui/schedule_palette.h"
 
@@ -73,6 +75,24 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
     chart->addSeries(budget_);
     budget_->attachAxis(x_);
     budget_->attachAxis(y_);
+    cap_ = new QLineSeries;
+    QPen cap_pen(QColor(0xc0, 0x39, 0x2b));
+    cap_pen.setWidthF(1.5);
+    cap_pen.setStyle(Qt::DashLine);
+    cap_->setPen(cap_pen);
+    chart->addSeries(cap_);
+    cap_->attachAxis(x_);
+    cap_->attachAxis(y_);
+    cap_->setVisible(false);
+    cap_failures_ = new QScatterSeries;
+    cap_failures_->setName(QStringLiteral("allocation over the cap"));
+    cap_failures_->setMarkerShape(QScatterSeries::MarkerShapeStar);
+    cap_failures_->setMarkerSize(14);
+    cap_failures_->setColor(QColor(0xc0, 0x39, 0x2b));
+    chart->addSeries(cap_failures_);
+    cap_failures_->attachAxis(x_);
+    cap_failures_->attachAxis(y_);
+    for (QLegendMarker* lm : chart->legend()->markers(cap_failures_)) lm->setVisible(false);
     for (MarkKind k : {MarkKind::Compute, MarkKind::Recompute, MarkKind::Backward}) {
         auto* m = new QScatterSeries;
         m->setMarkerShape(k == MarkKind::Backward ? QScatterSeries::MarkerShapeRectangle
@@ -123,14 +143,44 @@ QLineSeries* MemoryChart::predictedSeries(int index) const {
 }
 
 void MemoryChart::assign(Track& t, const StrategyResult& r) {
-    t.label = r.spec;
+    if (t.spec != r.spec || t.label.isEmpty()) t.label = r.spec;  // setResults labels instances
+    t.spec = r.spec;
     t.name = r.name;
-    t.predicted = r.predicted_timeline;
-    t.measured = r.measured_timeline;
+    t.predicted_ms = r.predicted_timeline;
+    t.measured_ms = r.measured_timeline;
+    t.instructions = r.instructions;
+    t.cap_failure = r.cap_failure;
     t.texts = r.instruction_text;
+    applyAxis(t);
+    if (t.measured) t.live.clear();
+}
+
+void MemoryChart::applyAxis(Track& t) const {
+    // On the instruction axis each event sits at its instruction's index: the predicted and the
+    // measured timeline (the same events) share their xs.
+    auto on_axis =
+        [&](const std::shared_ptr<const Timeline>& ms) -> std::shared_ptr<const Timeline> {
+        if (!ms || !by_instruction_) return ms;
+        auto out = std::make_shared<Timeline>(*ms);
+        const std::vector<double> x = instruction_axis(ms->instruction, t.instructions);
+        for (size_t i = 0; i < out->points.size() && i < x.size(); ++i) out->points[i].x = x[i];
+        return out;
+    };
+    t.predicted = on_axis(t.predicted_ms);
+    t.measured = on_axis(t.measured_ms);
     t.predicted_steps = t.predicted ? stepped(t.predicted->points) : std::vector<XY>{};
     t.measured_steps = t.measured ? stepped(t.measured->points) : std::vector<XY>{};
-    if (t.measured) t.live.clear();
+}
+
+void MemoryChart::setInstructionAxis(bool on) {
+    if (on == by_instruction_) return;
+    by_instruction_ = on;
+    for (Track& t : tracks_) applyAxis(t);
+    x_->setTitleText(on ? QStringLiteral("instruction")
+                        : QStringLiteral("time since the step began (ms)"));
+    placed_on_ = nullptr;  // the marks are placed again on the new axis
+    placed_keep_.reset();
+    resetZoom();
 }
 
 void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
@@ -145,9 +195,13 @@ void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
     std::vector<QString> names;
     for (const StrategyResult& r : results) names.push_back(r.name);
     const std::vector<int> instances = instance_numbers(names);
+    std::vector<QString> specs;
+    for (const StrategyResult& r : results) specs.push_back(r.spec);
+    const std::vector<QString> labels = instance_labels(names, specs);
     for (size_t i = 0; i < results.size(); ++i) {
         Track& t = tracks_[i];
         assign(t, results[i]);
+        t.label = labels[i];  // its full spec where the strategy has more than one instance
         t.color = instance_color(t.name, instances[i]);
         const QColor c = t.color;
         t.measured_series = new QLineSeries;
@@ -249,10 +303,14 @@ void MemoryChart::updateAxes() {
             xm = std::max(xm, max_x(t.predicted->points)),
             ym = std::max(ym, max_y(t.predicted->points));
         if (show_measured_) {
-            const auto& m = t.measured ? t.measured->points : t.live;
+            // The live points of a run in progress are in ms: not on the instruction axis.
+            const std::vector<XY> none;
+            const auto& m = t.measured ? t.measured->points : by_instruction_ ? none : t.live;
             xm = std::max(xm, max_x(m));
             ym = std::max(ym, max_y(m));
         }
+        if (t.cap_failure)
+            ym = std::max(ym, static_cast<double>(t.cap_failure->live + t.cap_failure->requested));
     }
     if (budget_bytes_) ym = std::max(ym, static_cast<double>(*budget_bytes_));
     const ByteUnit unit = byte_unit_for(static_cast<uint64_t>(ym));
@@ -280,8 +338,26 @@ void MemoryChart::redraw() {
     updateAxes();
     const double x0 = x_->min(), x1 = x_->max();
     const int cols = plotColumns();
+    std::optional<uint64_t> cap;
+    QList<QPointF> failures;
     for (Track& t : tracks_) {
-        const std::vector<XY>& m = t.measured ? t.measured_steps : t.live;
+        const std::vector<XY> no_live;
+        const std::vector<XY>& m = t.measured        ? t.measured_steps
+                                   : by_instruction_ ? no_live
+                                                     : t.live;
+        if (t.cap_failure) {
+            cap = std::max(cap.value_or(0), t.cap_failure->cap);
+            // The failed allocation: at the last event measured (the failure came right after),
+            // or at the failing instruction on the instruction axis; at the bytes it would reach.
+            double x = 0;
+            if (by_instruction_)
+                x = static_cast<double>(std::max<long>(t.cap_failure->instruction, -1));
+            else if (t.measured && !t.measured->points.empty())
+                x = t.measured->points.back().x;
+            failures.append(
+                QPointF(x, static_cast<double>(t.cap_failure->live + t.cap_failure->requested) /
+                               unit_.divisor));
+        }
         if (show_measured_) {
             t.measured_series->replace(to_points(
                 decimate_min_max(t.measured ? m : stepped(m), x0, x1, cols), unit_.divisor));
@@ -316,6 +392,18 @@ void MemoryChart::redraw() {
         budget_->clear();
         budget_->setVisible(false);
     }
+    if (cap) {
+        const double y = static_cast<double>(*cap) / unit_.divisor;
+        cap_->replace(QList<QPointF>{{x0, y}, {x1, y}});
+        cap_->setName(QStringLiteral("cap %1").arg(bytes_text(*cap)));
+        cap_->setVisible(true);
+    } else {
+        cap_->clear();
+        cap_->setVisible(false);
+    }
+    cap_failures_->replace(failures);
+    for (QLegendMarker* lm : chart()->legend()->markers(cap_failures_))
+        lm->setVisible(!failures.isEmpty());
     redrawMarks();
     in_redraw_ = false;
 }
@@ -450,7 +538,9 @@ void MemoryChart::emitPendingClick() {
 
 QString MemoryChart::hoverText(double time_ms) const {
     QStringList lines;
-    lines << QStringLiteral("<b>t = %1 ms</b>").arg(ms_text(time_ms));
+    lines << (by_instruction_ ? QStringLiteral("<b>instruction %1</b>")
+                                    .arg(static_cast<long>(std::floor(time_ms)))
+                              : QStringLiteral("<b>t = %1 ms</b>").arg(ms_text(time_ms)));
     for (const Track& t : tracks_) {
         // Measured and predicted each get a line when both are shown: they differ in time.
         const std::pair<const Timeline*, QString> kinds[] = {
@@ -469,6 +559,13 @@ QString MemoryChart::hoverText(double time_ms) const {
                               what.toHtmlEscaped());
         }
     }
+    for (const Track& t : tracks_)
+        if (t.cap_failure && lines.size() > 1)
+            lines << QStringLiteral("%1: allocating %2 for %3 at #%4 went over the cap of %5")
+                         .arg(t.label.toHtmlEscaped(), bytes_text(t.cap_failure->requested),
+                              t.cap_failure->what.toHtmlEscaped())
+                         .arg(t.cap_failure->instruction)
+                         .arg(bytes_text(t.cap_failure->cap));
     if (budget_bytes_ && lines.size() > 1)
         lines << QStringLiteral("budget %1").arg(bytes_text(*budget_bytes_));
     return lines.size() > 1 ? lines.join(QStringLiteral("<br>")) : QString();

@@ -1,6 +1,11 @@
 #pragma once
 // Live memory over time, one line per strategy (solid: measured, dashed: predicted), the budget as
 // a line, and a hover read-out naming the instruction under the cursor ("recompute block3.fc").
+// The x axis is time or, as in the Memory breakdown page, the instruction index (where predicted
+// and measured are the same events and line up exactly).
+//
+// A run over the memory cap draws the cap as a line, the curve measured up to the failure beside
+// the plan's predicted one, and the allocation that failed as a cross at the failure.
 // Series are fed with QXYSeries::replace of vectors decimated to the plot's pixel width, at most
 // once per frame; the axes are created once and only their ranges move.
 //
@@ -42,6 +47,9 @@ class MemoryChart : public QChartView {
     void beginLive(int index);
     void appendLive(int index, const std::vector<XY>& points);
     void setBudget(std::optional<uint64_t> bytes);
+    // x = the instruction index instead of milliseconds (memory_profiler's instruction_axis).
+    void setInstructionAxis(bool on);
+    bool instructionAxis() const { return by_instruction_; }
     void setShowPredicted(bool on);
     void setShowMeasured(bool on);
     bool showPredicted() const { return show_predicted_; }
@@ -56,6 +64,10 @@ class MemoryChart : public QChartView {
     QLineSeries* measuredSeries(int index) const;
     QLineSeries* predictedSeries(int index) const;
     QLineSeries* budgetSeries() const { return budget_; }
+    // The memory cap of a run that went over it (hidden otherwise) and the failed allocations
+    // (one point per failed strategy: where it failed, at the bytes it would have reached).
+    QLineSeries* capSeries() const { return cap_; }
+    QScatterSeries* capFailureSeries() const { return cap_failures_; }
     QValueAxis* timeAxis() const { return x_; }
     QValueAxis* bytesAxis() const { return y_; }
     QString hoverText(double time_ms) const;
@@ -88,8 +100,11 @@ class MemoryChart : public QChartView {
 
   private:
     struct Track {
-        QString label, name;
-        std::shared_ptr<const Timeline> predicted, measured;
+        QString label, name, spec;                                  // label: instance_labels
+        std::shared_ptr<const Timeline> predicted, measured;        // on the x axis in use
+        std::shared_ptr<const Timeline> predicted_ms, measured_ms;  // as given (x = ms)
+        long instructions = 0;
+        std::optional<StrategyResult::CapFailure> cap_failure;
         std::vector<XY> live;                             // while it runs
         std::vector<XY> predicted_steps, measured_steps;  // cached stepped copies
         std::shared_ptr<const std::vector<QString>> texts;
@@ -102,6 +117,7 @@ class MemoryChart : public QChartView {
     void redraw();
     void updateAxes();
     void assign(Track& t, const StrategyResult& r);
+    void applyAxis(Track& t) const;
     int plotColumns() const;
     void redrawMarks();
     void placeMarkLines();
@@ -110,11 +126,13 @@ class MemoryChart : public QChartView {
     QValueAxis* x_ = nullptr;
     QValueAxis* y_ = nullptr;
     QLineSeries* budget_ = nullptr;
+    QLineSeries* cap_ = nullptr;
+    QScatterSeries* cap_failures_ = nullptr;
     QGraphicsLineItem* cursor_ = nullptr;
     std::optional<uint64_t> budget_bytes_;
     ByteUnit unit_;
     double x_max_ = 0, y_max_ = 0;  // axis maxima in ms and in unit_
-    bool zoomed_ = false, show_predicted_ = true, show_measured_ = true;
+    bool zoomed_ = false, show_predicted_ = true, show_measured_ = true, by_instruction_ = false;
     bool in_redraw_ = false;
     // The selected node's marks.
     int marks_track_ = -1;

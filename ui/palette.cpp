@@ -3,6 +3,7 @@
 #include <QValueAxis>
 #include <algorithm>
 
+#include "engine/params.h"
 #include "engine/units.h"
 #include "strategies/strategy.h"
 #include "ui/qt_text.h"
@@ -39,6 +40,39 @@ std::vector<int> instance_numbers(const std::vector<QString>& names) {
     for (size_t i = 0; i < names.size(); ++i)
         out.push_back(static_cast<int>(
             std::count(names.begin(), names.begin() + static_cast<long>(i), names[i])));
+    return out;
+}
+
+QString full_spec(const QString& spec) {
+    try {
+        const Spec given = parse_spec(spec.toStdString());
+        const Strategy& strategy = find_strategy(given.name);
+        Spec full{given.name, {}};
+        for (const ParamSpec& p : strategy.schema()) {
+            const auto it = std::find_if(given.args.begin(), given.args.end(),
+                                         [&](const auto& kv) { return kv.first == p.key; });
+            if (it != given.args.end())
+                full.args.push_back(*it);
+            else if (!p.default_value.empty())
+                full.args.emplace_back(p.key, p.default_value);
+        }
+        for (const auto& kv : given.args)
+            if (!has_arg(full, kv.first)) full.args.push_back(kv);
+        return QString::fromStdString(format_spec(full));
+    } catch (const std::exception&) {
+        return spec;
+    }
+}
+
+std::vector<QString> instance_labels(const std::vector<QString>& names,
+                                     const std::vector<QString>& specs) {
+    std::vector<QString> out;
+    out.reserve(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const QString& name = i < names.size() ? names[i] : QString();
+        const bool shared = std::count(names.begin(), names.end(), name) > 1;
+        out.push_back(shared ? full_spec(specs[i]) : specs[i]);
+    }
     return out;
 }
 

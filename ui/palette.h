@@ -21,6 +21,15 @@ QColor strategy_color(const QString& name);
 QColor instance_color(const QString& name, int instance);
 // For each spec in order, how many earlier specs have the same strategy name.
 std::vector<int> instance_numbers(const std::vector<QString>& names);
+// The spec with every parameter its strategy's schema defaults spelled out, in schema order
+// ("periodic" -> "periodic:k=4"); other arguments (a budget) follow. An unknown strategy or a
+// malformed spec is returned as it is.
+QString full_spec(const QString& spec);
+// What to call each strategy instance shown at once: its spec, or its full spec when the same
+// strategy appears more than once (so "periodic:k=2" and "periodic" read "periodic:k=2" and
+// "periodic:k=4", not as if the second were the only periodic). `names[i]` is specs[i]'s strategy.
+std::vector<QString> instance_labels(const std::vector<QString>& names,
+                                     const std::vector<QString>& specs);
 // Sets a value axis to [0, fit.max] with ticks every fit.step from 0, in the order that never
 // lays out more ticks than the old or the new setting has (a small step on a wide range would
 // create thousands of tick items for a moment).

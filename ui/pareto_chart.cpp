@@ -170,11 +170,14 @@ void ParetoChart::rebuild() {
         std::vector<QString> names;
         for (const auto& r : model_->results()) names.push_back(r.name);
         const std::vector<int> instances = instance_numbers(names);
+        std::vector<QString> specs;
+        for (const auto& r : model_->results()) specs.push_back(r.spec);
+        const std::vector<QString> labels = instance_labels(names, specs);
         for (size_t i = 0; i < model_->results().size(); ++i) {
             const StrategyResult& r = model_->results()[i];
             if (!r.planned) continue;
             Row row{r.name,
-                    r.spec,
+                    labels[i],
                     instances[i],
                     r.executed,
                     r.predicted_recompute_ms,

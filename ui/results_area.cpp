@@ -1,6 +1,7 @@
 #include "ui/results_area.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -108,19 +109,28 @@ QWidget* ResultsArea::buildMemoryPage() {
     show_predicted_ = new QCheckBox(QStringLiteral("Predicted (dashed)"));
     show_predicted_->setChecked(true);
     show_predicted_->setToolTip(QStringLiteral("Show the timelines the simulator predicted"));
+    memory_axis_ = new QComboBox;
+    memory_axis_->addItems({QStringLiteral("Time (ms)"), QStringLiteral("Instruction index")});
+    memory_axis_->setToolTip(QStringLiteral(
+        "x axis. Instruction index: predicted and measured are the same events, so they line up "
+        "exactly"));
     auto* hint = new QLabel(
         QStringLiteral("drag to zoom · double-click to reset · hover for the instruction"));
     hint->setStyleSheet(QStringLiteral("color: #777;"));
+    hint->setWordWrap(true);  // not a floor on the window's width
     // Rich text, so Qt wraps it instead of drawing one line wider than the screen.
     hint->setToolTip(QStringLiteral("<p>%1</p>").arg(memory_->whatsThis().toHtmlEscaped()));
     toggles->addWidget(show_measured_);
     toggles->addWidget(show_predicted_);
+    toggles->addWidget(memory_axis_);
     toggles->addStretch(1);
     toggles->addWidget(hint);
     memory_layout->addLayout(toggles);
     memory_layout->addWidget(memory_, 1);
     connect(show_measured_, &QCheckBox::toggled, memory_, &MemoryChart::setShowMeasured);
     connect(show_predicted_, &QCheckBox::toggled, memory_, &MemoryChart::setShowPredicted);
+    connect(memory_axis_, &QComboBox::currentIndexChanged, memory_,
+            [this](int i) { memory_->setInstructionAxis(i == 1); });
 
     return memory_page;
 }

@@ -13,6 +13,7 @@
 
 QT_BEGIN_NAMESPACE
 class QCheckBox;
+class QComboBox;
 class QPushButton;
 class QSettings;
 class QSortFilterProxyModel;
@@ -37,6 +38,8 @@ class ResultsArea : public QWidget {
 
     ResultsModel* model() const { return model_; }
     MemoryChart* memoryChart() const { return memory_; }
+    // The Memory tab's x axis: "Time (ms)" or "Instruction index".
+    QComboBox* memoryAxisBox() const { return memory_axis_; }
     ParetoChart* paretoChart() const { return pareto_; }
     QTableView* table() const { return table_; }
 
@@ -91,6 +94,7 @@ class ResultsArea : public QWidget {
     QTableView* table_ = nullptr;
     QSplitter* splitter_ = nullptr;
     QCheckBox* show_predicted_ = nullptr;
+    QComboBox* memory_axis_ = nullptr;
     QCheckBox* show_measured_ = nullptr;
     QSpinBox* sweep_points_ = nullptr;
     QCheckBox* sweep_execute_ = nullptr;

@@ -183,8 +183,12 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::DisplayRole) {
         const QVariant v = data(index, SortRole);
         switch (col) {
-            case Strategy:
-                return r.budget ? spec_without_budget(r.spec) : r.spec;  // the Budget column has it
+            case Strategy: {
+                // Its full spec where the strategy has more than one instance.
+                const size_t i = static_cast<size_t>(index.row());
+                const QString label = i < labels_.size() ? labels_[i] : r.spec;
+                return r.budget ? spec_without_budget(label) : label;  // the Budget column has it
+            }
             case Status:
                 return r.stale() ? status_text(r) + QStringLiteral(" · stale") : status_text(r);
             case PredictedPeak:
@@ -303,6 +307,9 @@ void ResultsModel::updateInstances() {
     std::vector<QString> names;
     for (const StrategyResult& r : results_) names.push_back(r.name);
     instances_ = instance_numbers(names);
+    std::vector<QString> specs;
+    for (const StrategyResult& r : results_) specs.push_back(r.spec);
+    labels_ = instance_labels(names, specs);
 }
 
 void ResultsModel::setResult(int row, StrategyResult result) {

@@ -68,7 +68,8 @@ class ResultsModel : public QAbstractTableModel {
   private:
     void updateInstances();
     std::vector<StrategyResult> results_;
-    std::vector<int> instances_;  // per row: its instance of its strategy (colour shade)
+    std::vector<int> instances_;   // per row: its instance of its strategy (colour shade)
+    std::vector<QString> labels_;  // per row: what the Strategy column calls it (instance_labels)
     std::optional<double> baseline_ms_;
     std::optional<Spread> baseline_spread_;
 };

@@ -8,6 +8,8 @@
 #include <QSaveFile>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <QWheelEvent>
+#include <cmath>
 
 #include "ui/chart_export.h"
 #include "ui/node_selection.h"
@@ -63,6 +65,9 @@ void ScheduleMatrixView::setSelection(NodeSelection* selection) {
 void ScheduleMatrixView::setTrace(std::shared_ptr<const ScheduleTrace> trace) {
     trace_ = std::move(trace);
     matrix_ = trace_ ? schedule_matrix(*trace_->graph, trace_->plan.schedule) : ScheduleMatrix{};
+    n0_ = s0_ = 0;  // a new plan is shown whole
+    nv_ = matrix_.nodes;
+    sv_ = matrix_.stages;
     rebuildImage();
     layoutGrid();
     update();
@@ -108,8 +113,8 @@ void ScheduleMatrixView::layoutGrid() {
     label_left_ = std::min(longest + 10, avail_w / 3);
     // Column labels at 60°: their height is about the name's length × sin 60°.
     label_top_ = std::min(static_cast<int>(node_longest * 0.87) + 12, avail_h / 3);
-    const double cw = double(avail_w - label_left_) / matrix_.nodes;
-    const double ch = double(avail_h - label_top_) / matrix_.stages;
+    const double cw = double(avail_w - label_left_) / std::max(1, nv_);
+    const double ch = double(avail_h - label_top_) / std::max(1, sv_);
     show_columns_ = cw >= fm.height() * 0.9;
     show_rows_ = ch >= fm.height() * 0.8;
     if (!show_columns_) label_top_ = 6;
@@ -125,19 +130,65 @@ void ScheduleMatrixView::resizeEvent(QResizeEvent* event) {
 }
 
 QRect ScheduleMatrixView::cellRect(int stage, int node) const {
-    if (matrix_.stages == 0) return {};
-    const double cw = double(grid_.width()) / matrix_.nodes;
-    const double ch = double(grid_.height()) / matrix_.stages;
-    const int x0 = grid_.left() + int(node * cw), x1 = grid_.left() + int((node + 1) * cw);
-    const int y0 = grid_.top() + int(stage * ch), y1 = grid_.top() + int((stage + 1) * ch);
+    if (matrix_.stages == 0 || nv_ == 0 || sv_ == 0) return {};
+    const double cw = double(grid_.width()) / nv_;
+    const double ch = double(grid_.height()) / sv_;
+    node -= n0_;
+    stage -= s0_;
+    const int x0 = grid_.left() + int(std::floor(node * cw)),
+              x1 = grid_.left() + int(std::floor((node + 1) * cw));
+    const int y0 = grid_.top() + int(std::floor(stage * ch)),
+              y1 = grid_.top() + int(std::floor((stage + 1) * ch));
     return QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0));
 }
 
 QPoint ScheduleMatrixView::cellAt(QPoint pos) const {
-    if (matrix_.stages == 0 || !grid_.contains(pos)) return {-1, -1};
-    const int n = int((pos.x() - grid_.left()) * double(matrix_.nodes) / grid_.width());
-    const int s = int((pos.y() - grid_.top()) * double(matrix_.stages) / grid_.height());
-    return {std::clamp(n, 0, matrix_.nodes - 1), std::clamp(s, 0, matrix_.stages - 1)};
+    if (matrix_.stages == 0 || nv_ == 0 || sv_ == 0 || !grid_.contains(pos)) return {-1, -1};
+    const int n = n0_ + int((pos.x() - grid_.left()) * double(nv_) / grid_.width());
+    const int s = s0_ + int((pos.y() - grid_.top()) * double(sv_) / grid_.height());
+    return {std::clamp(n, n0_, n0_ + nv_ - 1), std::clamp(s, s0_, s0_ + sv_ - 1)};
+}
+
+void ScheduleMatrixView::setView(int n0, int s0, int nv, int sv) {
+    nv_ = std::clamp(nv, std::min(2, matrix_.nodes), matrix_.nodes);
+    sv_ = std::clamp(sv, std::min(2, matrix_.stages), matrix_.stages);
+    n0_ = std::clamp(n0, 0, matrix_.nodes - nv_);
+    s0_ = std::clamp(s0, 0, matrix_.stages - sv_);
+    layoutGrid();
+    update();
+}
+
+void ScheduleMatrixView::zoomAt(QPoint pos, double factor) {
+    if (matrix_.stages == 0 || !(factor > 0)) return;
+    const QPoint c = cellAt(pos);
+    // The fraction of the view left of / above the pointer stays the same.
+    const double fx = grid_.width() > 0 ? double(pos.x() - grid_.left()) / grid_.width() : 0.5;
+    const double fy = grid_.height() > 0 ? double(pos.y() - grid_.top()) / grid_.height() : 0.5;
+    const int nv = std::max(1, int(std::lround(nv_ / factor)));
+    const int sv = std::max(1, int(std::lround(sv_ / factor)));
+    const double cn = c.x() >= 0 ? c.x() + 0.5 : n0_ + nv_ / 2.0;
+    const double cs = c.y() >= 0 ? c.y() + 0.5 : s0_ + sv_ / 2.0;
+    setView(int(std::lround(cn - std::clamp(fx, 0.0, 1.0) * nv)),
+            int(std::lround(cs - std::clamp(fy, 0.0, 1.0) * sv)), nv, sv);
+}
+
+void ScheduleMatrixView::panBy(int nodes, int stages) {
+    setView(n0_ + nodes, s0_ + stages, nv_, sv_);
+}
+
+void ScheduleMatrixView::resetZoom() {
+    setView(0, 0, matrix_.nodes, matrix_.stages);
+}
+
+void ScheduleMatrixView::wheelEvent(QWheelEvent* event) {
+    const int steps = event->angleDelta().y() / 120;
+    if (steps == 0) return;
+    zoomAt(event->position().toPoint(), std::pow(1.25, steps));
+    event->accept();
+}
+
+void ScheduleMatrixView::mouseDoubleClickEvent(QMouseEvent*) {
+    resetZoom();
 }
 
 QString ScheduleMatrixView::cellText(int stage, int node) const {
@@ -167,18 +218,20 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
                    QStringLiteral("Plan a strategy to see its schedule matrix"));
         return;
     }
-    const double cw = double(grid_.width()) / matrix_.nodes;
-    const double ch = double(grid_.height()) / matrix_.stages;
-    // Cells: the one-pixel-per-cell image scaled up without smoothing.
+    const double cw = double(grid_.width()) / nv_;
+    const double ch = double(grid_.height()) / sv_;
+    // Cells: the visible part of the one-pixel-per-cell image scaled up without smoothing.
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
-    p.drawImage(QRectF(grid_), cells_);
+    p.drawImage(QRectF(grid_), cells_, QRectF(n0_, s0_, nv_, sv_));
+    p.save();
+    p.setClipRect(grid_.adjusted(-2, -2, 2, 2));
     // Free corners and grid lines where the cells are large enough to carry them.
     if (cw >= 4 && ch >= 4) {
         p.setPen(Qt::NoPen);
         p.setBrush(sp::free_mark());
         const double t = std::min({cw, ch}) * 0.45;
-        for (int s = 0; s < matrix_.stages; ++s)
-            for (int n = 0; n < matrix_.nodes; ++n) {
+        for (int s = s0_; s < s0_ + sv_; ++s)
+            for (int n = n0_; n < n0_ + nv_; ++n) {
                 const uint8_t f = matrix_.at(s, n);
                 if (!(f & ScheduleMatrix::Freed) || f == ScheduleMatrix::Freed) continue;
                 const QRectF c = cellRect(s, n);
@@ -190,15 +243,16 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
     }
     if (cw >= 6 && ch >= 6) {
         p.setPen(QPen(QColor(0xe2, 0xe2, 0xe2), 1));
-        for (int n = 0; n <= matrix_.nodes; ++n) {
+        for (int n = 0; n <= nv_; ++n) {
             const double x = grid_.left() + n * cw;
             p.drawLine(QPointF(x, grid_.top()), QPointF(x, grid_.bottom() + 1));
         }
-        for (int s = 0; s <= matrix_.stages; ++s) {
+        for (int s = 0; s <= sv_; ++s) {
             const double y = grid_.top() + s * ch;
             p.drawLine(QPointF(grid_.left(), y), QPointF(grid_.right() + 1, y));
         }
     }
+    p.restore();
     p.setPen(QPen(QColor(0x99, 0x99, 0x99), 1));
     p.setBrush(Qt::NoBrush);
     p.drawRect(grid_.adjusted(0, 0, 0, 0));
@@ -206,8 +260,8 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
     const QFontMetrics fm(font());
     p.setPen(QColor(0x33, 0x33, 0x33));
     if (show_rows_) {
-        for (int s = 0; s < matrix_.stages; ++s) {
-            const QRect r(kMargin, grid_.top() + int(s * ch), label_left_ - 6, int(ch) + 1);
+        for (int s = s0_; s < s0_ + sv_; ++s) {
+            const QRect r(kMargin, grid_.top() + int((s - s0_) * ch), label_left_ - 6, int(ch) + 1);
             p.drawText(r, Qt::AlignRight | Qt::AlignVCenter,
                        fm.elidedText(to_qstring(matrix_.stage_names[size_t(s)]), Qt::ElideLeft,
                                      r.width()));
@@ -219,9 +273,9 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
                    Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("last backward"));
     }
     if (show_columns_) {
-        for (NodeId n = 0; n < matrix_.nodes; ++n) {
+        for (NodeId n = n0_; n < n0_ + nv_; ++n) {
             p.save();
-            p.translate(grid_.left() + (n + 0.5) * cw + fm.ascent() / 3.0, grid_.top() - 4);
+            p.translate(grid_.left() + (n - n0_ + 0.5) * cw + fm.ascent() / 3.0, grid_.top() - 4);
             p.rotate(-60);
             p.drawText(0, 0,
                        fm.elidedText(to_qstring(trace_->graph->node(n).name), Qt::ElideLeft,
@@ -229,7 +283,9 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
             p.restore();
         }
     }
-    // Selected column and teach mode's stage.
+    // Selected column and teach mode's stage (inside the grid: a zoom may leave them out).
+    p.save();
+    p.setClipRect(grid_.adjusted(-3, -3, 3, 3));
     if (selected_ >= 0 && selected_ < matrix_.nodes) {
         const QRect top = cellRect(0, selected_);
         p.setPen(QPen(sp::selected(), 2));
@@ -252,6 +308,7 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
             }
         }
     }
+    p.restore();
     // Legend.
     struct Entry {
         QColor c;
@@ -273,16 +330,40 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
         p.drawText(x + 19, y + 1, fm.horizontalAdvance(t) + 2, 16, Qt::AlignVCenter, t);
         x += 19 + fm.horizontalAdvance(t) + 18;
     }
-    const QString info = QStringLiteral("%1 stages × %2 nodes · %3")
-                             .arg(matrix_.stages)
-                             .arg(matrix_.nodes)
-                             .arg(to_qstring(trace_->spec));
+    QString info = QStringLiteral("%1 stages × %2 nodes · %3")
+                       .arg(matrix_.stages)
+                       .arg(matrix_.nodes)
+                       .arg(to_qstring(trace_->spec));
+    if (nv_ < matrix_.nodes || sv_ < matrix_.stages)
+        info = QStringLiteral("zoomed: nodes %1–%2, stages %3–%4 (double-click: all) · ")
+                   .arg(n0_)
+                   .arg(n0_ + nv_ - 1)
+                   .arg(s0_)
+                   .arg(s0_ + sv_ - 1) +
+               info;
     p.drawText(QRect(x, y, std::max(0, width() - kMargin - x), 16),
                Qt::AlignRight | Qt::AlignVCenter,
                fm.elidedText(info, Qt::ElideRight, std::max(0, width() - kMargin - x)));
 }
 
 void ScheduleMatrixView::mouseMoveEvent(QMouseEvent* event) {
+    if (event->buttons() & Qt::LeftButton) {
+        // A drag pans by whole cells.
+        if (!dragging_ && (event->pos() - press_pos_).manhattanLength() > 3) {
+            dragging_ = true;
+            drag_from_ = press_pos_;
+        }
+        if (dragging_ && grid_.width() > 0 && grid_.height() > 0) {
+            const double cw = double(grid_.width()) / nv_, ch = double(grid_.height()) / sv_;
+            const int dn = int((drag_from_.x() - event->pos().x()) / cw);
+            const int ds = int((drag_from_.y() - event->pos().y()) / ch);
+            if (dn != 0 || ds != 0) {
+                panBy(dn, ds);
+                drag_from_ += QPoint(int(-dn * cw), int(-ds * ch));
+            }
+            return;
+        }
+    }
     const QPoint c = cellAt(event->pos());
     if (c.x() < 0) {
         QToolTip::hideText();
@@ -292,8 +373,17 @@ void ScheduleMatrixView::mouseMoveEvent(QMouseEvent* event) {
 }
 
 void ScheduleMatrixView::mousePressEvent(QMouseEvent* event) {
-    const QPoint c = cellAt(event->pos());
-    if (c.x() >= 0 && selection_) selection_->select(c.x());
+    press_pos_ = event->pos();
+    dragging_ = false;
+}
+
+void ScheduleMatrixView::mouseReleaseEvent(QMouseEvent* event) {
+    // A click (not the end of a drag) selects the column's node.
+    if (event->button() == Qt::LeftButton && !dragging_) {
+        const QPoint c = cellAt(event->pos());
+        if (c.x() >= 0 && selection_) selection_->select(c.x());
+    }
+    dragging_ = false;
 }
 
 QString export_schedule_matrix(const std::shared_ptr<const ScheduleTrace>& trace,

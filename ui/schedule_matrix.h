@@ -6,6 +6,7 @@
 // the stage begins), purple where the stage runs the node's backward; a red corner marks a Free.
 // Click a column to select its node (shared with the other schedule views); hover for the cell.
 // Teach mode outlines the current stage and the cell of the current instruction.
+// The wheel zooms around the cell under the pointer, a drag pans, a double-click shows it all.
 #include <QImage>
 #include <QPointer>
 #include <QWidget>
@@ -38,11 +39,23 @@ class ScheduleMatrixView : public QWidget {
 
     QSize sizeHint() const override { return {900, 600}; }
 
+    // Zoom and pan: the cells shown, x = first node, y = first stage, width × height in cells
+    // (the whole matrix when not zoomed).
+    QRect visibleCells() const { return {n0_, s0_, nv_, sv_}; }
+    // Zooms by `factor` (> 1: closer) keeping the cell under `pos` under it; at least 2 × 2 cells.
+    void zoomAt(QPoint pos, double factor);
+    // Moves the view by whole cells, clamped to the matrix.
+    void panBy(int nodes, int stages);
+    void resetZoom();
+
   protected:
     void paintEvent(QPaintEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
 
   private:
     void layoutGrid();
@@ -58,6 +71,10 @@ class ScheduleMatrixView : public QWidget {
     int label_left_ = 0;  // width of the stage labels
     int label_top_ = 0;   // height of the node labels
     bool show_columns_ = true, show_rows_ = true;
+    int n0_ = 0, s0_ = 0, nv_ = 0, sv_ = 0;  // the visible cells (zoom and pan)
+    QPoint press_pos_, drag_from_;
+    bool dragging_ = false;
+    void setView(int n0, int s0, int nv, int sv);
 };
 
 // Writes the matrix of `trace` to `path` by suffix: .png .svg .pdf (drawn at `size`), .json

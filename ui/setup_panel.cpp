@@ -109,8 +109,14 @@ QWidget* SetupPanel::buildNetworkPanel() {
     open_button_ = new QPushButton(QStringLiteral("Open…"));
     open_button_->setToolTip(
         QStringLiteral("Open a network file in RematLab's JSON format (Ctrl+O)"));
+    reload_button_ = new QPushButton(QStringLiteral("Reload"));
+    reload_button_->setObjectName(QStringLiteral("reloadNetwork"));
+    reload_button_->setToolTip(
+        QStringLiteral("Load the network again (after fixing the file that failed to load)"));
+    reload_button_->setVisible(false);
     row->addWidget(preset_, 1);
     row->addWidget(open_button_);
+    row->addWidget(reload_button_);
     v->addLayout(row);
     v->addWidget(preset_forms_);
     summary_ = new QLabel(QStringLiteral("Loading…"));
@@ -134,6 +140,7 @@ QWidget* SetupPanel::buildNetworkPanel() {
         }
     });
     connect(open_button_, &QPushButton::clicked, this, &SetupPanel::openRequested);
+    connect(reload_button_, &QPushButton::clicked, this, &SetupPanel::reloadRequested);
     // Defaults.
     suppress_ = true;
     const int def = preset_->findData(QString::fromLatin1(kDefaultPreset));
@@ -336,6 +343,7 @@ QWidget* SetupPanel::buildRunPanel() {
     form->addRow(QStringLiteral("Memory cap"), cap_);
     auto* buttons = new QHBoxLayout;
     run_button_ = new QPushButton(QStringLiteral("Run"));
+    run_button_->setObjectName(QStringLiteral("runButton"));
     run_button_->setToolTip(
         QStringLiteral("Plan, execute and compare the ticked strategies (Ctrl+R)"));
     run_button_->setDefault(true);
@@ -583,16 +591,19 @@ RunRequest SetupPanel::request() const {
 
 void SetupPanel::unsetNetwork() {
     network_ready_ = false;
+    reload_button_->setVisible(false);
 }
 
 void SetupPanel::showLoading(const QString& spec) {
     network_ready_ = false;
+    reload_button_->setVisible(false);
     summary_->setText(QStringLiteral("Loading <i>%1</i>…").arg(spec.toHtmlEscaped()));
 }
 
 void SetupPanel::setNetwork(const NetworkSummary& summary) {
     network_ = summary;
     network_ready_ = true;
+    reload_button_->setVisible(false);
     updateSummary();
     suppress_ = true;
     if (pending_budget_) {
@@ -605,11 +616,13 @@ void SetupPanel::setNetwork(const NetworkSummary& summary) {
 
 void SetupPanel::showNotLoaded() {
     network_ready_ = false;
+    reload_button_->setVisible(true);
     summary_->setText(QStringLiteral("<span style='color:#c0392b'>Not loaded</span>"));
 }
 
 void SetupPanel::showMissingNetwork(const QString& path, const QString& name) {
     network_ready_ = false;
+    reload_button_->setVisible(true);
     file_spec_ = path;
     summary_->setText(
         QStringLiteral("<span style='color:#b9770e'>Network file missing</span>"
@@ -647,8 +660,18 @@ void SetupPanel::requestRun() {
 }
 
 void SetupPanel::setBusy(bool busy) {
-    run_button_->setEnabled(!busy);
+    busy_ = busy;
+    run_button_->setEnabled(!busy_ && runnable_);
     cancel_button_->setEnabled(busy);
+}
+
+void SetupPanel::setRunnable(bool runnable) {
+    runnable_ = runnable;
+    run_button_->setEnabled(!busy_ && runnable_);
+}
+
+bool SetupPanel::runEnabled() const {
+    return run_button_->isEnabled();
 }
 
 void SetupPanel::saveSettings(QSettings& s) const {

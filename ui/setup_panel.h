@@ -65,6 +65,10 @@ class SetupPanel : public QWidget {
     void setNetwork(const NetworkSummary& summary);
     void showNotLoaded();
     void showMissingNetwork(const QString& path, const QString& name);
+    // Whether Run can start: a network is loaded or on its way (a run waits for it). False after a
+    // load failed or a session's file is missing, where the panel offers Reload instead.
+    void setRunnable(bool runnable);
+    bool runEnabled() const;
 
     // ---- strategies and budget
     // Ticks exactly these strategies, with their parameters; a `budget=` sets the slider. A
@@ -117,7 +121,8 @@ class SetupPanel : public QWidget {
   signals:
     void networkEdited(int delay_ms);  // load the network after this delay (typing coalesces)
     void planInputsChanged();
-    void openRequested();  // the "Open…" button
+    void openRequested();    // the "Open…" button
+    void reloadRequested();  // the "Reload" button (shown after a network failed to load)
     void runRequested(const RunRequest& request);
     void invalidInput(const QString& message);
     void cancelRequested();
@@ -152,7 +157,8 @@ class SetupPanel : public QWidget {
     std::vector<ParamForm*> preset_param_forms_;
     QLabel* summary_ = nullptr;
     QPushButton* open_button_ = nullptr;
-    QString file_spec_;  // the opened network file, "" = a preset
+    QPushButton* reload_button_ = nullptr;  // shown while the network failed to load
+    QString file_spec_;                     // the opened network file, "" = a preset
 
     std::vector<std::unique_ptr<StrategyBox>> strategy_boxes_;
     QVBoxLayout* strategy_layout_ = nullptr;
@@ -167,6 +173,8 @@ class SetupPanel : public QWidget {
     QPushButton* run_button_ = nullptr;
     QPushButton* cancel_button_ = nullptr;
 
+    bool busy_ = false;
+    bool runnable_ = true;
     bool suppress_ = false;  // while the panel sets its own fields
     bool network_ready_ = false;
     NetworkSummary network_;

@@ -68,6 +68,15 @@ struct StrategyResult {
     double max_grad_diff = 0;
 
     std::shared_ptr<const Timeline> predicted_timeline, measured_timeline;
+    // A run over the memory cap: the cap, the instruction and the allocation that failed. The
+    // measured_timeline then holds the events measured up to the failure (executed stays false).
+    struct CapFailure {
+        uint64_t cap = 0;
+        long instruction = -1;  // -1: while loading the parameters and inputs
+        uint64_t live = 0, requested = 0;
+        QString what;  // the buffer it was for
+    };
+    std::optional<CapFailure> cap_failure;
     // "compute block3.fc", "recompute block3.fc", "free …", "backward …", per instruction.
     std::shared_ptr<const std::vector<QString>> instruction_text;
     // The plan itself, for the schedule views (graph, matrix, teach mode); null for a failure.

@@ -73,6 +73,7 @@ TeachPanel::TeachPanel(QWidget* parent) : QWidget(parent) {
     auto* node_row = new QHBoxLayout;
     node_line_ = new QLabel;
     node_line_->setTextFormat(Qt::RichText);
+    node_line_->setWordWrap(true);  // up to 8 marks: one line would set the window's min width
     node_line_->setToolTip(QStringLiteral(
         "The node selected in the graph, the matrix, the residuals or the memory chart: its "
         "instructions in the left strategy's schedule"));

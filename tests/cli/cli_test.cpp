@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/networks/onnx_import.h"
 #include "engine/npy.h"
 
 namespace fs = std::filesystem;
@@ -658,6 +659,7 @@ TEST_F(CliTest, DumpsEveryOnnxInitializerInItsOwnLayout) {
 // An ONNX model with its weights: --input feeds the fixture's data, --dump-grads writes one file
 // per initializer under its ONNX name; an input of the wrong shape is a clear error.
 TEST_F(CliTest, RunsAnOnnxModelWithItsInputAndDumpsGradsByInitializerName) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
     const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
     const fs::path out = dir_ / "grads";
     const json j = run_json({"run", "--network", (fixtures / "mlp.onnx").string(), "--strategy",

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <QBrush>
+#include <QLineSeries>
 #include <QPushButton>
+#include <QScatterSeries>
 #include <QSignalSpy>
 #include <random>
 
 #include "ui/main_window.h"
+#include "ui/memory_chart.h"
 #include "ui/palette.h"
 #include "ui/results_model.h"
 #include "ui/run_controller.h"
@@ -266,6 +269,47 @@ TEST(UiNothingLost, ACapFailureKeepsThePlanAndNamesTheAllocation) {
         << w.messageText().toStdString();
     EXPECT_TRUE(m->result(1).executed) << m->result(1).message.toStdString();
     EXPECT_EQ(m->result(1).measured_peak, sqrt_peak);
+
+    // The cap, the instruction and the allocation that failed, and the curve measured up to
+    // there: its events are the prediction's, up to the failing instruction.
+    ASSERT_TRUE(none.cap_failure.has_value());
+    const auto& cf = *none.cap_failure;
+    EXPECT_EQ(cf.cap, sqrt_peak);
+    EXPECT_GE(cf.instruction, 0);
+    EXPECT_GT(cf.live + cf.requested, cf.cap);
+    EXPECT_TRUE(none.message.contains(QStringLiteral("at instruction %1 ").arg(cf.instruction)))
+        << none.message.toStdString();
+    ASSERT_TRUE(none.measured_timeline) << "the partial measured curve";
+    const Timeline& part = *none.measured_timeline;
+    const Timeline& pred = *none.predicted_timeline;
+    ASSERT_FALSE(part.points.empty());
+    ASSERT_LT(part.points.size(), pred.points.size());
+    for (size_t i = 0; i < part.points.size(); ++i) {
+        EXPECT_EQ(part.points[i].y, pred.points[i].y) << "event " << i;
+        EXPECT_EQ(part.instruction[i], pred.instruction[i]) << "event " << i;
+        EXPECT_LE(part.points[i].y, double(cf.cap));
+    }
+    EXPECT_LE(part.instruction.back(), cf.instruction);
+    // The prediction's next event is the allocation that failed.
+    EXPECT_EQ(pred.points[part.points.size()].y, double(cf.live + cf.requested));
+    EXPECT_EQ(pred.instruction[part.points.size()], cf.instruction);
+
+    // The chart draws the cap as a line, the partial measured curve and the failed allocation.
+    MemoryChart* chart = w.memoryChart();
+    chart->flush();
+    ASSERT_TRUE(chart->capSeries()->isVisible());
+    const QList<QPointF> cap_line = chart->capSeries()->points();
+    ASSERT_EQ(cap_line.size(), 2);
+    const double divisor = double(cf.cap) / cap_line[0].y();
+    EXPECT_GT(divisor, 0);
+    EXPECT_TRUE(chart->capSeries()->name().contains(bytes_text(cf.cap)));
+    EXPECT_FALSE(chart->measuredSeries(0)->points().isEmpty());
+    ASSERT_EQ(chart->capFailureSeries()->count(), 1);
+    EXPECT_DOUBLE_EQ(chart->capFailureSeries()->at(0).y() * divisor,
+                     double(cf.live + cf.requested));
+    EXPECT_DOUBLE_EQ(chart->capFailureSeries()->at(0).x(), part.points.back().x);
+    for (const QPointF& p : chart->measuredSeries(0)->points())
+        EXPECT_LE(p.x(), part.points.back().x);
 }
 
 }  // namespace

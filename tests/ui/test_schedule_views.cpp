@@ -8,6 +8,8 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWheelEvent>
+#include <cmath>
 
 #include "engine/networks/presets.h"
 #include "ui/graph_layout.h"
@@ -173,6 +175,70 @@ TEST(UiScheduleMatrix, CliExportsTheMatrixAndTheGraphHeadless) {
     QFile f(json);
     ASSERT_TRUE(f.open(QIODevice::ReadOnly));
     EXPECT_TRUE(f.readAll().contains("rematlab-schedule-matrix"));
+}
+
+// The matrix zooms around the cell under the wheel, pans by whole cells (drag or panBy), stays
+// inside the matrix, and a double-click shows it all again; a click still selects a column.
+TEST(UiScheduleMatrix, ZoomsAroundThePointerAndPansInsideTheMatrix) {
+    const auto trace = trace_of("mlp:depth=12,width=8,batch=4", "sqrt-n");
+    NodeSelection selection;
+    ScheduleMatrixView matrix;
+    matrix.setSelection(&selection);
+    matrix.resize(900, 500);
+    matrix.show();
+    matrix.setTrace(trace);
+    QCoreApplication::processEvents();
+    const QRect all = matrix.visibleCells();
+    ASSERT_EQ(all, QRect(0, 0, matrix.matrix().nodes, matrix.matrix().stages));
+    ASSERT_GT(all.width(), 20);
+    ASSERT_GT(all.height(), 8);
+
+    // Three wheel steps closer over a cell: about half as many cells each way, the same cell
+    // still under the pointer, and it is drawn larger.
+    const QPoint cell(all.width() * 2 / 3, all.height() / 3);
+    const QPoint at = matrix.cellRect(cell.y(), cell.x()).center();
+    const int small = matrix.cellRect(cell.y(), cell.x()).width();
+    QWheelEvent wheel(at, matrix.mapToGlobal(at), QPoint(), QPoint(0, 3 * 120), Qt::NoButton,
+                      Qt::NoModifier, Qt::NoScrollPhase, false);
+    QCoreApplication::sendEvent(&matrix, &wheel);
+    const QRect zoomed = matrix.visibleCells();
+    EXPECT_NEAR(zoomed.width(), all.width() / std::pow(1.25, 3), 1.0);
+    EXPECT_NEAR(zoomed.height(), all.height() / std::pow(1.25, 3), 1.0);
+    EXPECT_EQ(matrix.cellAt(at), cell);
+    EXPECT_GT(matrix.cellRect(cell.y(), cell.x()).width(), small);
+
+    // Panning moves by whole cells and stops at the edges.
+    matrix.panBy(2, 1);
+    EXPECT_EQ(matrix.visibleCells().topLeft(), zoomed.topLeft() + QPoint(2, 1));
+    matrix.panBy(-1000, -1000);
+    EXPECT_EQ(matrix.visibleCells().topLeft(), QPoint(0, 0));
+    matrix.panBy(1000, 1000);
+    EXPECT_EQ(matrix.visibleCells().right(), all.right());
+    EXPECT_EQ(matrix.visibleCells().bottom(), all.bottom());
+    EXPECT_EQ(matrix.visibleCells().size(), zoomed.size());
+
+    // A drag to the left shows columns further right.
+    matrix.panBy(-1000, 0);
+    const int before = matrix.visibleCells().x();
+    const QRect c0 = matrix.cellRect(matrix.visibleCells().y(), before + 4);
+    QTest::mousePress(&matrix, Qt::LeftButton, {}, c0.center());
+    QMouseEvent move(QEvent::MouseMove, QPointF(c0.center() - QPoint(3 * c0.width(), 0)),
+                     matrix.mapToGlobal(QPointF(c0.center() - QPoint(3 * c0.width(), 0))),
+                     Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&matrix, &move);
+    QTest::mouseRelease(&matrix, Qt::LeftButton, {}, c0.center() - QPoint(3 * c0.width(), 0));
+    EXPECT_GE(matrix.visibleCells().x(), before + 2);
+    EXPECT_EQ(selection.node(), -1) << "a drag does not select";
+
+    // A click on a zoomed cell selects its node.
+    const QRect v = matrix.visibleCells();
+    const int node = v.x() + v.width() / 2;
+    QTest::mouseClick(&matrix, Qt::LeftButton, {}, matrix.cellRect(v.y(), node).center());
+    EXPECT_EQ(selection.node(), node);
+
+    // A double-click shows it all.
+    QTest::mouseDClick(&matrix, Qt::LeftButton, {}, matrix.cellRect(v.y(), node).center());
+    EXPECT_EQ(matrix.visibleCells(), all);
 }
 
 }  // namespace

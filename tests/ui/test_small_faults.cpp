@@ -18,6 +18,7 @@
 
 #include "analysis/evaluate.h"
 #include "engine/networks/presets.h"
+#include "strategies/strategy.h"
 #include "ui/evaluation.h"
 #include "ui/graph_view.h"
 #include "ui/memory_chart.h"
@@ -27,6 +28,7 @@
 #include "ui/palette.h"
 #include "ui/pareto_chart.h"
 #include "ui/residuals_panel.h"
+#include "ui/results_model.h"
 #include "ui/schedule_matrix.h"
 #include "ui/schedule_trace.h"
 #include "ui/schedule_views.h"
@@ -123,6 +125,103 @@ TEST(UiParetoChart, TheFrontierIsDrawnWithPredictedMarkers) {
         EXPECT_EQ(scatter->brush().color(), QColor(Qt::white)) << "filled = measured";
     }
     EXPECT_EQ(frontier_markers, 1);
+}
+
+// A strategy shown twice is labelled by its full spec, defaults spelled out, in the table, the
+// Pareto legend and the memory chart: "periodic" next to "periodic:k=2" read as if it were the
+// only periodic. A strategy shown once keeps its short spec.
+TEST(UiLabels, InstancesOfOneStrategyShowTheirFullSpec) {
+    std::string k_default;
+    for (const ParamSpec& p : find_strategy("periodic").schema())
+        if (p.key == "k") k_default = p.default_value;
+    ASSERT_FALSE(k_default.empty());
+    ASSERT_NE(k_default, "2");
+    const QString second = QStringLiteral("periodic:k=") + QString::fromStdString(k_default);
+    const auto results =
+        run_results("mlp:depth=6,width=8,batch=4", {"periodic:k=2", "periodic", "sqrt-n"});
+    ASSERT_EQ(results[1].spec, QStringLiteral("periodic"));
+
+    ResultsModel model;
+    model.setResults(results);
+    auto cell = [&](int row) {
+        return model.data(model.index(row, ResultsModel::Strategy), Qt::DisplayRole).toString();
+    };
+    EXPECT_EQ(cell(0), QStringLiteral("periodic:k=2"));
+    EXPECT_EQ(cell(1), second);
+    EXPECT_EQ(cell(2), QStringLiteral("sqrt-n"));
+
+    ParetoChart pareto;
+    pareto.setModel(&model);
+    pareto.flush();
+    const QStringList names = pareto.seriesNames();
+    EXPECT_TRUE(names.contains(second + QStringLiteral(" (predicted)")))
+        << names.join(", ").toStdString();
+    EXPECT_FALSE(names.contains(QStringLiteral("periodic (predicted)")));
+    EXPECT_TRUE(names.contains(QStringLiteral("sqrt-n (predicted)")));
+
+    MemoryChart memory;
+    memory.setResults(results);
+    EXPECT_EQ(memory.measuredSeries(1)->name(), second);
+    EXPECT_EQ(memory.measuredSeries(2)->name(), QStringLiteral("sqrt-n"));
+    // A result update of one row keeps its label.
+    memory.setResult(1, results[1]);
+    memory.flush();
+    EXPECT_EQ(memory.measuredSeries(1)->name(), second);
+
+    // Alone, periodic keeps its short spec.
+    model.setResults({results[1]});
+    EXPECT_EQ(cell(0), QStringLiteral("periodic"));
+}
+
+// The Memory tab's instruction-index axis: the predicted and the measured timeline are the same
+// events, so on it their lines coincide point for point; on the time axis they do not.
+TEST(UiMemoryChart, OnTheInstructionAxisPredictedAndMeasuredLineUp) {
+    for (const char* net : {"mlp:depth=6,width=8,batch=4", "transformer:layers=1,seq=4,batch=1"}) {
+        SCOPED_TRACE(net);
+        const auto results = run_results(net, {"sqrt-n", "none"});
+        MemoryChart chart;
+        chart.resize(1600, 600);
+        chart.setResults(results);
+        chart.show();
+        chart.flush();
+        for (int k = 0; k < 2; ++k) {
+            ASSERT_TRUE(results[size_t(k)].executed);
+            const auto& tl = *results[size_t(k)].measured_timeline;
+            const auto& pl = *results[size_t(k)].predicted_timeline;
+            ASSERT_EQ(tl.points.size(), pl.points.size());
+            bool same_x = true;
+            for (size_t i = 0; i < tl.points.size(); ++i)
+                same_x &= tl.points[i].x == pl.points[i].x;
+            EXPECT_FALSE(same_x) << "on the time axis measured and predicted differ";
+        }
+        chart.setInstructionAxis(true);
+        chart.flush();
+        EXPECT_TRUE(chart.instructionAxis());
+        EXPECT_EQ(chart.timeAxis()->titleText(), QStringLiteral("instruction"));
+        for (int k = 0; k < 2; ++k) {
+            const QList<QPointF> m = chart.measuredSeries(k)->points();
+            const QList<QPointF> p = chart.predictedSeries(k)->points();
+            ASSERT_FALSE(m.isEmpty());
+            EXPECT_EQ(m, p) << "strategy " << k;
+            // The last instruction runs at x = instructions - 1; the releases after it at
+            // x = instructions.
+            double xmax = 0;
+            for (const QPointF& q : m) xmax = std::max(xmax, q.x());
+            EXPECT_EQ(xmax, double(results[size_t(k)].instructions));
+            EXPECT_GE(chart.timeAxis()->max(), xmax);
+        }
+        // The hover read-out names the instruction under the cursor on both lines.
+        const auto& events = results[0].predicted_timeline->instruction;
+        const long at = events[events.size() / 2];
+        ASSERT_GE(at, 0);
+        const QString text = chart.hoverText(double(at) + 0.5);
+        EXPECT_TRUE(text.contains(QStringLiteral("instruction %1").arg(at))) << text.toStdString();
+        EXPECT_GE(text.count(QStringLiteral("#%1 ").arg(at)), 2) << text.toStdString();
+        // Back on the time axis: the measured line is in ms again.
+        chart.setInstructionAxis(false);
+        chart.flush();
+        EXPECT_NE(chart.measuredSeries(0)->points(), chart.predictedSeries(0)->points());
+    }
 }
 
 // A new network keeps the selected node by name, or clears it: node 3 of another network is

@@ -4,12 +4,15 @@
 
 #include <QFile>
 #include <QLineSeries>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QTest>
 #include <QTimer>
 
 #include "analysis/evaluate.h"
+#include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
 #include "ui/main_window.h"
@@ -17,6 +20,7 @@
 #include "ui/pareto_chart.h"
 #include "ui/results_model.h"
 #include "ui/run_controller.h"
+#include "ui/teach_panel.h"
 
 namespace rl::ui {
 namespace {
@@ -207,6 +211,88 @@ TEST(UiMainWindow, BadFileShowsAnErrorWithoutCrashing) {
     w.setNetworkSpec(kSmall);
     ASSERT_TRUE(waitNetwork(w));
     EXPECT_TRUE(w.messageText().isEmpty());
+}
+
+// Run is disabled while no network is loaded (nor on its way); the setup panel's Reload loads a
+// fixed file again, and Run comes back with the network.
+TEST(UiMainWindow, RunIsDisabledWithoutANetworkAndReloadBringsItBack) {
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("net.json"));
+    {
+        QFile f(path);
+        ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+        f.write("{ \"format\": \"rematlab-network\", \"nodes\": [ oops ] }");
+    }
+    MainWindow w(false);
+    w.show();
+    ASSERT_TRUE(waitNetwork(w));
+    auto* run_button = w.findChild<QPushButton*>(QStringLiteral("runButton"));
+    auto* reload = w.findChild<QPushButton*>(QStringLiteral("reloadNetwork"));
+    ASSERT_NE(run_button, nullptr);
+    ASSERT_NE(reload, nullptr);
+    EXPECT_TRUE(w.isRunEnabled());
+    EXPECT_TRUE(run_button->isEnabled());
+    EXPECT_FALSE(reload->isVisible());
+
+    QSignalSpy failed(&w, &MainWindow::networkFailed);
+    w.openFile(path);
+    ASSERT_TRUE(failed.wait(kWaitMs));
+    EXPECT_FALSE(w.isRunEnabled());
+    EXPECT_FALSE(run_button->isEnabled());
+    EXPECT_TRUE(reload->isVisible());
+
+    // Fix the file and reload it through the panel's button.
+    const std::string good = network_to_json(load_network(kSmall.toStdString()));
+    {
+        QFile f(path);
+        ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(good.data(), qint64(good.size()));
+    }
+    QSignalSpy ready(&w, &MainWindow::networkReady);
+    QTest::mouseClick(reload, Qt::LeftButton);
+    ASSERT_TRUE(ready.count() > 0 || ready.wait(kWaitMs));
+    EXPECT_TRUE(w.isRunEnabled());
+    EXPECT_TRUE(run_button->isEnabled());
+    EXPECT_FALSE(reload->isVisible());
+}
+
+// Teach mode (a dock across the bottom) does not force the window wider: its line listing the
+// selected node's instructions (up to 8 marks) wraps instead of setting the window's minimum width
+// (it made it 1128 px).
+TEST(UiMainWindow, TeachModeDoesNotWidenTheWindow) {
+    MainWindow w(false);
+    // One slot: revolve recomputes the first blocks many times (8 marks listed).
+    w.setNetworkSpec(QStringLiteral("mlp:depth=16,width=8,batch=4"));
+    w.setStrategies({QStringLiteral("revolve:slots=1"), QStringLiteral("sqrt-n")});
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    w.resize(1000, 760);
+    w.show();
+    ASSERT_TRUE(waitNetwork(w));
+    ASSERT_TRUE(plan.count() > 0 || plan.wait(kWaitMs));
+    QCoreApplication::processEvents();
+    const int before = w.minimumSizeHint().width();
+    const int width_before = w.width();
+    w.showTeachMode(true);
+    TeachPanel* teach = w.teachPanel();
+    ASSERT_TRUE(teach->isVisible());
+    // Step into the schedule and select each node in turn: some have many marks to list.
+    for (int i = 0; i < 40; ++i) QTest::keyClick(teach, Qt::Key_Right);
+    QCoreApplication::processEvents();
+    const int unselected = teach->minimumSizeHint().width();
+    int widest = 0;
+    const int nodes = w.network().nodes;
+    ASSERT_GT(nodes, 10);
+    for (int n = 0; n < nodes; ++n) {
+        teach->setSelectedNode(n);
+        QCoreApplication::processEvents();  // the layout takes the label's new size
+        widest = std::max(widest, teach->minimumSizeHint().width());
+    }
+    QCoreApplication::processEvents();
+    EXPECT_LE(widest, unselected) << "a selected node's marks widen the teach panel";
+    EXPECT_LE(widest, 1000);
+    EXPECT_LE(w.minimumSizeHint().width(), before);
+    EXPECT_LE(w.width(), width_before) << "teach mode widened the window";
 }
 
 TEST(UiMainWindow, InfeasibleBudgetShowsTheSmallestFeasibleOne) {
