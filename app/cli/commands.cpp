@@ -334,7 +334,9 @@ int compare_command(const CompareOptions& opt) {
     std::vector<Spec> specs;
     for (const auto& t : texts) specs.push_back(checked_strategy(t));
 
-    auto bar = progress_bar(opt.json);
+    // The JSON lines come at the end, after the rounds, so a bar on a terminal's stderr cannot
+    // interleave with them: compare draws it with --json too.
+    auto bar = progress_bar(false);
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.repeat = opt.repeat;

@@ -735,72 +735,92 @@ TEST_F(CliTest, ExplainNamesTheRealReadersOfARecompute) {
 // 1024x1024 at batch 256), so that Ctrl-C lands while a strategy runs.
 constexpr const char* kSlowMlp = "mlp:depth=32,width=1024,batch=256";
 
-// Ctrl-C before the first timed round is complete (the warm-up round of four strategies takes
-// several seconds here): the run stops between instructions and exits 130 within a second; no
-// row is printed (no strategy has a timed run to compare), none is reported as an error, and
-// stderr says once that the run was cancelled and how many timed rounds were completed.
+// A pseudo-terminal for a child's stderr: what the progress bar draws there is read back, so a
+// test can act when the bar names a step (rather than after a fixed sleep, which a slow build,
+// such as the sanitizer one, or a loaded machine outruns while the cost model is still profiled).
+struct Pty {
+    int master = -1;
+    std::string name, text;
+    Pty() {
+        master = posix_openpt(O_RDWR | O_NOCTTY);
+        if (master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0) name = ptsname(master);
+    }
+    ~Pty() {
+        if (master >= 0) close(master);
+    }
+    // Reads until `what` has been drawn or `limit` passes; whether it was.
+    bool wait_for(const std::string& what, std::chrono::seconds limit) {
+        const auto give_up = std::chrono::steady_clock::now() + limit;
+        while (text.find(what) == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+            pollfd p{master, POLLIN, 0};
+            if (poll(&p, 1, 100) > 0) {
+                char buf[4096];
+                const ssize_t n = read(master, buf, sizeof buf);
+                if (n <= 0) break;
+                text.append(buf, static_cast<size_t>(n));
+            }
+        }
+        return text.find(what) != std::string::npos;
+    }
+    void drain() {  // the rest of what was written, once the child has ended
+        for (;;) {
+            pollfd p{master, POLLIN, 0};
+            char buf[4096];
+            ssize_t n = 0;
+            if (poll(&p, 1, 0) <= 0 || (n = read(master, buf, sizeof buf)) <= 0) break;
+            text.append(buf, static_cast<size_t>(n));
+        }
+    }
+};
+
+// Ctrl-C during the warm-up round, while the second strategy executes: the run stops between
+// instructions and exits 130 within a second; no JSON line is printed (no strategy has a timed
+// run to compare), none is reported as an error, and stderr says once that the run was cancelled
+// and how many timed rounds were completed.
 TEST_F(CliTest, CtrlCDuringCompareJsonWarmUpStopsWithNoRows) {
+    Pty pty;
+    ASSERT_FALSE(pty.name.empty());
     const pid_t pid = start({"compare", "--network", kSlowMlp, "--strategies",
-                             "none,sqrt-n,periodic,periodic:k=2", "--json"});
+                             "none,sqrt-n,periodic,periodic:k=2", "--json"},
+                            pty.name);
     ASSERT_GT(pid, 0);
-    usleep(3000000);  // past loading and profiling, into the reference run or the warm-up
-    ASSERT_EQ(waitpid(pid, nullptr, WNOHANG), 0) << "the compare ended within 3 s";
+    ASSERT_TRUE(pty.wait_for("sqrt-n (2/4), warm-up", std::chrono::minutes(3))) << pty.text;
     const auto sent = std::chrono::steady_clock::now();
     ASSERT_EQ(kill(pid, SIGINT), 0);
     const Result r = finish(pid, std::chrono::seconds(10));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    pty.drain();
 
-    EXPECT_FALSE(r.signaled) << r.err;
-    EXPECT_EQ(r.code, 130) << r.err;
+    EXPECT_FALSE(r.signaled) << pty.text;
+    EXPECT_EQ(r.code, 130) << pty.text;
     EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the compare";
     EXPECT_TRUE(lines_of(r.out).empty()) << r.out;
-    EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
-    const size_t said = r.err.find("cancelled");
-    EXPECT_NE(said, std::string::npos) << r.err;
-    EXPECT_EQ(r.err.find("cancelled", said + 1), std::string::npos) << "said more than once:\n"
-                                                                    << r.err;
-    EXPECT_NE(r.err.find("0 of 3 timed rounds completed"), std::string::npos) << r.err;
+    EXPECT_EQ(pty.text.find("error"), std::string::npos) << pty.text;
+    const size_t said = pty.text.find("cancelled");
+    EXPECT_NE(said, std::string::npos) << pty.text;
+    EXPECT_EQ(pty.text.find("cancelled", said + 1), std::string::npos) << "said more than once:\n"
+                                                                       << pty.text;
+    EXPECT_NE(pty.text.find("0 of 3 timed rounds completed"), std::string::npos) << pty.text;
 }
 
 // From a terminal, where the table is printed at the end: stderr is a pseudo-terminal, so the
 // progress bar shows which strategy of which round runs ("sqrt-n (2/3), round 2/3"), and Ctrl-C
 // comes in round 2. The table then shows every strategy over the one complete round.
 TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
-    const int master = posix_openpt(O_RDWR | O_NOCTTY);
-    ASSERT_GE(master, 0);
-    ASSERT_EQ(grantpt(master), 0);
-    ASSERT_EQ(unlockpt(master), 0);
-    const std::string tty = ptsname(master);
+    Pty pty;
+    ASSERT_FALSE(pty.name.empty());
     const pid_t pid =
-        start({"compare", "--network", kSlowMlp, "--strategies", "none,sqrt-n,periodic"}, tty);
+        start({"compare", "--network", kSlowMlp, "--strategies", "none,sqrt-n,periodic"}, pty.name);
     ASSERT_GT(pid, 0);
-    std::string terminal;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-    while (terminal.find("sqrt-n (2/3), round 2/3") == std::string::npos &&
-           std::chrono::steady_clock::now() < give_up) {
-        pollfd p{master, POLLIN, 0};
-        if (poll(&p, 1, 100) > 0) {
-            char buf[4096];
-            const ssize_t n = read(master, buf, sizeof buf);
-            if (n <= 0) break;
-            terminal.append(buf, static_cast<size_t>(n));
-        }
-    }
-    ASSERT_NE(terminal.find("sqrt-n (2/3), round 2/3"), std::string::npos) << terminal;
+    ASSERT_TRUE(pty.wait_for("sqrt-n (2/3), round 2/3", std::chrono::minutes(3))) << pty.text;
     const auto sent = std::chrono::steady_clock::now();
     ASSERT_EQ(kill(pid, SIGINT), 0);
     const Result r = finish(pid, std::chrono::seconds(10));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-    for (;;) {  // the rest of what it wrote to the terminal
-        pollfd p{master, POLLIN, 0};
-        char buf[4096];
-        ssize_t n = 0;
-        if (poll(&p, 1, 0) <= 0 || (n = read(master, buf, sizeof buf)) <= 0) break;
-        terminal.append(buf, static_cast<size_t>(n));
-    }
-    close(master);
+    pty.drain();
+    const std::string& terminal = pty.text;
 
     EXPECT_FALSE(r.signaled);
     EXPECT_EQ(r.code, 130) << terminal;
