@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "engine/backend.h"
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "engine/units.h"
 
@@ -59,6 +60,7 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     }
     if (opt_.execute) {
         backend_ = make_backend(opt_.device, opt_.threads);
+        const CancelScope scope(opt_.cancel);  // profiling polls it between ops
         costs_ = CostModel::profiled(executed(), *backend_);
         data_ = RunData::seeded(executed(), opt_.inputs);
     } else {
@@ -116,10 +118,17 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
     c.strategies.resize(n);
     std::vector<bool> running(n, false);
     for (size_t i = 0; i < n; ++i) {
+        c.strategies[i].eval.network = network_spec_;
+        c.strategies[i].eval.strategy = format_spec(strategies[i]);
+    }
+    // Planning polls the flag too (between a portfolio's candidates, a DP's memory levels, around
+    // a MILP solve): a cancel there ends the comparison before any step, with no rows.
+    const CancelScope scope(opt_.cancel);
+    for (size_t i = 0; i < n; ++i) {
         Evaluation& ev = c.strategies[i].eval;
-        ev.network = network_spec_;
-        ev.strategy = format_spec(strategies[i]);
         try {
+            if (on_step) on_step(kPlanningRound, i);
+            throw_if_cancelled();
             ev.plan = plan_with(g_, costs_, strategies[i]);
             if (ev.plan.status == PlanStatus::Infeasible) continue;
             ev.predicted = simulate(g_, ev.plan.schedule, costs_);
@@ -136,6 +145,9 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
             running[i] = true;
         } catch (const Error&) {
             c.strategies[i].error = std::current_exception();
+        } catch (const Cancelled&) {
+            c.cancelled = true;
+            return c;
         }
     }
     if (std::none_of(running.begin(), running.end(), [](bool r) { return r; })) return c;

@@ -67,7 +67,9 @@ struct Comparison {
     std::vector<std::pair<int, size_t>> order;
 };
 
-// Called before each step of a comparison: round 0 is the warm-up, 1..repeat the timed ones.
+// Called before each step of a comparison: round 0 is the warm-up, 1..repeat the timed ones; and
+// before each strategy is planned, with round kPlanningRound.
+inline constexpr int kPlanningRound = -1;
 using StepListener = std::function<void(int round, size_t index)>;
 
 // Runs `none` first (once per network, the gradient reference) and then the strategies. Every

@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;
     } catch (const rl::Cancelled&) {
-        rl::cli::report_cancelled("stopped between instructions, no results");
+        rl::cli::report_cancelled("stopped before any result");
         return rl::cli::kExitInterrupted;
     } catch (const std::bad_alloc&) {
         print_error("out of memory; try a smaller network or a strategy with a lower peak");

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "engine/backend.h"
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/ops/op.h"
@@ -196,6 +197,7 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
     std::map<std::string, std::pair<double, double>> seen;
     repeats = std::max(repeats, 1);
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
+        throw_if_cancelled();
         const Node& n = g.node(id);
         const auto i = static_cast<size_t>(id);
         const std::string sig = signature(g, n);

@@ -27,6 +27,7 @@ class CostModel {
     CostModel() = default;
     static CostModel analytic(const Graph& g, const DeviceRates& rates);
     // Times each node's forward and backward on the backend (median of `repeats`).
+    // Throws Cancelled between ops when the thread's CancelScope flag is raised (engine/cancel.h).
     static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5);
     // Per-node times known already (a saved session reopened): `kind` as the model was made.
     static CostModel from_times(std::string kind, std::vector<double> forward_ms,

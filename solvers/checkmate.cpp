@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cancel.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
@@ -160,8 +161,12 @@ class Milp {
             }
             Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
         }
+        // CBC cannot be stopped from outside through its C interface, so a cancel raised
+        // during the solve takes effect when it returns (at most time_limit_s later).
+        throw_if_cancelled();
         const auto t0 = std::chrono::steady_clock::now();
         Cbc_solve(m.get());
+        throw_if_cancelled();
         Result r;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.proven_infeasible = Cbc_isProvenInfeasible(m.get()) != 0;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/cancel.h"
 #include "engine/graph_algorithms.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
@@ -292,7 +293,13 @@ RotorSolver::RotorSolver(const RotorChain& chain, uint64_t unit, int32_t max_uni
     grads_after_.assign(n, 0);
     for (size_t k = n; k-- > 1;)
         grads_after_[k - 1] = grads_after_[k] + chain.stages[k].param_grads;
-    table_.assign(n * (n + 1) / 2 * static_cast<size_t>(max_units_ + 1), kInf);
+    // Hundreds of MB on long chains: allocated one memory layer at a time, polling for a cancel.
+    const size_t layer = n * (n + 1) / 2;
+    table_.reserve(layer * static_cast<size_t>(max_units_ + 1));
+    for (int32_t m = 0; m <= max_units_; ++m) {
+        throw_if_cancelled();
+        table_.insert(table_.end(), layer, kInf);
+    }
     fill();
 }
 
@@ -368,6 +375,7 @@ void RotorSolver::fill() {
     std::vector<uint64_t> run2(ns * ns, 0);
     std::vector<float> run_cost(ns * (ns + 1), 0);
     for (int32_t s = 0; s < n; ++s) {
+        throw_if_cancelled();  // O(n²) run peaks: seconds on chains of thousands of stages
         const RotorStage& st = chain_.stages[static_cast<size_t>(s)];
         const auto si = static_cast<size_t>(s);
         kq1[si] = q(keeps_input(s, s + 1) ? st.x_in : 0);
@@ -387,6 +395,7 @@ void RotorSolver::fill() {
     }
     std::vector<float> row(ns);  // C(s, t, m) for the current s and m, t = s..n-1
     for (int32_t m = 0; m <= M; ++m) {
+        throw_if_cancelled();  // one memory level of the table per poll
         const uint64_t bytes = static_cast<uint64_t>(m) * unit_;
         for (int32_t s = n - 1; s >= 0; --s) {
             const RotorStage& st = chain_.stages[static_cast<size_t>(s)];

@@ -53,7 +53,9 @@
 // g++ 12 -O2 warns -Wmaybe-uninitialized about a boost::optional inside Boost's max-flow code
 // (a false positive: the optional is engaged before use). Silenced for this header only.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning, and warns of the name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #pragma GCC diagnostic pop

@@ -46,6 +46,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
@@ -82,6 +83,7 @@ struct Portfolio {
     uint64_t min_budget = UINT64_MAX;
 
     void add(const Graph& g, const CostModel& costs, const Spec& spec) {
+        throw_if_cancelled();  // Ctrl-C between candidates: hundreds on a large network
         Candidate c;
         c.spec = spec;
         try {
@@ -218,6 +220,7 @@ class OptimalStrategy final : public Strategy {
         if (portfolio) take_best_candidate(g, costs, *portfolio, budget, min_budget, best);
         if (use_milp) {
             // Warm-started from the best plan so far, so CBC starts with an incumbent.
+            throw_if_cancelled();
             Plan milp =
                 plan_milp(g, costs, budget, params.get_float("time_limit"),
                           best.status == PlanStatus::Infeasible || best.schedule.code.empty()

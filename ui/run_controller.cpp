@@ -88,6 +88,7 @@ class RunWorker : public QObject {
                 obs_job_ = job;
                 summary = measure_all(ev, *g, request.strategies, g, [&](int round, size_t i) {
                     if (stale(job)) throw Cancelled();
+                    if (round == kPlanningRound) return;  // the bar follows the steps only
                     const int index = static_cast<int>(i) < count ? static_cast<int>(i) : -1;
                     const QString spec =
                         index >= 0 ? request.strategies[index] : QStringLiteral("none (baseline)");

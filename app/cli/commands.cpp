@@ -305,6 +305,9 @@ int plan_command(const PlanOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = false;  // plan and simulate: nothing is allocated, so any size may be planned
+    // Ctrl-C stops planning at its next poll (a DP's memory level, a portfolio's candidate; a
+    // MILP solve when CBC returns) and exits 130; CBC would otherwise swallow the signal.
+    eo.cancel = cancel_on_interrupt();
     Evaluator ev(g, opt.network, eo);
     const ReportContext ctx = context_for(g, opt.network, ev.costs(), opt.threads, 1, 0);
 
@@ -363,12 +366,17 @@ int compare_command(const CompareOptions& opt) {
         if (!bar) return;
         const std::string name = i < texts.size() ? texts[i] : std::string("none (baseline)");
         const std::string which =
-            round == 0 ? std::string("warm-up")
-                       : "round " + std::to_string(round) + "/" + std::to_string(opt.repeat);
+            round == kPlanningRound ? std::string("planning")
+            : round == 0            ? std::string("warm-up")
+                         : "round " + std::to_string(round) + "/" + std::to_string(opt.repeat);
+        const std::string label = name + " (" + std::to_string(i + 1) + "/" +
+                                  std::to_string(measured.size()) + "), " + which;
         bar->clear();
-        bar->begin(name + " (" + std::to_string(i + 1) + "/" + std::to_string(measured.size()) +
-                       "), " + which,
-                   1);
+        if (round == kPlanningRound) {
+            bar->status(label);  // a long MILP or DP shows what it is doing
+            return;
+        }
+        bar->begin(label, 1);
     };
     Comparison cmp = ev.compare(measured, on_step);
     if (bar) bar->clear();
@@ -423,6 +431,10 @@ int compare_command(const CompareOptions& opt) {
                                 : failure_json(ctx, row));
     } else if (!rows.empty()) {
         std::cout << compare_table(ctx, rows, baseline) << std::flush;
+    }
+    if (cancelled && cmp.order.empty()) {
+        report_cancelled("stopped while planning, before any step; no rows");
+        return kExitInterrupted;
     }
     if (cancelled) {
         report_cancelled(std::to_string(cmp.rounds_done) + " of " + std::to_string(opt.repeat) +

@@ -61,6 +61,12 @@ void ProgressBar::draw(long index, uint64_t live_bytes) {
     drawn_ = true;
 }
 
+void ProgressBar::status(const std::string& text) {
+    std::fprintf(stderr, "\r\033[K%s...", text.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+}
+
 void ProgressBar::clear() {
     if (!drawn_) return;
     std::fputs("\r\033[K", stderr);

@@ -21,6 +21,8 @@ class ProgressBar : public ExecutionObserver {
     // known (0: learnt from the first run).
     void begin(const std::string& label, int runs, long expected_instructions = 0);
     void on_instruction(long index, uint64_t live_bytes, double elapsed_ms) override;
+    // A line with no bar, drawn at once, for work without instructions to count (planning).
+    void status(const std::string& text);
     // Erases the bar.
     void clear();
 

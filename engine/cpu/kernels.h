@@ -14,7 +14,9 @@
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 GEMM packing
 // (_mm512_unpacklo_ps in gemm_pack_lhs); the pragma covers Eigen's headers only.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning, and warns of the name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 #include <algorithm>

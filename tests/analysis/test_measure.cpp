@@ -77,11 +77,14 @@ TEST(Measure, CompareInterleavesRoundByRoundAfterAWarmUp) {
     std::vector<std::pair<int, size_t>> heard;
     const Comparison c =
         ev.compare(specs, [&](int round, size_t i) { heard.emplace_back(round, i); });
-    std::vector<std::pair<int, size_t>> expected;
+    std::vector<std::pair<int, size_t>> expected, planned;
+    for (size_t i = 0; i < specs.size(); ++i) planned.emplace_back(kPlanningRound, i);
     for (int round = 0; round <= 3; ++round)
         for (size_t i = 0; i < specs.size(); ++i) expected.emplace_back(round, i);
     EXPECT_EQ(c.order, expected);
-    EXPECT_EQ(heard, expected);
+    // The listener hears each strategy's planning first, then every step.
+    planned.insert(planned.end(), expected.begin(), expected.end());
+    EXPECT_EQ(heard, planned);
     EXPECT_EQ(c.rounds_done, 3);
     EXPECT_FALSE(c.cancelled);
     ASSERT_EQ(c.strategies.size(), 3u);
@@ -147,6 +150,40 @@ TEST(Measure, ACancellationKeepsTheRoundsEveryStrategyCompleted) {
         EXPECT_EQ(s.eval.times->total.samples, 1) << "the cut round counts for none";
     }
     EXPECT_THROW(ev.evaluate(parse_spec("none")), Cancelled);
+}
+
+// Cancelled as the second strategy is about to be planned: it and the third are not planned, no
+// step runs, and the comparison says so (order empty, no round done).
+TEST(Measure, ACancellationWhilePlanningStopsBeforeTheNextPlanAndAnyStep) {
+    const Graph g = load_network("mlp:depth=6,width=32,batch=16");
+    std::atomic<bool> cancel{false};
+    EvaluateOptions eo;
+    eo.cancel = &cancel;
+    Evaluator ev(g, "mlp", eo);
+    const Comparison c =
+        ev.compare({parse_spec("none"), parse_spec("sqrt-n"), parse_spec("periodic:k=2")},
+                   [&](int round, size_t i) {
+                       if (round == kPlanningRound && i == 1) cancel = true;
+                   });
+    EXPECT_TRUE(c.cancelled);
+    EXPECT_TRUE(c.order.empty());
+    EXPECT_EQ(c.rounds_done, 0);
+    ASSERT_EQ(c.strategies.size(), 3u);
+    EXPECT_FALSE(c.strategies[0].eval.plan.schedule.code.empty()) << "planned before the cancel";
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_FALSE(c.strategies[i].error) << i << ": a cancel is no error";
+        EXPECT_FALSE(c.strategies[i].eval.measured) << i;
+    }
+    EXPECT_TRUE(c.strategies[2].eval.plan.schedule.code.empty()) << "planned after the cancel";
+}
+
+// Profiling the cost model (in the evaluator's constructor) stops on the flag too.
+TEST(Measure, ACancellationWhileProfilingStopsTheEvaluator) {
+    const Graph g = load_network("mlp:depth=6,width=32,batch=16");
+    std::atomic<bool> cancel{true};
+    EvaluateOptions eo;
+    eo.cancel = &cancel;
+    EXPECT_THROW(Evaluator(g, "mlp", eo), Cancelled);
 }
 
 }  // namespace

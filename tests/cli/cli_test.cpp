@@ -133,6 +133,16 @@ class CliTest : public ::testing::Test {
         return pid;
     }
 
+    // Sends Ctrl-C (SIGINT) to `pid` and waits up to `limit` for it to end: its result, and the
+    // seconds it took to stop.
+    std::pair<Result, double> interrupt(pid_t pid, std::chrono::milliseconds limit) {
+        const auto sent = std::chrono::steady_clock::now();
+        if (kill(pid, SIGINT) != 0) ADD_FAILURE() << "kill(SIGINT) failed";
+        Result r = finish(pid, limit);
+        return {std::move(r),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count()};
+    }
+
     // Waits up to `limit` for `pid` to end; kills it when it does not (code -1).
     Result finish(pid_t pid, std::chrono::milliseconds limit) {
         Result r;
@@ -785,11 +795,7 @@ TEST_F(CliTest, CtrlCDuringCompareJsonWarmUpStopsWithNoRows) {
                             pty.name);
     ASSERT_GT(pid, 0);
     ASSERT_TRUE(pty.wait_for("sqrt-n (2/4), warm-up", std::chrono::minutes(3))) << pty.text;
-    const auto sent = std::chrono::steady_clock::now();
-    ASSERT_EQ(kill(pid, SIGINT), 0);
-    const Result r = finish(pid, std::chrono::seconds(10));
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    const auto [r, seconds] = interrupt(pid, std::chrono::seconds(10));
     pty.drain();
 
     EXPECT_FALSE(r.signaled) << pty.text;
@@ -814,11 +820,7 @@ TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
         start({"compare", "--network", kSlowMlp, "--strategies", "none,sqrt-n,periodic"}, pty.name);
     ASSERT_GT(pid, 0);
     ASSERT_TRUE(pty.wait_for("sqrt-n (2/3), round 2/3", std::chrono::minutes(3))) << pty.text;
-    const auto sent = std::chrono::steady_clock::now();
-    ASSERT_EQ(kill(pid, SIGINT), 0);
-    const Result r = finish(pid, std::chrono::seconds(10));
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    const auto [r, seconds] = interrupt(pid, std::chrono::seconds(10));
     pty.drain();
     const std::string& terminal = pty.text;
 
@@ -839,6 +841,46 @@ TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
     EXPECT_NE(terminal.find("cancelled (Ctrl-C): 1 of 3 timed rounds completed"), std::string::npos)
         << terminal;
     EXPECT_EQ(terminal.find("error"), std::string::npos) << terminal;
+}
+
+// A network whose chain DP takes seconds (about 10 s in a release build): Ctrl-C lands while
+// `optimal` is planned, before any step.
+constexpr const char* kSlowToPlan = "mlp:depth=400,width=8,batch=4";
+
+// Ctrl-C while a strategy is planned: the DP polls the flag, so compare exits 130 within a
+// second with no rows and no error, and says it stopped while planning.
+TEST_F(CliTest, CtrlCWhileCompareIsPlanningStopsWithinASecond) {
+    Pty pty;
+    ASSERT_FALSE(pty.name.empty());
+    const pid_t pid = start(
+        {"compare", "--network", kSlowToPlan, "--strategies", "none,optimal:method=dp"}, pty.name);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(pty.wait_for("optimal:method=dp (2/2), planning", std::chrono::minutes(3)))
+        << pty.text;
+    const auto [r, seconds] = interrupt(pid, std::chrono::seconds(30));
+    pty.drain();
+
+    EXPECT_FALSE(r.signaled) << pty.text;
+    EXPECT_EQ(r.code, 130) << pty.text;
+    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the planning";
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(pty.text.find("error"), std::string::npos) << pty.text;
+    EXPECT_NE(pty.text.find("cancelled (Ctrl-C): stopped while planning"), std::string::npos)
+        << pty.text;
+}
+
+// `plan` keeps no half-done plan either: Ctrl-C during the DP exits 130 (not killed by the
+// signal, and not ignored until the DP ends) and prints nothing on stdout.
+TEST_F(CliTest, CtrlCWhilePlanningExits130) {
+    const pid_t pid = start({"plan", "--network", kSlowToPlan, "--strategy", "optimal:method=dp"});
+    ASSERT_GT(pid, 0);
+    usleep(1500 * 1000);  // loading and the analytic cost model take milliseconds; the DP seconds
+    const auto [r, seconds] = interrupt(pid, std::chrono::seconds(30));
+    EXPECT_FALSE(r.signaled);
+    EXPECT_EQ(r.code, 130) << r.err;
+    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the planning";
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("cancelled (Ctrl-C)"), std::string::npos) << r.err;
 }
 
 // sweep --shard I/N: contiguous parts whose JSON Lines, concatenated in order, are the whole
