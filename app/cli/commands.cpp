@@ -257,6 +257,26 @@ std::unique_ptr<ProgressBar> progress_bar(bool json) {
 
 }  // namespace
 
+namespace {
+
+// What `run` and `compare` execute with: their shared options (RunOptions, CompareOptions),
+// Ctrl-C cancelling, the progress bar (or none) observing.
+template <class Options>
+EvaluateOptions executing(const Graph& g, const Options& opt, ExecutionObserver* observer) {
+    EvaluateOptions eo;
+    eo.threads = opt.threads;
+    eo.repeat = opt.repeat;
+    eo.cap = opt.cap;
+    eo.execute = true;
+    eo.observer = observer;
+    eo.cancel = cancel_on_interrupt();
+    eo.inputs = given_inputs(g, opt.input);
+    eo.device = opt.device;
+    return eo;
+}
+
+}  // namespace
+
 int run_command(const RunOptions& opt) {
     Graph g = load_network(opt.network);
     const Spec spec = checked_strategy(opt.strategy);
@@ -264,16 +284,7 @@ int run_command(const RunOptions& opt) {
     if (!opt.dump_weights.empty()) prepare_directory(opt.dump_weights, "--dump-weights");
 
     auto bar = progress_bar(opt.json);
-    EvaluateOptions eo;
-    eo.threads = opt.threads;
-    eo.repeat = opt.repeat;
-    eo.cap = opt.cap;
-    eo.execute = true;
-    eo.observer = bar.get();
-    eo.cancel = cancel_on_interrupt();
-    eo.inputs = given_inputs(g, opt.input);
-    eo.device = opt.device;
-    Evaluator ev(g, opt.network, eo);
+    Evaluator ev(g, opt.network, executing(g, opt, bar.get()));
     if (!opt.dump_weights.empty()) dump_weights(g, ev.data(), opt.dump_weights);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
@@ -340,16 +351,7 @@ int compare_command(const CompareOptions& opt) {
     // The JSON lines come at the end, after the rounds, so a bar on a terminal's stderr cannot
     // interleave with them: compare draws it with --json too.
     auto bar = progress_bar(false);
-    EvaluateOptions eo;
-    eo.threads = opt.threads;
-    eo.repeat = opt.repeat;
-    eo.cap = opt.cap;
-    eo.execute = true;
-    eo.observer = bar.get();
-    eo.cancel = cancel_on_interrupt();
-    eo.inputs = given_inputs(g, opt.input);
-    eo.device = opt.device;
-    Evaluator ev(g, opt.network, eo);
+    Evaluator ev(g, opt.network, executing(g, opt, bar.get()));
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
 
