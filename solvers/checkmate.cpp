@@ -14,6 +14,7 @@
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/milp_model.h"
 
 namespace rl {
 
@@ -99,30 +100,9 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
     return stages;
 }
 
-// A sparse MILP assembled row by row, loaded into CBC column-major.
-class Milp {
+// The network formulation's MILP: the shared model (solvers/milp_model.h) and its solve.
+class Milp : public MilpModel {
   public:
-    int add_col(double lb, double ub, double obj, bool integer) {
-        lb_.push_back(lb);
-        ub_.push_back(ub);
-        obj_.push_back(obj);
-        integer_.push_back(integer);
-        return static_cast<int>(lb_.size()) - 1;
-    }
-    // lo <= sum coef*x <= hi; columns equal to kNone are skipped.
-    void add_row(const std::vector<std::pair<int, double>>& terms, double lo, double hi) {
-        for (const auto& [col, coef] : terms)
-            if (col != kNone && coef != 0)
-                entries_.push_back({static_cast<int>(rlo_.size()), col, coef});
-        rlo_.push_back(lo);
-        rhi_.push_back(hi);
-    }
-    int num_cols() const { return static_cast<int>(lb_.size()); }
-    int num_rows() const { return static_cast<int>(rlo_.size()); }
-    int num_integers() const {
-        return static_cast<int>(std::count(integer_.begin(), integer_.end(), true));
-    }
-
     struct Result {
         bool has_solution = false, proven_optimal = false, proven_infeasible = false;
         double objective = 0, bound = 0, seconds = 0;
@@ -131,22 +111,8 @@ class Milp {
 
     Result solve(double time_limit_s, int log_level,
                  const std::vector<std::pair<int, double>>& start = {}) const {
-        std::vector<CoinBigIndex> begin(static_cast<size_t>(num_cols()) + 1, 0);
-        for (const Entry& e : entries_) ++begin[static_cast<size_t>(e.col) + 1];
-        for (size_t c = 0; c < static_cast<size_t>(num_cols()); ++c) begin[c + 1] += begin[c];
-        std::vector<int> index(entries_.size());
-        std::vector<double> value(entries_.size());
-        std::vector<CoinBigIndex> fill(begin.begin(), begin.end() - 1);
-        for (const Entry& e : entries_) {
-            const auto at = static_cast<size_t>(fill[static_cast<size_t>(e.col)]++);
-            index[at] = e.row;
-            value[at] = e.coef;
-        }
         std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
-        Cbc_loadProblem(m.get(), num_cols(), num_rows(), begin.data(), index.data(), value.data(),
-                        lb_.data(), ub_.data(), obj_.data(), rlo_.data(), rhi_.data());
-        for (int c = 0; c < num_cols(); ++c)
-            if (integer_[static_cast<size_t>(c)]) Cbc_setInteger(m.get(), c);
+        load(m.get());
         Cbc_setLogLevel(m.get(), log_level);
         Cbc_setParameter(m.get(), "timeMode", "elapsed");
         Cbc_setMaximumSeconds(m.get(), std::max(0.01, time_limit_s));
@@ -173,22 +139,13 @@ class Milp {
         const double* best = Cbc_bestSolution(m.get());
         if (best && !r.proven_infeasible) {
             r.has_solution = true;
-            r.x.assign(best, best + num_cols());
+            r.x.assign(best, best + cols());
             r.objective = Cbc_getObjValue(m.get());
             r.proven_optimal = Cbc_isProvenOptimal(m.get()) != 0;
         }
         r.bound = Cbc_getBestPossibleObjValue(m.get());
         return r;
     }
-
-  private:
-    struct Entry {
-        int row, col;
-        double coef;
-    };
-    std::vector<double> lb_, ub_, obj_, rlo_, rhi_;
-    std::vector<bool> integer_;
-    std::vector<Entry> entries_;
 };
 
 // The formulation of checkmate.h over given stages. In cost mode the memory rows are bounded by
@@ -596,9 +553,9 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
     const auto t0 = std::chrono::steady_clock::now();
     for (int attempt = 0; attempt < 3; ++attempt) {
         Formulation f(g, t, &costs, stages, unit, budget_units, false);
-        st.variables = f.milp().num_cols();
-        st.integer_variables = f.milp().num_integers();
-        st.constraints = f.milp().num_rows();
+        st.variables = f.milp().cols();
+        st.integer_variables = f.milp().integers();
+        st.constraints = f.milp().rows();
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::vector<std::pair<int, double>> start;

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "engine/errors.h"
+#include "solvers/milp_model.h"
 
 namespace rl::general {
 
@@ -19,55 +20,7 @@ namespace {
 constexpr int kFixedZero = -1;
 constexpr int kFixedOne = -2;
 
-// A sparse MILP assembled row by row, loaded into CBC column-major.
-class Model {
-  public:
-    int add_col(double lb, double ub, double obj, bool integer) {
-        lb_.push_back(lb);
-        ub_.push_back(ub);
-        obj_.push_back(obj);
-        integer_.push_back(integer ? 1 : 0);
-        return static_cast<int>(lb_.size()) - 1;
-    }
-    void add_row(const std::vector<std::pair<int, double>>& terms, double lo, double hi) {
-        for (const auto& [c, a] : terms)
-            if (a != 0) entries_.push_back({static_cast<int>(rlo_.size()), c, a});
-        rlo_.push_back(lo);
-        rhi_.push_back(hi);
-    }
-    int cols() const { return static_cast<int>(lb_.size()); }
-    int rows() const { return static_cast<int>(rlo_.size()); }
-    int integers() const {
-        return static_cast<int>(std::count(integer_.begin(), integer_.end(), 1));
-    }
-
-    void load(Cbc_Model* m) const {
-        std::vector<CoinBigIndex> begin(static_cast<size_t>(cols()) + 1, 0);
-        for (const Entry& e : entries_) ++begin[static_cast<size_t>(e.col) + 1];
-        for (size_t c = 0; c < static_cast<size_t>(cols()); ++c) begin[c + 1] += begin[c];
-        std::vector<int> index(entries_.size());
-        std::vector<double> value(entries_.size());
-        std::vector<CoinBigIndex> fill(begin.begin(), begin.end() - 1);
-        for (const Entry& e : entries_) {
-            const auto at = static_cast<size_t>(fill[static_cast<size_t>(e.col)]++);
-            index[at] = e.row;
-            value[at] = e.coef;
-        }
-        Cbc_loadProblem(m, cols(), rows(), begin.data(), index.data(), value.data(), lb_.data(),
-                        ub_.data(), obj_.data(), rlo_.data(), rhi_.data());
-        for (int c = 0; c < cols(); ++c)
-            if (integer_[static_cast<size_t>(c)]) Cbc_setInteger(m, c);
-    }
-
-  private:
-    struct Entry {
-        int row, col;
-        double coef;
-    };
-    std::vector<double> lb_, ub_, obj_, rlo_, rhi_;
-    std::vector<uint8_t> integer_;
-    std::vector<Entry> entries_;
-};
+using Model = MilpModel;  // solvers/milp_model.h
 
 // CBC's message callback carries no user pointer: the solve in progress records here when each
 // new incumbent is reported (messages that carry an objective and name a solution).
