@@ -2,6 +2,8 @@
 #include "solvers/checkmate.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -100,6 +102,30 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
     return stages;
 }
 
+// For its lifetime: SIGINT blocked on this thread (a Ctrl-C stays pending), and at its end
+// SIGINT's disposition as it was at its start, then the thread's signal mask as it was (a
+// pending Ctrl-C is delivered there, to the handler the application installed).
+class HoldSigint {
+  public:
+    HoldSigint() {
+        sigaction(SIGINT, nullptr, &before_);
+        sigset_t block;
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &block, &mask_);
+    }
+    ~HoldSigint() {
+        sigaction(SIGINT, &before_, nullptr);
+        pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
+    }
+    HoldSigint(const HoldSigint&) = delete;
+    HoldSigint& operator=(const HoldSigint&) = delete;
+
+  private:
+    struct sigaction before_ {};
+    sigset_t mask_{};
+};
+
 // The network formulation's MILP: the shared model (solvers/milp_model.h) and its solve.
 class Milp : public MilpModel {
   public:
@@ -128,10 +154,16 @@ class Milp : public MilpModel {
             Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
         }
         // CBC cannot be stopped from outside through its C interface, so a cancel raised
-        // during the solve takes effect when it returns (at most time_limit_s later).
+        // during the solve takes effect when it returns (at most time_limit_s later). CBC
+        // installs its own SIGINT handler for parts of a solve, which swallows Ctrl-C without
+        // stopping anything: SIGINT is held pending on this thread meanwhile, and delivered to
+        // the application's handler (which raises the flag) once the solve is over.
         throw_if_cancelled();
         const auto t0 = std::chrono::steady_clock::now();
-        Cbc_solve(m.get());
+        {
+            const HoldSigint hold;
+            Cbc_solve(m.get());
+        }
         throw_if_cancelled();
         Result r;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
