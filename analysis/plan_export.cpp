@@ -289,6 +289,7 @@ class RegionFinder {
 
     std::vector<ModuleRegion> find() {
         visit("");
+        cover_the_rest();
         return std::move(out_);
     }
 
@@ -339,6 +340,55 @@ class RegionFinder {
             visit(kids[i]);
             ++i;
         }
+    }
+
+    // Second pass, an approximation: a value the plan recomputes for a backward that no region
+    // chosen above recomputes (every module around it would also recompute values the plan
+    // keeps) gets the smallest module around it whose wrapping recomputes it, clear of the
+    // regions already chosen — never the whole model, whose checkpoint lowers no peak (it
+    // recomputes everything at once). It recomputes more than the plan; export_plan states the
+    // bytes.
+    void cover_the_rest() {
+        const auto n_nodes = static_cast<size_t>(g_.num_nodes());
+        std::vector<int> region(n_nodes, -1);
+        std::vector<uint8_t> taken(n_nodes, 0);
+        for (const ModuleRegion& r : out_)
+            for (NodeId n : r.nodes) taken[static_cast<size_t>(n)] = 1;
+        for (size_t n = 0; n < n_nodes; ++n) region[n] = taken[n] ? 0 : -1;
+        const Wrapped covered = wrap(g_, t_, region, false);
+        std::vector<uint8_t> read_by_backward(n_nodes, 0);
+        for (NodeId m = 0; m < g_.num_nodes(); ++m)
+            if (t_.needs_backward[static_cast<size_t>(m)])
+                for_each_residual(g_, t_, m, [&](ValueId v) {
+                    if (g_.value(v).producer != kNoId)
+                        read_by_backward[static_cast<size_t>(g_.value(v).producer)] = 1;
+                });
+        for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+            const auto i = static_cast<size_t>(n);
+            if (!r_[i] || covered.recomputed[i] || !read_by_backward[i] || taken[i] ||
+                !m_.in_module[i])
+                continue;
+            const std::string& p = m_.path[i];
+            const std::vector<std::string> atoms =
+                p.empty() ? std::vector<std::string>{} : split(p, '.');
+            for (size_t depth = atoms.size() + 1; depth-- > 1;) {
+                const std::string module = join(atoms, 0, depth);
+                if (!single_call(module)) continue;
+                const std::vector<NodeId> nodes = m_.nodes_of(module);
+                if (std::any_of(nodes.begin(), nodes.end(),
+                                [&](NodeId k) { return taken[static_cast<size_t>(k)] != 0; }))
+                    break;  // every larger module holds a region already
+                std::vector<int> alone(n_nodes, -1);
+                for (NodeId k : nodes) alone[static_cast<size_t>(k)] = 0;
+                if (!wrap(g_, t_, alone, false).recomputed[i]) continue;
+                out_.push_back({module, false, "", "", nodes});
+                for (NodeId k : nodes) taken[static_cast<size_t>(k)] = 1;
+                break;
+            }
+        }
+        std::sort(out_.begin(), out_.end(), [](const ModuleRegion& a, const ModuleRegion& b) {
+            return a.nodes.front() < b.nodes.front();
+        });
     }
 
     const Graph& g_;
@@ -427,14 +477,22 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
         return e;
     }
     e.exact = e.wrapped_activation_peak_bytes == e.predicted_activation_peak_bytes;
+    std::vector<uint8_t> read_by_backward(n_nodes, 0);
+    for (NodeId m = 0; m < g.num_nodes(); ++m)
+        if (t.needs_backward[static_cast<size_t>(m)])
+            for_each_residual(g, t, m, [&](ValueId v) {
+                if (g.value(v).producer != kNoId)
+                    read_by_backward[static_cast<size_t>(g.value(v).producer)] = 1;
+            });
+    std::vector<NodeId> only_plan, only_wrap;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const bool p = plan_recomputes[static_cast<size_t>(n)];
+        const bool q = w.recomputed[static_cast<size_t>(n)];
+        if (p && !q && read_by_backward[static_cast<size_t>(n)]) only_plan.push_back(n);
+        if (q && !p) only_wrap.push_back(n);
+    }
+    e.same_recomputation = only_plan.empty() && only_wrap.empty();
     if (!e.exact) {
-        std::vector<NodeId> only_plan, only_wrap;
-        for (NodeId n = 0; n < g.num_nodes(); ++n) {
-            const bool p = plan_recomputes[static_cast<size_t>(n)];
-            const bool q = w.recomputed[static_cast<size_t>(n)];
-            if (p && !q) only_plan.push_back(n);
-            if (q && !p) only_wrap.push_back(n);
-        }
         const int64_t d = e.difference_bytes();
         std::string why;
         if (!only_plan.empty())
@@ -462,7 +520,8 @@ std::string plan_export_summary(const PlanExport& e) {
     if (e.exact)
         return s + "exact: the wrapping's activation peak equals the plan's, " +
                format_bytes(e.predicted_activation_peak_bytes) + " (" +
-               std::to_string(e.predicted_activation_peak_bytes) + " B)";
+               std::to_string(e.predicted_activation_peak_bytes) + " B)" +
+               (e.same_recomputation ? "" : ", though it recomputes other nodes");
     return s + e.approximation;
 }
 
@@ -555,6 +614,7 @@ std::string plan_json(const Graph& g, const PlanExport& e) {
     torch["exportable"] = e.refusal.empty();
     if (!e.refusal.empty()) torch["refusal"] = e.refusal;
     torch["exact"] = e.exact;
+    torch["same_recomputation"] = e.same_recomputation;
     torch["predicted_peak_bytes"] = e.wrapped_peak_bytes;
     torch["predicted_activation_peak_bytes"] = e.wrapped_activation_peak_bytes;
     torch["difference_bytes"] = e.difference_bytes();

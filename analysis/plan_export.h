@@ -93,7 +93,10 @@ struct PlanExport {
     std::vector<ModuleRegion> regions;
     std::vector<NodeId> wrapped_recomputed;  // what the wrapping recomputes
     uint64_t wrapped_peak_bytes = 0, wrapped_activation_peak_bytes = 0;
-    bool exact = true;    // the wrapping's activation peak equals the plan's
+    bool exact = true;  // the wrapping's activation peak equals the plan's
+    // The wrapping recomputes exactly the nodes the plan recomputes that a backward reads (the
+    // plan may also recompute intermediates on the way; a checkpoint reruns them unsaved).
+    bool same_recomputation = true;
     std::string refusal;  // non-empty: no wrapping expresses the plan, and why
     // Non-empty: what the wrapping does differently from the plan, in bytes.
     std::string approximation;
