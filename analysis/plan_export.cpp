@@ -209,7 +209,7 @@ struct Wrapped {
 };
 
 Wrapped wrap(const Graph& g, const LivenessTables& t, const std::vector<int>& region,
-             bool build_schedule) {
+             bool build_schedule, const std::vector<uint8_t>* saved = nullptr) {
     const auto n_nodes = static_cast<size_t>(g.num_nodes());
     auto region_of = [&](NodeId n) { return region[static_cast<size_t>(n)]; };
     // kept[n]: the forward's value serves every later read. Inside a region a value is kept only
@@ -218,7 +218,7 @@ Wrapped wrap(const Graph& g, const LivenessTables& t, const std::vector<int>& re
     std::vector<uint8_t> kept(n_nodes, 1);
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
         const int r = region_of(n);
-        if (r < 0) continue;
+        if (r < 0 || (saved && (*saved)[static_cast<size_t>(n)])) continue;
         bool needed_outside = false;
         for (NodeId c : g.output_of(n).consumers) {
             if (region_of(c) == r) continue;
@@ -279,6 +279,17 @@ std::string names_sample(const Graph& g, const std::vector<NodeId>& nodes, size_
     return out;
 }
 
+ModuleRegion make_region(const std::string& path, std::vector<NodeId> nodes,
+                         const std::string& first = {}, const std::string& last = {}) {
+    ModuleRegion r;
+    r.path = path;
+    r.run = !first.empty();
+    r.first = first;
+    r.last = last;
+    r.nodes = std::move(nodes);
+    return r;
+}
+
 // Chooses the regions (see plan_export.h): top-down, a module whose wrapping recomputes only
 // what the plan recomputes; in a chain parent, the longest qualifying runs of children.
 class RegionFinder {
@@ -314,23 +325,24 @@ class RegionFinder {
         const std::vector<NodeId> nodes = m_.nodes_of(path);
         if (nodes.empty()) return;
         if (single_call(path) && qualifies(nodes)) {
-            out_.push_back({path, false, "", "", nodes});
+            out_.push_back(make_region(path, nodes));
             return;
         }
         const std::vector<std::string> kids = m_.children(path);
         const bool chain = m_.is_chain(g_, path, kids);
+        std::vector<std::vector<NodeId>> kid_nodes;
+        if (chain)
+            for (const std::string& k : kids) kid_nodes.push_back(m_.nodes_of(k));
         for (size_t i = 0; i < kids.size();) {
             if (chain) {
                 bool taken = false;
                 for (size_t j = kids.size() - 1; j > i && !taken; --j) {
                     std::vector<NodeId> run;
-                    for (size_t k = i; k <= j; ++k) {
-                        const auto part = m_.nodes_of(kids[k]);
-                        run.insert(run.end(), part.begin(), part.end());
-                    }
+                    for (size_t k = i; k <= j; ++k)
+                        run.insert(run.end(), kid_nodes[k].begin(), kid_nodes[k].end());
                     std::sort(run.begin(), run.end());
                     if (qualifies(run)) {
-                        out_.push_back({path, true, kids[i], kids[j], run});
+                        out_.push_back(make_region(path, run, kids[i], kids[j]));
                         i = j + 1;
                         taken = true;
                     }
@@ -381,7 +393,7 @@ class RegionFinder {
                 std::vector<int> alone(n_nodes, -1);
                 for (NodeId k : nodes) alone[static_cast<size_t>(k)] = 0;
                 if (!wrap(g_, t_, alone, false).recomputed[i]) continue;
-                out_.push_back({module, false, "", "", nodes});
+                out_.push_back(make_region(module, nodes));
                 for (NodeId k : nodes) taken[static_cast<size_t>(k)] = 1;
                 break;
             }
@@ -404,9 +416,36 @@ std::string module_path_of(const Graph& g, NodeId n) {
     return Modules(g).path[static_cast<size_t>(n)];
 }
 
-Schedule wrapped_schedule(const Graph& g, const std::vector<int>& regions) {
+Schedule wrapped_schedule(const Graph& g, const std::vector<int>& regions,
+                          const std::vector<uint8_t>* saved) {
     const LivenessTables t(g);
-    return wrap(g, t, regions, true).schedule;
+    return wrap(g, t, regions, true, saved).schedule;
+}
+
+std::string_view aten_ops_of(OpKind op) {
+    // Under autograd F.linear is addmm (with a bias; 3-D inputs are flattened to it) or mm, our
+    // batched matmul is bmm, a convolution is convolution; pointwise ops are themselves.
+    switch (op) {
+        case OpKind::Linear:
+            return "addmm|mm";
+        case OpKind::MatMul:
+            return "bmm";
+        case OpKind::Conv2d:
+            return "convolution";
+        case OpKind::Relu:
+            return "relu";
+        case OpKind::Gelu:
+        case OpKind::GeluTanh:
+            return "gelu";
+        case OpKind::Tanh:
+            return "tanh";
+        case OpKind::Sigmoid:
+            return "sigmoid";
+        case OpKind::Softmax:
+            return "_softmax";
+        default:
+            return "";
+    }
 }
 
 PlanExport export_plan(const Graph& g, const std::string& network_spec,
@@ -477,6 +516,39 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
         return e;
     }
     e.exact = e.wrapped_activation_peak_bytes == e.predicted_activation_peak_bytes;
+
+    // Selective checkpoint (PyTorch 2.4 and later): a region that recomputes values the plan
+    // keeps saves, by op, the kinds of those values — every value of such a kind inside it, as
+    // an op-level policy does.
+    std::vector<uint8_t> plan_kept(n_nodes, 0);
+    for (const auto& v : e.kept) plan_kept[static_cast<size_t>(v.node)] = 1;
+    std::vector<uint8_t> saved(n_nodes, 0);
+    bool any_saved = false;
+    for (ModuleRegion& r : e.regions) {
+        std::set<OpKind> kinds;
+        bool known = true;
+        for (NodeId n : r.nodes)
+            if (plan_kept[static_cast<size_t>(n)] && w.recomputed[static_cast<size_t>(n)]) {
+                kinds.insert(g.node(n).op);
+                known = known && !aten_ops_of(g.node(n).op).empty();
+            }
+        if (kinds.empty() || !known) continue;
+        std::set<std::string> ops;
+        for (OpKind k : kinds)
+            for (const std::string& op : split(aten_ops_of(k), '|')) ops.insert(op);
+        r.save_ops.assign(ops.begin(), ops.end());
+        for (NodeId n : r.nodes)
+            if (kinds.count(g.node(n).op)) {
+                r.saved.push_back(n);
+                saved[static_cast<size_t>(n)] = 1;
+                any_saved = true;
+            }
+    }
+    if (any_saved) {
+        const Wrapped ws = wrap(g, t, region, true, &saved);
+        e.selective_activation_peak_bytes =
+            simulate(g, ws.schedule, costs, quiet).activation_peak_bytes();
+    }
     std::vector<uint8_t> read_by_backward(n_nodes, 0);
     for (NodeId m = 0; m < g.num_nodes(); ++m)
         if (t.needs_backward[static_cast<size_t>(m)])
@@ -517,6 +589,15 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
 std::string plan_export_summary(const PlanExport& e) {
     if (!e.refusal.empty()) return "refused for PyTorch: " + e.refusal;
     std::string s = std::to_string(e.regions.size()) + " checkpointed region(s); ";
+    if (e.has_selective()) {
+        const int64_t d = static_cast<int64_t>(e.selective_activation_peak_bytes) -
+                          static_cast<int64_t>(e.predicted_activation_peak_bytes);
+        s += "with PyTorch 2.4+'s selective checkpoint ";
+        s += d == 0 ? std::string("exact (") + std::to_string(e.selective_activation_peak_bytes) +
+                          " B); on older versions, "
+                    : std::to_string(e.selective_activation_peak_bytes) + " B (" +
+                          (d > 0 ? "+" : "") + std::to_string(d) + " B); on older versions, ";
+    }
     if (e.exact)
         return s + "exact: the wrapping's activation peak equals the plan's, " +
                format_bytes(e.predicted_activation_peak_bytes) + " (" +
@@ -607,6 +688,11 @@ std::string plan_json(const Graph& g, const PlanExport& e) {
         }
         s["nodes"] = ordered_json::array();
         for (NodeId n : r.nodes) s["nodes"].push_back(g.node(n).name);
+        if (!r.save_ops.empty()) {
+            s["save_ops"] = r.save_ops;
+            s["saved"] = ordered_json::array();
+            for (NodeId n : r.saved) s["saved"].push_back(g.node(n).name);
+        }
         segments.push_back(s);
     }
     j["segments"] = segments;
@@ -619,6 +705,15 @@ std::string plan_json(const Graph& g, const PlanExport& e) {
     torch["predicted_activation_peak_bytes"] = e.wrapped_activation_peak_bytes;
     torch["difference_bytes"] = e.difference_bytes();
     if (!e.approximation.empty()) torch["approximation"] = e.approximation;
+    if (e.has_selective()) {
+        ordered_json sel;
+        sel["requires"] =
+            "torch.utils.checkpoint.create_selective_checkpoint_contexts (PyTorch 2.4+)";
+        sel["predicted_activation_peak_bytes"] = e.selective_activation_peak_bytes;
+        sel["difference_bytes"] = static_cast<int64_t>(e.selective_activation_peak_bytes) -
+                                  static_cast<int64_t>(e.predicted_activation_peak_bytes);
+        torch["selective"] = sel;
+    }
     j["torch"] = torch;
     return j.dump(2) + "\n";
 }
@@ -668,6 +763,32 @@ std::string plan_torch(const Graph& g, const PlanExport& e) {
             o << "    (" << py(r.path) << ", " << py(r.first) << ", " << py(r.last) << "),  # "
               << r.nodes.size() << " node(s)\n";
     o << "]\n";
+    o << "\n# PyTorch 2.4 and later: the aten ops whose outputs a region saves under a selective\n"
+      << "# checkpoint (torch.utils.checkpoint.create_selective_checkpoint_contexts): the kinds "
+         "of\n"
+      << "# the values the plan keeps inside it. Older versions checkpoint these regions whole.\n"
+      << "SAVE_OPS = {\n";
+    for (const ModuleRegion& r : e.regions) {
+        if (r.save_ops.empty()) continue;
+        o << "    ";
+        if (r.run)
+            o << "(" << py(r.path) << ", " << py(r.first) << ", " << py(r.last) << ")";
+        else
+            o << py(r.path);
+        o << ": (";
+        for (const std::string& op : r.save_ops) o << py(op) << ", ";
+        o << "),  # saves " << r.saved.size() << " value(s)\n";
+    }
+    o << "}\n";
+    if (e.has_selective())
+        o << "# With them RematLab predicts an activation peak of "
+          << format_bytes(e.selective_activation_peak_bytes) << " ("
+          << e.selective_activation_peak_bytes << " B); checkpointed whole, "
+          << format_bytes(e.wrapped_activation_peak_bytes) << " ("
+          << e.wrapped_activation_peak_bytes << " B).\n";
+    o << "SELECTIVE_ACTIVATION_PEAK_BYTES = "
+      << (e.has_selective() ? e.selective_activation_peak_bytes : e.wrapped_activation_peak_bytes)
+      << "\nHAS_SELECTIVE = hasattr(_checkpoint, \"create_selective_checkpoint_contexts\")\n";
     o << R"PY(
 
 class PlanError(LookupError):
@@ -685,9 +806,24 @@ def _module(model, path):
                         f"a RematLab network whose node names are its module paths") from None
 
 
-def _checkpointed(forward):
+def _selective_context(op_names):
+    import functools
+    packets = {getattr(torch.ops.aten, n) for n in op_names if hasattr(torch.ops.aten, n)}
+
+    def policy_fn(ctx, op, *args, **kwargs):
+        if getattr(op, "overloadpacket", op) in packets:
+            return _checkpoint.CheckpointPolicy.MUST_SAVE
+        return _checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+    return functools.partial(_checkpoint.create_selective_checkpoint_contexts, policy_fn)
+
+
+def _checkpointed(forward, save_ops=None):
+    options = {"use_reentrant": False}
+    if save_ops and HAS_SELECTIVE:
+        options["context_fn"] = _selective_context(save_ops)
+
     def checkpointed_forward(*args, **kwargs):
-        return _checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+        return _checkpoint.checkpoint(forward, *args, **options, **kwargs)
     return checkpointed_forward
 
 
@@ -728,11 +864,17 @@ def apply(model):
         if getattr(m, "_rematlab_plan", None):
             raise PlanError(f"RematLab plan ({STRATEGY} on {NETWORK}): a {type(m).__name__} is "
                             f"already checkpointed by a plan; apply a plan once per model")
-    for m in singles:
-        m.forward = _checkpointed(m.forward)
+    if SAVE_OPS and not HAS_SELECTIVE:
+        import warnings
+        warnings.warn(f"RematLab plan ({STRATEGY} on {NETWORK}): PyTorch {torch.__version__} has no "
+                      f"selective checkpoint, so {len(SAVE_OPS)} region(s) are checkpointed whole: "
+                      f"RematLab predicts an activation peak of {WRAPPED_ACTIVATION_PEAK_BYTES} B "
+                      f"rather than {SELECTIVE_ACTIVATION_PEAK_BYTES} B", stacklevel=2)
+    for m, path in zip(singles, MODULES):
+        m.forward = _checkpointed(m.forward, SAVE_OPS.get(path))
         m._rematlab_plan = STRATEGY
-    for run in runs:
-        run[0].forward = _checkpointed(_chain([c.forward for c in run]))
+    for run, key in zip(runs, RUNS):
+        run[0].forward = _checkpointed(_chain([c.forward for c in run]), SAVE_OPS.get(tuple(key)))
         for c in run:
             c._rematlab_plan = STRATEGY
         for c in run[1:]:

@@ -72,6 +72,11 @@ struct ModuleRegion {
     bool run = false;
     std::string first, last;
     std::vector<NodeId> nodes;  // every node inside, in node order
+    // PyTorch 2.4 and later (selective checkpoint): the aten ops whose outputs this region
+    // saves — the kinds of the values the plan keeps inside it — and those nodes. Empty: the
+    // region is checkpointed whole.
+    std::vector<std::string> save_ops;
+    std::vector<NodeId> saved;
 };
 
 struct ExportedValue {
@@ -100,6 +105,10 @@ struct PlanExport {
     std::string refusal;  // non-empty: no wrapping expresses the plan, and why
     // Non-empty: what the wrapping does differently from the plan, in bytes.
     std::string approximation;
+    // With the regions' save_ops (selective checkpoint, PyTorch 2.4 and later): the activation
+    // peak our simulator predicts; 0 when no region saves anything.
+    uint64_t selective_activation_peak_bytes = 0;
+    bool has_selective() const { return selective_activation_peak_bytes != 0; }
 
     int64_t difference_bytes() const {
         return static_cast<int64_t>(wrapped_activation_peak_bytes) -
@@ -115,7 +124,13 @@ std::string module_path_of(const Graph& g, NodeId n);
 // non-reentrant checkpoint: the forward keeps a region's inputs and the values something outside
 // the region reads in its backward; entering the region's backward, it recomputes what the
 // region's backwards read, from those. Backwards keep the canonical order.
-Schedule wrapped_schedule(const Graph& g, const std::vector<int>& regions);
+// `saved`, when given (per node), marks values a region saves as a selective checkpoint's policy
+// does (they are kept, not recomputed).
+Schedule wrapped_schedule(const Graph& g, const std::vector<int>& regions,
+                          const std::vector<uint8_t>* saved = nullptr);
+// The aten op (PyTorch's dispatcher name, without "aten.") whose outputs are a node of kind `op`
+// under autograd, as a selective checkpoint's policy sees them; "" when there is none we know.
+std::string_view aten_ops_of(OpKind op);
 
 // Maps `plan` to module regions and simulates the wrapping (see the top of this file). Never
 // throws for a plan it cannot wrap: `refusal` says why.

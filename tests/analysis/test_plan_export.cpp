@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +83,13 @@ for node in tree.body:
             out[node.targets[0].id] = ast.literal_eval(node.value)
         except ValueError:
             pass
-print(json.dumps(out))
+def plain(v):  # tuple keys (a run) as "parent|first|last"
+    if isinstance(v, dict):
+        return {k if isinstance(k, str) else "|".join(k): plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    return v
+print(json.dumps(plain(out)))
 )PY";
 
 nlohmann::json parsed_literals(const std::string& text) {
@@ -278,6 +285,19 @@ TEST_P(EmittedText, ParsesAsPythonAndNamesOnlyModulesOfTheNetwork) {
         for (const auto& m : run) EXPECT_TRUE(module_exists(x.g, m.get<std::string>())) << m;
     }
 
+    // Every region a selective checkpoint saves ops in is one of MODULES or RUNS.
+    ASSERT_TRUE(torch.contains("SAVE_OPS")) << torch.dump();
+    for (const auto& [key, ops] : torch["SAVE_OPS"].items()) {
+        bool listed = false;
+        for (const auto& m : torch["MODULES"]) listed = listed || m == key;
+        for (const auto& run : torch["RUNS"])
+            listed = listed || run[0].get<std::string>() + "|" + run[1].get<std::string>() + "|" +
+                                       run[2].get<std::string>() ==
+                                   key;
+        EXPECT_TRUE(listed) << key;
+        EXPECT_FALSE(ops.empty());
+    }
+
     const nlohmann::json jax = parsed_literals(plan_jax(x.g, x.e));
     ASSERT_TRUE(jax.contains("SAVED_NAMES")) << jax.dump();
     EXPECT_EQ(jax["SAVED_NAMES"].size(), x.e.kept.size());
@@ -301,7 +321,48 @@ INSTANTIATE_TEST_SUITE_P(
                                "policy:regions=blocks,policy=nothing_saveable"},
                       EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
                                "sqrt-n"},
-                      EmitCase{"onnx-style", "sqrt-n"}));
+                      EmitCase{"onnx-style", "sqrt-n"},
+                      EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
+                               "policy:regions=blocks,policy=dots_saveable"}));
+
+// dots_saveable keeps the linear outputs inside each block and recomputes the rest: wrapping a
+// module whole recomputes the linears too; a selective checkpoint saves the addmm/mm outputs —
+// every linear of the region, as an op-level policy does — and recomputes no linear.
+TEST(PlanExport, DotsSaveableGetsASelectivePolicyForLinears) {
+    const Exported x = export_of("transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
+                                 "policy:regions=blocks,policy=dots_saveable");
+    ASSERT_TRUE(x.e.refusal.empty()) << x.e.refusal;
+    ASSERT_TRUE(x.e.has_selective());
+    EXPECT_FALSE(x.e.exact);  // checkpointed whole, the linears are recomputed
+    std::vector<int> region(static_cast<size_t>(x.g.num_nodes()), -1);
+    std::vector<uint8_t> saved(static_cast<size_t>(x.g.num_nodes()), 0);
+    for (size_t r = 0; r < x.e.regions.size(); ++r) {
+        const ModuleRegion& m = x.e.regions[r];
+        for (NodeId n : m.nodes) region[static_cast<size_t>(n)] = static_cast<int>(r);
+        if (m.save_ops.empty()) continue;
+        EXPECT_NE(std::find(m.save_ops.begin(), m.save_ops.end(), "addmm"), m.save_ops.end());
+        for (NodeId n : m.nodes)  // every linear of the region is saved, nothing else of it
+            EXPECT_EQ(std::count(m.saved.begin(), m.saved.end(), n) == 1,
+                      x.g.node(n).op == OpKind::Linear || x.g.node(n).op == OpKind::MatMul)
+                << x.g.node(n).name;
+        for (NodeId n : m.saved) saved[static_cast<size_t>(n)] = 1;
+    }
+    const Schedule s = wrapped_schedule(x.g, region, &saved);
+    EXPECT_NO_THROW(validate(x.g, s));
+    EXPECT_EQ(simulate(x.g, s, CostModel{}).activation_peak_bytes(),
+              x.e.selective_activation_peak_bytes);
+    std::vector<int> computes(static_cast<size_t>(x.g.num_nodes()), 0);
+    for (const Instruction& ins : s.code)
+        if (ins.kind == InstrKind::Compute) ++computes[static_cast<size_t>(ins.target)];
+    for (NodeId n = 0; n < x.g.num_nodes(); ++n) {
+        if (saved[static_cast<size_t>(n)]) {
+            EXPECT_EQ(computes[static_cast<size_t>(n)], 1) << x.g.node(n).name;
+        }
+    }
+    const auto j = nlohmann::json::parse(plan_json(x.g, x.e));
+    EXPECT_EQ(j["torch"]["selective"]["predicted_activation_peak_bytes"].get<uint64_t>(),
+              x.e.selective_activation_peak_bytes);
+}
 
 TEST(PlanExport, NamesWithQuotesStayOneStringLiteral) {
     if (!have_python()) GTEST_SKIP() << kPython << " is not installed: cannot parse the text";
