@@ -185,6 +185,26 @@ struct Modules {
         for (size_t c = 0; c < kids.size(); ++c)
             for (NodeId n : nodes_of(kids[c]))
                 child_of[static_cast<size_t>(n)] = static_cast<int>(c);
+        // What each child reads from outside itself: a Sequential passes one value; a ModuleList
+        // loop (`x = layer(x, mask)`) may pass more, from outside the parent, the same to each.
+        std::vector<uint8_t> in_parent(path.size(), 0);
+        for (NodeId n : nodes_of(m)) in_parent[static_cast<size_t>(n)] = 1;
+        for (size_t c = 0; c < kids.size(); ++c) {
+            std::set<ValueId> from_outside;
+            for (NodeId n : nodes_of(kids[c]))
+                for (ValueId v : g.node(n).inputs) {
+                    const NodeId p = g.value(v).producer;
+                    if (p == kNoId || child_of[static_cast<size_t>(p)] != static_cast<int>(c))
+                        from_outside.insert(v);
+                }
+            int from_siblings = 0;
+            for (ValueId v : from_outside) {
+                const NodeId p = g.value(v).producer;
+                if (p != kNoId && in_parent[static_cast<size_t>(p)]) ++from_siblings;
+            }
+            if (c > 0 && from_siblings != 1) return false;
+            if (!onnx && from_outside.size() != 1) return false;
+        }
         for (size_t c = 0; c + 1 < kids.size(); ++c) {
             int leaving = 0;
             for (NodeId n : nodes_of(kids[c])) {

@@ -149,6 +149,16 @@ TEST(PlanExport, PerBlockPolicyIsOneCheckpointPerBlock) {
     EXPECT_TRUE(x.e.exact) << x.e.approximation;
 }
 
+// A residual block reads its input twice (layernorm and the residual add): an nn.Sequential cannot
+// pass it, so its children are never a run (found by scripts/plan-check, where apply() refused
+// the run block0.ln..block0.fc1 of resmlp's dots_saveable plan).
+TEST(PlanExport, AResidualBlockIsNotAChainOfItsChildren) {
+    const Exported x =
+        export_of("resmlp:depth=4,width=16,batch=4", "policy:regions=blocks,policy=dots_saveable");
+    for (const ModuleRegion& r : x.e.regions)
+        EXPECT_TRUE(!r.run || r.path.empty()) << r.path << ": " << r.first << ".." << r.last;
+}
+
 TEST(PlanExport, NoneNeedsNoWrapping) {
     const Exported x = export_of("mlp:depth=4,width=8,batch=2", "none");
     EXPECT_TRUE(x.e.regions.empty());
