@@ -566,8 +566,21 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
     }
     if (any_saved) {
         const Wrapped ws = wrap(g, t, region, true, &saved);
-        e.selective_activation_peak_bytes =
-            simulate(g, ws.schedule, costs, quiet).activation_peak_bytes();
+        const uint64_t selective = simulate(g, ws.schedule, costs, quiet).activation_peak_bytes();
+        // Worth a policy only when it comes closer to the plan than checkpointing whole does
+        // (an op-level policy saves every value of a kind, which may overshoot).
+        auto distance = [&](uint64_t b) {
+            return b > e.predicted_activation_peak_bytes ? b - e.predicted_activation_peak_bytes
+                                                         : e.predicted_activation_peak_bytes - b;
+        };
+        if (distance(selective) < distance(e.wrapped_activation_peak_bytes)) {
+            e.selective_activation_peak_bytes = selective;
+        } else {
+            for (ModuleRegion& r : e.regions) {
+                r.save_ops.clear();
+                r.saved.clear();
+            }
+        }
     }
     std::vector<uint8_t> read_by_backward(n_nodes, 0);
     for (NodeId m = 0; m < g.num_nodes(); ++m)

@@ -374,6 +374,15 @@ TEST(PlanExport, DotsSaveableGetsASelectivePolicyForLinears) {
               x.e.selective_activation_peak_bytes);
 }
 
+// revolve's nested recomputation keeps relu outputs inside the regions, but saving every relu of
+// a region overshoots the plan further than checkpointing whole: no policy is offered.
+TEST(PlanExport, NoSelectivePolicyWhenItDoesNotComeCloser) {
+    const Exported x = export_of("mlp:depth=16,width=32,batch=8", "revolve");
+    ASSERT_FALSE(x.e.exact);
+    EXPECT_FALSE(x.e.has_selective());
+    for (const ModuleRegion& r : x.e.regions) EXPECT_TRUE(r.save_ops.empty()) << r.path;
+}
+
 TEST(PlanExport, NamesWithQuotesStayOneStringLiteral) {
     if (!have_python()) GTEST_SKIP() << kPython << " is not installed: cannot parse the text";
     Graph g("quoted", 1);
