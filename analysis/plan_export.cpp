@@ -776,9 +776,10 @@ std::string plan_torch(const Graph& g, const PlanExport& e) {
         o << "# Exact: the wrapping below holds the same activation peak in our simulator.\n";
     else
         o << "# " << comment(e.approximation) << ".\n";
-    o << "# PyTorch's own granularity adds to what autograd holds: its caching allocator rounds\n"
-      << "# each block up (512 B on CUDA), and a checkpoint's recomputation may keep a second\n"
-      << "# copy of a region output the next module also saved.\n"
+    o << "# What autograd holds differs from these figures by what PyTorch's own ops keep beside\n"
+      << "# (layer norm's per-row statistics, max-pool indices, batch-norm statistics: a fixed\n"
+      << "# offset, the same with and without the plan; RematLab's docs/plans.md has measured "
+         "ones).\n"
       << "import torch\n"
       << "import torch.utils.checkpoint as _checkpoint\n\n"
       << "NETWORK = " << py(e.network) << "\n"
