@@ -203,6 +203,30 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
 
+    ExportPlanOptions xp_opt;
+    auto* export_plan = app.add_subcommand(
+        "export-plan",
+        "write a strategy's plan for PyTorch (a module whose apply(model) checkpoints the "
+        "regions the plan recomputes), JAX (a save_only_these_names policy) or as JSON");
+    export_plan->add_option("--network,-n", xp_opt.network, network_help)->required();
+    export_plan->add_option("--strategy,-s", xp_opt.strategy, strategy_help)->required();
+    export_plan
+        ->add_option("--format,-f", xp_opt.format,
+                     "torch (Python module with apply(model)), jax (policy and checkpoint names) "
+                     "or json (kept, recomputed, segments, predicted bytes)")
+        ->check(CLI::IsMember({"torch", "jax", "json"}))
+        ->capture_default_str();
+    export_plan->add_option("--out,-o", xp_opt.out,
+                            "output file, written whole or not at all (default: standard output)");
+    export_plan->add_flag("--exact", xp_opt.exact,
+                          "torch: refuse a plan that PyTorch's checkpoint regions only "
+                          "approximate, rather than writing the approximation");
+    export_plan
+        ->add_option("--threads,-t", xp_opt.threads,
+                     "CPU threads the cost model's rates are measured with")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+
     const SubcommandHandle solve = add_solve_command(app);
 
     try {
@@ -230,6 +254,7 @@ int main(int argc, char** argv) {
         if (list_networks->parsed()) return networks_command();
         if (network->parsed()) return network_command(net_opt);
         if (exp->parsed()) return export_command(exp_opt);
+        if (export_plan->parsed()) return export_plan_command(xp_opt);
         if (solve.app->parsed()) return solve.run();
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;

@@ -8,6 +8,7 @@
 #include <QSpinBox>
 #include <algorithm>
 
+#include "engine/atomic_file.h"
 #include "engine/networks/presets.h"
 #include "ui/graph_view.h"
 #include "ui/results_area.h"
@@ -141,6 +142,51 @@ void ExportDialogs::exportSchedule() {
         err = QString::fromUtf8(e.what());
     }
     report(path, err, QStringLiteral("the schedule"));
+}
+
+PlanFormat plan_format_for(const QString& path, const QString& selected_filter) {
+    if (path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive)) return PlanFormat::Json;
+    if (selected_filter.startsWith(QLatin1String("JAX"))) return PlanFormat::Jax;
+    return PlanFormat::Torch;
+}
+
+QString write_plan_file(const ScheduleTrace& trace, const std::string& network_spec,
+                        const QString& path, PlanFormat format, QString& summary) {
+    try {
+        const PlanExport e =
+            export_plan(*trace.graph, network_spec, trace.spec, trace.plan, trace.costs);
+        write_file_atomically(path.toStdString(), {plan_text(*trace.graph, e, format)});
+        summary = QString::fromStdString(plan_export_summary(e));
+        return {};
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+}
+
+void ExportDialogs::exportPlan() {
+    const auto trace = graph_->traceShared();
+    if (!trace) {
+        emit failed(MessageWidget::Kind::Warning,
+                    QStringLiteral("Plan a strategy first: there is no plan yet."));
+        return;
+    }
+    QString filter;
+    const QString path = QFileDialog::getSaveFileName(
+        parent_, QStringLiteral("Export plan of %1").arg(QString::fromStdString(trace->spec)),
+        QStringLiteral("plan.py"),
+        QStringLiteral("PyTorch module with apply(model) (*.py);;"
+                       "JAX policy, save_only_these_names (*.py);;Plan JSON (*.json)"),
+        &filter);
+    if (path.isEmpty()) return;
+    QString summary;
+    const QString err = write_plan_file(*trace, setup_->networkSpec().toStdString(), path,
+                                        plan_format_for(path, filter), summary);
+    if (!err.isEmpty()) {
+        emit failed(MessageWidget::Kind::Error, err.toHtmlEscaped());
+        return;
+    }
+    emit exported(QStringLiteral("Exported the plan of %1 to %2 (%3)")
+                      .arg(QString::fromStdString(trace->spec), path, summary));
 }
 
 }  // namespace rl::ui

@@ -286,6 +286,12 @@ void MainWindow::buildActions() {
                                                     &ExportDialogs::exportSchedule);
     export_schedule_action_->setToolTip(QStringLiteral(
         "Save the selected strategy's schedule as JSON, or its matrix as an image or CSV"));
+    auto* export_plan = file_menu_->addAction(QStringLiteral("Export &plan…"), exports_,
+                                              &ExportDialogs::exportPlan);
+    export_plan->setObjectName(QStringLiteral("exportPlanAction"));
+    export_plan->setToolTip(QStringLiteral(
+        "Save the selected strategy's plan for PyTorch (apply(model) wraps the modules it "
+        "recomputes in checkpoints), for JAX (a save_only_these_names policy) or as JSON"));
     file_menu_->addSeparator();
     auto* quit = file_menu_->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);

@@ -115,7 +115,19 @@ struct ExplainOptions {
     long at = -1;  // one instruction; -1 = all
 };
 
+// `export-plan`: the plan of one strategy as a PyTorch module, a JAX policy or JSON
+// (analysis/plan_export.h).
+struct ExportPlanOptions {
+    std::string network;
+    std::string strategy;
+    std::string format = "torch";  // torch | jax | json
+    std::string out;               // "" = standard output
+    bool exact = false;            // refuse a plan the PyTorch wrapping only approximates
+    int threads = 1;               // the cost model's rates are measured at this thread count
+};
+
 int run_command(const RunOptions& opt);
+int export_plan_command(const ExportPlanOptions& opt);
 int explain_command(const ExplainOptions& opt);
 int residuals_command(const ResidualsOptions& opt);
 int sweep_command(const SweepOptions& opt);

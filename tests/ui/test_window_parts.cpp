@@ -400,7 +400,8 @@ TEST(UiMainWindow, EveryPartsActionsAreInTheMenus) {
         (QStringList{
             "&Open network…|Ctrl+O", "Open &recent|", "--", "&Export chart…|Ctrl+E",
             "Export &data…|Ctrl+Shift+E", "--", "&Save session…|Ctrl+S",
-            "Open sess&ion…|Ctrl+Shift+O", "--", "Export &network…|", "Export sc&hedule…|", "--",
+            "Open sess&ion…|Ctrl+Shift+O", "--", "Export &network…|", "Export sc&hedule…|",
+            "Export &plan…|", "--",
             "&Quit|" + QKeySequence(QKeySequence::Quit).toString(QKeySequence::PortableText)}));
     QMenu* view = menu(QStringLiteral("&View"));
     ASSERT_NE(view, nullptr);

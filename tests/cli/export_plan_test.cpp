@@ -1,0 +1,185 @@
+// `rematlab-cli export-plan` end to end: the built binary run as a child process; its exit code,
+// the file it writes (whole, or not at all) and its one-line notes and errors.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+class ExportPlanCli : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        const char* cli = std::getenv("REMATLAB_CLI");
+        cli_ = cli ? cli : REMATLAB_CLI_PATH;
+        ASSERT_TRUE(fs::exists(cli_)) << cli_;
+        std::string tmpl = (fs::temp_directory_path() / "rematlab-export-plan-XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+
+    Result run(std::vector<std::string> args) {
+        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
+        std::vector<char*> argv{cli_.data()};
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (out < 0 || err < 0) _exit(126);
+            dup2(out, STDOUT_FILENO);
+            dup2(err, STDERR_FILENO);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        Result r;
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid) return r;
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        r.out = slurp(out_path);
+        r.err = slurp(err_path);
+        return r;
+    }
+
+    // Files in dir_ other than the captured output: what a command left behind.
+    std::vector<std::string> leftovers() const {
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(dir_)) {
+            const std::string n = e.path().filename().string();
+            if (n != "stdout.txt" && n != "stderr.txt") names.push_back(n);
+        }
+        return names;
+    }
+
+    std::string cli_;
+    fs::path dir_;
+};
+
+constexpr const char* kMlp = "mlp:depth=8,width=16,batch=4";
+
+TEST_F(ExportPlanCli, WritesATorchModuleAndSaysTheWrappingIsExact) {
+    const fs::path out = dir_ / "plan.py";
+    const Result r = run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--format",
+                          "torch", "--out", out.string()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string text = slurp(out);
+    EXPECT_NE(text.find("def apply(model):"), std::string::npos);
+    EXPECT_NE(text.find("use_reentrant=False"), std::string::npos);
+    EXPECT_NE(text.find("RUNS = ["), std::string::npos);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("exact"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("wrote " + out.string()), std::string::npos) << r.err;
+}
+
+// The JSON's predicted activation peak is `plan --json`'s: the same plan, simulated the same way.
+TEST_F(ExportPlanCli, JsonOnStandardOutputIsThePlanAsData) {
+    const Result r =
+        run({"export-plan", "--network", kMlp, "--strategy", "periodic:k=2", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const Result p = run({"plan", "--network", kMlp, "--strategy", "periodic:k=2", "--json"});
+    ASSERT_EQ(p.code, 0) << p.err;
+    const auto pj = nlohmann::json::parse(p.out);
+    EXPECT_EQ(j["predicted_activation_peak_bytes"], pj["predicted_activation_peak_bytes"]);
+    EXPECT_EQ(j["predicted_peak_bytes"], pj["predicted_peak_bytes"]);
+    EXPECT_EQ(j["recomputed"].size(), pj["recomputes"].get<size_t>());
+    EXPECT_EQ(j["strategy"], "periodic:k=2");
+    uint64_t kept = 0;
+    for (const auto& v : j["kept"]) kept += v["bytes"].get<uint64_t>();
+    EXPECT_EQ(j["kept_bytes"].get<uint64_t>(), kept);
+}
+
+TEST_F(ExportPlanCli, JaxPolicyNamesEachKeptValueWithItsBytes) {
+    const Result r =
+        run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--format", "jax"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("jax.checkpoint_policies.save_only_these_names(*SAVED_NAMES)"),
+              std::string::npos);
+    EXPECT_NE(r.out.find("\"block1.act\",  # 256 B  f32[4,16]  relu"), std::string::npos) << r.out;
+}
+
+// vgg's optimal plan recomputes a pooling output whose module (and every module around it) the
+// next layer's backward reads from outside: no checkpoint region expresses it.
+TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
+    const fs::path out = dir_ / "plan.py";
+    { std::ofstream(out) << "previous\n"; }
+    const Result r = run({"export-plan", "--network", "vgg", "--strategy", "optimal", "--format",
+                          "torch", "--out", out.string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("rematlab-cli: error: cannot export 'optimal' on 'vgg' for PyTorch"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("block0.pool"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Export it as json or jax"), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(out), "previous\n");
+    EXPECT_EQ(leftovers(), std::vector<std::string>{"plan.py"});
+    // The same plan as data says why.
+    const Result j =
+        run({"export-plan", "--network", "vgg", "--strategy", "optimal", "--format", "json"});
+    ASSERT_EQ(j.code, 0) << j.err;
+    EXPECT_FALSE(nlohmann::json::parse(j.out)["torch"]["exportable"].get<bool>());
+}
+
+TEST_F(ExportPlanCli, ExactRefusesAnApproximationAndWritesNothing) {
+    const fs::path out = dir_ / "plan.py";
+    const Result r = run({"export-plan", "--network", kMlp, "--strategy", "revolve", "--format",
+                          "torch", "--exact", "--out", out.string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("only approximates the plan"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" B more"), std::string::npos) << r.err;
+    EXPECT_TRUE(leftovers().empty());
+    // Without --exact it is written, and the note gives the difference.
+    const Result w = run({"export-plan", "--network", kMlp, "--strategy", "revolve", "--format",
+                          "torch", "--out", out.string()});
+    ASSERT_EQ(w.code, 0) << w.err;
+    EXPECT_NE(w.err.find("approximated"), std::string::npos) << w.err;
+    EXPECT_NE(slurp(out).find("EXACT = False"), std::string::npos);
+}
+
+TEST_F(ExportPlanCli, BadInputsAreClearErrors) {
+    Result r = run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--format", "tf"});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--format"), std::string::npos) << r.err;
+    r = run({"export-plan", "--network", kMlp, "--strategy", "nope"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("sqrt-n"), std::string::npos) << r.err;  // lists the valid names
+    r = run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--out",
+             (dir_ / "missing" / "plan.py").string()});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
+    // An unmeetable budget: exit 3, the smallest feasible budget named, nothing written.
+    r = run({"export-plan", "--network", kMlp, "--strategy", "optimal:budget=16", "--out",
+             (dir_ / "plan.py").string()});
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("smallest feasible budget"), std::string::npos) << r.err;
+    EXPECT_TRUE(leftovers().empty());
+}
+
+}  // namespace
