@@ -941,7 +941,13 @@ void MainWindow::showRestoredWithoutNetwork(const QString& path, const QString& 
 }
 
 void MainWindow::applyTourStep(const TourStep& step) {
-    if (!before_tour_) {
+    if (!before_tour_ && restore_after_tour_) {
+        // A tour started while the last one's restore is still planning: the user's session is
+        // the one waiting to come back, not the rows on screen (the last tour's).
+        before_tour_ = std::move(restore_after_tour_);
+        restore_after_tour_.reset();
+        cancel_action_->setEnabled(true);
+    } else if (!before_tour_) {
         UserSession s;
         s.network = networkSpec();
         s.strategies = strategySpecs();
@@ -954,10 +960,20 @@ void MainWindow::applyTourStep(const TourStep& step) {
         restore_after_tour_.reset();
         cancel_action_->setEnabled(true);  // Esc leaves the tour
     }
+    // The step is shown once the window's plan is of its network and strategies (a plan of the
+    // step before may arrive first); a step left before that is dropped.
     auto done = std::make_shared<QMetaObject::Connection>();
-    *done = connect(this, &MainWindow::planReady, this, [this, step, done] {
+    const int tour = tourPanel()->tour(), index = tourPanel()->step();
+    *done = connect(this, &MainWindow::planReady, this, [this, step, done, tour, index] {
+        if (!inTour() || tourPanel()->tour() != tour || tourPanel()->step() != index) {
+            disconnect(*done);
+            return;
+        }
+        if (network_.spec != networkSpec()) return;
+        for (const QString& spec : step.strategies)
+            if (tour_row(model_->results(), spec) < 0) return;
         disconnect(*done);
-        if (inTour()) schedule_->showTourStep(step, model_->results());
+        schedule_->showTourStep(step, network_, model_->results());
     });
     setNetworkSpec(step.network);
     setStrategies(step.strategies);

@@ -48,8 +48,10 @@ class ScheduleArea : public QObject {
     void showTeachMode(bool on);
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
     void startTour(int tour);
-    // Teach mode, the strategies and the view a tour step asks for, over the step's plan.
-    void showTourStep(const TourStep& step, const std::vector<StrategyResult>& results);
+    // Teach mode, the strategies and the view a tour step asks for, over the step's plan; the
+    // tour's text is written from `network` and `results`, what the window shows.
+    void showTourStep(const TourStep& step, const NetworkSummary& network,
+                      const std::vector<StrategyResult>& results);
 
     // For the window's menus: View › Graph, Schedule matrix, Saved residuals (Ctrl+3..5) and
     // Teach mode (Ctrl+T); Help › Guided tours.
