@@ -956,6 +956,8 @@ void MainWindow::applyTourStep(const TourStep& step) {
         s.baseline_ms = baseline_ms_;
         s.baseline_spread = baseline_spread_;
         s.measured_with = measured_with_;
+        s.teaching = schedule_->teachModeShown();
+        s.page = results_->currentPage();
         before_tour_ = std::move(s);
         restore_after_tour_.reset();
         cancel_action_->setEnabled(true);  // Esc leaves the tour
@@ -989,6 +991,8 @@ void MainWindow::endTour() {
     before_tour_.reset();
     cancel_action_->setEnabled(running());
     if (tourPanel()->parentWidget()) tourPanel()->parentWidget()->hide();  // its dock
+    schedule_->showTeachMode(s.teaching);  // the tour opened it; the user's choice comes back
+    results_->showPage(s.page);
     setNetworkSpec(s.network);
     setStrategies(s.strategies);
     setBudget(s.budget);

@@ -187,6 +187,10 @@ void ScheduleArea::showTeachMode(bool on) {
     schedule_views_->setTeaching(on);
 }
 
+bool ScheduleArea::teachModeShown() const {
+    return !teach_dock_->isHidden();
+}
+
 void ScheduleArea::showScheduleTab(int which) {
     QWidget* pages[] = {graph_view_, matrix_view_, residuals_panel_};
     if (which >= 0 && which < 3) results_->showPage(pages[which]);

@@ -46,6 +46,7 @@ class ScheduleArea : public QObject {
     MemoryProfilerPage* memoryProfiler() const { return memory_profiler_; }
 
     void showTeachMode(bool on);
+    bool teachModeShown() const;  // its dock is shown (not hidden), whether the window is or not
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
     void startTour(int tour);
     // Teach mode, the strategies and the view a tour step asks for, over the step's plan; the

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <QAction>
+#include <QDockWidget>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTextDocument>
@@ -12,6 +13,7 @@
 #include "strategies/policy.h"
 #include "ui/main_window.h"
 #include "ui/palette.h"
+#include "ui/results_area.h"
 #include "ui/results_model.h"
 #include "ui/schedule_trace.h"
 #include "ui/setup_panel.h"
@@ -114,6 +116,56 @@ TEST(UiTourSession, FinishAndEscBringTheUsersSessionBackExactly) {
         settle(w);
         EXPECT_FALSE(w.inTour());
         expectSame(before, seen(w));
+    }
+}
+
+QAction* escAction(MainWindow& w) {
+    for (QAction* a : w.findChildren<QAction*>())
+        if (a->shortcut() == QKeySequence(Qt::Key_Escape) && a->text() == QStringLiteral("&Cancel"))
+            return a;
+    return nullptr;
+}
+
+TEST(UiTourSession, TeachModeAndThePageComeBackAsTheUserHadThem) {
+    // Teach mode closed on the Pareto page, then open on the matrix: each comes back at Finish
+    // and at Esc, though every tour step opens teach mode and shows a page of its own.
+    for (const bool teaching : {false, true}) {
+        for (const bool esc : {false, true}) {
+            SCOPED_TRACE(std::string(teaching ? "teaching" : "not teaching") +
+                         (esc ? ", Esc" : ", Finish"));
+            MainWindow w(false);
+            w.show();
+            settle(w);
+            w.showTeachMode(teaching);
+            if (teaching)
+                w.showScheduleTab(1);
+            else
+                w.resultsArea()->showPage(ResultsArea::ParetoTab);
+            const int page = w.resultsArea()->currentPage();
+            auto* dock = w.findChild<QDockWidget*>(QStringLiteral("teachDock"));
+            ASSERT_NE(dock, nullptr);
+            ASSERT_EQ(dock->isVisible(), teaching);
+
+            w.startTour(0);
+            settle(w);
+            ASSERT_TRUE(w.inTour());
+            EXPECT_TRUE(dock->isVisible()) << "a tour step opens teach mode";
+            EXPECT_NE(w.resultsArea()->currentPage(), page) << "and shows its own page";
+
+            if (esc) {
+                QAction* cancel = escAction(w);
+                ASSERT_NE(cancel, nullptr);
+                cancel->trigger();
+            } else {
+                emit w.tourPanel()->finished();
+            }
+            EXPECT_FALSE(w.inTour());
+            EXPECT_EQ(dock->isVisible(), teaching);
+            EXPECT_EQ(w.resultsArea()->currentPage(), page);
+            settle(w);
+            EXPECT_EQ(dock->isVisible(), teaching) << "and stays so once the session is back";
+            EXPECT_EQ(w.resultsArea()->currentPage(), page);
+        }
     }
 }
 
