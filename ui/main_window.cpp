@@ -14,6 +14,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTableView>
@@ -44,6 +45,38 @@ constexpr int kMaxRecent = 8;
 
 }  // namespace
 
+namespace {
+
+// The setup panel scrolls vertically only, so its scroll area asks for the panel's minimum width
+// plus the scroll bar's: at a narrow window the width comes from the charts, and nothing at the
+// panel's right edge (buttons, figures) is clipped.
+class SetupScrollArea : public QScrollArea {
+  public:
+    explicit SetupScrollArea(QWidget* panel) {
+        setWidget(panel);
+        setWidgetResizable(true);
+        setFrameShape(QFrame::NoFrame);
+        setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        panel->installEventFilter(this);
+    }
+    QSize minimumSizeHint() const override {
+        QSize hint = QScrollArea::minimumSizeHint();
+        if (widget())
+            hint.setWidth(widget()->minimumSizeHint().width() +
+                          verticalScrollBar()->sizeHint().width() + 2 * frameWidth());
+        return hint;
+    }
+
+  protected:
+    bool eventFilter(QObject* watched, QEvent* event) override {
+        // The panel's layout changed (a strategy's parameters shown): its minimum may have.
+        if (watched == widget() && event->type() == QEvent::LayoutRequest) updateGeometry();
+        return QScrollArea::eventFilter(watched, event);
+    }
+};
+
+}  // namespace
+
 MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     : QMainWindow(parent), restore_(restore_settings) {
     setWindowTitle(QStringLiteral("RematLab"));
@@ -62,11 +95,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     setCentralWidget(central);
 
     setup_ = new SetupPanel;
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(setup_);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto* scroll = new SetupScrollArea(setup_);
     auto* dock = new QDockWidget(QStringLiteral("Setup"), this);
     dock->setObjectName(QStringLiteral("setupDock"));
     dock->setWidget(scroll);

@@ -40,6 +40,9 @@ ParamForm::ParamForm(ParamSchema schema, std::set<std::string> skip, QWidget* pa
             // choice would be written into every spec (policy1=… on every policy).
             if (spec.default_value.empty()) combo->addItem(QString());
             for (const auto& c : spec.choices) combo->addItem(to_qstring(c));
+            // Long choices (dots_with_no_batch_dims_saveable) elide rather than widen the panel.
+            combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+            combo->setMinimumContentsLength(16);
             combo->setCurrentText(to_qstring(spec.default_value));
             connect(combo, &QComboBox::currentTextChanged, this, &ParamForm::changed);
             f.editor = combo;
