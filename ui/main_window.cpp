@@ -719,6 +719,37 @@ void MainWindow::onRunFinished(quint64 job, const RunSummary& s) {
     measured_with_ = run_request_;
     int ok = 0;
     for (const auto& r : s.results) ok += r.executed;
+    if (s.cancelled) {
+        // Cancel keeps what was measured: say how much of it there is, row by row.
+        QStringList timed, untimed;
+        for (const auto& r : s.results) {
+            const QString name = QStringLiteral("<b>%1</b>").arg(r.spec.toHtmlEscaped());
+            if (r.executed && r.times)
+                timed << QStringLiteral("%1 %2 of %3")
+                             .arg(name)
+                             .arg(r.times->total.samples)
+                             .arg(run_request_.repeats);
+            else if (r.planned && !is_failure(r))
+                untimed << name;
+        }
+        QString text = QStringLiteral("Run cancelled. ");
+        if (!timed.isEmpty())
+            text += QStringLiteral(
+                        "Kept what was measured, the timed repeats each strategy "
+                        "completed: %1. ")
+                        .arg(timed.join(QStringLiteral(", ")));
+        if (!untimed.isEmpty())
+            text += QStringLiteral("No timing for %1 (the plan's figures are shown). ")
+                        .arg(untimed.join(QStringLiteral(", ")));
+        message_->showMessage(MessageWidget::Kind::Info,
+                              text + QStringLiteral("Ctrl+R runs again."));
+        status_label_->setText(QStringLiteral("Cancelled: %1 of %2 strategies timed")
+                                   .arg(timed.size())
+                                   .arg(s.results.size()));
+        emit runCompleted();
+        planQueued();
+        return;
+    }
     status_label_->setText(QStringLiteral("Ran %1 of %2 strategies in %3 s on %4")
                                .arg(ok)
                                .arg(s.results.size())
@@ -799,8 +830,7 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
     const bool was_run = job == run_job_;
     if (kind == FailureKind::Cancelled) {
         message_->showMessage(MessageWidget::Kind::Info,
-                              QStringLiteral("Run cancelled. The strategies are measured together, "
-                                             "round by round, so none has figures yet; the "
+                              QStringLiteral("Run cancelled before any step was measured; the "
                                              "plans are kept. Ctrl+R runs again."));
         status_label_->setText(QStringLiteral("Cancelled"));
     } else {

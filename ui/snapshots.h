@@ -119,6 +119,9 @@ struct RunSummary {
     std::optional<double> baseline_total_ms;  // none's measured total, for the overhead column
     std::optional<Spread> baseline_total;     // the same with its spread: "within noise"
     double wall_ms = 0;
+    // A run stopped by Cancel: the rows hold what was measured before it, each strategy over the
+    // timed repeats it completed (StrategyResult::times' sample count; no timing when none).
+    bool cancelled = false;
 };
 
 }  // namespace rl::ui
