@@ -264,7 +264,7 @@ void MainWindow::setSweepExecutes(bool execute) {
 }
 
 QString MainWindow::saveSession(const QString& path) const {
-    return session_->save(path, network_.spec, baseline_ms_);
+    return session_->save(path, network_.spec, baseline_ms_, baseline_spread_);
 }
 QString MainWindow::openSession(const QString& path) {
     return session_->open(path);
@@ -297,7 +297,7 @@ void MainWindow::buildActions() {
         QStringLiteral("Save the results as CSV or JSON (Ctrl+Shift+E)"));
     file_menu_->addSeparator();
     save_session_action_ = file_menu_->addAction(QStringLiteral("&Save session…"), this, [this] {
-        session_->saveDialog(network_.spec, baseline_ms_);
+        session_->saveDialog(network_.spec, baseline_ms_, baseline_spread_);
     });
     save_session_action_->setShortcut(QKeySequence::Save);
     save_session_action_->setToolTip(QStringLiteral(
@@ -950,10 +950,10 @@ QString MainWindow::statusText() const {
 bool MainWindow::applyPendingSession() {
     const auto s = session_->takePending(network_ready_ ? &network_ : nullptr);
     if (!s) return false;
-    results_->setResults(s->results, s->baseline_ms);
+    results_->setResults(s->results, s->baseline_ms, s->baseline_spread);
     memoryChart()->setBudget(s->budget);
     baseline_ms_ = s->baseline_ms;
-    baseline_spread_.reset();  // a saved session keeps medians only
+    baseline_spread_ = s->baseline_spread;  // absent in sessions saved before it was kept
     measured_with_ = RunRequest{};
     measured_with_.network = s->network_spec;
     measured_with_.threads = setup_->threads();
