@@ -693,7 +693,8 @@ void MainWindow::onProgress(quint64 job, const ProgressSnapshot& p) {
         live_index_ = step;
         if (p.strategy_index >= 0) memoryChart()->beginLive(p.strategy_index);
     }
-    if (p.strategy_index >= 0) memoryChart()->appendLive(p.strategy_index, p.new_points);
+    if (p.strategy_index >= 0)
+        memoryChart()->appendLive(p.strategy_index, p.new_points, p.new_instructions);
     status_label_->setText(p.strategy_index < 0
                                ? QStringLiteral("Running none as the time baseline…")
                                : QStringLiteral("Running %1 (%2/%3) — instruction %4/%5, %6 live")

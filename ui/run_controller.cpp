@@ -37,6 +37,7 @@ class ThrottledObserver : public ExecutionObserver {
         snap_.live_bytes = live_bytes;
         snap_.elapsed_ms = elapsed_ms;
         snap_.new_points.push_back({elapsed_ms, static_cast<double>(live_bytes)});
+        snap_.new_instructions.push_back(static_cast<int32_t>(index));
         const auto now = std::chrono::steady_clock::now();
         if (now - last_ >= std::chrono::milliseconds(33)) flush();
     }
@@ -44,6 +45,7 @@ class ThrottledObserver : public ExecutionObserver {
         last_ = std::chrono::steady_clock::now();
         ProgressSnapshot out = snap_;
         snap_.new_points.clear();
+        snap_.new_instructions.clear();
         emit_(std::move(out));
     }
 

@@ -92,7 +92,8 @@ struct StrategyResult {
 };
 
 // A slice of a running execution, at most ~30 per second: the new (time, bytes) points since the
-// last slice, for the live chart.
+// last slice, each with the instruction it ended, for the live chart (on its time axis or its
+// instruction-index axis).
 struct ProgressSnapshot {
     int strategy_index = 0;  // into the request's strategy list; -1 for the hidden baseline
     int strategy_count = 0;
@@ -102,6 +103,7 @@ struct ProgressSnapshot {
     uint64_t live_bytes = 0;
     double elapsed_ms = 0;
     std::vector<XY> new_points;
+    std::vector<int32_t> new_instructions;  // per new point: the instruction's index
 };
 
 struct RunRequest {
