@@ -460,10 +460,12 @@ void MainWindow::onNetworkAvailable(quint64 job, const NetworkSummary& s) {
     setup_->setNetwork(s);
     status_label_->setText(QStringLiteral("Loaded %1").arg(s.spec));
     emit networkReady();
-    if (run_when_ready_) {
+    if (run_when_ready_ && !(first_plan_ && setup_->budgetIsDefault())) {
         run_when_ready_ = false;
         startRun();
     } else {
+        // A run asked for at start-up waits for the first plan: it makes the default budget one
+        // the ticked strategies can meet (onPlanAvailable), then runs.
         schedulePlan();
     }
 }
@@ -484,12 +486,14 @@ void MainWindow::planNow() {
         message_->showMessage(
             MessageWidget::Kind::Error,
             QStringLiteral("Memory cap: %1").arg(to_qstring(e.what()).toHtmlEscaped()));
+        runIfAsked();  // a run waiting for this plan says for itself what is wrong
         return;
     }
     if (r.strategies.isEmpty()) {
         model_->clear();
         memoryChart()->setResults({});
         status_label_->setText(QStringLiteral("Tick at least one strategy"));
+        runIfAsked();
         return;
     }
     if (run_job_ != 0 && controller_->busy()) {
@@ -568,7 +572,10 @@ std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult>
 
 void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
     if (job != plan_job_) return;
-    if (applyPendingSession()) return;  // an opened session shows its own results
+    if (applyPendingSession()) {  // an opened session shows its own results
+        runIfAsked();
+        return;
+    }
     if (restore_after_tour_ && networkSpec() == restore_after_tour_->network) {
         // Back from a tour: the user's rows exactly as they were, measured figures included.
         UserSession s = std::move(*restore_after_tour_);
@@ -581,6 +588,7 @@ void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
         status_label_->setText(QStringLiteral("Back from the tour: your session as it was"));
         message_->dismiss();
         emit planReady();
+        runIfAsked();
         return;
     }
     results_->setResults(keepMeasured(plan.results), baseline_ms_, baseline_spread_);
@@ -621,6 +629,13 @@ void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
              !message_->text().startsWith(QLatin1String("Cannot load")))
         message_->dismiss();
     emit planReady();
+    runIfAsked();
+}
+
+void MainWindow::runIfAsked() {
+    if (!run_when_ready_) return;
+    run_when_ready_ = false;
+    startRun();
 }
 
 // ---- running ---------------------------------------------------------------------------------
@@ -829,6 +844,10 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
     }
     if (job != run_job_ && job != plan_job_) return;
     const bool was_run = job == run_job_;
+    if (!was_run && run_when_ready_ && kind != FailureKind::Cancelled) {
+        runIfAsked();  // the run asked for reports for itself what went wrong
+        return;
+    }
     if (kind == FailureKind::Cancelled) {
         message_->showMessage(MessageWidget::Kind::Info,
                               QStringLiteral("Run cancelled before any step was measured; the "

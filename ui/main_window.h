@@ -148,6 +148,7 @@ class MainWindow : public QMainWindow {
     void run(const RunRequest& request);
     void updateRunState(bool busy);
     void updateRunEnabled();  // Run only with a network loaded or on its way
+    void runIfAsked();        // a run asked for before the first plan: start it now
 
     void onNetworkAvailable(quint64 job, const NetworkSummary& s);
     void onPlanAvailable(quint64 job, const RunSummary& plan);
