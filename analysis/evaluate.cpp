@@ -186,14 +186,17 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
 
     for (size_t i = 0; i < n; ++i) {
         Evaluation& ev = c.strategies[i].eval;
-        if (!running[i] || c.rounds_done == 0 || !ev.measured) {
+        // Every strategy is compared over the same rounds: a round cut short by a cancellation
+        // counts for none, unless asked to keep each strategy's own completed steps.
+        const size_t rounds = c.cancelled && opt_.keep_partial_rounds
+                                  ? samples[i].size()
+                                  : static_cast<size_t>(c.rounds_done);
+        if (!running[i] || rounds == 0 || !ev.measured) {
             ev.measured.reset();
             continue;
         }
-        // Every strategy is compared over the same rounds: a round cut short by a
-        // cancellation counts for none.
         std::array<std::vector<double>, 5> per_time;
-        for (int r = 0; r < c.rounds_done; ++r)
+        for (size_t r = 0; r < rounds; ++r)
             for (size_t t = 0; t < 5; ++t) per_time[t].push_back(samples[i][r][t]);
         MeasuredTimes times{spread_of(per_time[0]), spread_of(per_time[1]), spread_of(per_time[2]),
                             spread_of(per_time[3]), spread_of(per_time[4])};

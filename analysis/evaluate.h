@@ -30,6 +30,11 @@ struct EvaluateOptions {
     // Plan-only: predict with DeviceRates{} (fixed nominal rates) rather than this CPU's, so that
     // the parts of a sweep run on different machines price alike.
     bool nominal_rates = false;
+    // compare() stopped by a cancellation: each strategy keeps every timed step it completed,
+    // the round cut short included, rather than only the rounds all of them completed (the
+    // GUI's Cancel keeps what was measured, each row with its own repeat count). A strategy with
+    // no timed step has no measurement either way.
+    bool keep_partial_rounds = false;
 };
 
 struct Evaluation {
@@ -62,7 +67,9 @@ struct ComparedStrategy {
 struct Comparison {
     std::vector<ComparedStrategy> strategies;  // in the order asked
     int rounds_done = 0;                       // timed rounds every running strategy completed
-    bool cancelled = false;  // stopped by EvaluateOptions::cancel; times cover rounds_done
+    // Stopped by EvaluateOptions::cancel; times cover rounds_done (or, with
+    // keep_partial_rounds, each strategy's own completed steps: its times' sample count).
+    bool cancelled = false;
     // The (round, strategy index) of every step in the order run; round 0 is the warm-up.
     std::vector<std::pair<int, size_t>> order;
 };

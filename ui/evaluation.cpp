@@ -273,7 +273,8 @@ StrategyResult compared_result(const Graph& g, const CostModel& costs, const Com
 }
 
 RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& specs,
-                       std::shared_ptr<const Graph> shared, const StepListener& on_step) {
+                       std::shared_ptr<const Graph> shared, const StepListener& on_step,
+                       bool keep_cancelled) {
     RunSummary summary;
     summary.results.resize(static_cast<size_t>(specs.size()));
     std::vector<Spec> parsed;
@@ -303,7 +304,8 @@ RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& 
             on_step(round, row < 0 ? static_cast<size_t>(specs.size()) : static_cast<size_t>(row));
         })
                         : StepListener());
-    if (c.cancelled) throw Cancelled();
+    if (c.cancelled && !keep_cancelled) throw Cancelled();
+    summary.cancelled = c.cancelled;
     for (size_t i = 0; i < parsed.size(); ++i) {
         const ComparedStrategy& cs = c.strategies[i];
         if (static_cast<int>(i) == none_at && !cs.error && cs.eval.measured && cs.eval.times) {
@@ -311,8 +313,12 @@ RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& 
             summary.baseline_total = cs.eval.times->total;
         }
         if (row_of[i] < 0) continue;
-        summary.results[static_cast<size_t>(row_of[i])] =
-            compared_result(g, evaluator.costs(), cs, specs[row_of[i]], shared);
+        StrategyResult& r = summary.results[static_cast<size_t>(row_of[i])];
+        r = compared_result(g, evaluator.costs(), cs, specs[row_of[i]], shared);
+        if (c.cancelled && !cs.error && r.planned && !r.executed && r.message.isEmpty())
+            r.message = QStringLiteral(
+                "No timing: the run was cancelled before this strategy's first timed repeat; "
+                "the figures are the plan's. Run again to measure it.");
     }
     return summary;
 }

@@ -45,9 +45,12 @@ StrategyResult compared_result(const Graph& g, const CostModel& costs, const Com
 // Measures `specs` (none appended when absent, as the overhead's baseline) interleaved round by
 // round with `repeats` timed rounds; results in the order of `specs`, none's total in the
 // summary. Checks each spec first (a bad one becomes an error row and is not run). `on_step` as
-// in Evaluator::compare; rl::Cancelled propagates.
+// in Evaluator::compare. A cancellation throws rl::Cancelled, or with `keep_cancelled` returns
+// what was measured before it (summary.cancelled; the evaluator should keep_partial_rounds), a
+// strategy with no timed repeat as its plan with the message that it has no timing.
 RunSummary measure_all(Evaluator& evaluator, const Graph& g, const QStringList& specs,
-                       std::shared_ptr<const Graph> shared, const StepListener& on_step = {});
+                       std::shared_ptr<const Graph> shared, const StepListener& on_step = {},
+                       bool keep_cancelled = false);
 
 // Splits a --strategies list like rematlab-cli: ';' always separates; ',' separates unless the
 // next piece is a bare key=value continuing the previous spec.

@@ -14,6 +14,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTableView>
@@ -44,6 +45,38 @@ constexpr int kMaxRecent = 8;
 
 }  // namespace
 
+namespace {
+
+// The setup panel scrolls vertically only, so its scroll area asks for the panel's minimum width
+// plus the scroll bar's: at a narrow window the width comes from the charts, and nothing at the
+// panel's right edge (buttons, figures) is clipped.
+class SetupScrollArea : public QScrollArea {
+  public:
+    explicit SetupScrollArea(QWidget* panel) {
+        setWidget(panel);
+        setWidgetResizable(true);
+        setFrameShape(QFrame::NoFrame);
+        setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        panel->installEventFilter(this);
+    }
+    QSize minimumSizeHint() const override {
+        QSize hint = QScrollArea::minimumSizeHint();
+        if (widget())
+            hint.setWidth(widget()->minimumSizeHint().width() +
+                          verticalScrollBar()->sizeHint().width() + 2 * frameWidth());
+        return hint;
+    }
+
+  protected:
+    bool eventFilter(QObject* watched, QEvent* event) override {
+        // The panel's layout changed (a strategy's parameters shown): its minimum may have.
+        if (watched == widget() && event->type() == QEvent::LayoutRequest) updateGeometry();
+        return QScrollArea::eventFilter(watched, event);
+    }
+};
+
+}  // namespace
+
 MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     : QMainWindow(parent), restore_(restore_settings) {
     setWindowTitle(QStringLiteral("RematLab"));
@@ -62,11 +95,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
     setCentralWidget(central);
 
     setup_ = new SetupPanel;
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(setup_);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto* scroll = new SetupScrollArea(setup_);
     auto* dock = new QDockWidget(QStringLiteral("Setup"), this);
     dock->setObjectName(QStringLiteral("setupDock"));
     dock->setWidget(scroll);
@@ -235,7 +264,7 @@ void MainWindow::setSweepExecutes(bool execute) {
 }
 
 QString MainWindow::saveSession(const QString& path) const {
-    return session_->save(path, network_.spec, baseline_ms_);
+    return session_->save(path, network_.spec, baseline_ms_, baseline_spread_);
 }
 QString MainWindow::openSession(const QString& path) {
     return session_->open(path);
@@ -268,7 +297,7 @@ void MainWindow::buildActions() {
         QStringLiteral("Save the results as CSV or JSON (Ctrl+Shift+E)"));
     file_menu_->addSeparator();
     save_session_action_ = file_menu_->addAction(QStringLiteral("&Save session…"), this, [this] {
-        session_->saveDialog(network_.spec, baseline_ms_);
+        session_->saveDialog(network_.spec, baseline_ms_, baseline_spread_);
     });
     save_session_action_->setShortcut(QKeySequence::Save);
     save_session_action_->setToolTip(QStringLiteral(
@@ -437,10 +466,12 @@ void MainWindow::onNetworkAvailable(quint64 job, const NetworkSummary& s) {
     setup_->setNetwork(s);
     status_label_->setText(QStringLiteral("Loaded %1").arg(s.spec));
     emit networkReady();
-    if (run_when_ready_) {
+    if (run_when_ready_ && !(first_plan_ && setup_->budgetIsDefault())) {
         run_when_ready_ = false;
         startRun();
     } else {
+        // A run asked for at start-up waits for the first plan: it makes the default budget one
+        // the ticked strategies can meet (onPlanAvailable), then runs.
         schedulePlan();
     }
 }
@@ -461,12 +492,14 @@ void MainWindow::planNow() {
         message_->showMessage(
             MessageWidget::Kind::Error,
             QStringLiteral("Memory cap: %1").arg(to_qstring(e.what()).toHtmlEscaped()));
+        runIfAsked();  // a run waiting for this plan says for itself what is wrong
         return;
     }
     if (r.strategies.isEmpty()) {
         model_->clear();
         memoryChart()->setResults({});
         status_label_->setText(QStringLiteral("Tick at least one strategy"));
+        runIfAsked();
         return;
     }
     if (run_job_ != 0 && controller_->busy()) {
@@ -545,7 +578,10 @@ std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult>
 
 void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
     if (job != plan_job_) return;
-    if (applyPendingSession()) return;  // an opened session shows its own results
+    if (applyPendingSession()) {  // an opened session shows its own results
+        runIfAsked();
+        return;
+    }
     if (restore_after_tour_ && networkSpec() == restore_after_tour_->network) {
         // Back from a tour: the user's rows exactly as they were, measured figures included.
         UserSession s = std::move(*restore_after_tour_);
@@ -558,6 +594,7 @@ void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
         status_label_->setText(QStringLiteral("Back from the tour: your session as it was"));
         message_->dismiss();
         emit planReady();
+        runIfAsked();
         return;
     }
     results_->setResults(keepMeasured(plan.results), baseline_ms_, baseline_spread_);
@@ -598,6 +635,13 @@ void MainWindow::onPlanAvailable(quint64 job, const RunSummary& plan) {
              !message_->text().startsWith(QLatin1String("Cannot load")))
         message_->dismiss();
     emit planReady();
+    runIfAsked();
+}
+
+void MainWindow::runIfAsked() {
+    if (!run_when_ready_) return;
+    run_when_ready_ = false;
+    startRun();
 }
 
 // ---- running ---------------------------------------------------------------------------------
@@ -670,7 +714,8 @@ void MainWindow::onProgress(quint64 job, const ProgressSnapshot& p) {
         live_index_ = step;
         if (p.strategy_index >= 0) memoryChart()->beginLive(p.strategy_index);
     }
-    if (p.strategy_index >= 0) memoryChart()->appendLive(p.strategy_index, p.new_points);
+    if (p.strategy_index >= 0)
+        memoryChart()->appendLive(p.strategy_index, p.new_points, p.new_instructions);
     status_label_->setText(p.strategy_index < 0
                                ? QStringLiteral("Running none as the time baseline…")
                                : QStringLiteral("Running %1 (%2/%3) — instruction %4/%5, %6 live")
@@ -696,6 +741,37 @@ void MainWindow::onRunFinished(quint64 job, const RunSummary& s) {
     measured_with_ = run_request_;
     int ok = 0;
     for (const auto& r : s.results) ok += r.executed;
+    if (s.cancelled) {
+        // Cancel keeps what was measured: say how much of it there is, row by row.
+        QStringList timed, untimed;
+        for (const auto& r : s.results) {
+            const QString name = QStringLiteral("<b>%1</b>").arg(r.spec.toHtmlEscaped());
+            if (r.executed && r.times)
+                timed << QStringLiteral("%1 %2 of %3")
+                             .arg(name)
+                             .arg(r.times->total.samples)
+                             .arg(run_request_.repeats);
+            else if (r.planned && !is_failure(r))
+                untimed << name;
+        }
+        QString text = QStringLiteral("Run cancelled. ");
+        if (!timed.isEmpty())
+            text += QStringLiteral(
+                        "Kept what was measured, the timed repeats each strategy "
+                        "completed: %1. ")
+                        .arg(timed.join(QStringLiteral(", ")));
+        if (!untimed.isEmpty())
+            text += QStringLiteral("No timing for %1 (the plan's figures are shown). ")
+                        .arg(untimed.join(QStringLiteral(", ")));
+        message_->showMessage(MessageWidget::Kind::Info,
+                              text + QStringLiteral("Ctrl+R runs again."));
+        status_label_->setText(QStringLiteral("Cancelled: %1 of %2 strategies timed")
+                                   .arg(timed.size())
+                                   .arg(s.results.size()));
+        emit runCompleted();
+        planQueued();
+        return;
+    }
     status_label_->setText(QStringLiteral("Ran %1 of %2 strategies in %3 s on %4")
                                .arg(ok)
                                .arg(s.results.size())
@@ -774,10 +850,13 @@ void MainWindow::onFailed(quint64 job, FailureKind kind, const QString& message)
     }
     if (job != run_job_ && job != plan_job_) return;
     const bool was_run = job == run_job_;
+    if (!was_run && run_when_ready_ && kind != FailureKind::Cancelled) {
+        runIfAsked();  // the run asked for reports for itself what went wrong
+        return;
+    }
     if (kind == FailureKind::Cancelled) {
         message_->showMessage(MessageWidget::Kind::Info,
-                              QStringLiteral("Run cancelled. The strategies are measured together, "
-                                             "round by round, so none has figures yet; the "
+                              QStringLiteral("Run cancelled before any step was measured; the "
                                              "plans are kept. Ctrl+R runs again."));
         status_label_->setText(QStringLiteral("Cancelled"));
     } else {
@@ -897,10 +976,10 @@ QString MainWindow::statusText() const {
 bool MainWindow::applyPendingSession() {
     const auto s = session_->takePending(network_ready_ ? &network_ : nullptr);
     if (!s) return false;
-    results_->setResults(s->results, s->baseline_ms);
+    results_->setResults(s->results, s->baseline_ms, s->baseline_spread);
     memoryChart()->setBudget(s->budget);
     baseline_ms_ = s->baseline_ms;
-    baseline_spread_.reset();  // a saved session keeps medians only
+    baseline_spread_ = s->baseline_spread;  // absent in sessions saved before it was kept
     measured_with_ = RunRequest{};
     measured_with_.network = s->network_spec;
     measured_with_.threads = setup_->threads();
@@ -947,7 +1026,13 @@ void MainWindow::showRestoredWithoutNetwork(const QString& path, const QString& 
 }
 
 void MainWindow::applyTourStep(const TourStep& step) {
-    if (!before_tour_) {
+    if (!before_tour_ && restore_after_tour_) {
+        // A tour started while the last one's restore is still planning: the user's session is
+        // the one waiting to come back, not the rows on screen (the last tour's).
+        before_tour_ = std::move(restore_after_tour_);
+        restore_after_tour_.reset();
+        cancel_action_->setEnabled(true);
+    } else if (!before_tour_) {
         UserSession s;
         s.network = networkSpec();
         s.strategies = strategySpecs();
@@ -956,14 +1041,26 @@ void MainWindow::applyTourStep(const TourStep& step) {
         s.baseline_ms = baseline_ms_;
         s.baseline_spread = baseline_spread_;
         s.measured_with = measured_with_;
+        s.teaching = schedule_->teachModeShown();
+        s.page = results_->currentPage();
         before_tour_ = std::move(s);
         restore_after_tour_.reset();
         cancel_action_->setEnabled(true);  // Esc leaves the tour
     }
+    // The step is shown once the window's plan is of its network and strategies (a plan of the
+    // step before may arrive first); a step left before that is dropped.
     auto done = std::make_shared<QMetaObject::Connection>();
-    *done = connect(this, &MainWindow::planReady, this, [this, step, done] {
+    const int tour = tourPanel()->tour(), index = tourPanel()->step();
+    *done = connect(this, &MainWindow::planReady, this, [this, step, done, tour, index] {
+        if (!inTour() || tourPanel()->tour() != tour || tourPanel()->step() != index) {
+            disconnect(*done);
+            return;
+        }
+        if (network_.spec != networkSpec()) return;
+        for (const QString& spec : step.strategies)
+            if (tour_row(model_->results(), spec) < 0) return;
         disconnect(*done);
-        if (inTour()) schedule_->showTourStep(step, model_->results());
+        schedule_->showTourStep(step, network_, model_->results());
     });
     setNetworkSpec(step.network);
     setStrategies(step.strategies);
@@ -979,6 +1076,8 @@ void MainWindow::endTour() {
     before_tour_.reset();
     cancel_action_->setEnabled(running());
     if (tourPanel()->parentWidget()) tourPanel()->parentWidget()->hide();  // its dock
+    schedule_->showTeachMode(s.teaching);  // the tour opened it; the user's choice comes back
+    results_->showPage(s.page);
     setNetworkSpec(s.network);
     setStrategies(s.strategies);
     setBudget(s.budget);

@@ -103,7 +103,8 @@ class MainWindow : public QMainWindow {
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
     void startTour(int tour);
     // Ends the tour (Finish or Esc): the network, strategies, budget and results the user had
-    // before it come back as they were.
+    // before it come back as they were, and so do teach mode's dock (open or closed) and the
+    // results page on show.
     void endTour();
     bool inTour() const { return before_tour_.has_value(); }
     // Sessions: "" on success, else what went wrong. Opening shows the saved results as they
@@ -147,6 +148,7 @@ class MainWindow : public QMainWindow {
     void run(const RunRequest& request);
     void updateRunState(bool busy);
     void updateRunEnabled();  // Run only with a network loaded or on its way
+    void runIfAsked();        // a run asked for before the first plan: start it now
 
     void onNetworkAvailable(quint64 job, const NetworkSummary& s);
     void onPlanAvailable(quint64 job, const RunSummary& plan);
@@ -223,6 +225,9 @@ class MainWindow : public QMainWindow {
         std::optional<double> baseline_ms;
         std::optional<Spread> baseline_spread;
         RunRequest measured_with;
+        // The view: teach mode's dock (a tour opens it) and the results page on show.
+        bool teaching = false;
+        int page = 0;
     };
     std::optional<UserSession> before_tour_;         // during a tour
     std::optional<UserSession> restore_after_tour_;  // until the restored plan arrives

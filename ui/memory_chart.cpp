@@ -152,7 +152,10 @@ void MemoryChart::assign(Track& t, const StrategyResult& r) {
     t.cap_failure = r.cap_failure;
     t.texts = r.instruction_text;
     applyAxis(t);
-    if (t.measured) t.live.clear();
+    if (t.measured) {
+        t.live.clear();
+        t.live_by_instruction.clear();
+    }
 }
 
 void MemoryChart::applyAxis(Track& t) const {
@@ -251,15 +254,27 @@ void MemoryChart::beginLive(int index) {
     t.measured.reset();
     t.measured_steps.clear();
     t.live.clear();
+    t.live_by_instruction.clear();
     scheduleRedraw();
 }
 
-void MemoryChart::appendLive(int index, const std::vector<XY>& points) {
+void MemoryChart::appendLive(int index, const std::vector<XY>& points,
+                             const std::vector<int32_t>& instructions) {
     if (index < 0 || index >= strategyCount() || points.empty()) return;
     Track& t = tracks_[static_cast<size_t>(index)];
     if (t.measured) return;  // the full timeline has arrived already
     t.live.insert(t.live.end(), points.begin(), points.end());
+    // On the instruction axis a point sits at the instruction it ended, as the measured
+    // timeline's events do once the run is over.
+    for (size_t k = 0; k < points.size() && k < instructions.size(); ++k)
+        t.live_by_instruction.push_back({static_cast<double>(instructions[k]), points[k].y});
     scheduleRedraw();
+}
+
+const std::vector<XY>& MemoryChart::livePoints(int index) const {
+    static const std::vector<XY> none;
+    if (index < 0 || index >= strategyCount()) return none;
+    return tracks_[static_cast<size_t>(index)].liveOn(by_instruction_);
 }
 
 void MemoryChart::setBudget(std::optional<uint64_t> bytes) {
@@ -303,9 +318,7 @@ void MemoryChart::updateAxes() {
             xm = std::max(xm, max_x(t.predicted->points)),
             ym = std::max(ym, max_y(t.predicted->points));
         if (show_measured_) {
-            // The live points of a run in progress are in ms: not on the instruction axis.
-            const std::vector<XY> none;
-            const auto& m = t.measured ? t.measured->points : by_instruction_ ? none : t.live;
+            const auto& m = t.measured ? t.measured->points : t.liveOn(by_instruction_);
             xm = std::max(xm, max_x(m));
             ym = std::max(ym, max_y(m));
         }
@@ -341,10 +354,7 @@ void MemoryChart::redraw() {
     std::optional<uint64_t> cap;
     QList<QPointF> failures;
     for (Track& t : tracks_) {
-        const std::vector<XY> no_live;
-        const std::vector<XY>& m = t.measured        ? t.measured_steps
-                                   : by_instruction_ ? no_live
-                                                     : t.live;
+        const std::vector<XY>& m = t.measured ? t.measured_steps : t.liveOn(by_instruction_);
         if (t.cap_failure) {
             cap = std::max(cap.value_or(0), t.cap_failure->cap);
             // The failed allocation: at the last event measured (the failure came right after),

@@ -43,9 +43,14 @@ class MemoryChart : public QChartView {
     void setResults(const std::vector<StrategyResult>& results);
     // One strategy's figures changed (its run finished): its timelines replace the live data.
     void setResult(int index, const StrategyResult& result);
-    // Points measured so far while strategy `index` executes (x = ms, y = bytes).
+    // Points measured so far while strategy `index` executes (x = ms, y = bytes), each with the
+    // index of the instruction it ended (`instructions`, one per point; empty: the points show
+    // on the time axis only).
     void beginLive(int index);
-    void appendLive(int index, const std::vector<XY>& points);
+    void appendLive(int index, const std::vector<XY>& points,
+                    const std::vector<int32_t>& instructions = {});
+    // The live points as drawn on the axis in use (tests).
+    const std::vector<XY>& livePoints(int index) const;
     void setBudget(std::optional<uint64_t> bytes);
     // x = the instruction index instead of milliseconds (memory_profiler's instruction_axis).
     void setInstructionAxis(bool on);
@@ -105,7 +110,11 @@ class MemoryChart : public QChartView {
         std::shared_ptr<const Timeline> predicted_ms, measured_ms;  // as given (x = ms)
         long instructions = 0;
         std::optional<StrategyResult::CapFailure> cap_failure;
-        std::vector<XY> live;                             // while it runs
+        std::vector<XY> live;                 // while it runs (x = ms)
+        std::vector<XY> live_by_instruction;  // the same, x = instruction index
+        const std::vector<XY>& liveOn(bool by_instruction) const {
+            return by_instruction ? live_by_instruction : live;
+        }
         std::vector<XY> predicted_steps, measured_steps;  // cached stepped copies
         std::shared_ptr<const std::vector<QString>> texts;
         QLineSeries* predicted_series = nullptr;

@@ -260,12 +260,23 @@ MemoryProfilerPage::MemoryProfilerPage(QWidget* parent) : QWidget(parent) {
     row->addWidget(axis_);
     row->addWidget(stacked_);
     row->addStretch(1);
-    row->addWidget(new QLabel(QStringLiteral("Compare peak with")));
-    row->addWidget(compare_);
+    // Strategy labels can be long: the combos take a fixed share and elide, so that this page
+    // never sets the window's minimum width (it is a hidden page most of the time).
+    for (QComboBox* box : {strategy_, compare_}) {
+        box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        box->setMinimumContentsLength(14);
+    }
+
+    // The peak comparison is about the live-set panel: its control sits above it.
+    auto* compare_row = new QHBoxLayout;
+    compare_row->setContentsMargins(0, 0, 0, 0);
+    compare_row->addWidget(new QLabel(QStringLiteral("Compare peak with")));
+    compare_row->addWidget(compare_, 1);
 
     auto* right = new QWidget;
     auto* rv = new QVBoxLayout(right);
     rv->setContentsMargins(4, 0, 0, 0);
+    rv->addLayout(compare_row);
     rv->addWidget(panel_title_);
     rv->addWidget(panel_, 1);
     auto* split = new QSplitter(Qt::Horizontal);

@@ -36,7 +36,13 @@ ParamForm::ParamForm(ParamSchema schema, std::set<std::string> skip, QWidget* pa
             f.editor = box;
         } else if (spec.type == ParamType::Choice) {
             auto* combo = new QComboBox;
+            // A choice with no default stays unset (empty) until picked: otherwise the first
+            // choice would be written into every spec (policy1=… on every policy).
+            if (spec.default_value.empty()) combo->addItem(QString());
             for (const auto& c : spec.choices) combo->addItem(to_qstring(c));
+            // Long choices (dots_with_no_batch_dims_saveable) elide rather than widen the panel.
+            combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+            combo->setMinimumContentsLength(16);
             combo->setCurrentText(to_qstring(spec.default_value));
             connect(combo, &QComboBox::currentTextChanged, this, &ParamForm::changed);
             f.editor = combo;

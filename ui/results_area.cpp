@@ -160,6 +160,10 @@ QWidget* ResultsArea::buildParetoPage() {
     sweep_clear_->setToolTip(QStringLiteral("Remove the sweep curves"));
     auto* hint = new QLabel(QStringLiteral("dashed: predicted · solid: measured · hover a point"));
     hint->setStyleSheet(QStringLiteral("color: #777;"));
+    // A reminder, not a control: it gives way (clipped) rather than set the window's minimum
+    // width; its tooltip holds all of it.
+    hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    hint->setToolTip(hint->text());
     row->addWidget(sweep_button_);
     row->addWidget(sweep_points_);
     row->addWidget(sweep_execute_);

@@ -288,6 +288,12 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
                 .arg(r.cost_model);
         if (col == GradsEqual && run)
             return QStringLiteral("max |Δ| against none: %1").arg(r.max_grad_diff);
+        if (run && r.times &&
+            (col == ForwardMs || col == RecomputeMs || col == BackwardMs || col == TotalMs))
+            return r.times->total.samples == 1
+                       ? QStringLiteral("one timed repeat: no spread")
+                       : QStringLiteral("median (min–max) of %1 timed repeats")
+                             .arg(r.times->total.samples);
     }
     return {};
 }

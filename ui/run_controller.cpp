@@ -37,6 +37,7 @@ class ThrottledObserver : public ExecutionObserver {
         snap_.live_bytes = live_bytes;
         snap_.elapsed_ms = elapsed_ms;
         snap_.new_points.push_back({elapsed_ms, static_cast<double>(live_bytes)});
+        snap_.new_instructions.push_back(static_cast<int32_t>(index));
         const auto now = std::chrono::steady_clock::now();
         if (now - last_ >= std::chrono::milliseconds(33)) flush();
     }
@@ -44,6 +45,7 @@ class ThrottledObserver : public ExecutionObserver {
         last_ = std::chrono::steady_clock::now();
         ProgressSnapshot out = snap_;
         snap_.new_points.clear();
+        snap_.new_instructions.clear();
         emit_(std::move(out));
     }
 
@@ -86,21 +88,26 @@ class RunWorker : public QObject {
                 // A warm-up round and request.repeats timed rounds, each running every strategy
                 // once in turn (Evaluator::compare); the live chart follows each step.
                 obs_job_ = job;
-                summary = measure_all(ev, *g, request.strategies, g, [&](int round, size_t i) {
-                    if (stale(job)) throw Cancelled();
-                    if (round == kPlanningRound) return;  // the bar follows the steps only
-                    const int index = static_cast<int>(i) < count ? static_cast<int>(i) : -1;
-                    const QString spec =
-                        index >= 0 ? request.strategies[index] : QStringLiteral("none (baseline)");
-                    obs->flush();
-                    obs->begin(index, count,
-                               round == 0 ? QStringLiteral("%1 · warm-up").arg(spec)
-                                          : QStringLiteral("%1 · round %2/%3")
-                                                .arg(spec)
-                                                .arg(round)
-                                                .arg(request.repeats),
-                               0, round, request.repeats);
-                });
+                // Cancel keeps what was measured: each strategy's completed timed repeats are
+                // published (summary.cancelled); a newer job replacing this one drops them.
+                summary = measure_all(
+                    ev, *g, request.strategies, g,
+                    [&](int round, size_t i) {
+                        if (stale(job)) throw Cancelled();
+                        if (round == kPlanningRound) return;  // the bar follows the steps only
+                        const int index = static_cast<int>(i) < count ? static_cast<int>(i) : -1;
+                        const QString spec = index >= 0 ? request.strategies[index]
+                                                        : QStringLiteral("none (baseline)");
+                        obs->flush();
+                        obs->begin(index, count,
+                                   round == 0 ? QStringLiteral("%1 · warm-up").arg(spec)
+                                              : QStringLiteral("%1 · round %2/%3")
+                                                    .arg(spec)
+                                                    .arg(round)
+                                                    .arg(request.repeats),
+                                   0, round, request.repeats);
+                    },
+                    /*keep_cancelled=*/true);
                 obs->flush();
                 for (int i = 0; i < count; ++i)
                     emit resultAvailable(job, i, summary.results[static_cast<size_t>(i)]);
@@ -113,6 +120,11 @@ class RunWorker : public QObject {
             summary.wall_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
+            // Cancelled by the user (not replaced by a newer job): what was measured is news.
+            if (execute && summary.cancelled && job == shared_->latest_compute.load()) {
+                emit runFinished(job, summary);
+                return;
+            }
             if (stale(job)) throw Cancelled();
             if (execute)
                 emit runFinished(job, summary);
@@ -201,6 +213,7 @@ class RunWorker : public QObject {
             eo.execute = execute;
             eo.repeat = request.repeats;
             eo.cancel = &shared_->stop;
+            eo.keep_partial_rounds = true;  // Cancel keeps each strategy's completed repeats
             if (!observer_)
                 observer_ = std::make_unique<ThrottledObserver>(
                     [this](ProgressSnapshot&& p) { emit progress(obs_job_, p); });

@@ -187,6 +187,10 @@ void ScheduleArea::showTeachMode(bool on) {
     schedule_views_->setTeaching(on);
 }
 
+bool ScheduleArea::teachModeShown() const {
+    return !teach_dock_->isHidden();
+}
+
 void ScheduleArea::showScheduleTab(int which) {
     QWidget* pages[] = {graph_view_, matrix_view_, residuals_panel_};
     if (which >= 0 && which < 3) results_->showPage(pages[which]);
@@ -197,13 +201,13 @@ void ScheduleArea::startTour(int tour) {
     tour_panel_->start(tour);
 }
 
-void ScheduleArea::showTourStep(const TourStep& step, const std::vector<StrategyResult>& results) {
+void ScheduleArea::showTourStep(const TourStep& step, const NetworkSummary& network,
+                                const std::vector<StrategyResult>& results) {
+    tour_panel_->showFigures(TourShown{network, results, nullptr});
     auto index_of = [&](int k) {
         if (k < 0 || k >= step.strategies.size()) return -1;
-        const QString name = step.strategies[k].section(QLatin1Char(':'), 0, 0);
-        for (size_t i = 0; i < results.size(); ++i)
-            if (results[i].name == name && results[i].trace) return int(i);
-        return -1;
+        const int i = tour_row(results, step.strategies[k]);
+        return i >= 0 && results[size_t(i)].trace ? i : -1;
     };
     const int left = index_of(step.teach_left), right = index_of(step.teach_right);
     if (left >= 0) {

@@ -46,10 +46,13 @@ class ScheduleArea : public QObject {
     MemoryProfilerPage* memoryProfiler() const { return memory_profiler_; }
 
     void showTeachMode(bool on);
+    bool teachModeShown() const;  // its dock is shown (not hidden), whether the window is or not
     void showScheduleTab(int which);  // 0 graph, 1 matrix, 2 saved residuals
     void startTour(int tour);
-    // Teach mode, the strategies and the view a tour step asks for, over the step's plan.
-    void showTourStep(const TourStep& step, const std::vector<StrategyResult>& results);
+    // Teach mode, the strategies and the view a tour step asks for, over the step's plan; the
+    // tour's text is written from `network` and `results`, what the window shows.
+    void showTourStep(const TourStep& step, const NetworkSummary& network,
+                      const std::vector<StrategyResult>& results);
 
     // For the window's menus: View › Graph, Schedule matrix, Saved residuals (Ctrl+3..5) and
     // Teach mode (Ctrl+T); Help › Guided tours.

@@ -35,6 +35,45 @@ std::optional<T> opt_of(const json& j, const char* key) {
     return j.at(key).get<T>();
 }
 
+json spread_json(const Spread& sp) {
+    return {{"median", sp.median}, {"min", sp.min}, {"max", sp.max}, {"samples", sp.samples}};
+}
+
+Spread spread_from(const json& j) {
+    Spread sp;
+    sp.median = j.at("median").get<double>();
+    sp.min = j.at("min").get<double>();
+    sp.max = j.at("max").get<double>();
+    sp.samples = j.at("samples").get<int>();
+    if (sp.samples < 1 || !(sp.min <= sp.median && sp.median <= sp.max))
+        throw Error("a time spread is not median " + std::to_string(sp.median) + " within [" +
+                    std::to_string(sp.min) + ", " + std::to_string(sp.max) + "] over " +
+                    std::to_string(sp.samples) + " samples");
+    return sp;
+}
+
+std::optional<Spread> opt_spread(const json& j, const char* key) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    return spread_from(j.at(key));
+}
+
+json times_json(const std::optional<MeasuredTimes>& t) {
+    if (!t) return nullptr;
+    return {{"forward", spread_json(t->forward)},
+            {"recompute", spread_json(t->recompute)},
+            {"backward", spread_json(t->backward)},
+            {"total", spread_json(t->total)},
+            {"cpu", spread_json(t->cpu)}};
+}
+
+std::optional<MeasuredTimes> times_of(const json& j) {
+    if (!j.contains("times") || j.at("times").is_null()) return std::nullopt;
+    const json& t = j.at("times");
+    return MeasuredTimes{spread_from(t.at("forward")), spread_from(t.at("recompute")),
+                         spread_from(t.at("backward")), spread_from(t.at("total")),
+                         spread_from(t.at("cpu"))};
+}
+
 json timeline_json(const std::shared_ptr<const Timeline>& t) {
     if (!t) return nullptr;
     json pts = json::array();
@@ -149,7 +188,9 @@ json result_json(const StrategyResult& r) {
               {"grads_equal", r.grads_equal},
               {"max_grad_diff", r.max_grad_diff},
               {"predicted_timeline", timeline_json(r.predicted_timeline)},
-              {"measured_timeline", timeline_json(r.measured_timeline)}};
+              {"measured_timeline", timeline_json(r.measured_timeline)},
+              {"times", times_json(r.times)},
+              {"stale_measured_as", s(r.stale_measured_as)}};
     if (r.trace) {
         j["plan"] = plan_json(r.trace->plan);
         std::vector<double> fwd, bwd;
@@ -200,6 +241,9 @@ StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& grap
     r.max_grad_diff = j.at("max_grad_diff").get<double>();
     r.predicted_timeline = timeline_of(j.at("predicted_timeline"));
     r.measured_timeline = timeline_of(j.at("measured_timeline"));
+    // Kept since the spreads and stale marks are saved; older sessions have neither.
+    if (r.executed) r.times = times_of(j);
+    r.stale_measured_as = to_qstring(j.value("stale_measured_as", std::string()));
     if (j.contains("plan")) {
         Plan plan = plan_of(j.at("plan"));
         validate(*graph, plan.schedule);  // a hand-edited file: say where it is wrong
@@ -244,6 +288,8 @@ void save_session(const QString& path, const Session& session) {
                     {"threads", session.threads},
                     {"cap", s(session.cap)},
                     {"baseline_total_ms", opt(session.baseline_ms)},
+                    {"baseline_total",
+                     session.baseline_spread ? spread_json(*session.baseline_spread) : json()},
                     {"results", results}};
     write_file_atomically(s(path), {j.dump(1), "\n"});
 }
@@ -279,6 +325,7 @@ Session load_session(const QString& path) {
         out.threads = j.value("threads", 1);
         out.cap = to_qstring(j.value("cap", std::string()));
         out.baseline_ms = opt_of<double>(j, "baseline_total_ms");
+        out.baseline_spread = opt_spread(j, "baseline_total");
         for (const json& r : j.at("results")) out.results.push_back(result_of(r, out.graph));
         return out;
     } catch (const json::exception& e) {

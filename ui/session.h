@@ -8,8 +8,14 @@
 //   { "format": "rematlab-session", "version": 1, "network_spec": "mlp:depth=8",
 //     "network": { …the network in RematLab's JSON format… },
 //     "strategies": ["none", "sqrt-n"], "budget": 12582912, "threads": 1, "cap": "",
-//     "baseline_total_ms": 3.2, "results": [ { "spec": …, "plan": {"schedule": [["compute", 0], …],
-//     …}, "costs": {"kind": "analytic", "forward_ms": […], "backward_ms": […]}, … } ] }
+//     "baseline_total_ms": 3.2, "baseline_total": {"median": 3.2, "min": 3.1, "max": 3.5,
+//     "samples": 3}, "results": [ { "spec": …, "plan": {"schedule": [["compute", 0], …], …},
+//     "costs": {"kind": "analytic", "forward_ms": […], "backward_ms": […]},
+//     "times": {"forward": {…spread…}, "recompute": …, "backward": …, "total": …, "cpu": …},
+//     "stale_measured_as": "sqrt-n:budget=8MiB", … } ] }
+//
+// The spreads and the stale marks came later: a file without them loads with medians only and
+// nothing stale, as it was saved.
 //
 // Also the network's own exports (DOT for Graphviz, our JSON) and a schedule as JSON.
 #include <QString>
@@ -35,6 +41,9 @@ struct Session {
     QString cap;
     std::vector<StrategyResult> results;
     std::optional<double> baseline_ms;
+    // none's total time with its spread over the timed repeats: what "within noise" is judged
+    // against (absent in sessions saved before it was kept).
+    std::optional<Spread> baseline_spread;
 };
 
 // Throws rl::Error naming the file and what went wrong.

@@ -20,7 +20,8 @@ SessionController::SessionController(SetupPanel* setup, const ResultsModel* resu
 SessionController::~SessionController() = default;
 
 QString SessionController::save(const QString& path, const QString& network,
-                                std::optional<double> baseline_ms) const {
+                                std::optional<double> baseline_ms,
+                                std::optional<Spread> baseline_spread) const {
     try {
         Session s;
         s.network_spec = network;
@@ -38,6 +39,7 @@ QString SessionController::save(const QString& path, const QString& network,
         s.cap = setup_->capText();
         s.results = results_->results();
         s.baseline_ms = baseline_ms;
+        s.baseline_spread = baseline_spread;
         save_session(path, s);
         return {};
     } catch (const std::exception& e) {
@@ -140,12 +142,13 @@ void SessionController::locateDialog() {
     if (!found.isEmpty()) locate(found);
 }
 
-void SessionController::saveDialog(const QString& network, std::optional<double> baseline_ms) {
+void SessionController::saveDialog(const QString& network, std::optional<double> baseline_ms,
+                                   std::optional<Spread> baseline_spread) {
     const QString path = QFileDialog::getSaveFileName(
         dialog_parent_, QStringLiteral("Save session"), QStringLiteral("session.rematlab.json"),
         QStringLiteral("RematLab session (*.json)"));
     if (path.isEmpty()) return;
-    const QString err = save(path, network, baseline_ms);
+    const QString err = save(path, network, baseline_ms, baseline_spread);
     if (err.isEmpty())
         emit status(QStringLiteral("Saved the session to %1").arg(path));
     else

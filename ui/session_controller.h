@@ -36,8 +36,8 @@ class SessionController : public QObject {
 
     // "" on success, else what went wrong. `network` is the loaded network's spec (a session
     // names the network its results were planned on).
-    QString save(const QString& path, const QString& network,
-                 std::optional<double> baseline_ms) const;
+    QString save(const QString& path, const QString& network, std::optional<double> baseline_ms,
+                 std::optional<Spread> baseline_spread = {}) const;
     QString open(const QString& path);
 
     // The session waiting for its network, taken (null when none). With `network` (the network
@@ -56,7 +56,8 @@ class SessionController : public QObject {
     // Loads the file found at `path` in place of the missing one.
     void locate(const QString& path);
 
-    void saveDialog(const QString& network, std::optional<double> baseline_ms);
+    void saveDialog(const QString& network, std::optional<double> baseline_ms,
+                    std::optional<Spread> baseline_spread = {});
     void openDialog();
     void locateDialog();
 

@@ -92,7 +92,8 @@ struct StrategyResult {
 };
 
 // A slice of a running execution, at most ~30 per second: the new (time, bytes) points since the
-// last slice, for the live chart.
+// last slice, each with the instruction it ended, for the live chart (on its time axis or its
+// instruction-index axis).
 struct ProgressSnapshot {
     int strategy_index = 0;  // into the request's strategy list; -1 for the hidden baseline
     int strategy_count = 0;
@@ -102,6 +103,7 @@ struct ProgressSnapshot {
     uint64_t live_bytes = 0;
     double elapsed_ms = 0;
     std::vector<XY> new_points;
+    std::vector<int32_t> new_instructions;  // per new point: the instruction's index
 };
 
 struct RunRequest {
@@ -119,6 +121,9 @@ struct RunSummary {
     std::optional<double> baseline_total_ms;  // none's measured total, for the overhead column
     std::optional<Spread> baseline_total;     // the same with its spread: "within noise"
     double wall_ms = 0;
+    // A run stopped by Cancel: the rows hold what was measured before it, each strategy over the
+    // timed repeats it completed (StrategyResult::times' sample count; no timing when none).
+    bool cancelled = false;
 };
 
 }  // namespace rl::ui

@@ -5,38 +5,39 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-#include "engine/networks/presets.h"
-#include "engine/simulator.h"
-#include "engine/units.h"
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "engine/params.h"
 #include "solvers/revolve.h"
 #include "strategies/policy.h"
 #include "strategies/strategy.h"
 #include "ui/palette.h"
+#include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
 namespace {
 
-struct Figures {
-    uint64_t peak = 0, activation_peak = 0;
-    long recomputes = 0;
-    double recompute_ms = 0, total_ms = 0;
-    Plan plan;
-};
+// A spec's value for each key of its strategy's schema, defaults filled in, but the budget (the
+// form writes only what differs from the defaults, in its own order).
+std::pair<std::string, std::map<std::string, std::string>> resolved(const QString& spec) {
+    const Spec parsed = parse_spec(spec.toStdString());
+    const Strategy& strategy = find_strategy(parsed.name);
+    std::map<std::string, std::string> values;
+    for (const ParamSpec& p : strategy.schema()) values[p.key] = p.default_value;
+    for (const auto& [key, value] : parsed.args) values[key] = value;
+    values.erase("budget");
+    return {parsed.name, std::move(values)};
+}
 
-Figures figures(const Graph& g, const std::string& spec) {
-    const CostModel costs = CostModel::analytic(g, DeviceRates{});
-    Figures f;
-    f.plan = plan_with(g, costs, parse_spec(spec));
-    SimulateOptions so;
-    so.record_timeline = false;
-    const Simulation sim = simulate(g, f.plan.schedule, costs, so);
-    f.peak = sim.peak_bytes;
-    f.activation_peak = sim.activation_peak_bytes();
-    f.recomputes = sim.recomputes;
-    f.recompute_ms = sim.recompute_ms;
-    f.total_ms = sim.total_ms();
-    return f;
+// The row the window planned for `spec`: a step's figures must name the row they come from.
+const StrategyResult& need(const TourShown& s, const char* spec) {
+    const StrategyResult* r = s.row(QString::fromLatin1(spec));
+    if (!r || !r->planned || !r->trace)
+        throw std::runtime_error(std::string("the window shows no plan of ") + spec);
+    return *r;
 }
 
 QString b(uint64_t bytes) {
@@ -48,11 +49,40 @@ QString pct(uint64_t part, uint64_t whole) {
            QStringLiteral(" %");
 }
 
+SavedResiduals residuals_of(const StrategyResult& r) {
+    return saved_residuals(*r.trace->graph, r.trace->plan.schedule);
+}
+
 const char* kActNet = "mlp:depth=6,width=128,batch=512";
+const char* kActNetBig = "mlp:depth=6,width=128,batch=1024";
 const char* kSqrtNet = "mlp:depth=16,width=64,batch=256";
 const char* kChain = "chain:l=8,width=64,batch=128";
 const char* kPolicyNet = "resmlp:depth=2,width=64,batch=64";
 const char* kWholeNet = "mlp:depth=4,width=256,batch=256";
+const char* kWhole = "policy:regions=model,policy=nothing_saveable";
+
+}  // namespace
+
+int tour_row(const std::vector<StrategyResult>& results, const QString& spec) {
+    try {
+        const auto want = resolved(spec);
+        for (size_t i = 0; i < results.size(); ++i) {
+            try {
+                if (resolved(results[i].spec) == want) return int(i);
+            } catch (const std::exception&) {
+            }
+        }
+    } catch (const std::exception&) {
+    }
+    return -1;
+}
+
+const StrategyResult* TourShown::row(const QString& spec) const {
+    const int i = tour_row(results, spec);
+    return i < 0 ? nullptr : &results[size_t(i)];
+}
+
+namespace {
 
 std::vector<Tour> build() {
     std::vector<Tour> out;
@@ -67,36 +97,44 @@ std::vector<Tour> build() {
          -1,
          QStringLiteral("peak"),
          TourView::Memory,
-         [] {
-             const Graph g = load_network(kActNet);
-             const Figures f = figures(g, "none");
+         [](const TourShown& s) {
+             const StrategyResult& none = need(s, "none");
              return QStringLiteral(
                         "<p>This MLP has %1 of parameters, but its forward produces %2 of "
                         "activations: every layer's output for all 512 rows of the batch.</p>"
                         "<p>Plain backprop (<i>none</i>) keeps what the backward reads, so its "
                         "peak is %3 — activations are %4 of it. Teach mode below stands at the "
                         "peak: the start of the backward, when everything saved is still live.</p>")
-                 .arg(b(g.param_bytes()), b(g.activation_bytes()), b(f.peak),
-                      pct(f.activation_peak, f.peak));
+                 .arg(b(s.network.param_bytes), b(s.network.activation_bytes),
+                      b(none.predicted_peak),
+                      pct(none.predicted_activation_peak, none.predicted_peak));
          }});
     act.steps.push_back(
         {QStringLiteral("Double the batch, double the activations"),
-         QStringLiteral("mlp:depth=6,width=128,batch=1024"),
+         QString::fromLatin1(kActNetBig),
          {QStringLiteral("none")},
          0,
          -1,
          QStringLiteral("peak"),
          TourView::Memory,
-         [] {
-             const Graph small = load_network(kActNet);
-             const Graph big = load_network("mlp:depth=6,width=128,batch=1024");
-             return QStringLiteral(
-                        "<p>With batch 1024 instead of 512 the parameters stay at %1, while the "
-                        "activations go from %2 to %3 and the peak from %4 to %5.</p><p>That is "
-                        "why checkpointing targets activations: they scale with batch and "
-                        "sequence length, parameters do not.</p>")
-                 .arg(b(big.param_bytes()), b(small.activation_bytes()), b(big.activation_bytes()),
-                      b(figures(small, "none").peak), b(figures(big, "none").peak));
+         [](const TourShown& s) {
+             const StrategyResult& none = need(s, "none");
+             QString text = QStringLiteral(
+                                "<p>With batch 1024 the parameters stay at %1, while the "
+                                "activations are %2 and the peak is %3.")
+                                .arg(b(s.network.param_bytes), b(s.network.activation_bytes),
+                                     b(none.predicted_peak));
+             // The comparison quotes what the previous step (batch 512) showed, when the user
+             // came from it.
+             const StrategyResult* before =
+                 s.previous ? s.previous->row(QStringLiteral("none")) : nullptr;
+             if (before && before->planned)
+                 text +=
+                     QStringLiteral(" At batch 512 (the previous step) they were %1 and %2.")
+                         .arg(b(s.previous->network.activation_bytes), b(before->predicted_peak));
+             return text + QStringLiteral(
+                               "</p><p>That is why checkpointing targets activations: they scale "
+                               "with batch and sequence length, parameters do not.</p>");
          }});
     act.steps.push_back(
         {QStringLiteral("What plain backprop keeps"),
@@ -106,7 +144,7 @@ std::vector<Tour> build() {
          -1,
          QStringLiteral("backward"),
          TourView::Graph,
-         [] {
+         [](const TourShown&) {
              return QStringLiteral(
                  "<p>Green boxes are kept for the backward; grey-blue dashed ones are freed early "
                  "because no backward reads them (a linear layer's output: relu's backward "
@@ -125,15 +163,14 @@ std::vector<Tour> build() {
          0,
          QStringLiteral("start"),
          TourView::Graph,
-         [] {
-             const Graph g = load_network(kSqrtNet);
-             const Figures f = figures(g, "sqrt-n");
+         [](const TourShown& s) {
+             const StrategyResult& sq = need(s, "sqrt-n");
              return QStringLiteral(
                         "<p><i>sqrt-n</i> cuts the network into about √n segments at "
                         "articulation points and keeps only the segment boundaries (dark "
                         "diamonds: %1 checkpoints) through the forward.</p><p>Orange boxes are "
                         "recomputed in the backward; ×2 says how often they run.</p>")
-                 .arg(f.plan.checkpoints.size());
+                 .arg(sq.trace->plan.checkpoints.size());
          }});
     sq.steps.push_back(
         {QStringLiteral("Memory for time"),
@@ -143,16 +180,17 @@ std::vector<Tour> build() {
          0,
          QStringLiteral("peak"),
          TourView::Memory,
-         [] {
-             const Graph g = load_network(kSqrtNet);
-             const Figures none = figures(g, "none"), sq = figures(g, "sqrt-n");
+         [](const TourShown& s) {
+             const StrategyResult &none = need(s, "none"), &sq = need(s, "sqrt-n");
              return QStringLiteral(
                         "<p>Peak: %1 with <i>none</i>, %2 with <i>sqrt-n</i> (activations %3 → "
-                        "%4). The price: %5 recomputations, %6 ms more (predicted).</p><p>The "
-                        "saw-tooth in the backward is one segment recomputed at a time.</p>")
-                 .arg(b(none.peak), b(sq.peak), b(none.activation_peak), b(sq.activation_peak))
+                        "%4). The price: %5 recomputations, %6 ms more (predicted, as in the "
+                        "table).</p><p>The saw-tooth in the backward is one segment recomputed "
+                        "at a time.</p>")
+                 .arg(b(none.predicted_peak), b(sq.predicted_peak),
+                      b(none.predicted_activation_peak), b(sq.predicted_activation_peak))
                  .arg(sq.recomputes)
-                 .arg(sq.recompute_ms, 0, 'f', 2);
+                 .arg(ms_text(sq.predicted_recompute_ms));
          }});
     sq.steps.push_back(
         {QStringLiteral("The schedule, stage by stage"),
@@ -162,7 +200,7 @@ std::vector<Tour> build() {
          0,
          QStringLiteral("recompute"),
          TourView::Matrix,
-         [] {
+         [](const TourShown&) {
              return QStringLiteral(
                  "<p>Each row is a stage: the forward, then one backward step. Orange cells "
                  "are recomputations: each segment is replayed from its boundary just before "
@@ -183,12 +221,11 @@ std::vector<Tour> build() {
              -1,
              QStringLiteral("recompute"),
              TourView::Matrix,
-             [slot_count] {
+             [slot_count, spec](const TourShown& s) {
                  const int64_t l = 8;
                  const int64_t r = revolve::repetition(l, slot_count);
                  const int64_t t = revolve::min_advances(l, slot_count);
-                 const Graph g = load_network(kChain);
-                 const Figures f = figures(g, "revolve:slots=" + std::to_string(slot_count));
+                 const StrategyResult& f = need(s, spec.toLatin1().constData());
                  return QStringLiteral(
                             "<p>Griewank's Revolve reverses l = 8 steps with s = %1 checkpoint "
                             "slots (the input holds one). The <b>repetition number is r = "
@@ -203,7 +240,7 @@ std::vector<Tour> build() {
                      .arg(revolve::beta(slot_count, r))
                      .arg(t)
                      .arg(f.recomputes)
-                     .arg(bytes_text(f.peak));
+                     .arg(bytes_text(f.predicted_peak));
              }});
     }
     out.push_back(std::move(rv));
@@ -219,13 +256,10 @@ std::vector<Tour> build() {
          -1,
          QStringLiteral("start"),
          TourView::Residuals,
-         [] {
-             const Graph g = load_network(kPolicyNet);
-             auto saved = [&](const char* spec) {
-                 return saved_residuals(g, figures(g, spec).plan.schedule);
-             };
-             const SavedResiduals none = saved("none"), dots = saved("policy:policy=dots_saveable"),
-                                  nothing = saved("policy:policy=nothing_saveable");
+         [](const TourShown& s) {
+             const SavedResiduals none = residuals_of(need(s, "none")),
+                                  dots = residuals_of(need(s, "policy:policy=dots_saveable")),
+                                  nothing = residuals_of(need(s, "policy:policy=nothing_saveable"));
              return QStringLiteral(
                         "<p><code>jax.checkpoint(block, policy=dots_saveable)</code> saves the "
                         "outputs of matmul-like ops (our <i>dot</i> tag: the fc layers) inside "
@@ -250,15 +284,15 @@ std::vector<Tour> build() {
          0,
          QStringLiteral("recompute"),
          TourView::Graph,
-         [] {
-             const Graph g = load_network(kPolicyNet);
-             const Figures none = figures(g, "none"),
-                           dots = figures(g, "policy:policy=dots_saveable");
+         [](const TourShown& s) {
+             const StrategyResult &none = need(s, "none"),
+                                  &dots = need(s, "policy:policy=dots_saveable");
              return QStringLiteral(
                         "<p>Orange boxes are what the policy recomputes: the ops that are not "
-                        "dots. Peak %1 → %2 for %3 ms of recompute (predicted).</p>")
-                 .arg(b(none.peak), b(dots.peak))
-                 .arg(dots.recompute_ms, 0, 'f', 3);
+                        "dots. Peak %1 → %2 for %3 ms of recompute (predicted, as in the "
+                        "table).</p>")
+                 .arg(b(none.predicted_peak), b(dots.predicted_peak))
+                 .arg(ms_text(dots.predicted_recompute_ms));
          }});
     out.push_back(std::move(po));
 
@@ -266,7 +300,7 @@ std::vector<Tour> build() {
     Tour wh{QStringLiteral("whole-function"),
             QStringLiteral("Checkpointing a whole small function may not lower the peak"),
             {}};
-    const QString whole = QStringLiteral("policy:regions=model,policy=nothing_saveable");
+    const QString whole = QString::fromLatin1(kWhole);
     wh.steps.push_back(
         {QStringLiteral("One region around the whole model"),
          QString::fromLatin1(kWholeNet),
@@ -275,42 +309,38 @@ std::vector<Tour> build() {
          0,
          QStringLiteral("peak"),
          TourView::Memory,
-         [] {
-             const Graph g = load_network(kWholeNet);
-             const Figures none = figures(g, "none"),
-                           all = figures(g, "policy:regions=model,policy=nothing_saveable");
-             const bool same = all.peak >= none.peak;
+         [](const TourShown& s) {
+             const StrategyResult &none = need(s, "none"), &all = need(s, kWhole);
+             const bool same = all.predicted_peak >= none.predicted_peak;
              return QStringLiteral(
                         "<p><code>jax.checkpoint</code> around the whole model saves nothing "
                         "inside it, so the backward first recomputes the whole forward — and "
                         "then holds every activation again, exactly as plain backprop did.</p>"
                         "<p>Peak: %1 with <i>none</i>, %2 with the whole model checkpointed "
                         "(%3), for %4 recomputations.</p>")
-                 .arg(b(none.peak), b(all.peak),
+                 .arg(b(none.predicted_peak), b(all.predicted_peak),
                       same ? QStringLiteral("<b>no lower</b>")
-                           : QStringLiteral("lower by %1").arg(bytes_text(none.peak - all.peak)))
+                           : QStringLiteral("lower by %1")
+                                 .arg(bytes_text(none.predicted_peak - all.predicted_peak)))
                  .arg(all.recomputes);
          }});
     wh.steps.push_back(
         {QStringLiteral("Segments do lower it"),
          QString::fromLatin1(kSqrtNet),
-         {QStringLiteral("none"), QStringLiteral("policy:regions=model,policy=nothing_saveable"),
-          QStringLiteral("sqrt-n")},
+         {QStringLiteral("none"), whole, QStringLiteral("sqrt-n")},
          1,
          2,
          QStringLiteral("peak"),
          TourView::Memory,
-         [] {
-             const Graph g = load_network(kSqrtNet);
-             const Figures none = figures(g, "none"),
-                           all = figures(g, "policy:regions=model,policy=nothing_saveable"),
-                           sq = figures(g, "sqrt-n");
+         [](const TourShown& s) {
+             const StrategyResult &none = need(s, "none"), &all = need(s, kWhole),
+                                  &sq = need(s, "sqrt-n");
              return QStringLiteral(
                         "<p>What lowers the peak is freeing activations <i>during</i> the "
                         "backward: recompute one segment, run its backwards, free it, go on. On "
                         "this deeper MLP: <i>none</i> %1, whole model checkpointed %2, "
                         "<i>sqrt-n</i> %3.</p>")
-                 .arg(b(none.peak), b(all.peak), b(sq.peak));
+                 .arg(b(none.predicted_peak), b(all.predicted_peak), b(sq.predicted_peak));
          }});
     out.push_back(std::move(wh));
     return out;
@@ -363,28 +393,46 @@ TourPanel::TourPanel(QWidget* parent) : QWidget(parent) {
 void TourPanel::start(int tour) {
     if (tour < 0 || size_t(tour) >= tours().size()) return;
     tour_ = tour;
+    step_ = -1;
+    shown_.reset();
     showStep(0);
 }
 
 void TourPanel::showStep(int step) {
     if (tour_ < 0) return;
     const Tour& t = tours()[size_t(tour_)];
+    const int from = step_;
     step_ = std::clamp(step, 0, int(t.steps.size()) - 1);
+    // A step may compare with the one the user just came from (Next), never with another.
+    if (from != step_) {
+        previous_ = (shown_ && from == step_ - 1) ? shown_ : nullptr;
+        shown_.reset();
+    }
     const TourStep& s = t.steps[size_t(step_)];
     title_->setText(
         QStringLiteral("%1 — %2 (%3/%4)").arg(t.title, s.title).arg(step_ + 1).arg(t.steps.size()));
-    QString body;
-    try {
-        body = s.text ? s.text() : QString();
-    } catch (const std::exception& e) {
-        body = QStringLiteral("<p>(This step could not compute its figures: %1)</p>")
-                   .arg(QString::fromUtf8(e.what()).toHtmlEscaped());
-    }
-    body_->setText(body);
+    // The text waits for the window's plan of this step (showFigures).
+    body_->setText(QStringLiteral("<p><i>Planning this step…</i></p>"));
     back_->setEnabled(step_ > 0);
     next_->setText(size_t(step_ + 1) < t.steps.size() ? QStringLiteral("Next ▶")
                                                       : QStringLiteral("Finish"));
     if (apply) apply(s);
+}
+
+void TourPanel::showFigures(const TourShown& shown) {
+    if (tour_ < 0) return;
+    const TourStep& s = tours()[size_t(tour_)].steps[size_t(step_)];
+    auto figures = std::make_shared<TourShown>(shown);
+    figures->previous = previous_;
+    QString body;
+    try {
+        body = s.text ? s.text(*figures) : QString();
+    } catch (const std::exception& e) {
+        body = QStringLiteral("<p>(This step could not compute its figures: %1)</p>")
+                   .arg(QString::fromUtf8(e.what()).toHtmlEscaped());
+    }
+    shown_ = std::move(figures);
+    body_->setText(body);
 }
 
 QString TourPanel::text() const {

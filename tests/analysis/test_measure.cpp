@@ -186,5 +186,40 @@ TEST(Measure, ACancellationWhileProfilingStopsTheEvaluator) {
     EXPECT_THROW(Evaluator(g, "mlp", eo), Cancelled);
 }
 
+TEST(Measure, KeepPartialRoundsKeepsEachStrategysCompletedSteps) {
+    const Graph g = load_network("mlp:depth=6,width=32,batch=16");
+    // Cancelled as the second strategy of round `round` is about to run: the first has `round`
+    // timed steps, the second `round - 1` (none at all when round is 1).
+    for (const int round : {1, 2, 3}) {
+        SCOPED_TRACE(round);
+        std::atomic<bool> cancel{false};
+        EvaluateOptions eo;
+        eo.repeat = 3;
+        eo.cancel = &cancel;
+        eo.keep_partial_rounds = true;
+        Evaluator ev(g, "mlp", eo);
+        const Comparison c =
+            ev.compare({parse_spec("none"), parse_spec("sqrt-n")}, [&](int r, size_t i) {
+                if (r == round && i == 1) cancel = true;
+            });
+        EXPECT_TRUE(c.cancelled);
+        EXPECT_EQ(c.rounds_done, round - 1);
+        const Evaluation& first = c.strategies[0].eval;
+        ASSERT_TRUE(first.times);
+        ASSERT_TRUE(first.measured);
+        EXPECT_EQ(first.times->total.samples, round);
+        EXPECT_EQ(first.measured->total_ms, first.times->total.median);
+        const Evaluation& second = c.strategies[1].eval;
+        EXPECT_FALSE(c.strategies[1].error);
+        if (round == 1) {
+            EXPECT_FALSE(second.measured) << "no timed step: no measurement";
+            EXPECT_FALSE(second.times);
+        } else {
+            ASSERT_TRUE(second.times);
+            EXPECT_EQ(second.times->total.samples, round - 1);
+        }
+    }
+}
+
 }  // namespace
 }  // namespace rl

@@ -14,11 +14,13 @@
 #include <QTextDocument>
 #include <QTreeWidget>
 #include <QValueAxis>
+#include <map>
 
 #include "analysis/evaluate.h"
 #include "engine/networks/presets.h"
 #include "ui/evaluation.h"
 #include "ui/graph_view.h"
+#include "ui/main_window.h"
 #include "ui/memory_chart.h"
 #include "ui/memory_profiler.h"
 #include "ui/message_widget.h"
@@ -26,6 +28,9 @@
 #include "ui/palette.h"
 #include "ui/pareto_chart.h"
 #include "ui/residuals_panel.h"
+#include "ui/results_area.h"
+#include "ui/results_model.h"
+#include "ui/run_controller.h"
 #include "ui/schedule_matrix.h"
 #include "ui/schedule_trace.h"
 #include "ui/schedule_views.h"
@@ -159,6 +164,72 @@ TEST(UiMemoryProfiler, ZoomFitsTheYAxisToTheVisibleRangeAndDoubleClickResets) {
     EXPECT_LT(page.chart()->yAxis()->max(), full);
     page.chart()->resetZoom();
     EXPECT_DOUBLE_EQ(page.chart()->yAxis()->max(), full);
+}
+
+// During a run on the instruction-index axis, the points streamed so far are drawn at the
+// instruction each one ended, with the bytes live then: the same place and height as the measured
+// timeline's last event of that instruction once the run is over.
+TEST(UiMemoryChart, PointsStreamedMidRunLandAtTheirInstructionIndex) {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    w.setupPanel()->setRepeats(1);
+    w.setNetworkSpec(QStringLiteral("mlp:depth=8,width=256,batch=512"));
+    w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n")});
+    w.setBudget(std::nullopt);
+    QSignalSpy plan(&w, &MainWindow::planReady);
+    ASSERT_TRUE(plan.wait(120000));
+    w.resultsArea()->memoryAxisBox()->setCurrentIndex(1);
+    ASSERT_TRUE(w.memoryChart()->instructionAxis());
+    const int track = 1;  // sqrt-n
+    const long instructions = w.resultsModel()->result(track).instructions;
+    ASSERT_GT(instructions, 20);
+    std::vector<XY> streamed;  // what the window received for the track, on the index axis
+    int checked_mid_run = 0;
+    QObject::connect(w.controller(), &RunController::progress, &w,
+                     [&](quint64, const ProgressSnapshot& p) {
+                         if (p.strategy_index != track || p.new_points.empty()) return;
+                         ASSERT_EQ(p.new_instructions.size(), p.new_points.size());
+                         // The window has drawn this snapshot (its slot ran first).
+                         const std::vector<XY>& live = w.memoryChart()->livePoints(track);
+                         ASSERT_GE(live.size(), p.new_points.size());
+                         const size_t at = live.size() - p.new_points.size();
+                         for (size_t k = 0; k < p.new_points.size(); ++k) {
+                             EXPECT_EQ(live[at + k].x, double(p.new_instructions[k]));
+                             EXPECT_EQ(live[at + k].y, p.new_points[k].y);
+                             EXPECT_GE(p.new_instructions[k], 0);
+                             EXPECT_LT(p.new_instructions[k], instructions);
+                         }
+                         if (p.round == 1) {  // the timed round: the one the table keeps
+                             if (p.instruction < instructions) {
+                                 // Mid-run: drawn now, not only when the run ends.
+                                 w.memoryChart()->flush();
+                                 EXPECT_GT(w.memoryChart()->measuredSeries(track)->count(), 0);
+                                 ++checked_mid_run;
+                             }
+                             streamed.insert(streamed.end(), live.begin() + long(at), live.end());
+                         }
+                     });
+    QSignalSpy done(&w, &MainWindow::runCompleted);
+    w.startRun();
+    ASSERT_TRUE(done.wait(120000));
+    EXPECT_GT(checked_mid_run, 0) << "no snapshot arrived before the step ended";
+    ASSERT_FALSE(streamed.empty());
+    const StrategyResult& r = w.resultsModel()->result(track);
+    ASSERT_TRUE(r.executed && r.measured_timeline);
+    // The measured timeline's bytes after each instruction's last event.
+    std::map<int32_t, double> after;
+    for (size_t e = 0; e < r.measured_timeline->points.size(); ++e)
+        if (r.measured_timeline->instruction[e] >= 0)
+            after[r.measured_timeline->instruction[e]] = r.measured_timeline->points[e].y;
+    int compared = 0;
+    for (const XY& p : streamed) {
+        const auto it = after.find(int32_t(p.x));
+        if (it == after.end()) continue;  // an instruction with no allocation event
+        EXPECT_EQ(p.y, it->second) << "instruction " << p.x;
+        ++compared;
+    }
+    EXPECT_GT(compared, 10);
 }
 
 }  // namespace

@@ -237,6 +237,59 @@ TEST(UiNothingLost, TheDefaultBudgetAtStartUpIsFeasible) {
     EXPECT_TRUE(w.budget().has_value()) << "the budget box stays ticked";
 }
 
+// Start-up with --network and --strategies (what `rematlab -n … -s …` does): the default budget
+// is made one the strategies given can meet, not only the default ones.
+TEST(UiNothingLost, TheDefaultBudgetIsFeasibleForTheStrategiesGivenAtStartUp) {
+    for (const QStringList& given :
+         {QStringList{QStringLiteral("none"), QStringLiteral("sqrt-n")},
+          QStringList{QStringLiteral("sqrt-n"), QStringLiteral("periodic:k=2"),
+                      QStringLiteral("optimal")},
+          QStringList{QStringLiteral("dtr")}}) {
+        SCOPED_TRACE(given.join(QLatin1Char(';')).toStdString());
+        MainWindow w(false);
+        QSignalSpy plan(&w, &MainWindow::planReady);
+        w.setNetworkSpec(QStringLiteral("resmlp:depth=4,width=64,batch=32"));
+        w.setStrategies(given);
+        w.show();
+        ASSERT_TRUE(plan.wait(kWaitMs));
+        while (plan.wait(500)) {
+        }
+        ResultsModel* m = w.resultsModel();
+        ASSERT_EQ(m->rowCount(), given.size());
+        for (int row = 0; row < m->rowCount(); ++row)
+            EXPECT_NE(m->result(row).status, QStringLiteral("infeasible"))
+                << m->result(row).spec.toStdString() << ": "
+                << m->result(row).message.toStdString();
+        EXPECT_FALSE(w.messageText().contains(QStringLiteral("infeasible")))
+            << w.messageText().toStdString();
+        EXPECT_TRUE(w.budget().has_value()) << "the budget box stays ticked";
+    }
+}
+
+// The same when a run is asked for at once, before the network has loaded (`rematlab
+// --screenshot … -s …`, or Ctrl+R at start-up): the run waits for the budget to be made feasible.
+TEST(UiNothingLost, ARunAskedForAtStartUpRunsUnderAFeasibleDefaultBudget) {
+    MainWindow w(false);
+    w.setupPanel()->setRepeats(1);
+    w.setNetworkSpec(QStringLiteral("resmlp:depth=4,width=64,batch=32"));
+    w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n")});
+    w.show();
+    QSignalSpy done(&w, &MainWindow::runCompleted);
+    w.startRun();
+    ASSERT_TRUE(done.wait(kWaitMs));
+    ResultsModel* m = w.resultsModel();
+    ASSERT_EQ(m->rowCount(), 2);
+    for (int row = 0; row < m->rowCount(); ++row) {
+        const StrategyResult& r = m->result(row);
+        EXPECT_TRUE(r.executed) << r.spec.toStdString() << " (" << r.status.toStdString()
+                                << "): " << r.message.toStdString();
+    }
+    ASSERT_TRUE(w.budget().has_value()) << "the budget box stays ticked";
+    EXPECT_TRUE(m->result(1).spec.contains(QStringLiteral("budget="))) << "run under the budget";
+    EXPECT_FALSE(w.messageText().contains(QStringLiteral("infeasible")))
+        << w.messageText().toStdString();
+}
+
 // A run over the memory cap keeps the plan and its predicted timeline, and says which
 // instruction and which allocation went over.
 TEST(UiNothingLost, ACapFailureKeepsThePlanAndNamesTheAllocation) {
