@@ -174,7 +174,10 @@ TEST(UiMemoryChart, PointsStreamedMidRunLandAtTheirInstructionIndex) {
     w.resize(1400, 900);
     w.show();
     w.setupPanel()->setRepeats(1);
-    w.setNetworkSpec(QStringLiteral("mlp:depth=8,width=256,batch=512"));
+    // A step of well over the observer's 33 ms snapshot interval (about 0.1-0.2 s here) on any
+    // machine, so that snapshots arrive mid-run: at width 256, batch 512 a fast idle machine ran
+    // the whole step within one interval.
+    w.setNetworkSpec(QStringLiteral("mlp:depth=8,width=512,batch=2048"));
     w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n")});
     w.setBudget(std::nullopt);
     QSignalSpy plan(&w, &MainWindow::planReady);
