@@ -640,6 +640,7 @@ TEST_F(CliTest, NetworkWriteFailureLeavesNoFile) {
 // each file equals the fixture's (PyTorch's float64 gradient; the initializer's values), by name,
 // including a MatMul weight stored [in, out] and a bias stored [1, out].
 TEST_F(CliTest, DumpsEveryOnnxInitializerInItsOwnLayout) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
     const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
     const fs::path grads = dir_ / "grads", weights = dir_ / "weights";
     const Result r = run({"run", "--network", (fixtures / "layouts.onnx").string(), "--strategy",
