@@ -400,9 +400,17 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                 // The relaxed DP: requirements rounded down, memory rounded up (rockmate.h).
                 // Whole units of memory, rounded down, are enough: a schedule whose bytes fit
                 // has floor(need/u) + Σ floor(held/u) <= floor((need + Σ held)/u) <= that.
-                const RotorSolver relaxed(chain, unit, max_units, /*relaxed=*/true);
+                const auto n = static_cast<uint64_t>(chain.stages.size());
+                uint64_t bunit = unit;
+                if (opt.bound_slots > opt.slots) {
+                    const uint64_t fine = rotor_unit(chain, opt.bound_slots);
+                    const auto fine_max = static_cast<uint64_t>(rotor_max_units(chain, fine));
+                    if (n * (n + 1) / 2 * (fine_max + 1) <= (uint64_t{16} << 20)) bunit = fine;
+                }
+                const int32_t bmax = rotor_max_units(chain, bunit);
+                const RotorSolver relaxed(chain, bunit, bmax, /*relaxed=*/true);
                 const auto up = static_cast<int32_t>(std::min<uint64_t>(
-                    (budget - chain.constant) / unit, static_cast<uint64_t>(max_units)));
+                    (budget - chain.constant) / bunit, static_cast<uint64_t>(bmax)));
                 // The DP's cost counts the first forward too (rotor.h): take it off.
                 double forward_ms = 0;
                 for (const RotorStage& st : chain.stages) forward_ms += st.fwd_ms;
