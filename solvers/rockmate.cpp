@@ -400,13 +400,13 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                 // The relaxed DP: requirements rounded down, memory rounded up (rockmate.h).
                 // Whole units of memory, rounded down, are enough: a schedule whose bytes fit
                 // has floor(need/u) + Σ floor(held/u) <= floor((need + Σ held)/u) <= that.
+                // Any grid gives a bound: the finest whose table stays within 16 M entries.
                 const auto n = static_cast<uint64_t>(chain.stages.size());
-                uint64_t bunit = unit;
-                if (opt.bound_slots > opt.slots) {
-                    const uint64_t fine = rotor_unit(chain, opt.bound_slots);
-                    const auto fine_max = static_cast<uint64_t>(rotor_max_units(chain, fine));
-                    if (n * (n + 1) / 2 * (fine_max + 1) <= (uint64_t{16} << 20)) bunit = fine;
-                }
+                const uint64_t layer = std::max<uint64_t>(1, n * (n + 1) / 2);
+                const auto fit = static_cast<int32_t>(
+                    std::min<uint64_t>((uint64_t{16} << 20) / layer, INT32_MAX));
+                const int32_t slots = std::max(1, std::min(opt.bound_slots, fit - 2));
+                const uint64_t bunit = rotor_unit(chain, slots);
                 const int32_t bmax = rotor_max_units(chain, bunit);
                 const RotorSolver relaxed(chain, bunit, bmax, /*relaxed=*/true);
                 const auto up = static_cast<int32_t>(std::min<uint64_t>(

@@ -32,8 +32,8 @@
 // a coarse one (requirements rounded up); the plan is re-simulated and must fit.
 //
 // THE BOUND. Plan::lower_bound_ms is the same DP with every requirement rounded DOWN to whole
-// units (the sum of rounded-down parts never exceeds the rounded-down whole), on a grid of
-// `bound_slots` units where the table stays small (else the plan's): no schedule of the
+// units (the sum of rounded-down parts never exceeds the rounded-down whole), on a grid of up to
+// `bound_slots` units: no schedule of the
 // class (with these menus) that fits the budget costs less. The gap (cost − bound) / cost is
 // therefore the loss from the memory grid alone; it is 0 on an exact grid (span/gcd ≤ slots). It is
 // NOT a bound over all schedules — a schedule outside the class (a value dropped and recomputed
@@ -63,8 +63,9 @@ struct RockmateOptions {
     int menu_points = 6;      // hold budgets per block between its smallest and largest hold
     int exhaustive_max = 16;  // candidates up to which a block's menu search is exhaustive
     bool lower_bound = true;  // also run the relaxed DP for Plan::lower_bound_ms
-    // The relaxed DP's grid: finer than the plan's where the table stays small (at most 16 M
-    // entries: 64 MB), since the bound's distance from the cost is mostly the grid's rounding.
+    // The relaxed DP's grid: finer than the plan's, as the bound's distance from the cost is
+    // mostly the grid's rounding, but coarser where needed to keep its table within 16 M
+    // entries (64 MB): any grid gives a valid bound.
     int32_t bound_slots = 4000;
 };
 

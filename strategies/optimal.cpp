@@ -16,15 +16,15 @@
 //  - milp: Checkmate's MILP (solvers/checkmate.h, Jain et al. 2020) with `time_limit`
 //    seconds: `Optimal` when CBC proves it, `Feasible` with its lower bound and gap otherwise.
 //  - auto: the DP; then, where some block of the chain has more than one node (so Rockmate's
-//    menus can differ from Rotor's all-or-nothing), rockmate, kept when it is cheaper (or fits
-//    where the DP does not); then, with portfolio=1 (the default) on networks of up to 1,000 nodes,
-//    the schedules of the other strategies: every point of the parameter ranges of sqrt-n,
-//    periodic, revolve and policy, and sqrt-n, min-cut and dtr both at this budget and at every
-//    point of their default budget sweeps (SweepOptions{}: 12 budgets from their smallest feasible
-//    to none's peak); then, where the DP's class is coarse — some block of the chain has more than
-//    one node, so the DP cannot choose inside it — and the network is small (≤ 24 nodes, where
-//    the MILP is quick), the MILP, warm-started from the best schedule so far. The cheapest
-//    plan whose simulated peak fits wins (ties keep the earlier one).
+//    menus can differ from Rotor's all-or-nothing) and the chain has at most 400 blocks, rockmate,
+//    kept when it is cheaper (or fits where the DP does not); then, with portfolio=1 (the default)
+//    on networks of up to 1,000 nodes, the schedules of the other strategies: every point of the
+//    parameter ranges of sqrt-n, periodic, revolve and policy, and sqrt-n, min-cut and dtr both at
+//    this budget and at every point of their default budget sweeps (SweepOptions{}: 12 budgets from
+//    their smallest feasible to none's peak); then, where the DP's class is coarse — some block of
+//    the chain has more than one node, so the DP cannot choose inside it — and the network is small
+//    (≤ 24 nodes, where the MILP is quick), the MILP, warm-started from the best schedule so far.
+//    The cheapest plan whose simulated peak fits wins (ties keep the earlier one).
 // Why a portfolio: the DP is exact only within its class on its memory grid, and the MILP is too
 // slow beyond small graphs; the heuristics find schedules outside the DP's class (a stage
 // recomputed in part, a value dropped and recomputed later) and points that sit exactly at a
@@ -73,6 +73,9 @@ namespace rl {
 namespace {
 
 constexpr int kAutoMilpMaxNodes = 24;
+// Rockmate's DP table is the chain DP's size again (S²/2 · slots floats: 1 GB at 1,000 stages):
+// auto runs it up to 400 stages (a 96-layer GPT has 195), method=rockmate at any size.
+constexpr int kAutoRockmateMaxStages = 400;
 constexpr int kPortfolioMaxNodes = 1000;
 
 // A schedule of another strategy, simulated.
@@ -228,7 +231,9 @@ class OptimalStrategy final : public Strategy {
         }
         // Rockmate's class contains Rotor's: where no block has inner structure its menus are
         // empty and it can only repeat the DP, so auto runs it only where some block has.
-        if (method == "rockmate" || (method == "auto" && multi_node_block)) {
+        if (method == "rockmate" ||
+            (method == "auto" && multi_node_block &&
+             static_cast<int>(chain.stages.size()) <= kAutoRockmateMaxStages)) {
             throw_if_cancelled();
             RockmateOptions ro;
             ro.slots = static_cast<int32_t>(params.get_int("slots"));
