@@ -153,7 +153,8 @@ class OptimalStrategy final : public Strategy {
     std::string_view name() const override { return "optimal"; }
     std::string_view about() const override {
         return "least recompute under a byte budget: Rotor's chain DP (Beaumont et al. 2019) "
-               "over the network's blocks, or Checkmate's MILP (Jain et al. 2020)";
+               "over the network's blocks, with Rockmate's menus of block schedules (Zhao et "
+               "al. 2023), or Checkmate's MILP (Jain et al. 2020)";
     }
     ParamSchema schema() const override {
         return {
