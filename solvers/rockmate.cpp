@@ -93,35 +93,21 @@ struct Block {
     ValueId xin = kNoId, xout = kNoId;
     bool xin_forced = false;  // x_k held whatever the option (a residual, or read by k-1)
     std::vector<ValueId> cand;
-    std::vector<uint8_t> residual;  // per candidate: read by the stage's backwards
 };
 
-// Candidates: every interior value (the outputs of all nodes but the last) when there are at most
-// `max_exhaustive` — keeping a value no backward reads can still pay, when cheap nodes recompute
-// a residual from it (keep a matmul's output, recompute the tanh over it) — else the residuals
-// only.
-Block block_of(const Graph& g, const LivenessTables& t, StageNodes st, bool prev_reads,
-               int max_exhaustive) {
+Block block_of(const Graph& g, const LivenessTables& t, StageNodes st, bool prev_reads) {
     Block b;
     b.st = st;
     b.xin = st.first > 0 ? g.node(st.first - 1).output : kNoId;
     b.xout = st.is_loss_stage ? kNoId : g.node(st.last).output;
-    std::vector<uint8_t> is_residual(static_cast<size_t>(st.last - st.first + 1), 0);
     for (ValueId v : backward_reads(g, t, st)) {
         if (v == b.xin)
             b.xin_forced = true;
         else if (v != b.xout)
-            is_residual[static_cast<size_t>(g.value(v).producer - st.first)] = 1;
+            b.cand.push_back(v);
     }
     b.xin_forced = b.xin != kNoId && (b.xin_forced || prev_reads);
-    const bool all_interior = st.last - st.first <= max_exhaustive;
-    for (NodeId n = st.first; n < st.last; ++n) {
-        const uint8_t r = is_residual[static_cast<size_t>(n - st.first)];
-        if (r || all_interior) {
-            b.cand.push_back(g.node(n).output);
-            b.residual.push_back(r);
-        }
-    }
+    std::sort(b.cand.begin(), b.cand.end());
     return b;
 }
 
@@ -141,7 +127,7 @@ std::vector<NodeId> recompute_for(const Graph& g, const Block& b, const std::vec
         if (!is_kept[r]) needed[r] = 1;
     };
     for (size_t i = 0; i < b.cand.size(); ++i)
-        if (!kept[i] && b.residual[i]) mark(b.cand[i]);
+        if (!kept[i]) mark(b.cand[i]);
     *reads_xin = false;
     std::vector<NodeId> out;
     for (NodeId n = st.last - 1; n >= st.first; --n) {
@@ -160,17 +146,13 @@ struct Choice {
     std::vector<uint8_t> kept;
     double rec_ms = 0;
     uint64_t hold = 0;
-    bool recomputes = false;
 };
 
 Choice evaluate(const Graph& g, const Block& b, std::vector<uint8_t> kept,
                 const std::function<double(NodeId)>& fwd) {
     Choice c;
     bool reads_xin = false;
-    for (NodeId n : recompute_for(g, b, kept, &reads_xin)) {
-        c.rec_ms += fwd(n);
-        c.recomputes = true;
-    }
+    for (NodeId n : recompute_for(g, b, kept, &reads_xin)) c.rec_ms += fwd(n);
     for (size_t i = 0; i < b.cand.size(); ++i)
         if (kept[i]) c.hold += g.value(b.cand[i]).bytes;
     if (b.xin != kNoId && (b.xin_forced || reads_xin)) c.hold += g.value(b.xin).bytes;
@@ -211,14 +193,11 @@ std::vector<std::vector<uint8_t>> search_menu(const Graph& g, const Block& b,
             choices.push_back(evaluate(g, b, kept, fwd));
         }
     }
-    // Budgets from the least hold to the least that recomputes nothing (the tape): above it,
-    // holding more buys nothing.
-    uint64_t lo = UINT64_MAX, hi = UINT64_MAX;
+    uint64_t lo = UINT64_MAX, hi = 0;
     for (const Choice& ch : choices) {
         lo = std::min(lo, ch.hold);
-        if (!ch.recomputes) hi = std::min(hi, ch.hold);
+        hi = std::max(hi, ch.hold);
     }
-    if (hi == UINT64_MAX || hi < lo) hi = lo;
     std::vector<std::vector<uint8_t>> menu;
     const int points = std::max(opt.menu_points, 2);
     for (int p = 0; p < points; ++p) {
@@ -229,8 +208,8 @@ std::vector<std::vector<uint8_t>> search_menu(const Graph& g, const Block& b,
             if (ch.hold <= budget && (!best || ch.rec_ms < best->rec_ms ||
                                       (ch.rec_ms == best->rec_ms && ch.hold < best->hold)))
                 best = &ch;
-        // Recomputing nothing is Rotor's own option (c) (or more held for nothing): not repeated.
-        if (best && best->recomputes &&
+        // The full tape is Rotor's own option (c): not repeated.
+        if (best && std::find(best->kept.begin(), best->kept.end(), 0) != best->kept.end() &&
             std::find(menu.begin(), menu.end(), best->kept) == menu.end())
             menu.push_back(best->kept);
     }
@@ -285,7 +264,7 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
     for (size_t k = 0; k < st.size(); ++k) {
         throw_if_cancelled();
         const StageNodes s = st[k];
-        const Block b = block_of(g, t, s, prev_reads, opt.exhaustive_max);
+        const Block b = block_of(g, t, s, prev_reads);
         const std::vector<ValueId> br = backward_reads(g, t, s);
         const bool reads_out =
             b.xout != kNoId && std::find(br.begin(), br.end(), b.xout) != br.end();

@@ -13,18 +13,16 @@
 // (a GPT's layers) share one menu search; the chain DP then picks one option per block, together
 // with Rotor's keep/drop of block inputs.
 //
-// THE MENU of a block. Candidates: the block's interior values (outputs of all its nodes but the
-// last) when it has at most `exhaustive_max` of them, else only those its backwards read (its
-// input and output are Rotor's DP's to decide). A menu option keeps a subset T; its recompute set
-// is every interior node whose output a backward reads and T lacks, and what such a node reads
-// in turn that T lacks — run in node order before the block's backwards. Keeping a value no
-// backward reads can pay: keep a matmul's output, recompute the cheap tanh over it. For
-// `menu_points` hold budgets evenly spaced between the smallest hold and the tape's (keeping
-// every residual), the option with the least recompute time within that budget (ties: smaller
-// hold) is on the menu. Rockmate solves a MILP per block and budget for this; our blocks are
-// small, so the search is EXHAUSTIVE over all subsets when a block has at most `exhaustive_max`
-// candidates — each menu point is then the exact optimum of its budget problem — and greedy
-// beyond (residuals dropped in increasing order of recompute cost per byte saved;
+// THE MENU of a block. Candidates: the values the block's backwards read, minus its input and
+// output (which Rotor's DP already decides on). A menu option keeps a subset T of them; its
+// recompute set is every interior node whose output is a dropped candidate, or is read (in turn)
+// by such a node and not kept — run in node order before the block's backwards. For `menu_points`
+// hold budgets evenly spaced between the smallest and the largest hold, the option with the least
+// recompute time within that budget (ties: smaller hold) is on the menu. Rockmate solves a MILP
+// per block and budget for this; our blocks are small (a GPT half-layer has about 20 candidates at
+// most), so the search is EXHAUSTIVE over all subsets when a block has at most
+// `exhaustive_max` candidates — each menu point is then the exact optimum of its budget problem
+// — and greedy beyond (candidates dropped in increasing order of recompute cost per byte saved;
 // RockmateStats::exhaustive says which). Each option's peaks are then measured per block with
 // the engine's memory rules (rotor.cpp's walk_peak), and its time from the block's own costs.
 //
