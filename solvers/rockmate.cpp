@@ -163,10 +163,12 @@ Choice evaluate(const Graph& g, const Block& b, std::vector<uint8_t> kept,
 // The menu of one block: for each hold budget, the least recompute time within it.
 std::vector<std::vector<uint8_t>> search_menu(const Graph& g, const Block& b,
                                               const std::function<double(NodeId)>& fwd,
-                                              const RockmateOptions& opt, bool* exhaustive) {
+                                              const RockmateOptions& opt, uint64_t* left,
+                                              bool* exhaustive) {
     const size_t c = b.cand.size();
     std::vector<Choice> choices;
-    if (static_cast<int>(c) <= opt.exhaustive_max) {
+    if (static_cast<int>(c) <= opt.exhaustive_max && (uint64_t{1} << c) <= *left) {
+        *left -= uint64_t{1} << c;
         for (uint32_t mask = 0; mask < (1u << c); ++mask) {
             if ((mask & 1023u) == 0) throw_if_cancelled();
             std::vector<uint8_t> kept(c);
@@ -260,6 +262,7 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
     // Per class: the menu as kept-flags over the class's candidates (same order in every member:
     // candidates are sorted by value id, and members differ by a constant id offset).
     std::map<int32_t, std::vector<std::vector<uint8_t>>> menus;
+    uint64_t left = opt.search_subsets;  // exhaustive searches still allowed, in subsets
     bool prev_reads = false;
     for (size_t k = 0; k < st.size(); ++k) {
         throw_if_cancelled();
@@ -276,7 +279,8 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
         auto found = menus.find(cls[k]);
         if (found == menus.end()) {
             ++local.searched_blocks;
-            found = menus.emplace(cls[k], search_menu(g, b, fwd, opt, &local.exhaustive)).first;
+            found =
+                menus.emplace(cls[k], search_menu(g, b, fwd, opt, &left, &local.exhaustive)).first;
         }
         std::vector<NodeId> all;
         for (NodeId n = s.first; n <= s.last; ++n) all.push_back(n);

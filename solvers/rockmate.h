@@ -64,6 +64,9 @@ struct RockmateOptions {
     int32_t slots = 500;      // memory units of the DP's grid (rotor.h, MEMORY DISCRETISATION)
     int menu_points = 6;      // hold budgets per block between its smallest and largest hold
     int exhaustive_max = 16;  // candidates up to which a block's menu search is exhaustive
+    // Subsets the exhaustive searches may evaluate over the whole network: classes met after it
+    // is spent are searched greedily, so many large distinct blocks cannot make planning slow.
+    uint64_t search_subsets = uint64_t{1} << 20;
     bool lower_bound = true;  // also run the relaxed DP for Plan::lower_bound_ms
     // The relaxed DP's grid: finer than the plan's, as the bound's distance from the cost is
     // mostly the grid's rounding, but coarser where needed to keep its table within 16 M

@@ -174,6 +174,16 @@ TEST(Rockmate, BlocksWithInnerStructureGetMenus) {
     EXPECT_GT(stats.menu_options, 0);
     EXPECT_LT(stats.searched_blocks, stats.stages);  // layers share their search
     EXPECT_TRUE(stats.exhaustive);
+    // With no subsets left to enumerate every search is greedy: menus still, and plans that fit.
+    RockmateOptions greedy;
+    greedy.search_subsets = 0;
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const uint64_t none_peak = simulate(g, backprop_schedule(g), costs).peak_bytes;
+    const Plan p = rockmate_plan(g, costs, none_peak * 9 / 10, greedy, &stats);
+    EXPECT_FALSE(stats.exhaustive);
+    EXPECT_GT(stats.menu_options, 0);
+    ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
+    EXPECT_LE(simulate(g, p.schedule, costs).peak_bytes, none_peak * 9 / 10);
 }
 
 // Against the optimum over ALL valid schedules (exhaustive search; the whole-network MILP
