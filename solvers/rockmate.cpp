@@ -260,7 +260,8 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
     RockmateStats local;
     local.stages = static_cast<int>(st.size());
     // Per class: the menu as kept-flags over the class's candidates (same order in every member:
-    // candidates are sorted by value id, and members differ by a constant id offset).
+    // candidates are sorted by value id, which follows node order, and members have the same
+    // nodes in the same order).
     std::map<int32_t, std::vector<std::vector<uint8_t>>> menus;
     uint64_t left = opt.search_subsets;  // exhaustive searches still allowed, in subsets
     bool prev_reads = false;
