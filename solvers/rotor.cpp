@@ -12,19 +12,12 @@
 #include "engine/graph_algorithms.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
+#include "solvers/rotor_internal.h"
 
 namespace rl {
 
-namespace {
+namespace rotor_detail {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-struct StageNodes {
-    NodeId first, last;  // inclusive
-    bool is_loss_stage;
-};
-
-// Values the stage's backwards read (residuals), graph inputs excluded.
 std::vector<ValueId> backward_reads(const Graph& g, const LivenessTables& t, StageNodes st) {
     std::vector<ValueId> out;
     auto add = [&](ValueId v) {
@@ -166,7 +159,13 @@ std::vector<Instruction> computes(const std::vector<NodeId>& nodes) {
     return out;
 }
 
+}  // namespace rotor_detail
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
 }  // namespace
+
+using namespace rotor_detail;
 
 RotorChain rotor_chain(const Graph& g, const CostModel& costs, std::vector<NodeId>* stage_first) {
     const LivenessTables t(g);
@@ -282,11 +281,12 @@ std::vector<RotorOp> rotor_store_all(int32_t stages) {
     return out;
 }
 
-RotorSolver::RotorSolver(const RotorChain& chain, uint64_t unit, int32_t max_units)
+RotorSolver::RotorSolver(const RotorChain& chain, uint64_t unit, int32_t max_units, bool relaxed)
     : chain_(chain),
       unit_(std::max<uint64_t>(unit, 1)),
       max_units_(std::max(max_units, 0)),
-      n_(static_cast<int32_t>(chain.stages.size())) {
+      n_(static_cast<int32_t>(chain.stages.size())),
+      relaxed_(relaxed) {
     const auto n = static_cast<size_t>(n_);
     fwd_prefix_.assign(n + 1, 0.0);
     for (size_t k = 0; k < n; ++k) fwd_prefix_[k + 1] = fwd_prefix_[k] + chain.stages[k].fwd_ms;
@@ -316,7 +316,7 @@ size_t RotorSolver::index(int32_t s, int32_t t, int32_t m) const {
 }
 
 int32_t RotorSolver::q(uint64_t bytes) const {
-    const uint64_t u = (bytes + unit_ - 1) / unit_;
+    const uint64_t u = relaxed_ ? bytes / unit_ : (bytes + unit_ - 1) / unit_;
     return static_cast<int32_t>(std::min<uint64_t>(u, static_cast<uint64_t>(max_units_) + 1));
 }
 
@@ -353,6 +353,17 @@ float RotorSolver::option_c(int32_t s, int32_t t, int32_t m) const {
         {q(base(t) + st.peak_fwd_all), q(grads_after_[static_cast<size_t>(s)] + st.peak_bwd), h});
     if (m < need) return kInf;
     return st.fwd_ms + table_[index(s + 1, t, m - h)];
+}
+
+// (c) with menu option j of stage s (RotorTapeOption).
+float RotorSolver::option_menu(int32_t s, int32_t t, int32_t m, size_t j) const {
+    const RotorStage& st = chain_.stages[static_cast<size_t>(s)];
+    const RotorTapeOption& o = st.menu[j];
+    const int32_t h = q(o.hold);
+    const int32_t need = std::max(
+        {q(base(t) + o.peak_fwd), q(grads_after_[static_cast<size_t>(s)] + o.peak_bwd), h});
+    if (m < need) return kInf;
+    return (st.fwd_ms + o.rec_ms) + table_[index(s + 1, t, m - h)];
 }
 
 float RotorSolver::option_b(int32_t s, int32_t sp, int32_t t, int32_t m) const {
@@ -396,7 +407,8 @@ void RotorSolver::fill() {
     std::vector<float> row(ns);  // C(s, t, m) for the current s and m, t = s..n-1
     for (int32_t m = 0; m <= M; ++m) {
         throw_if_cancelled();  // one memory level of the table per poll
-        const uint64_t bytes = static_cast<uint64_t>(m) * unit_;
+        // The largest requirement q() admits at m units (relaxed: rounded down).
+        const uint64_t bytes = static_cast<uint64_t>(m) * unit_ + (relaxed_ ? unit_ - 1 : 0);
         for (int32_t s = n - 1; s >= 0; --s) {
             const RotorStage& st = chain_.stages[static_cast<size_t>(s)];
             const auto si = static_cast<size_t>(s);
@@ -408,6 +420,10 @@ void RotorSolver::fill() {
                 float best = kInf;
                 if (m >= need_c[i])  // (c)
                     best = st.fwd_ms + table_[index(s + 1, t, m - q(st.hold_c))];
+                for (size_t j = 0; j < st.menu.size(); ++j) {  // (c) with a partial tape
+                    const float v = option_menu(s, t, m, j);
+                    best = v < best ? v : best;
+                }
                 if (m >= need_b1[i]) {  // (b), s' = s + 1
                     const float v =
                         (cost_from_s[s + 1] + table_[index(s + 1, t, m - kq1[si])]) + row[si];
@@ -475,6 +491,15 @@ void RotorSolver::unroll(int32_t s, int32_t t, int32_t m, std::vector<RotorOp>& 
         out.push_back({RotorOp::Backward, s, s});
         return;
     }
+    const RotorStage& stage = chain_.stages[static_cast<size_t>(s)];
+    for (size_t j = 0; j < stage.menu.size(); ++j) {
+        if (option_menu(s, t, m, j) != target) continue;
+        const auto option = static_cast<int32_t>(j);
+        out.push_back({RotorOp::ForwardTape, s, s, option});
+        unroll(s + 1, t, m - q(stage.menu[j].hold), out);
+        out.push_back({RotorOp::Backward, s, s, option});
+        return;
+    }
     for (int32_t sp = s + 1; sp <= t; ++sp) {
         if (option_b(s, sp, t, m) != target) continue;
         const RotorStage& st = chain_.stages[static_cast<size_t>(s)];
@@ -494,7 +519,7 @@ std::vector<RotorOp> RotorSolver::sequence(int32_t units) const {
 }
 
 Schedule rotor_schedule(const Graph& g, const std::vector<NodeId>& stage_first,
-                        const std::vector<RotorOp>& ops) {
+                        const std::vector<RotorOp>& ops, const RotorChain* chain) {
     const LivenessTables t(g);
     const auto n_stages = static_cast<int32_t>(stage_first.size());
     auto stage = [&](int32_t k) {
@@ -514,6 +539,13 @@ Schedule rotor_schedule(const Graph& g, const std::vector<NodeId>& stage_first,
                 break;
             case RotorOp::Backward: {
                 const StageNodes s = stage(op.first);
+                if (op.option >= 0) {
+                    if (!chain)
+                        throw std::logic_error("rotor_schedule: a menu option needs the chain");
+                    const RotorStage& st = chain->stages[static_cast<size_t>(op.first)];
+                    for (NodeId n : st.menu.at(static_cast<size_t>(op.option)).recompute)
+                        b.compute(n);
+                }
                 for (NodeId n = s.last; n >= s.first; --n)
                     if (t.needs_backward[static_cast<size_t>(n)]) b.backward(n);
                 break;

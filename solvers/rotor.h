@@ -64,24 +64,38 @@
 
 namespace rl {
 
+// A further way to run a stage as in (c) (solvers/rockmate.h builds these): the forward keeps
+// only `tape` (a subset of the values the stage's backwards read), and just before the stage's
+// backwards the nodes in `recompute` are run again to restore the rest. Peaks and `hold` count
+// as RotorStage's do.
+struct RotorTapeOption {
+    std::vector<ValueId> tape;
+    std::vector<NodeId> recompute;  // in node order
+    float rec_ms = 0;               // forward cost of `recompute`
+    uint64_t hold = 0;              // kept while Solve(k+1, t) runs: the tape (+ x_k if read)
+    uint64_t peak_fwd = 0;          // the forward, keeping the tape, x_{k+1} (and x_k if held)
+    uint64_t peak_bwd = 0;          // recompute + backwards, with x_{k+1}, δ_{k+1} live
+};
+
 // One stage of the chain: costs in ms, sizes and peaks in bytes. Peaks are the largest live
 // bytes inside any instruction of that piece of work, counting the stage's own values, x_k,
 // (where stated) x_{k+1} and δ_{k+1}, gradients created and parameter gradients of the stage —
 // but not parameters, inputs, parameter gradients of later stages, or what other stages hold.
 struct RotorStage {
-    float fwd_ms = 0;             // all nodes of the stage (b, c, and the first forward)
-    float rec_ms = 0;             // what (a) computes (the loss stage: all of it)
-    uint64_t x_in = 0;            // |x_k|; 0 for stage 0 (graph inputs are always live)
-    uint64_t param_grads = 0;     // parameter-gradient bytes the stage's backwards create
-    uint64_t ext = 0;             // |δ_{k+1}| + |x_{k+1}| if b_k's backward reads its output
-    uint64_t peak_a = 0;          // (a): recompute + backwards, with x_{k+1}, δ_{k+1} live
-    uint64_t peak_fwd_keep = 0;   // forward whole, keeping only x_{k+1}, x_k kept after
-    uint64_t peak_fwd_free = 0;   // same, x_k freed after its last read
-    uint64_t peak_fwd_all = 0;    // (c)'s forward, keeping the stage's tape
-    uint64_t peak_bwd = 0;        // (c)'s backwards, with the tape, x_{k+1}, δ_{k+1} live
-    uint64_t hold_c = 0;          // what (c) keeps while Solve(k+1, t) runs: tape (+ x_k)
-    bool x_read_in_a = false;     // (a) reads x_k (recompute or a backward residual)
-    bool x_read_by_prev = false;  // stage k-1's backward reads x_k (b_{k-1}'s output)
+    float fwd_ms = 0;                   // all nodes of the stage (b, c, and the first forward)
+    float rec_ms = 0;                   // what (a) computes (the loss stage: all of it)
+    uint64_t x_in = 0;                  // |x_k|; 0 for stage 0 (graph inputs are always live)
+    uint64_t param_grads = 0;           // parameter-gradient bytes the stage's backwards create
+    uint64_t ext = 0;                   // |δ_{k+1}| + |x_{k+1}| if b_k's backward reads its output
+    uint64_t peak_a = 0;                // (a): recompute + backwards, with x_{k+1}, δ_{k+1} live
+    uint64_t peak_fwd_keep = 0;         // forward whole, keeping only x_{k+1}, x_k kept after
+    uint64_t peak_fwd_free = 0;         // same, x_k freed after its last read
+    uint64_t peak_fwd_all = 0;          // (c)'s forward, keeping the stage's tape
+    uint64_t peak_bwd = 0;              // (c)'s backwards, with the tape, x_{k+1}, δ_{k+1} live
+    uint64_t hold_c = 0;                // what (c) keeps while Solve(k+1, t) runs: tape (+ x_k)
+    bool x_read_in_a = false;           // (a) reads x_k (recompute or a backward residual)
+    bool x_read_by_prev = false;        // stage k-1's backward reads x_k (b_{k-1}'s output)
+    std::vector<RotorTapeOption> menu;  // (c) with partial tapes: Rockmate's menu; empty: Rotor
 };
 
 struct RotorChain {
@@ -99,12 +113,16 @@ RotorChain rotor_chain(const Graph& g, const CostModel& costs, std::vector<NodeI
 struct RotorOp {
     enum Kind : uint8_t { Forward, ForwardTape, Recompute, Backward } kind;
     int32_t first, last;  // stages first..last (Forward); first == last otherwise
+    int32_t option = -1;  // ForwardTape / Backward: the stage's menu option; -1: the full tape
 };
 
 class RotorSolver {
   public:
-    // Units: u bytes each; tables for 0..max_units available units.
-    RotorSolver(const RotorChain& chain, uint64_t unit, int32_t max_units);
+    // Units: u bytes each; tables for 0..max_units available units. `relaxed`: round every
+    // requirement DOWN to whole units instead of up, so that cost() is a lower bound on every
+    // schedule of the class at that memory instead of the cost of a schedule that fits (sequence()
+    // is then no plan: it may not fit).
+    RotorSolver(const RotorChain& chain, uint64_t unit, int32_t max_units, bool relaxed = false);
     uint64_t unit() const { return unit_; }
     int32_t max_units() const { return max_units_; }
     // Minimal total compute (first forward + recompute, ms) with `units` available beyond the
@@ -119,6 +137,7 @@ class RotorSolver {
     float option_a(int32_t s, int32_t m) const;
     float option_c(int32_t s, int32_t t, int32_t m) const;
     float option_b(int32_t s, int32_t sp, int32_t t, int32_t m) const;
+    float option_menu(int32_t s, int32_t t, int32_t m, size_t j) const;
     uint64_t base(int32_t t) const;
     bool keeps_input(int32_t s, int32_t sp) const;
     uint64_t run_peak(int32_t s, int32_t sp) const;
@@ -130,6 +149,7 @@ class RotorSolver {
     const RotorChain& chain_;
     uint64_t unit_;
     int32_t max_units_, n_;
+    bool relaxed_;
     std::vector<double> fwd_prefix_;     // Σ fwd_ms of stages < k
     std::vector<uint64_t> grads_after_;  // parameter gradients of stages > k
     std::vector<float> table_;
@@ -141,8 +161,9 @@ int32_t rotor_max_units(const RotorChain& chain, uint64_t unit);
 // The schedule of the class that stores everything (all (c), then (a) on the loss): `none`.
 std::vector<RotorOp> rotor_store_all(int32_t stages);
 
-// Turns a sequence of stage operations into a schedule of `g`.
+// Turns a sequence of stage operations into a schedule of `g`. `chain` holds the stages' menus
+// (needed when an op names a menu option).
 Schedule rotor_schedule(const Graph& g, const std::vector<NodeId>& stage_first,
-                        const std::vector<RotorOp>& ops);
+                        const std::vector<RotorOp>& ops, const RotorChain* chain = nullptr);
 
 }  // namespace rl

@@ -1,5 +1,5 @@
-// `optimal:budget=BYTES[,method=auto|dp|milp][,slots=N][,time_limit=S]` — the least recompute
-// under a byte budget (a bound on simulate()'s peak_bytes).
+// `optimal:budget=BYTES[,method=auto|dp|rockmate|milp][,slots=N][,time_limit=S]` — the least
+// recompute under a byte budget (a bound on simulate()'s peak_bytes).
 //
 // Methods:
 //  - dp ("rotor-dp"): Beaumont et al.'s dynamic program over the chain of blocks cut at the
@@ -8,16 +8,23 @@
 //    grid; it is not a proof of optimality over all schedules (a search over all of them can
 //    find cheaper ones: tests/strategies/test_optimal_dp.cpp), so the plan is `Feasible` —
 //    `Optimal` only when it recomputes nothing, which no schedule can beat.
+//  - rockmate: the same chain DP over a menu of schedules per block (Zhao et al. 2023,
+//    solvers/rockmate.h): each block may keep part of its tape and recompute the rest before its
+//    backwards; blocks equal up to names share one menu search. Its class contains the DP's, so
+//    on the same grid it is never worse; Plan::lower_bound_ms is the class's bound on the grid
+//    (rockmate.h states exactly what it bounds).
 //  - milp: Checkmate's MILP (solvers/checkmate.h, Jain et al. 2020) with `time_limit`
 //    seconds: `Optimal` when CBC proves it, `Feasible` with its lower bound and gap otherwise.
-//  - auto: the DP; then, with portfolio=1 (the default) on networks of up to 1,000 nodes, the
-//    schedules of the other strategies: every point of the parameter ranges of sqrt-n, periodic,
-//    revolve and policy, and sqrt-n, min-cut and dtr both at this budget and at every point of
-//    their default budget sweeps (SweepOptions{}: 12 budgets from their smallest feasible to
-//    none's peak); then, where the DP's class is coarse — some block of the chain has more than
-//    one node, so the DP cannot choose inside it — and the network is small (≤ 24 nodes, where
-//    the MILP is quick), the MILP, warm-started from the best schedule so far. The cheapest
-//    plan whose simulated peak fits wins (ties keep the earlier one).
+//  - auto: the DP; then, where some block of the chain has more than one node (so Rockmate's
+//    menus can differ from Rotor's all-or-nothing) and the chain has at most 400 blocks, rockmate,
+//    kept when it is cheaper (or fits where the DP does not); then, with portfolio=1 (the default)
+//    on networks of up to 1,000 nodes, the schedules of the other strategies: every point of the
+//    parameter ranges of sqrt-n, periodic, revolve and policy, and sqrt-n, min-cut and dtr both at
+//    this budget and at every point of their default budget sweeps (SweepOptions{}: 12 budgets from
+//    their smallest feasible to none's peak); then, where the DP's class is coarse — some block of
+//    the chain has more than one node, so the DP cannot choose inside it — and the network is small
+//    (≤ 24 nodes, where the MILP is quick), the MILP, warm-started from the best schedule so far.
+//    The cheapest plan whose simulated peak fits wins (ties keep the earlier one).
 // Why a portfolio: the DP is exact only within its class on its memory grid, and the MILP is too
 // slow beyond small graphs; the heuristics find schedules outside the DP's class (a stage
 // recomputed in part, a value dropped and recomputed later) and points that sit exactly at a
@@ -51,6 +58,7 @@
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/rockmate.h"
 #include "solvers/rotor.h"
 #include "strategies/builtin.h"
 #include "strategies/sweep_specs.h"
@@ -65,6 +73,9 @@ namespace rl {
 namespace {
 
 constexpr int kAutoMilpMaxNodes = 24;
+// Rockmate's DP table is the chain DP's size again (S²/2 · slots floats: 1 GB at 1,000 stages):
+// auto runs it up to 400 stages (a 96-layer GPT has 195), method=rockmate at any size.
+constexpr int kAutoRockmateMaxStages = 400;
 constexpr int kPortfolioMaxNodes = 1000;
 
 // A schedule of another strategy, simulated.
@@ -142,7 +153,8 @@ class OptimalStrategy final : public Strategy {
     std::string_view name() const override { return "optimal"; }
     std::string_view about() const override {
         return "least recompute under a byte budget: Rotor's chain DP (Beaumont et al. 2019) "
-               "over the network's blocks, or Checkmate's MILP (Jain et al. 2020)";
+               "over the network's blocks, with Rockmate's menus of block schedules (Zhao et "
+               "al. 2023), or Checkmate's MILP (Jain et al. 2020)";
     }
     ParamSchema schema() const override {
         return {
@@ -156,9 +168,10 @@ class OptimalStrategy final : public Strategy {
             {"method",
              ParamType::Choice,
              "auto",
-             "auto: the chain DP, plus the MILP on small networks whose blocks have inner "
-             "structure; dp: Rotor's DP; milp: Checkmate's MILP",
-             {"auto", "dp", "milp"}},
+             "auto: the chain DP, then Rockmate's menus where blocks have inner structure, plus "
+             "the MILP on small such networks; dp: Rotor's DP; rockmate: the chain DP over "
+             "menus of block schedules (Zhao et al. 2023); milp: Checkmate's MILP",
+             {"auto", "dp", "rockmate", "milp"}},
             {"slots",
              ParamType::Int,
              "500",
@@ -213,9 +226,27 @@ class OptimalStrategy final : public Strategy {
                                  g.num_nodes() <= kAutoMilpMaxNodes && have_milp());
 
         Plan best;
-        if (method != "milp") {
+        if (method == "dp" || method == "auto") {
             best = plan_dp(g, costs, chain, first, dp, budget, dp_min_budget);
             best.method = "rotor-dp";
+        }
+        // Rockmate's class contains Rotor's: where no block has inner structure its menus are
+        // empty and it can only repeat the DP, so auto runs it only where some block has.
+        if (method == "rockmate" ||
+            (method == "auto" && multi_node_block &&
+             static_cast<int>(chain.stages.size()) <= kAutoRockmateMaxStages)) {
+            throw_if_cancelled();
+            RockmateOptions ro;
+            ro.slots = static_cast<int32_t>(params.get_int("slots"));
+            Plan rm = rockmate_plan(g, costs, budget, ro);
+            if (method == "rockmate" || better(g, costs, rm, best)) {
+                best = std::move(rm);
+            } else if (best.status == PlanStatus::Infeasible && rm.min_feasible_budget &&
+                       best.min_feasible_budget &&
+                       *rm.min_feasible_budget < *best.min_feasible_budget) {
+                best.min_feasible_budget = rm.min_feasible_budget;
+                best.message += "; rockmate names a smaller one: " + rm.message;
+            }
         }
         if (portfolio) take_best_candidate(g, costs, *portfolio, budget, min_budget, best);
         if (use_milp) {
@@ -280,7 +311,9 @@ class OptimalStrategy final : public Strategy {
         p.method = "portfolio";
         p.status = winner->recompute_ms == 0 ? PlanStatus::Optimal : PlanStatus::Feasible;
         p.min_feasible_budget.reset();
-        p.lower_bound_ms = best.lower_bound_ms;
+        // A solver's bound holds over its own class (rockmate's, the MILP's); the winner lies
+        // outside it, so it bounds nothing here (the message below still quotes it).
+        p.lower_bound_ms.reset();
         p.gap.reset();
         p.message = m.str();
         best = std::move(p);

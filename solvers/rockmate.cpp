@@ -1,0 +1,443 @@
+#include "solvers/rockmate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include "engine/cancel.h"
+#include "engine/liveness.h"
+#include "engine/simulator.h"
+#include "solvers/rotor_internal.h"
+
+namespace rl {
+
+using namespace rotor_detail;
+
+namespace {
+
+void put_attr(std::ostringstream& o, const AttrValue& v) {
+    std::visit(
+        [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                o << '[';
+                for (int64_t i : x) o << i << ',';
+                o << ']';
+            } else {
+                o << x;
+            }
+        },
+        v);
+}
+
+void put_shape(std::ostringstream& o, const Shape& s) {
+    o << '(';
+    for (int64_t d : s.dims) o << d << ',';
+    o << ')';
+}
+
+// Everything about a stage that its memory and its schedules depend on, names left out.
+std::string signature(const Graph& g, const LivenessTables& t, StageNodes st, bool prev_reads) {
+    std::ostringstream o;
+    const ValueId xin = st.first > 0 ? g.node(st.first - 1).output : kNoId;
+    o << (st.is_loss_stage ? 'L' : 'S') << (xin == kNoId ? '0' : '1') << prev_reads << '|';
+    for (NodeId n = st.first; n <= st.last; ++n) {
+        const Node& node = g.node(n);
+        const Value& out = g.value(node.output);
+        const auto ni = static_cast<size_t>(n);
+        o << static_cast<int>(node.op) << '{';
+        for (const auto& [key, value] : node.attrs.items()) {
+            o << key << '=';
+            put_attr(o, value);
+            o << ';';
+        }
+        o << '}' << static_cast<int>(out.dtype);
+        put_shape(o, out.shape);
+        o << out.bytes << 'g' << out.requires_grad << 'b' << int(t.needs_backward[ni]) << 'w'
+          << t.fwd_workspace[ni] << ',' << t.bwd_workspace[ni] << "<";
+        for (ValueId in : node.inputs) {
+            const Value& v = g.value(in);
+            if (in == xin)
+                o << 'x';
+            else if (v.is_input())
+                o << 'i' << in;  // the same graph input (token ids, a mask) in every layer
+            else
+                o << 'r' << (v.producer - st.first);
+            o << ',';
+        }
+        o << "]p";
+        for (ParamId p : node.params) {
+            put_shape(o, g.param(p).shape);
+            o << g.param(p).bytes << ',';
+        }
+        // Consumers inside the stage only: what lies beyond it (how many later nodes read the
+        // stage's output) changes neither its menu search nor its peaks, which are measured
+        // per stage anyway.
+        o << 'c';
+        for (NodeId c : out.consumers)
+            if (c <= st.last) o << (c - st.first) << ',';
+        o << '\n';
+    }
+    return o.str();
+}
+
+// The search space of one block: candidates (values its backwards read, its input and output
+// excluded) and how recomputation depends on them.
+struct Block {
+    StageNodes st;
+    ValueId xin = kNoId, xout = kNoId;
+    bool xin_forced = false;  // x_k held whatever the option (a residual, or read by k-1)
+    std::vector<ValueId> cand;
+};
+
+Block block_of(const Graph& g, const LivenessTables& t, StageNodes st, bool prev_reads) {
+    Block b;
+    b.st = st;
+    b.xin = st.first > 0 ? g.node(st.first - 1).output : kNoId;
+    b.xout = st.is_loss_stage ? kNoId : g.node(st.last).output;
+    for (ValueId v : backward_reads(g, t, st)) {
+        if (v == b.xin)
+            b.xin_forced = true;
+        else if (v != b.xout)
+            b.cand.push_back(v);
+    }
+    b.xin_forced = b.xin != kNoId && (b.xin_forced || prev_reads);
+    std::sort(b.cand.begin(), b.cand.end());
+    return b;
+}
+
+// The nodes to recompute when only `kept` of the candidates are kept (kept[i] for cand[i]), in
+// node order; `reads_xin` is set when one of them reads the block's input.
+std::vector<NodeId> recompute_for(const Graph& g, const Block& b, const std::vector<uint8_t>& kept,
+                                  bool* reads_xin) {
+    const StageNodes st = b.st;
+    std::vector<uint8_t> needed(static_cast<size_t>(st.last - st.first + 1), 0);
+    std::vector<uint8_t> is_kept(needed.size(), 0);
+    for (size_t i = 0; i < b.cand.size(); ++i)
+        if (kept[i]) is_kept[static_cast<size_t>(g.value(b.cand[i]).producer - st.first)] = 1;
+    auto mark = [&](ValueId v) {
+        const Value& val = g.value(v);
+        if (val.is_input() || val.producer < st.first || val.producer >= st.last) return;
+        const auto r = static_cast<size_t>(val.producer - st.first);
+        if (!is_kept[r]) needed[r] = 1;
+    };
+    for (size_t i = 0; i < b.cand.size(); ++i)
+        if (!kept[i]) mark(b.cand[i]);
+    *reads_xin = false;
+    std::vector<NodeId> out;
+    for (NodeId n = st.last - 1; n >= st.first; --n) {
+        if (!needed[static_cast<size_t>(n - st.first)]) continue;
+        out.push_back(n);
+        for (ValueId in : g.node(n).inputs) {
+            *reads_xin = *reads_xin || in == b.xin;
+            mark(in);
+        }
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
+struct Choice {
+    std::vector<uint8_t> kept;
+    double rec_ms = 0;
+    uint64_t hold = 0;
+};
+
+Choice evaluate(const Graph& g, const Block& b, std::vector<uint8_t> kept,
+                const std::function<double(NodeId)>& fwd) {
+    Choice c;
+    bool reads_xin = false;
+    for (NodeId n : recompute_for(g, b, kept, &reads_xin)) c.rec_ms += fwd(n);
+    for (size_t i = 0; i < b.cand.size(); ++i)
+        if (kept[i]) c.hold += g.value(b.cand[i]).bytes;
+    if (b.xin != kNoId && (b.xin_forced || reads_xin)) c.hold += g.value(b.xin).bytes;
+    c.kept = std::move(kept);
+    return c;
+}
+
+// The menu of one block: for each hold budget, the least recompute time within it.
+std::vector<std::vector<uint8_t>> search_menu(const Graph& g, const Block& b,
+                                              const std::function<double(NodeId)>& fwd,
+                                              const RockmateOptions& opt, uint64_t* left,
+                                              bool* exhaustive) {
+    const size_t c = b.cand.size();
+    std::vector<Choice> choices;
+    if (static_cast<int>(c) <= opt.exhaustive_max && (uint64_t{1} << c) <= *left) {
+        *left -= uint64_t{1} << c;
+        for (uint32_t mask = 0; mask < (1u << c); ++mask) {
+            if ((mask & 1023u) == 0) throw_if_cancelled();
+            std::vector<uint8_t> kept(c);
+            for (size_t i = 0; i < c; ++i) kept[i] = (mask >> i) & 1u;
+            choices.push_back(evaluate(g, b, std::move(kept), fwd));
+        }
+    } else {
+        *exhaustive = false;
+        // Drop candidates one by one, cheapest recompute per byte saved first.
+        const Choice full = evaluate(g, b, std::vector<uint8_t>(c, 1), fwd);
+        std::vector<std::pair<double, size_t>> order;
+        for (size_t i = 0; i < c; ++i) {
+            std::vector<uint8_t> kept(c, 1);
+            kept[i] = 0;
+            const Choice one = evaluate(g, b, kept, fwd);
+            const double saved = static_cast<double>(full.hold - std::min(full.hold, one.hold));
+            order.emplace_back(one.rec_ms / std::max(saved, 1.0), i);
+        }
+        std::sort(order.begin(), order.end());
+        std::vector<uint8_t> kept(c, 1);
+        choices.push_back(full);
+        for (const auto& [ratio, i] : order) {
+            kept[i] = 0;
+            choices.push_back(evaluate(g, b, kept, fwd));
+        }
+    }
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const Choice& ch : choices) {
+        lo = std::min(lo, ch.hold);
+        hi = std::max(hi, ch.hold);
+    }
+    std::vector<std::vector<uint8_t>> menu;
+    const int points = std::max(opt.menu_points, 2);
+    for (int p = 0; p < points; ++p) {
+        const uint64_t budget =
+            lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * p / (points - 1));
+        const Choice* best = nullptr;
+        for (const Choice& ch : choices)
+            if (ch.hold <= budget && (!best || ch.rec_ms < best->rec_ms ||
+                                      (ch.rec_ms == best->rec_ms && ch.hold < best->hold)))
+                best = &ch;
+        // The full tape is Rotor's own option (c): not repeated.
+        if (best && std::find(best->kept.begin(), best->kept.end(), 0) != best->kept.end() &&
+            std::find(menu.begin(), menu.end(), best->kept) == menu.end())
+            menu.push_back(best->kept);
+    }
+    return menu;
+}
+
+std::string bytes_text(uint64_t b) {
+    return std::to_string(b) + " bytes";
+}
+
+}  // namespace
+
+std::vector<int32_t> rockmate_block_classes(const Graph& g,
+                                            const std::vector<NodeId>& stage_first) {
+    const LivenessTables t(g);
+    std::vector<NodeId> first;
+    const std::vector<StageNodes> st = stages_of(g, &first);
+    if (first != stage_first)
+        throw std::logic_error("rockmate_block_classes: stage_first is not this graph's chain");
+    std::map<std::string, int32_t> ids;
+    std::vector<int32_t> out;
+    bool prev_reads = false;
+    for (const StageNodes& s : st) {
+        const auto it =
+            ids.emplace(signature(g, t, s, prev_reads), static_cast<int32_t>(ids.size()));
+        out.push_back(it.first->second);
+        const std::vector<ValueId> br = backward_reads(g, t, s);
+        prev_reads =
+            !s.is_loss_stage && std::find(br.begin(), br.end(), g.node(s.last).output) != br.end();
+    }
+    return out;
+}
+
+void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<NodeId>& stage_first,
+                    RotorChain& chain, const RockmateOptions& opt, RockmateStats* stats) {
+    const LivenessTables t(g);
+    std::vector<NodeId> first;
+    const std::vector<StageNodes> st = stages_of(g, &first);
+    if (first != stage_first || st.size() != chain.stages.size())
+        throw std::logic_error("rockmate_menus: the chain is not this graph's");
+    const std::vector<int32_t> cls = rockmate_block_classes(g, stage_first);
+    const bool have_costs = costs.size() == static_cast<size_t>(g.num_nodes());
+    const std::function<double(NodeId)> fwd = [&](NodeId n) {
+        return have_costs ? costs.forward_ms(n) : 0.0;
+    };
+    RockmateStats local;
+    local.stages = static_cast<int>(st.size());
+    // Per class: the menu as kept-flags over the class's candidates (same order in every member:
+    // candidates are sorted by value id, which follows node order, and members have the same
+    // nodes in the same order).
+    std::map<int32_t, std::vector<std::vector<uint8_t>>> menus;
+    uint64_t left = opt.search_subsets;  // exhaustive searches still allowed, in subsets
+    bool prev_reads = false;
+    for (size_t k = 0; k < st.size(); ++k) {
+        throw_if_cancelled();
+        const StageNodes s = st[k];
+        const Block b = block_of(g, t, s, prev_reads);
+        const std::vector<ValueId> br = backward_reads(g, t, s);
+        const bool reads_out =
+            b.xout != kNoId && std::find(br.begin(), br.end(), b.xout) != br.end();
+        prev_reads = reads_out;
+        RotorStage& stage = chain.stages[k];
+        stage.menu.clear();
+        local.distinct_blocks = std::max(local.distinct_blocks, cls[k] + 1);
+        if (s.is_loss_stage || b.cand.empty()) continue;
+        auto found = menus.find(cls[k]);
+        if (found == menus.end()) {
+            ++local.searched_blocks;
+            found =
+                menus.emplace(cls[k], search_menu(g, b, fwd, opt, &left, &local.exhaustive)).first;
+        }
+        std::vector<NodeId> all;
+        for (NodeId n = s.first; n <= s.last; ++n) all.push_back(n);
+        std::vector<Instruction> bwd;
+        for (NodeId n = s.last; n >= s.first; --n)
+            if (t.needs_backward[static_cast<size_t>(n)]) bwd.push_back({InstrKind::Backward, n});
+        std::vector<ValueId> init_x;
+        if (b.xin != kNoId) init_x.push_back(b.xin);
+        for (const std::vector<uint8_t>& kept : found->second) {
+            RotorTapeOption o;
+            bool reads_xin = false;
+            o.recompute = recompute_for(g, b, kept, &reads_xin);
+            double rec = 0;
+            for (NodeId n : o.recompute) rec += fwd(n);
+            o.rec_ms = static_cast<float>(rec);
+            for (size_t i = 0; i < b.cand.size(); ++i)
+                if (kept[i]) {
+                    o.tape.push_back(b.cand[i]);
+                    o.hold += g.value(b.cand[i]).bytes;
+                }
+            const bool hold_xin = b.xin != kNoId && (b.xin_forced || reads_xin);
+            if (hold_xin) o.hold += g.value(b.xin).bytes;
+            std::vector<ValueId> kept_fwd = o.tape;
+            if (b.xout != kNoId) kept_fwd.push_back(b.xout);
+            if (hold_xin) kept_fwd.push_back(b.xin);
+            o.peak_fwd = walk_peak(g, t, init_x, kNoId, computes(all), kept_fwd);
+            std::vector<ValueId> bwd_init = o.tape;
+            if (hold_xin) bwd_init.push_back(b.xin);
+            if (reads_out) bwd_init.push_back(b.xout);
+            std::vector<Instruction> seq = computes(o.recompute);
+            seq.insert(seq.end(), bwd.begin(), bwd.end());
+            // x_k stays after the backwards when stage k-1's backward reads it.
+            std::vector<ValueId> after;
+            if (b.xin != kNoId && k > 0 && chain.stages[k].x_read_by_prev) after.push_back(b.xin);
+            o.peak_bwd = walk_peak(g, t, bwd_init, s.last + 1, seq, after);
+            stage.menu.push_back(std::move(o));
+            ++local.menu_options;
+        }
+    }
+    if (stats) *stats = local;
+}
+
+Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
+                   const RockmateOptions& opt, RockmateStats* stats) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<NodeId> first;
+    RotorChain chain = rotor_chain(g, costs, &first);
+    RockmateStats local;
+    rockmate_menus(g, costs, first, chain, opt, &local);
+    const uint64_t unit = rotor_unit(chain, opt.slots);
+    local.unit = unit;
+    const int32_t max_units = rotor_max_units(chain, unit);
+    const RotorSolver dp(chain, unit, max_units);
+    const uint64_t none_peak = chain.constant + chain.span;
+    const int32_t min_units = dp.min_units();
+    const uint64_t dp_min_budget =
+        min_units < 0
+            ? none_peak
+            : std::min(none_peak, chain.constant + unit * static_cast<uint64_t>(min_units));
+
+    Plan p;
+    p.budget = budget;
+    p.method = "rockmate";
+    auto finish = [&] {
+        p.solve_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (stats) *stats = local;
+        return p;
+    };
+    std::ostringstream head;
+    head << "method: rockmate. " << local.stages << " stages, " << local.distinct_blocks
+         << " distinct blocks (" << local.searched_blocks << " menus searched, "
+         << (local.exhaustive ? "exhaustively" : "some greedily") << "), " << local.menu_options
+         << " menu options, memory grid of " << unit << " bytes";
+    int32_t units = -1;
+    if (budget >= none_peak)
+        units = max_units;
+    else if (budget >= chain.constant)
+        units = static_cast<int32_t>(
+            std::min<uint64_t>((budget - chain.constant) / unit, static_cast<uint64_t>(max_units)));
+    const LivenessTables tables(g);
+    SimulateOptions sopt;
+    sopt.record_timeline = false;
+    int retries = 0;
+    for (;;) {
+        throw_if_cancelled();
+        const bool store_all = budget >= none_peak && retries == 0;
+        if (!store_all && (units < 0 || !std::isfinite(dp.cost(units)))) {
+            p.status = PlanStatus::Infeasible;
+            p.min_feasible_budget = dp_min_budget;
+            p.message = head.str() + ". The budget of " + bytes_text(budget) +
+                        " cannot be met by the chain DP over the blocks' menus: the smallest "
+                        "budget it can meet is " +
+                        bytes_text(dp_min_budget) + " (parameters and inputs alone take " +
+                        bytes_text(chain.constant) + "); raise the budget to at least that";
+            return finish();
+        }
+        const std::vector<RotorOp> ops =
+            store_all ? rotor_store_all(static_cast<int32_t>(chain.stages.size()))
+                      : dp.sequence(units);
+        Schedule s = rotor_schedule(g, first, ops, &chain);
+        const Simulation sim = simulate(g, tables, s, costs, sopt);
+        if (sim.peak_bytes <= budget) {
+            p.schedule = std::move(s);
+            for (const RotorOp& op : ops)
+                if (op.kind == RotorOp::Forward)
+                    p.checkpoints.push_back(first[static_cast<size_t>(op.last + 1)] - 1);
+            std::sort(p.checkpoints.begin(), p.checkpoints.end());
+            p.checkpoints.erase(std::unique(p.checkpoints.begin(), p.checkpoints.end()),
+                                p.checkpoints.end());
+            p.status = sim.recomputes == 0 ? PlanStatus::Optimal : PlanStatus::Feasible;
+            std::ostringstream m;
+            m << head.str() << "; predicted peak " << sim.peak_bytes << " bytes, recompute "
+              << sim.recompute_ms << " ms";
+            if (sim.recomputes == 0) {
+                p.lower_bound_ms = 0;
+                p.gap = 0;
+                m << ". Nothing is recomputed, which no schedule can beat";
+            } else if (opt.lower_bound) {
+                // The relaxed DP: requirements rounded down, memory rounded up (rockmate.h).
+                // Whole units of memory, rounded down, are enough: a schedule whose bytes fit
+                // has floor(need/u) + Σ floor(held/u) <= floor((need + Σ held)/u) <= that.
+                // Any grid gives a bound: the finest whose table stays within 16 M entries.
+                const auto n = static_cast<uint64_t>(chain.stages.size());
+                const uint64_t layer = std::max<uint64_t>(1, n * (n + 1) / 2);
+                const auto fit = static_cast<int32_t>(
+                    std::min<uint64_t>((uint64_t{16} << 20) / layer, INT32_MAX));
+                const int32_t slots = std::max(1, std::min(opt.bound_slots, fit - 2));
+                const uint64_t bunit = rotor_unit(chain, slots);
+                const int32_t bmax = rotor_max_units(chain, bunit);
+                const RotorSolver relaxed(chain, bunit, bmax, /*relaxed=*/true);
+                const auto up = static_cast<int32_t>(std::min<uint64_t>(
+                    (budget - chain.constant) / bunit, static_cast<uint64_t>(bmax)));
+                // The DP's cost counts the first forward too (rotor.h): take it off.
+                double forward_ms = 0;
+                for (const RotorStage& st : chain.stages) forward_ms += st.fwd_ms;
+                const double bound = std::clamp(static_cast<double>(relaxed.cost(up)) - forward_ms,
+                                                0.0, sim.recompute_ms);
+                p.lower_bound_ms = std::isfinite(bound) ? bound : sim.recompute_ms;
+                p.gap = sim.recompute_ms > 0
+                            ? (sim.recompute_ms - *p.lower_bound_ms) / sim.recompute_ms
+                            : 0.0;
+                m << ". Bound " << *p.lower_bound_ms << " ms (gap " << *p.gap * 100
+                  << " %): the least recompute of any schedule of rockmate's class within the "
+                     "budget (the grid rounded in its favour); not a bound over all schedules";
+            }
+            if (retries > 0)
+                m << "; the DP's memory model was off: " << retries << " retries with less memory";
+            p.message = m.str();
+            return finish();
+        }
+        ++retries;
+        const uint64_t excess = sim.peak_bytes - budget;
+        units -= static_cast<int32_t>(std::max<uint64_t>(1, (excess + unit - 1) / unit));
+    }
+}
+
+}  // namespace rl

@@ -1,0 +1,228 @@
+// Rockmate's chain DP over block menus (solvers/rockmate.h):
+//  - blocks equal up to names are recognised (a GPT's layers), different ones are not;
+//  - every plan validates, fits its budget, is never worse than rotor-dp at the same budget and
+//    grid, and runs with the predicted peak and `none`'s gradients bit for bit;
+//  - on a graph small enough for the exhaustive search over ALL schedules (and the whole-network
+//    MILP, which proves the same optimum), rockmate is never below that optimum: its class is a
+//    restriction; its bound never exceeds its own cost, and is exact (gap 0) on an exact grid.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/executor.h"
+#include "engine/networks/presets.h"
+#include "engine/simulator.h"
+#include "solvers/checkmate.h"
+#include "solvers/rockmate.h"
+#include "solvers/rotor.h"
+#include "strategies/execution_check.h"
+#include "strategies/exhaustive.h"
+#include "strategies/strategy.h"
+
+namespace rl {
+namespace {
+
+std::vector<int32_t> classes_of(const Graph& g) {
+    std::vector<NodeId> first;
+    (void)rotor_chain(g, CostModel{}, &first);
+    return rockmate_block_classes(g, first);
+}
+
+int distinct(const std::vector<int32_t>& c) {
+    return static_cast<int>(std::set<int32_t>(c.begin(), c.end()).size());
+}
+
+const char* kGpt = "gpt:d_model=16,heads=2,seq=8,batch=2,vocab=8,dtype=f32";
+
+TEST(RockmateBlocks, GptLayersAreOneRepeatedBlock) {
+    const std::vector<int32_t> c4 = classes_of(load_network(std::string(kGpt) + ",layers=4"));
+    const std::vector<int32_t> c8 = classes_of(load_network(std::string(kGpt) + ",layers=8"));
+    // Four more layers add stages but no new kind of block.
+    const size_t per_layer = (c8.size() - c4.size()) / 4;
+    ASSERT_EQ(c8.size() - c4.size(), 4 * per_layer);
+    ASSERT_GE(per_layer, 1u);
+    EXPECT_EQ(distinct(c4), distinct(c8));
+    EXPECT_LT(distinct(c8), static_cast<int>(c8.size()));
+    // The stages (see rockmate.h's worked example): the embedding with layer 0's attention half
+    // (nothing cuts between them), then MLP and attention halves by turns, the final LayerNorm,
+    // the head. From stage 1 on, the 15 layer halves repeat with period 2, and the halves differ.
+    ASSERT_EQ(per_layer, 2u);
+    ASSERT_GE(c8.size(), 16u);
+    for (size_t k = 1; k + 2 <= 15; ++k) EXPECT_EQ(c8[k], c8[k + 2]) << "stage " << k;
+    EXPECT_NE(c8[1], c8[2]);
+    // Two distinct layer blocks searched for the whole depth: the halves' classes appear 8 and
+    // 7 times, every other class once.
+    EXPECT_EQ(std::count(c8.begin(), c8.end(), c8[1]), 8);
+    EXPECT_EQ(std::count(c8.begin(), c8.end(), c8[2]), 7);
+    EXPECT_EQ(distinct(c8), static_cast<int>(c8.size()) - 13);
+}
+
+// Residual blocks linear(h) -> tanh -> linear(8) -> add, hidden widths given.
+Graph residual_chain(const std::vector<int64_t>& hidden) {
+    Graph g("residual", 3);
+    ValueId x = g.add_input("x", DType::F32, {32, 8});
+    x = g.node(g.add_node("in", OpKind::Linear, std::vector<ValueId>{x},
+                          Attrs{{"out_features", int64_t{8}}}))
+            .output;
+    int i = 0;
+    for (int64_t h : hidden) {
+        const std::string b = "b" + std::to_string(i++);
+        ValueId y = g.node(g.add_node(b + ".fc1", OpKind::Linear, std::vector<ValueId>{x},
+                                      Attrs{{"out_features", h}}))
+                        .output;
+        y = g.node(g.add_node(b + ".act", OpKind::Tanh, std::vector<ValueId>{y})).output;
+        y = g.node(g.add_node(b + ".fc2", OpKind::Linear, std::vector<ValueId>{y},
+                              Attrs{{"out_features", int64_t{8}}}))
+                .output;
+        x = g.node(g.add_node(b + ".add", OpKind::Add, std::vector<ValueId>{x, y})).output;
+    }
+    g.add_node("loss", OpKind::SumSquares, std::vector<ValueId>{x});
+    g.finalize();
+    return g;
+}
+
+TEST(RockmateBlocks, DifferentBlocksAreNotMerged) {
+    const Graph g = residual_chain({8, 8, 8, 12});
+    std::vector<NodeId> first;
+    (void)rotor_chain(g, CostModel{}, &first);
+    const std::vector<int32_t> c = rockmate_block_classes(g, first);
+    // The stage holding each block's fc1.
+    auto stage_of = [&](const std::string& name) {
+        for (NodeId n = 0; n < g.num_nodes(); ++n)
+            if (g.node(n).name == name)
+                return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), n) -
+                                           first.begin() - 1);
+        ADD_FAILURE() << name;
+        return size_t{0};
+    };
+    const size_t s1 = stage_of("b1.fc1"), s2 = stage_of("b2.fc1"), s3 = stage_of("b3.fc1");
+    ASSERT_NE(s1, s2);
+    EXPECT_EQ(c[s1], c[s2]);  // equal up to names
+    EXPECT_NE(c[s2], c[s3]);  // another hidden width
+    // A chain with every width different has no two equal blocks.
+    const Graph h = residual_chain({4, 6, 10, 12});
+    const std::vector<int32_t> ch = classes_of(h);
+    EXPECT_EQ(distinct(ch), static_cast<int>(ch.size()));
+}
+
+// Plans at several budgets between rotor-dp's smallest and none's peak; checks each plan.
+void check_network(const std::string& net, bool execute_them, bool* some_cheaper) {
+    SCOPED_TRACE(net);
+    const Graph g = load_network(net);
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const uint64_t none_peak = simulate(g, backprop_schedule(g), costs).peak_bytes;
+    const Plan lean = plan_with(g, costs, parse_spec("optimal:method=dp,budget=1"));
+    ASSERT_TRUE(lean.min_feasible_budget);
+    const uint64_t lo = *lean.min_feasible_budget;
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    std::vector<std::vector<float>> reference;
+    if (execute_them) reference = testing::none_gradients(g, costs, *backend, data);
+    for (const double f : {0.0, 0.1, 0.3, 0.6, 0.9}) {
+        const auto budget = lo + static_cast<uint64_t>(f * static_cast<double>(none_peak - lo));
+        SCOPED_TRACE("budget " + std::to_string(budget));
+        RockmateStats stats;
+        const Plan p = rockmate_plan(g, costs, budget, RockmateOptions{}, &stats);
+        ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
+        EXPECT_EQ(p.method, "rockmate");
+        ASSERT_NO_THROW(validate(g, p.schedule));
+        const Simulation sim = simulate(g, p.schedule, costs);
+        EXPECT_LE(sim.peak_bytes, budget);
+        const Plan dp =
+            plan_with(g, costs, parse_spec("optimal:method=dp,budget=" + std::to_string(budget)));
+        ASSERT_NE(dp.status, PlanStatus::Infeasible) << dp.message;
+        const double dp_ms = simulate(g, dp.schedule, costs).recompute_ms;
+        EXPECT_LE(sim.recompute_ms, dp_ms + 1e-9 * std::max(1.0, dp_ms));
+        if (sim.recompute_ms < dp_ms - 1e-6 * std::max(1.0, dp_ms)) *some_cheaper = true;
+        ASSERT_TRUE(p.lower_bound_ms && p.gap);
+        EXPECT_LE(*p.lower_bound_ms, sim.recompute_ms + 1e-9);
+        EXPECT_GE(*p.gap, 0.0);
+        // The strategy passes it on, and auto never does worse than either.
+        const Plan viaopt = plan_with(
+            g, costs, parse_spec("optimal:method=rockmate,budget=" + std::to_string(budget)));
+        EXPECT_EQ(viaopt.method, "rockmate");
+        EXPECT_EQ(simulate(g, viaopt.schedule, costs).recompute_ms, sim.recompute_ms);
+        const Plan autop =
+            plan_with(g, costs, parse_spec("optimal:portfolio=0,budget=" + std::to_string(budget)));
+        EXPECT_LE(simulate(g, autop.schedule, costs).recompute_ms,
+                  sim.recompute_ms + 1e-9 * std::max(1.0, sim.recompute_ms));
+        if (execute_them && (f == 0.0 || f == 0.3)) {
+            ASSERT_NO_FATAL_FAILURE(
+                testing::expect_runs_as_simulated(g, p.schedule, sim, *backend, data, reference));
+        }
+    }
+}
+
+TEST(Rockmate, PlansFitRunAsPredictedAndNeverLoseToTheChainDp) {
+    bool gpt_cheaper = false, other = false;
+    check_network(std::string(kGpt) + ",layers=2", true, &gpt_cheaper);
+    check_network("transformer:layers=2,d_model=16,heads=2,seq=16,batch=2,vocab=8", true, &other);
+    check_network("resmlp:depth=3,width=8,batch=64", true, &other);
+    // The menus matter: somewhere on the GPT a partial tape beats Rotor's all-or-nothing.
+    EXPECT_TRUE(gpt_cheaper);
+}
+
+TEST(Rockmate, BlocksWithInnerStructureGetMenus) {
+    const Graph g = load_network(std::string(kGpt) + ",layers=4");
+    RockmateStats stats;
+    (void)rockmate_plan(g, CostModel::analytic(g, DeviceRates{}), UINT64_MAX, RockmateOptions{},
+                        &stats);
+    EXPECT_GT(stats.menu_options, 0);
+    EXPECT_LT(stats.searched_blocks, stats.stages);  // layers share their search
+    EXPECT_TRUE(stats.exhaustive);
+    // With no subsets left to enumerate every search is greedy: menus still, and plans that fit.
+    RockmateOptions greedy;
+    greedy.search_subsets = 0;
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const uint64_t none_peak = simulate(g, backprop_schedule(g), costs).peak_bytes;
+    const Plan p = rockmate_plan(g, costs, none_peak * 9 / 10, greedy, &stats);
+    EXPECT_FALSE(stats.exhaustive);
+    EXPECT_GT(stats.menu_options, 0);
+    ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
+    EXPECT_LE(simulate(g, p.schedule, costs).peak_bytes, none_peak * 9 / 10);
+}
+
+// Against the optimum over ALL valid schedules (exhaustive search; the whole-network MILP
+// proves the same value) on a 10-node graph of two residual blocks.
+TEST(Rockmate, NeverBelowTheTrueOptimumAndExactGridHasNoGap) {
+    const Graph g = residual_chain({16, 16});
+    ASSERT_LE(g.num_nodes(), 12);
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const Exhaustive search(g, costs);
+    const uint64_t hi = simulate(g, backprop_schedule(g), costs).peak_bytes;
+    const Plan lean = rockmate_plan(g, costs, 1);
+    ASSERT_EQ(lean.status, PlanStatus::Infeasible);
+    ASSERT_TRUE(lean.min_feasible_budget);
+    const uint64_t lo = *lean.min_feasible_budget;
+    ASSERT_LT(lo, hi);
+    RockmateOptions exact;
+    exact.slots = 1000000;  // span / gcd is far below: no rounding at all
+    for (const double f : {0.0, 0.25, 0.5, 0.75}) {
+        const auto budget = lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo));
+        SCOPED_TRACE("budget " + std::to_string(budget));
+        const Exhaustive::Result best = search.min_cost(budget);
+        ASSERT_TRUE(best.found);
+        CheckmateOptions copt;
+        copt.time_limit_s = 60;
+        copt.find_min_budget = false;
+        const Plan milp = checkmate_plan(g, costs, budget, copt);
+        ASSERT_EQ(milp.status, PlanStatus::Optimal) << milp.message;
+        EXPECT_NEAR(simulate(g, milp.schedule, costs).recompute_ms, best.value, 1e-9);
+
+        const Plan p = rockmate_plan(g, costs, budget, exact);
+        ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
+        const Simulation sim = simulate(g, p.schedule, costs);
+        EXPECT_LE(sim.peak_bytes, budget);
+        EXPECT_GE(sim.recompute_ms, best.value - 1e-9);
+        ASSERT_TRUE(p.lower_bound_ms && p.gap);
+        EXPECT_LE(*p.lower_bound_ms, sim.recompute_ms + 1e-9);
+        EXPECT_NEAR(*p.gap, 0.0, 1e-6) << p.message;
+    }
+}
+
+}  // namespace
+}  // namespace rl
