@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_process.h"
 #include "engine/networks/onnx_import.h"
 #include "engine/npy.h"
 
@@ -30,145 +31,13 @@ namespace {
 
 constexpr const char* kSmallMlp = "mlp:depth=4,width=32,batch=8";
 
-struct Result {
-    int code = -1;  // exit status; 128 + signal number when killed by a signal
-    bool signaled = false;
-    std::string out, err;
-};
+using Result = rl::test::CliResult;
+using rl::test::lines_of;
+using rl::test::read_file;
+using rl::test::write_file;
 
-std::string read_file(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) lines.push_back(line);
-    return lines;
-}
-
-class CliTest : public ::testing::Test {
+class CliTest : public rl::test::CliProcessTest {
   protected:
-    void SetUp() override {
-        // The binary built beside this test; REMATLAB_CLI overrides it (e.g. an installed one).
-        const char* cli = std::getenv("REMATLAB_CLI");
-        cli_ = cli ? cli : REMATLAB_CLI_PATH;
-        ASSERT_TRUE(fs::exists(cli_)) << cli_;
-        std::string tmpl = (fs::temp_directory_path() / "rematlab-cli-test-XXXXXX").string();
-        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override {
-        std::error_code ec;
-        if (!dir_.empty()) fs::remove_all(dir_, ec);
-    }
-
-    // Runs the CLI with `args`; stdout and stderr go to files in the temp dir (no pipe deadlock).
-    Result run(const std::vector<std::string>& args) {
-        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
-        std::vector<char*> argv;
-        argv.push_back(cli_.data());
-        std::vector<std::string> copy = args;
-        for (auto& a : copy) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int in = open("/dev/null", O_RDONLY);
-            if (out < 0 || err < 0 || in < 0) _exit(126);
-            dup2(in, STDIN_FILENO);
-            dup2(out, STDOUT_FILENO);
-            dup2(err, STDERR_FILENO);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        Result r;
-        int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid) return r;
-        if (WIFEXITED(status)) {
-            r.code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-            r.signaled = true;
-            r.code = 128 + WTERMSIG(status);
-        }
-        r.out = read_file(out_path);
-        r.err = read_file(err_path);
-        return r;
-    }
-
-    // Starts the CLI with `args` and returns at once: stdout goes to dir_/stdout.txt; stderr to
-    // dir_/stderr.txt, or to the terminal `stderr_tty` names (where the progress bar draws).
-    pid_t start(const std::vector<std::string>& args, const std::string& stderr_tty = "") {
-        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
-        std::vector<char*> argv;
-        argv.push_back(cli_.data());
-        std::vector<std::string> copy = args;
-        for (auto& a : copy) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            setsid();  // its own session: the terminal becomes only its stderr
-            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int err = stderr_tty.empty()
-                                ? open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)
-                                : open(stderr_tty.c_str(), O_RDWR | O_NOCTTY);
-            const int in = open("/dev/null", O_RDONLY);
-            if (out < 0 || err < 0 || in < 0) _exit(126);
-            dup2(in, STDIN_FILENO);
-            dup2(out, STDOUT_FILENO);
-            dup2(err, STDERR_FILENO);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        return pid;
-    }
-
-    // Sends Ctrl-C (SIGINT) to `pid` and waits up to `limit` for it to end: its result, and the
-    // seconds it took to stop.
-    std::pair<Result, double> interrupt(pid_t pid, std::chrono::milliseconds limit) {
-        const auto sent = std::chrono::steady_clock::now();
-        if (kill(pid, SIGINT) != 0) ADD_FAILURE() << "kill(SIGINT) failed";
-        Result r = finish(pid, limit);
-        return {std::move(r),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count()};
-    }
-
-    // Waits up to `limit` for `pid` to end; kills it when it does not (code -1).
-    Result finish(pid_t pid, std::chrono::milliseconds limit) {
-        Result r;
-        int status = 0;
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        pid_t done = 0;
-        while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
-               std::chrono::steady_clock::now() < deadline)
-            usleep(5000);
-        if (done != pid) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            r.out = read_file(dir_ / "stdout.txt");
-            return r;
-        }
-        if (WIFEXITED(status)) {
-            r.code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-            r.signaled = true;
-            r.code = 128 + WTERMSIG(status);
-        }
-        r.out = read_file(dir_ / "stdout.txt");
-        r.err = read_file(dir_ / "stderr.txt");
-        return r;
-    }
-
     // One JSON object: the only line of a successful --json run.
     json run_json(const std::vector<std::string>& args) {
         const Result r = run(args);
@@ -178,9 +47,6 @@ class CliTest : public ::testing::Test {
         if (lines.size() != 1) return json::object();
         return json::parse(lines[0]);
     }
-
-    std::string cli_;
-    fs::path dir_;
 };
 
 // A clean failure: a non-zero exit (not a crash), the error line on stderr, nothing on stdout.

@@ -13,61 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_process.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
+using Result = rl::test::CliResult;
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-class ExportPlanCli : public ::testing::Test {
+class ExportPlanCli : public rl::test::CliProcessTest {
   protected:
-    void SetUp() override {
-        const char* cli = std::getenv("REMATLAB_CLI");
-        cli_ = cli ? cli : REMATLAB_CLI_PATH;
-        ASSERT_TRUE(fs::exists(cli_)) << cli_;
-        std::string tmpl = (fs::temp_directory_path() / "rematlab-export-plan-XXXXXX").string();
-        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-
-    Result run(std::vector<std::string> args) {
-        const fs::path out_path = dir_ / "stdout.txt", err_path = dir_ / "stderr.txt";
-        std::vector<char*> argv{cli_.data()};
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (out < 0 || err < 0) _exit(126);
-            dup2(out, STDOUT_FILENO);
-            dup2(err, STDERR_FILENO);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        Result r;
-        int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid) return r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-        r.out = slurp(out_path);
-        r.err = slurp(err_path);
-        return r;
-    }
-
     // Files in dir_ other than the captured output: what a command left behind.
     std::vector<std::string> leftovers() const {
         std::vector<std::string> names;
@@ -77,9 +32,6 @@ class ExportPlanCli : public ::testing::Test {
         }
         return names;
     }
-
-    std::string cli_;
-    fs::path dir_;
 };
 
 constexpr const char* kMlp = "mlp:depth=8,width=16,batch=4";
@@ -89,7 +41,7 @@ TEST_F(ExportPlanCli, WritesATorchModuleAndSaysTheWrappingIsExact) {
     const Result r = run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--format",
                           "torch", "--out", out.string()});
     ASSERT_EQ(r.code, 0) << r.err;
-    const std::string text = slurp(out);
+    const std::string text = rl::test::read_file(out);
     EXPECT_NE(text.find("def apply(model):"), std::string::npos);
     EXPECT_NE(text.find("use_reentrant=False"), std::string::npos);
     EXPECT_NE(text.find("RUNS = ["), std::string::npos);
@@ -138,7 +90,7 @@ TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
         << r.err;
     EXPECT_NE(r.err.find("block0.pool"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("Export it as json or jax"), std::string::npos) << r.err;
-    EXPECT_EQ(slurp(out), "previous\n");
+    EXPECT_EQ(rl::test::read_file(out), "previous\n");
     EXPECT_EQ(leftovers(), std::vector<std::string>{"plan.py"});
     // The same plan as data says why.
     const Result j =
@@ -160,7 +112,7 @@ TEST_F(ExportPlanCli, ExactRefusesAnApproximationAndWritesNothing) {
                           "torch", "--out", out.string()});
     ASSERT_EQ(w.code, 0) << w.err;
     EXPECT_NE(w.err.find("approximated"), std::string::npos) << w.err;
-    EXPECT_NE(slurp(out).find("EXACT = False"), std::string::npos);
+    EXPECT_NE(rl::test::read_file(out).find("EXACT = False"), std::string::npos);
 }
 
 TEST_F(ExportPlanCli, BadInputsAreClearErrors) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,56 +31,15 @@ const char* kTinyTrain = R"({"directed": true, "graph": {"name": "tiny_train"},
   "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 2, "target": 3},
             {"source": 1, "target": 3}, {"source": 3, "target": 4}, {"source": 0, "target": 4}]})";
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
+using Result = rl::test::CliResult;
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-class SolveCliTest : public ::testing::Test {
+class SolveCliTest : public rl::test::CliProcessTest {
   protected:
     void SetUp() override {
-        std::string tmpl = (fs::temp_directory_path() / "rematlab-solve-test-XXXXXX").string();
-        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-        dir_ = tmpl;
+        CliProcessTest::SetUp();
         graph_ = (dir_ / "tiny_train.json").string();
-        std::ofstream(graph_) << kTinyTrain;
+        rl::test::write_file(graph_, kTinyTrain);
     }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-    Result run(std::vector<std::string> args) {
-        std::string cli = REMATLAB_CLI_PATH;
-        std::vector<char*> argv{cli.data()};
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (o < 0 || e < 0) _exit(126);
-            dup2(o, STDOUT_FILENO);
-            dup2(e, STDERR_FILENO);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        Result r;
-        int status = 0;
-        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status))
-            r.code = WEXITSTATUS(status);
-        r.out = slurp(out);
-        r.err = slurp(err);
-        return r;
-    }
-    fs::path dir_;
     std::string graph_;
 };
 
