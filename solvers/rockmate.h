@@ -26,6 +26,23 @@
 // RockmateStats::exhaustive says which). Each option's peaks are then measured per block with
 // the engine's memory rules (rotor.cpp's walk_peak), and its time from the block's own costs.
 //
+// NOT (YET) THE BLOCK'S MILP. Rockmate's menus come from a Checkmate MILP per block and hold
+// budget; ours from the search above. An option the DP consumes (RotorTapeOption) has ONE form:
+// the block's forward runs once, whole, keeping `tape`; later `recompute` runs (node order) and
+// then every backward of the block (decreasing node order); walk_peak measures exactly that
+// sequence. A block-MILP schedule (checkmate.h) can leave that form in two ways: (1) it may
+// place recomputations BETWEEN the block's backwards (one Checkmate stage per Backward: the
+// softmax output freed after Backward(dropout) and recomputed just before Backward(softmax)),
+// which is an instruction sequence interleaved with backwards, not a prefix of them; (2) it may
+// recompute during the block's forward (frontier-advancing stages), where the option runs each
+// node once. Both can be made exact by widening the option to carry its whole forward and
+// post-forward instruction sequences (rotor_schedule emitting them, walk_peak measuring them:
+// it takes any sequence). What is missing is the block-level formulation itself: checkmate.cpp
+// formulates a whole graph down to its loss, and a block needs x_k live on entry, δ_{k+1} and
+// x_{k+1} as boundary values and only its own backwards. Neither is written; within the form
+// above, each exhaustive option is the least recompute for its hold budget (its peaks are
+// measured afterwards, not optimised).
+//
 // THE CLASS searched: Rotor's class (rotor.h), plus for each block the menu's options in place of
 // (c). It contains Rotor's class, so on the same memory grid rockmate's cost is never above
 // rotor-dp's. Like Rotor's, the DP is exact within its class on an exact grid and conservative on
