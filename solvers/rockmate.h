@@ -26,21 +26,50 @@
 // RockmateStats::exhaustive says which). Each option's peaks are then measured per block with
 // the engine's memory rules (rotor.cpp's walk_peak), and its time from the block's own costs.
 //
+// NOT (YET) THE BLOCK'S MILP. Rockmate's menus come from a Checkmate MILP per block and hold
+// budget; ours from the search above. An option the DP consumes (RotorTapeOption) has ONE form:
+// the block's forward runs once, whole, keeping `tape`; later `recompute` runs (node order) and
+// then every backward of the block (decreasing node order); walk_peak measures exactly that
+// sequence. A block-MILP schedule (checkmate.h) can leave that form in two ways: (1) it may
+// place recomputations BETWEEN the block's backwards (one Checkmate stage per Backward: the
+// softmax output freed after Backward(dropout) and recomputed just before Backward(softmax)),
+// which is an instruction sequence interleaved with backwards, not a prefix of them; (2) it may
+// recompute during the block's forward (frontier-advancing stages), where the option runs each
+// node once. Both can be made exact by widening the option to carry its whole forward and
+// post-forward instruction sequences (rotor_schedule emitting them, walk_peak measuring them:
+// it takes any sequence). What is missing is the block-level formulation itself: checkmate.cpp
+// formulates a whole graph down to its loss, and a block needs x_k live on entry, δ_{k+1} and
+// x_{k+1} as boundary values and only its own backwards. Neither is written; within the form
+// above, each exhaustive option is the least recompute for its hold budget (its peaks are
+// measured afterwards, not optimised).
+//
 // THE CLASS searched: Rotor's class (rotor.h), plus for each block the menu's options in place of
 // (c). It contains Rotor's class, so on the same memory grid rockmate's cost is never above
 // rotor-dp's. Like Rotor's, the DP is exact within its class on an exact grid and conservative on
 // a coarse one (requirements rounded up); the plan is re-simulated and must fit.
 //
-// THE BOUND. Plan::lower_bound_ms is the same DP with every requirement rounded DOWN to whole
-// units (the sum of rounded-down parts never exceeds the rounded-down whole), on a grid of up to
-// `bound_slots` units: no schedule of the class (with these menus) that fits the budget costs
-// less. The gap (cost − bound) / cost is therefore the loss from the memory grid alone; it is 0
-// on an exact grid (span/gcd ≤ slots). It is NOT a bound over all schedules — a schedule outside
-// the class (a value dropped and recomputed twice, another block's values kept across) can be
-// cheaper. On the 10-node graph of tests/solvers/test_rockmate.cpp (two residual blocks) the
-// exhaustive optimum over all schedules, which the whole-network MILP proves, recomputes
-// 1.117 µs at the two upper budgets tested, where rockmate's class (and so its bound) needs
-// 2.387 µs; on GPT-2 small min-cut's schedule beats the bound (docs/benchmarks.md).
+// THE BOUND. Two bounds, and the message says which one Plan::lower_bound_ms is.
+//  - Where the graph has at most `true_bound_max_nodes` nodes, the whole-network Checkmate MILP
+//    (solvers/checkmate.h) runs for at most `true_bound_time_s`, warm-started from rockmate's
+//    plan, and CBC's best bound (its optimum when proven) is the reported bound: it holds over
+//    the MILP's class (checkmate.h: every schedule except those that compute a node twice, or
+//    out of node order, between two consecutive first-forwards/backwards), which takes in
+//    schedules that keep another block's values across, recompute a value several times over
+//    the step, or interleave recomputation with a block's backwards. It is not proven over
+//    every schedule: a rockmate schedule may itself lie outside the MILP's class (a forward
+//    sweep through a block followed at once by that block's recompute computes its nodes twice
+//    between two backwards). So the reported value is min(MILP bound, rockmate's own cost): a
+//    bound over the MILP's class and rockmate's plan. tests/solvers/test_rockmate.cpp checks it
+//    against the exhaustive optimum over ALL schedules on tiny graphs.
+//  - Otherwise Plan::lower_bound_ms is the WITHIN-CLASS bound, labelled so in the message: the
+//    same DP with every requirement rounded DOWN to whole units (the sum of rounded-down parts
+//    never exceeds the rounded-down whole), on a grid of up to `bound_slots` units: no schedule
+//    of the class (with these menus) that fits the budget costs less. Its gap is the loss from
+//    the memory grid alone (0 on an exact grid, span/gcd ≤ slots). It is NOT a bound over all
+//    schedules: on the 10-node graph of tests/solvers/test_rockmate.cpp (two residual blocks)
+//    the optimum over all schedules, which the whole-network MILP proves, recomputes 1.117 µs
+//    at the two upper budgets tested, where rockmate's class (and so its bound) needs 2.387 µs;
+//    on GPT-2 small min-cut's schedule beats it (docs/benchmarks.md).
 //
 // Worked example: gpt:layers=4 is cut into 11 stages: the embedding together with layer 0's
 // attention half (nothing cuts between them: the embedding's output feeds the LayerNorm and the
@@ -72,6 +101,13 @@ struct RockmateOptions {
     // mostly the grid's rounding, but coarser where needed to keep its table within 16 M
     // entries (64 MB): any grid gives a valid bound.
     int32_t bound_slots = 4000;
+    // The bound over the whole-network MILP's class (THE BOUND): solved where the graph has at
+    // most this many nodes (0: never), within this wall-clock limit. Kept small on purpose: CBC
+    // (Debian's libCbc) crashed with SIGSEGV in CglPreProcess::postProcess, in one of two runs,
+    // with a 40-node cap and a 2 s limit (CrossStrategy.OptimalIsNeverBeatenOnBlocksAndDags, on
+    // its unet:depth=2 graph); graphs this small are solved to optimality far within the limit.
+    int true_bound_max_nodes = 16;
+    double true_bound_time_s = 10;
 };
 
 struct RockmateStats {

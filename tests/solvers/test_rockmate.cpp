@@ -200,7 +200,9 @@ TEST(Rockmate, NeverBelowTheTrueOptimumAndExactGridHasNoGap) {
     const uint64_t lo = *lean.min_feasible_budget;
     ASSERT_LT(lo, hi);
     RockmateOptions exact;
-    exact.slots = 1000000;  // span / gcd is far below: no rounding at all
+    exact.slots = 1000000;           // span / gcd is far below: no rounding at all
+    exact.true_bound_max_nodes = 0;  // the within-class bound, for its gap
+    bool class_bound_above_optimum = false;
     for (const double f : {0.0, 0.25, 0.5, 0.75}) {
         const auto budget = lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo));
         SCOPED_TRACE("budget " + std::to_string(budget));
@@ -221,7 +223,39 @@ TEST(Rockmate, NeverBelowTheTrueOptimumAndExactGridHasNoGap) {
         ASSERT_TRUE(p.lower_bound_ms && p.gap);
         EXPECT_LE(*p.lower_bound_ms, sim.recompute_ms + 1e-9);
         EXPECT_NEAR(*p.gap, 0.0, 1e-6) << p.message;
+        EXPECT_NE(p.message.find("WITHIN rockmate's class only"), std::string::npos) << p.message;
+        if (*p.lower_bound_ms > best.value + 1e-9) class_bound_above_optimum = true;
+
+        // The default: the whole-network MILP's bound, below the optimum over ALL schedules.
+        const Plan t = rockmate_plan(g, costs, budget);
+        ASSERT_NE(t.status, PlanStatus::Infeasible) << t.message;
+        const Simulation tsim = simulate(g, t.schedule, costs);
+        EXPECT_LE(tsim.peak_bytes, budget);
+        ASSERT_TRUE(t.lower_bound_ms && t.gap);
+        EXPECT_LE(*t.lower_bound_ms, best.value + 1e-9) << t.message;
+        EXPECT_LE(*t.lower_bound_ms, tsim.recompute_ms + 1e-9);
+        EXPECT_GE(*t.gap, 0.0);
+        EXPECT_NE(t.message.find("whole-network MILP's class"), std::string::npos) << t.message;
     }
+    // Why the MILP's bound is needed: the within-class bound exceeds the true optimum here.
+    EXPECT_TRUE(class_bound_above_optimum);
+}
+
+// Where the graph is too large for the MILP, the bound is labelled as within the class.
+TEST(Rockmate, LargeGraphsLabelTheirBoundAsWithinTheClass) {
+    const Graph g = load_network(std::string(kGpt) + ",layers=2");
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const uint64_t none_peak = simulate(g, backprop_schedule(g), costs).peak_bytes;
+    const Plan lean = rockmate_plan(g, costs, 1);
+    ASSERT_TRUE(lean.min_feasible_budget);
+    RockmateOptions o;
+    o.true_bound_max_nodes = g.num_nodes() - 1;
+    const Plan p = rockmate_plan(g, costs, (*lean.min_feasible_budget + none_peak) / 2, o);
+    ASSERT_NE(p.status, PlanStatus::Infeasible) << p.message;
+    ASSERT_GT(simulate(g, p.schedule, costs).recompute_ms, 0.0);
+    ASSERT_TRUE(p.lower_bound_ms);
+    EXPECT_NE(p.message.find("WITHIN rockmate's class only"), std::string::npos) << p.message;
+    EXPECT_EQ(p.message.find("whole-network MILP's class"), std::string::npos) << p.message;
 }
 
 }  // namespace
