@@ -2253,6 +2253,8 @@ class Importer {
 
     bool reduces_last_axis(int idx, const Shape& s) const {
         if (attr_int(idx, "keepdims", 1) != 1) return false;
+        // A scalar has no last axis (found by fuzz_onnx: `xs[-1]` on a rank-0 input).
+        if (s.rank() < 1) return false;
         const auto axes = axes_of(idx);
         return axes && axes->size() == 1 &&
                ((*axes)[0] == -1 || (*axes)[0] == static_cast<int64_t>(s.rank()) - 1);
