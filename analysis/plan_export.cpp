@@ -14,6 +14,7 @@
 #include "engine/ops/op.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "strategies/policy.h"
 
 namespace rl {
 
@@ -223,74 +224,6 @@ struct Modules {
     }
 };
 
-struct Wrapped {
-    Schedule schedule;
-    std::vector<uint8_t> recomputed;  // per node
-};
-
-Wrapped wrap(const Graph& g, const LivenessTables& t, const std::vector<int>& region,
-             bool build_schedule, const std::vector<uint8_t>* saved = nullptr) {
-    const auto n_nodes = static_cast<size_t>(g.num_nodes());
-    auto region_of = [&](NodeId n) { return region[static_cast<size_t>(n)]; };
-    // kept[n]: the forward's value serves every later read. Inside a region a value is kept only
-    // when something outside the region reads it after the forward: another region (as its
-    // checkpoint's input) or an outside node's backward.
-    std::vector<uint8_t> kept(n_nodes, 1);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-        const int r = region_of(n);
-        if (r < 0 || (saved && (*saved)[static_cast<size_t>(n)])) continue;
-        bool needed_outside = false;
-        for (NodeId c : g.output_of(n).consumers) {
-            if (region_of(c) == r) continue;
-            if (region_of(c) >= 0) needed_outside = true;
-            const Node& cn = g.node(c);
-            for (size_t i = 0; i < cn.inputs.size(); ++i)
-                if (cn.inputs[i] == g.node(n).output && t.needs_backward[static_cast<size_t>(c)] &&
-                    t.reads_input(c, i))
-                    needed_outside = true;
-        }
-        kept[static_cast<size_t>(n)] = needed_outside ? 1 : 0;
-    }
-    Wrapped w;
-    w.recomputed.assign(n_nodes, 0);
-    int regions = 0;
-    for (int r : region) regions = std::max(regions, r + 1);
-    std::vector<uint8_t> entered(static_cast<size_t>(regions), 0);
-    ScheduleBuilder b(g);
-    if (build_schedule)
-        for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-    for (NodeId n = g.num_nodes() - 1; n >= 0; --n) {
-        if (!t.needs_backward[static_cast<size_t>(n)]) continue;
-        const int r = region_of(n);
-        if (r >= 0 && !entered[static_cast<size_t>(r)]) {
-            entered[static_cast<size_t>(r)] = 1;
-            std::vector<ValueId> stack;
-            auto need = [&](ValueId v) {
-                const NodeId p = g.value(v).producer;
-                if (p == kNoId || region_of(p) != r || kept[static_cast<size_t>(p)] ||
-                    w.recomputed[static_cast<size_t>(p)])
-                    return;
-                w.recomputed[static_cast<size_t>(p)] = 1;
-                stack.push_back(v);
-            };
-            for (NodeId m = 0; m < g.num_nodes(); ++m)
-                if (region_of(m) == r && t.needs_backward[static_cast<size_t>(m)])
-                    for_each_residual(g, t, m, need);
-            while (!stack.empty()) {
-                const ValueId v = stack.back();
-                stack.pop_back();
-                for (ValueId in : g.node(g.value(v).producer).inputs) need(in);
-            }
-            if (build_schedule)
-                for (NodeId m = 0; m < g.num_nodes(); ++m)
-                    if (region_of(m) == r && w.recomputed[static_cast<size_t>(m)]) b.compute(m);
-        }
-        if (build_schedule) b.backward(n);
-    }
-    if (build_schedule) w.schedule = b.finish();
-    return w;
-}
-
 std::string names_sample(const Graph& g, const std::vector<NodeId>& nodes, size_t limit = 4) {
     std::string out;
     for (size_t i = 0; i < nodes.size() && i < limit; ++i)
@@ -330,7 +263,7 @@ class RegionFinder {
         if (nodes.empty()) return false;
         std::vector<int> region(static_cast<size_t>(g_.num_nodes()), -1);
         for (NodeId n : nodes) region[static_cast<size_t>(n)] = 0;
-        const Wrapped w = wrap(g_, t_, region, false);
+        const RegionCheckpoint w = region_checkpoint(g_, t_, region, nullptr, false);
         bool any = false;
         for (size_t n = 0; n < w.recomputed.size(); ++n) {
             if (!w.recomputed[n]) continue;
@@ -387,7 +320,7 @@ class RegionFinder {
         for (const ModuleRegion& r : out_)
             for (NodeId n : r.nodes) taken[static_cast<size_t>(n)] = 1;
         for (size_t n = 0; n < n_nodes; ++n) region[n] = taken[n] ? 0 : -1;
-        const Wrapped covered = wrap(g_, t_, region, false);
+        const RegionCheckpoint covered = region_checkpoint(g_, t_, region, nullptr, false);
         std::vector<uint8_t> read_by_backward(n_nodes, 0);
         for (NodeId m = 0; m < g_.num_nodes(); ++m)
             if (t_.needs_backward[static_cast<size_t>(m)])
@@ -412,7 +345,7 @@ class RegionFinder {
                     break;  // every larger module holds a region already
                 std::vector<int> alone(n_nodes, -1);
                 for (NodeId k : nodes) alone[static_cast<size_t>(k)] = 0;
-                if (!wrap(g_, t_, alone, false).recomputed[i]) continue;
+                if (!region_checkpoint(g_, t_, alone, nullptr, false).recomputed[i]) continue;
                 out_.push_back(make_region(module, nodes));
                 for (NodeId k : nodes) taken[static_cast<size_t>(k)] = 1;
                 break;
@@ -439,7 +372,7 @@ std::string module_path_of(const Graph& g, NodeId n) {
 Schedule wrapped_schedule(const Graph& g, const std::vector<int>& regions,
                           const std::vector<uint8_t>* saved) {
     const LivenessTables t(g);
-    return wrap(g, t, regions, true, saved).schedule;
+    return region_checkpoint(g, t, regions, saved, true).schedule;
 }
 
 std::string_view aten_ops_of(OpKind op) {
@@ -514,7 +447,7 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
     std::vector<int> region(n_nodes, -1);
     for (size_t r = 0; r < e.regions.size(); ++r)
         for (NodeId n : e.regions[r].nodes) region[static_cast<size_t>(n)] = static_cast<int>(r);
-    const Wrapped w = wrap(g, t, region, true);
+    const RegionCheckpoint w = region_checkpoint(g, t, region, nullptr, true);
     const Simulation wrapped = simulate(g, w.schedule, costs, quiet);
     e.wrapped_peak_bytes = wrapped.peak_bytes;
     e.wrapped_activation_peak_bytes = wrapped.activation_peak_bytes();
@@ -565,7 +498,7 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
             }
     }
     if (any_saved) {
-        const Wrapped ws = wrap(g, t, region, true, &saved);
+        const RegionCheckpoint ws = region_checkpoint(g, t, region, &saved, true);
         const uint64_t selective = simulate(g, ws.schedule, costs, quiet).activation_peak_bytes();
         // Worth a policy only when it comes closer to the plan than checkpointing whole does
         // (an op-level policy saves every value of a kind, which may overshoot).

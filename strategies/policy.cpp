@@ -227,23 +227,26 @@ std::vector<int> find_regions(const Graph& g, const ParamValues& params) {
 
 // --- the schedule ---------------------------------------------------------------------------
 
-Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const Policy& policy) {
-    const LivenessTables t(g);
+}  // namespace
+
+RegionCheckpoint region_checkpoint(const Graph& g, const LivenessTables& t,
+                                   const std::vector<int>& region,
+                                   const std::vector<uint8_t>* saved, bool build_schedule) {
     const auto n_nodes = static_cast<size_t>(g.num_nodes());
     auto region_of = [&](NodeId n) { return region[static_cast<size_t>(n)]; };
 
     // kept[n]: node n's forward output serves every later read (never recomputed). Outside
-    // regions everything is kept, as under `none`. Inside, a value is kept when the policy saves
-    // it, or when something outside its region may read it after the forward: a node of another
-    // region (it is that region's input) or an outside node whose backward reads it.
+    // regions everything is kept, as under `none`. Inside, a value is kept when the region may
+    // save it, or when something outside its region may read it after the forward: a node of
+    // another region (it is that region's input) or an outside node whose backward reads it.
     std::vector<uint8_t> kept(n_nodes, 1);
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
         const int r = region_of(n);
-        if (r == kNoRegion || saveable(policy, g.node(n))) continue;
+        if (r < 0 || (saved && (*saved)[static_cast<size_t>(n)])) continue;
         bool needed_outside = false;
         for (NodeId c : g.output_of(n).consumers) {
             if (region_of(c) == r) continue;
-            if (region_of(c) != kNoRegion) needed_outside = true;
+            if (region_of(c) >= 0) needed_outside = true;
             const Node& cn = g.node(c);
             for (size_t i = 0; i < cn.inputs.size(); ++i)
                 if (cn.inputs[i] == g.node(n).output && t.needs_backward[static_cast<size_t>(c)] &&
@@ -253,16 +256,18 @@ Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const P
         kept[static_cast<size_t>(n)] = needed_outside ? 1 : 0;
     }
 
+    RegionCheckpoint out;
+    out.recomputed.assign(n_nodes, 0);
+    int regions = 0;
+    for (int r : region) regions = std::max(regions, r + 1);
+    std::vector<uint8_t> entered(static_cast<size_t>(regions), 0);
     ScheduleBuilder b(g);
-    for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
-
-    std::vector<uint8_t> entered(
-        static_cast<size_t>(*std::max_element(region.begin(), region.end()) + 1), 0);
-    std::vector<uint8_t> recompute(n_nodes, 0);
+    if (build_schedule)
+        for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
     for (NodeId n = g.num_nodes() - 1; n >= 0; --n) {
         if (!t.needs_backward[static_cast<size_t>(n)]) continue;
         const int r = region_of(n);
-        if (r != kNoRegion && !entered[static_cast<size_t>(r)]) {
+        if (r >= 0 && !entered[static_cast<size_t>(r)]) {
             entered[static_cast<size_t>(r)] = 1;
             // What the region's backwards read that was not kept, and what recomputing that
             // needs in turn, down to kept values and the region's inputs.
@@ -270,27 +275,37 @@ Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const P
             auto need = [&](ValueId v) {
                 const NodeId p = g.value(v).producer;
                 if (p == kNoId || region_of(p) != r || kept[static_cast<size_t>(p)] ||
-                    recompute[static_cast<size_t>(p)])
+                    out.recomputed[static_cast<size_t>(p)])
                     return;
-                recompute[static_cast<size_t>(p)] = 1;
+                out.recomputed[static_cast<size_t>(p)] = 1;
                 stack.push_back(v);
             };
-            for (NodeId m = 0; m < g.num_nodes(); ++m) {
-                const auto mi = static_cast<size_t>(m);
-                if (region_of(m) != r || !t.needs_backward[mi]) continue;
-                for_each_residual(g, t, m, need);
-            }
+            for (NodeId m = 0; m < g.num_nodes(); ++m)
+                if (region_of(m) == r && t.needs_backward[static_cast<size_t>(m)])
+                    for_each_residual(g, t, m, need);
             while (!stack.empty()) {
                 const ValueId v = stack.back();
                 stack.pop_back();
                 for (ValueId in : g.node(g.value(v).producer).inputs) need(in);
             }
-            for (NodeId m = 0; m < g.num_nodes(); ++m)
-                if (region_of(m) == r && recompute[static_cast<size_t>(m)]) b.compute(m);
+            if (build_schedule)
+                for (NodeId m = 0; m < g.num_nodes(); ++m)
+                    if (region_of(m) == r && out.recomputed[static_cast<size_t>(m)]) b.compute(m);
         }
-        b.backward(n);
+        if (build_schedule) b.backward(n);
     }
-    return b.finish();
+    if (build_schedule) out.schedule = b.finish();
+    return out;
+}
+
+namespace {
+
+Schedule policy_schedule(const Graph& g, const std::vector<int>& region, const Policy& policy) {
+    const LivenessTables t(g);
+    std::vector<uint8_t> saveable_nodes(static_cast<size_t>(g.num_nodes()), 0);
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+        saveable_nodes[static_cast<size_t>(n)] = saveable(policy, g.node(n)) ? 1 : 0;
+    return region_checkpoint(g, t, region, &saveable_nodes, true).schedule;
 }
 
 class PolicyStrategy final : public Strategy {

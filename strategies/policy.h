@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/graph.h"
+#include "engine/liveness.h"
 #include "engine/params.h"
 #include "engine/schedule.h"
 
@@ -51,6 +52,20 @@ struct ResidualOptions {
     // leaves out.
     bool include_loss = false;
 };
+
+// Checkpoint regions as jax.checkpoint and torch.utils.checkpoint run them, the one rule both
+// `policy` and the PyTorch plan export (analysis/plan_export) schedule by: region[n] is node n's
+// region (negative: none). The forward runs once; inside a region a value is kept when
+// `saved` marks it (nullptr: nothing) or when something outside the region reads it after the
+// forward (another region, as its input, or an outside node's backward); the rest is recomputed
+// when the region's first backward comes, down to kept values and the region's inputs.
+struct RegionCheckpoint {
+    Schedule schedule;                // only when build_schedule
+    std::vector<uint8_t> recomputed;  // per node: recomputed once in the backward
+};
+RegionCheckpoint region_checkpoint(const Graph& g, const LivenessTables& t,
+                                   const std::vector<int>& region,
+                                   const std::vector<uint8_t>* saved, bool build_schedule);
 
 SavedResiduals saved_residuals(const Graph& g, const Schedule& s, const ResidualOptions& opt = {});
 
