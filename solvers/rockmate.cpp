@@ -337,11 +337,7 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
     const int32_t max_units = rotor_max_units(chain, unit);
     const RotorSolver dp(chain, unit, max_units);
     const uint64_t none_peak = chain.constant + chain.span;
-    const int32_t min_units = dp.min_units();
-    const uint64_t dp_min_budget =
-        min_units < 0
-            ? none_peak
-            : std::min(none_peak, chain.constant + unit * static_cast<uint64_t>(min_units));
+    const uint64_t dp_min_budget = dp.min_budget();
 
     Plan p;
     p.budget = budget;

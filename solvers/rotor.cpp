@@ -477,6 +477,13 @@ int32_t RotorSolver::min_units() const {
     return -1;
 }
 
+uint64_t RotorSolver::min_budget() const {
+    const uint64_t none_peak = chain_.constant + chain_.span;
+    const int32_t m = min_units();
+    return m < 0 ? none_peak
+                 : std::min(none_peak, chain_.constant + unit_ * static_cast<uint64_t>(m));
+}
+
 void RotorSolver::unroll(int32_t s, int32_t t, int32_t m, std::vector<RotorOp>& out) const {
     const float target = table_[index(s, t, m)];
     if (s == t) {

@@ -130,6 +130,10 @@ class RotorSolver {
     float cost(int32_t units) const;
     // Smallest number of units with a finite cost (-1 if none up to max_units).
     int32_t min_units() const;
+    // The smallest budget in bytes the class meets on this grid: the constant plus min_units()
+    // units, never above none's peak (constant + span), which is also the answer when no number
+    // of units is feasible.
+    uint64_t min_budget() const;
     // The schedule of the class achieving cost(units) (empty when infeasible).
     std::vector<RotorOp> sequence(int32_t units) const;
 

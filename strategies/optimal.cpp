@@ -199,11 +199,7 @@ class OptimalStrategy final : public Strategy {
         const uint64_t unit = rotor_unit(chain, static_cast<int32_t>(params.get_int("slots")));
         const RotorSolver dp(chain, unit, rotor_max_units(chain, unit));
         const uint64_t none_peak = chain.constant + chain.span;
-        const int32_t min_units = dp.min_units();
-        const uint64_t dp_min_budget =
-            min_units < 0
-                ? none_peak
-                : std::min(none_peak, chain.constant + unit * static_cast<uint64_t>(min_units));
+        const uint64_t dp_min_budget = dp.min_budget();
         const std::string method = params.get_string("method");
         const bool use_portfolio = method == "auto" && params.get_int("portfolio") != 0 &&
                                    g.num_nodes() <= kPortfolioMaxNodes;
@@ -238,15 +234,8 @@ class OptimalStrategy final : public Strategy {
             throw_if_cancelled();
             RockmateOptions ro;
             ro.slots = static_cast<int32_t>(params.get_int("slots"));
-            Plan rm = rockmate_plan(g, costs, budget, ro);
-            if (method == "rockmate" || better(g, costs, rm, best)) {
-                best = std::move(rm);
-            } else if (best.status == PlanStatus::Infeasible && rm.min_feasible_budget &&
-                       best.min_feasible_budget &&
-                       *rm.min_feasible_budget < *best.min_feasible_budget) {
-                best.min_feasible_budget = rm.min_feasible_budget;
-                best.message += "; rockmate names a smaller one: " + rm.message;
-            }
+            adopt(g, costs, rockmate_plan(g, costs, budget, ro), method == "rockmate", "rockmate",
+                  best);
         }
         if (portfolio) take_best_candidate(g, costs, *portfolio, budget, min_budget, best);
         if (use_milp) {
@@ -257,20 +246,27 @@ class OptimalStrategy final : public Strategy {
                           best.status == PlanStatus::Infeasible || best.schedule.code.empty()
                               ? nullptr
                               : &best.schedule);
-            if (method == "milp" || better(g, costs, milp, best)) {
-                best = std::move(milp);
-            } else if (best.status == PlanStatus::Infeasible && milp.min_feasible_budget &&
-                       best.min_feasible_budget &&
-                       *milp.min_feasible_budget < *best.min_feasible_budget) {
-                best.min_feasible_budget = milp.min_feasible_budget;
-                best.message += "; the MILP names a smaller one: " + milp.message;
-            }
+            adopt(g, costs, std::move(milp), method == "milp", "the MILP", best);
         }
         best.budget = budget;
         return best;
     }
 
   private:
+    // `candidate` becomes the plan when its method was asked for (`forced`) or when it is better;
+    // otherwise, while nothing fits, `best` keeps the smaller feasible budget it names.
+    static void adopt(const Graph& g, const CostModel& costs, Plan candidate, bool forced,
+                      const char* who, Plan& best) {
+        if (forced || better(g, costs, candidate, best)) {
+            best = std::move(candidate);
+        } else if (best.status == PlanStatus::Infeasible && candidate.min_feasible_budget &&
+                   best.min_feasible_budget &&
+                   *candidate.min_feasible_budget < *best.min_feasible_budget) {
+            best.min_feasible_budget = candidate.min_feasible_budget;
+            best.message += std::string("; ") + who + " names a smaller one: " + candidate.message;
+        }
+    }
+
     // Replaces `best` by the cheapest candidate of the portfolio that fits `budget`, if cheaper.
     static void take_best_candidate(const Graph& g, const CostModel& costs, Portfolio& pf,
                                     uint64_t budget, uint64_t min_budget, Plan& best) {
