@@ -160,7 +160,7 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
         for (int round = 0; round <= opt_.repeat; ++round) {
             for (size_t i = 0; i < n; ++i) {
                 if (!running[i]) continue;
-                if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+                throw_if_cancelled();  // the scope opened for planning
                 if (on_step) on_step(round, i);
                 c.order.emplace_back(round, i);
                 Evaluation& ev = c.strategies[i].eval;
