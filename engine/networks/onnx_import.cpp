@@ -457,9 +457,13 @@ class Importer {
                 s.dims.push_back(dim.dim_value());
             }
             ValueId v = kNoId;
-            const int64_t rows = indices ? index_range(in.name(), what) : 0;
+            // An integer input that is only ever cast to float (BERT's attention mask, turned
+            // into an additive mask by Cast/Sub/Mul) is a float input holding the same integers.
+            const bool as_float = indices && cast_to_float_only(in.name());
+            const int64_t rows = indices && !as_float ? index_range(in.name(), what) : 0;
             try {
-                v = g_.add_input(in.name(), indices ? DType::I32 : DType::F32, s, rows);
+                v = g_.add_input(in.name(), indices && !as_float ? DType::I32 : DType::F32, s,
+                                 rows);
             } catch (const Error& e) {
                 fail(e.what());
             }
@@ -467,6 +471,38 @@ class Importer {
             env_[in.name()] = Entry{v, nullptr};
             used_names_.insert(in.name());
         }
+    }
+
+    // Whether every use of `name` is a Cast to FLOAT/DOUBLE, possibly after Unsqueeze, Squeeze or
+    // Reshape (which keep the integers as they are).
+    bool cast_to_float_only(const std::string& name) const {
+        bool any = false;
+        std::vector<std::string> work{name};
+        std::set<std::string> seen;
+        while (!work.empty()) {
+            const std::string t = work.back();
+            work.pop_back();
+            if (!seen.insert(t).second) continue;
+            for (int idx = 0; idx < gp_.node_size(); ++idx) {
+                const auto& n = gp_.node(idx);
+                if (n.input_size() == 0 || n.input(0) != t) {
+                    for (int k = 1; k < n.input_size(); ++k)
+                        if (n.input(k) == t) return false;
+                    continue;
+                }
+                const std::string& op = n.op_type();
+                if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") {
+                    if (n.output_size() > 0) work.push_back(n.output(0));
+                    continue;
+                }
+                const auto* to = find_attr(n, "to");
+                if (op != "Cast" || !to ||
+                    (to->i() != onnx::TensorProto::FLOAT && to->i() != onnx::TensorProto::DOUBLE))
+                    return false;
+                any = true;
+            }
+        }
+        return any;
     }
 
     // The rows of the smallest embedding table an integer input indexes (Gather of a 2-D float
@@ -1272,6 +1308,8 @@ class Importer {
                            {}});
         }
         if (op == "Reshape") return reshape(idx);
+        if (op == "Unsqueeze" || op == "Squeeze") return squeeze(idx);
+        if (op == "Cast") return cast(idx);
         if (op == "Transpose") return transpose(idx);
         if (op == "Resize" || op == "Upsample") return resize(idx);
         if (op == "Dropout") return dropout(idx);
@@ -1624,6 +1662,59 @@ class Importer {
         const Dims d = reshape_dims(idx, xs.dims, xs.numel());
         if (d == xs.dims) return define(idx, 0, {x, {}});
         define(idx, 0, {add(idx, node_base(idx), OpKind::Reshape, {x}, {{"shape", d}}), {}});
+    }
+
+    // Unsqueeze/Squeeze of a computed tensor: a reshape (none when the shape stays).
+    void squeeze(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        Dims d = xs.dims;
+        const auto axes = axes_of(idx);
+        const auto rank = static_cast<int64_t>(d.size());
+        if (op_of(idx) == "Unsqueeze") {
+            if (!axes) fail_node(idx, "Unsqueeze needs axes");
+            const auto out_rank = rank + static_cast<int64_t>(axes->size());
+            std::vector<int64_t> norm;
+            for (int64_t ax : *axes) norm.push_back(axis_in(idx, ax, out_rank));
+            std::sort(norm.begin(), norm.end());
+            if (std::adjacent_find(norm.begin(), norm.end()) != norm.end())
+                fail_node(idx, "axes repeat an axis");
+            for (int64_t ax : norm) d.insert(d.begin() + static_cast<ptrdiff_t>(ax), 1);
+        } else {
+            std::vector<bool> drop(d.size(), !axes);
+            if (axes) {
+                for (int64_t ax : *axes) {
+                    const int64_t r = axis_in(idx, ax, rank);
+                    if (d[static_cast<size_t>(r)] != 1)
+                        fail_node(idx, "cannot squeeze axis " + std::to_string(ax) + " of size " +
+                                           std::to_string(d[static_cast<size_t>(r)]) + " of " +
+                                           format_dims(xs));
+                    drop[static_cast<size_t>(r)] = true;
+                }
+            }
+            Dims kept;
+            for (size_t k = 0; k < d.size(); ++k)
+                if (!(drop[k] && d[k] == 1)) kept.push_back(d[k]);
+            d = kept;
+        }
+        if (d == xs.dims) return define(idx, 0, {x, {}});
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Reshape, {x}, {{"shape", d}}), {}});
+    }
+
+    // Cast of a computed tensor: our values are float32, so a cast to FLOAT (or DOUBLE, computed
+    // in float32 as every op is) is nothing; a cast to an integer type is refused.
+    void cast(int idx) {
+        const ValueId x = act(idx, 0);
+        const int64_t to = attr_int(idx, "to", 0);
+        if (to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE)
+            fail_node(idx, "a Cast of a computed tensor to " + dtype_text(static_cast<int>(to)) +
+                               " is not supported; RematLab computes in float32 (a cast to "
+                               "FLOAT is accepted)");
+        if (g_.value(x).dtype != DType::F32)
+            fail_node(idx, "the Cast reads '" + in_name(idx, 0) +
+                               "', which holds indices; RematLab casts to float only an integer "
+                               "input that is used by casts alone (an attention mask)");
+        define(idx, 0, {x, {}});
     }
 
     void transpose(int idx) {
