@@ -44,6 +44,7 @@ const char* const kSupportedOps[] = {
     "Conv",
     "Div",
     "Dropout",
+    "Einsum",
     "Equal",
     "Erf",
     "Expand",
@@ -58,14 +59,18 @@ const char* const kSupportedOps[] = {
     "LayerNormalization",
     "MatMul",
     "MaxPool",
+    "Mod",
     "Mul",
+    "Not",
     "Pad",
     "Pow",
+    "Range",
     "Reciprocal",
     "ReduceMean",
     "Relu",
     "Reshape",
     "Resize",
+    "ScatterND",
     "Shape",
     "Sigmoid",
     "Slice",
@@ -817,7 +822,9 @@ class Importer {
             "Constant", "Identity", "Cast", "Unsqueeze", "Squeeze", "Concat", "Gather", "Reshape",
             "Transpose", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Shape",
             // masks and index tensors built from buffers (a causal tril, arange positions)
-            "Expand", "ConstantOfShape", "Equal", "Where", "Slice"};
+            "Expand", "ConstantOfShape", "Equal", "Where", "Slice",
+            // Swin's shifted-window mask, built in its forward from aranges and slice writes
+            "Range", "Mod", "Not", "ScatterND"};
         return ops.count(op) > 0;
     }
 
@@ -883,7 +890,16 @@ class Importer {
         if (op == "ConstantOfShape") return fold_constant_of_shape(idx);
         if (op == "Expand" || op == "Equal" || op == "Where") return fold_broadcast(idx);
         if (op == "Slice") return fold_slice(idx);
+        if (op == "Range") return fold_range(idx);
+        if (op == "ScatterND") return fold_scatter_nd(idx);
         const Const& a = cst(idx, 0, "data");
+        if (op == "Not") {
+            if (a.is_float) fail_node(idx, "Not needs a boolean input");
+            *out = a;
+            out->initializer.clear();
+            for (int64_t& v : out->i) v = v == 0;
+            return out;
+        }
         if (op == "Identity") return entry(idx, 0).c;
         if (op == "Shape") {
             out->is_float = false;
@@ -985,6 +1001,40 @@ class Importer {
             out->dims = reshape_dims(idx, a.dims, static_cast<int64_t>(a.size()));
             return out;
         }
+        if (op == "Transpose" && a.dims.size() != 2 && a.initializer.empty()) {
+            const auto rank = static_cast<int64_t>(a.dims.size());
+            std::vector<int64_t> perm = attr_ints(idx, "perm").value_or(std::vector<int64_t>{});
+            if (perm.empty())
+                for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+            std::vector<bool> seen(a.dims.size(), false);
+            if (static_cast<int64_t>(perm.size()) != rank)
+                fail_node(idx, "perm " + dims_text(perm) + " does not match rank " +
+                                   std::to_string(rank));
+            for (int64_t p : perm) {
+                if (p < 0 || p >= rank || seen[static_cast<size_t>(p)])
+                    fail_node(idx, "perm " + dims_text(perm) + " is not a permutation");
+                seen[static_cast<size_t>(p)] = true;
+            }
+            out->is_float = a.is_float;
+            for (int64_t p : perm) out->dims.push_back(a.dims[static_cast<size_t>(p)]);
+            std::vector<size_t> stride(a.dims.size(), 1);
+            for (size_t k = a.dims.size(); k-- > 1;)
+                stride[k - 1] = stride[k] * static_cast<size_t>(a.dims[k]);
+            const size_t n = a.size();
+            for (size_t k = 0; k < n; ++k) {
+                size_t rest = k, at = 0;
+                for (size_t j = perm.size(); j-- > 0;) {
+                    const auto d = static_cast<size_t>(out->dims[j]);
+                    at += (rest % d) * stride[static_cast<size_t>(perm[j])];
+                    rest /= d;
+                }
+                if (a.is_float)
+                    out->f.push_back(a.f[at]);
+                else
+                    out->i.push_back(a.i[at]);
+            }
+            return out;
+        }
         if (op == "Transpose") {
             if (a.dims.size() != 2) {
                 const auto perm = attr_ints(idx, "perm");
@@ -1032,6 +1082,12 @@ class Importer {
             if (op == "Sub") r = x - y;
             if (op == "Mul") r = x * y;
             if (op == "Pow") r = std::pow(x, y);
+            if (op == "Mod") {
+                if (y == 0) fail_node(idx, "modulo by zero in a constant");
+                // fmod=1: the sign of the dividend (C's fmod); else the divisor's (Python's %).
+                r = std::fmod(x, y);
+                if (attr_int(idx, "fmod", 0) == 0 && r != 0 && ((r < 0) != (y < 0))) r += y;
+            }
             if (op == "Div") {
                 if (y == 0) fail_node(idx, "division by zero in a constant");
                 r = out->is_float ? x / y : std::floor(x / y);
@@ -1150,7 +1206,81 @@ class Importer {
         return out;
     }
 
-    // Slice of a constant (a causal mask buffer cut to the sequence length), steps >= 1.
+    // Range(start, limit, delta): scalars, as numpy's arange.
+    ConstPtr fold_range(int idx) {
+        const Const& s = cst(idx, 0, "start");
+        const Const& l = cst(idx, 1, "limit");
+        const Const& d = cst(idx, 2, "delta");
+        if (!s.scalar_like() || !l.scalar_like() || !d.scalar_like())
+            fail_node(idx, "start, limit and delta must be scalars");
+        const double start = s.at(0), limit = l.at(0), delta = d.at(0);
+        if (delta == 0) fail_node(idx, "delta is 0");
+        const double count = std::max(0.0, std::ceil((limit - start) / delta));
+        auto out = std::make_shared<Const>();
+        out->is_float = s.is_float || l.is_float || d.is_float;
+        out->dims = {static_cast<int64_t>(count)};
+        (void)checked_fold_numel(idx, out->dims);
+        for (int64_t k = 0; k < out->dims[0]; ++k) {
+            const double v = start + static_cast<double>(k) * delta;
+            if (out->is_float)
+                out->f.push_back(static_cast<float>(v));
+            else
+                out->i.push_back(static_cast<int64_t>(v));
+        }
+        return out;
+    }
+
+    // ScatterND(data, indices [..., k], updates) without reduction: a copy of data with the
+    // slices that indices name overwritten by updates, in order (a later write wins, as in the
+    // ONNX reference).
+    ConstPtr fold_scatter_nd(int idx) {
+        const Const& data = cst(idx, 0, "data");
+        const Const& ind = cst(idx, 1, "indices");
+        const Const& upd = cst(idx, 2, "updates");
+        if (ind.is_float) fail_node(idx, "indices must be integers");
+        const std::string reduction = attr_string(idx, "reduction", "none");
+        if (reduction != "none")
+            fail_node(idx, "reduction '" + reduction + "' is not supported on constants");
+        if (ind.dims.empty()) fail_node(idx, "indices must have at least one axis");
+        const auto k = static_cast<size_t>(ind.dims.back());
+        if (k == 0 || k > data.dims.size())
+            fail_node(
+                idx, "indices " + dims_text(ind.dims) + " do not fit data " + dims_text(data.dims));
+        size_t slice = 1;
+        for (size_t a = k; a < data.dims.size(); ++a) slice *= static_cast<size_t>(data.dims[a]);
+        const size_t writes = ind.size() / k;
+        if (upd.size() != writes * slice)
+            fail_node(idx, "updates " + dims_text(upd.dims) + " do not match indices " +
+                               dims_text(ind.dims) + " into data " + dims_text(data.dims));
+        auto out = std::make_shared<Const>(data);
+        out->initializer.clear();
+        out->transposed = false;
+        if (upd.is_float != data.is_float)
+            fail_node(idx, "updates and data must have one element type");
+        for (size_t w = 0; w < writes; ++w) {
+            size_t at = 0;
+            for (size_t a = 0; a < k; ++a) {
+                const int64_t n = data.dims[a];
+                int64_t v = ind.i[w * k + a];
+                if (v < 0) v += n;
+                if (v < 0 || v >= n)
+                    fail_node(idx, "index " + std::to_string(ind.i[w * k + a]) +
+                                       " is out of range for axis " + std::to_string(a) +
+                                       " of data " + dims_text(data.dims));
+                at = at * static_cast<size_t>(n) + static_cast<size_t>(v);
+            }
+            for (size_t j = 0; j < slice; ++j) {
+                if (data.is_float)
+                    out->f[at * slice + j] = upd.f[w * slice + j];
+                else
+                    out->i[at * slice + j] = upd.i[w * slice + j];
+            }
+        }
+        return out;
+    }
+
+    // Slice of a constant (a causal mask buffer cut to the sequence length; F.pad's pads reversed
+    // by a step of -1), any non-zero step, clamped as ONNX clamps.
     ConstPtr fold_slice(int idx) {
         const Const& x = cst(idx, 0, "data");
         if (opset_ < 10) fail_node(idx, "constant Slice is folded from opset 10 on");
@@ -1177,13 +1307,21 @@ class Importer {
             const int64_t a = axis_in(idx, axes[k], rank);
             const int64_t n = x.dims[static_cast<size_t>(a)];
             const int64_t st = steps.empty() ? 1 : steps[k];
-            if (st < 1)
-                fail_node(idx, "constant Slice with step " + std::to_string(st) +
-                                   " is not supported (steps must be positive)");
-            auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
-            const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+            if (st == 0) fail_node(idx, "constant Slice with step 0");
+            // Ends clamp to [0, n] going forward and to [-1, n - 1] going backward; starts to
+            // [0, n] and [0, n - 1].
+            const int64_t lo = st > 0 ? 0 : -1, hi = st > 0 ? n : n - 1;
+            auto clamp = [&](int64_t v) {
+                if (v < 0) v = v < -n ? (st > 0 ? 0 : -1) : v + n;
+                return std::clamp(v, lo, hi);
+            };
+            const int64_t b = std::clamp(clamp(starts[k]), int64_t{0}, std::max<int64_t>(hi, 0)),
+                          e = clamp(ends[k]);
             begin_step[static_cast<size_t>(a)] = {b, st};
-            out_dims[static_cast<size_t>(a)] = e > b ? (e - b + st - 1) / st : 0;
+            int64_t count = 0;
+            if (st > 0 && e > b) count = (e - b + st - 1) / st;
+            if (st < 0 && b > e) count = (b - e + (-st) - 1) / (-st);
+            out_dims[static_cast<size_t>(a)] = count;
         }
         auto out = std::make_shared<Const>();
         out->dims = out_dims;
@@ -1288,6 +1426,7 @@ class Importer {
         if (op == "Softmax") return softmax(idx);
         if (op == "Gemm") return gemm(idx);
         if (op == "MatMul") return matmul(idx);
+        if (op == "Einsum") return einsum(idx);
         if (op == "Conv") return conv(idx);
         if (op == "MaxPool" || op == "AveragePool") return pool(idx);
         if (op == "GlobalAveragePool") {
@@ -1492,6 +1631,74 @@ class Importer {
             y = add(idx, base + "/out", OpKind::Reshape, {y}, {{"shape", d}});
         }
         define(scale >= 0 ? scale : idx, 0, {y, {}});
+    }
+
+    // Einsum of two computed tensors that is a batched matrix product: "…ik,…jk->…ij" (A·Bᵀ) or
+    // "…ij,…jk->…ik" (A·B), the leading letters the same batch axes in both operands and the
+    // output (MaxViT's "B G H I D, B G H J D -> B G H I J" and its "… I J, … J D -> … I D").
+    void einsum(int idx) {
+        std::string eq;
+        for (char ch : attr_string(idx, "equation", ""))
+            if (ch != ' ') eq += ch;
+        const size_t arrow = eq.find("->"), comma = eq.find(',');
+        const std::string why =
+            "equation '" + attr_string(idx, "equation", "") +
+            "' is not supported; RematLab imports an Einsum of two tensors that is a batched "
+            "matrix product, '…ik,…jk->…ij' or '…ij,…jk->…ik'";
+        if (num_inputs(idx) != 2 || arrow == std::string::npos || comma == std::string::npos ||
+            comma > arrow || eq.find('.') != std::string::npos)
+            fail_node(idx, why);
+        const std::string ta = eq.substr(0, comma), tb = eq.substr(comma + 1, arrow - comma - 1),
+                          to = eq.substr(arrow + 2);
+        const ValueId a = act(idx, 0), b = act(idx, 1);
+        const Shape sa = shape_of(a), sb = shape_of(b);
+        const size_t r = ta.size();
+        if (r < 2 || tb.size() != r || to.size() != r || static_cast<size_t>(sa.rank()) != r ||
+            static_cast<size_t>(sb.rank()) != r || ta.substr(0, r - 2) != tb.substr(0, r - 2) ||
+            ta.substr(0, r - 2) != to.substr(0, r - 2))
+            fail_node(idx, why);
+        const std::string batch_letters = ta.substr(0, r - 2);
+        for (size_t k = 0; k < r; ++k)
+            if (ta.find(ta[k]) != k || tb.find(tb[k]) != k || to.find(to[k]) != k)
+                fail_node(idx, why);
+        const char i = ta[r - 2], ka = ta[r - 1], b0 = tb[r - 2], b1 = tb[r - 1];
+        bool transpose_b = false;
+        if (ka == b1 && to.substr(r - 2) == std::string{i, b0} && i != b0 && ka != i) {
+            transpose_b = true;  // A [.., I, K] · B [.., J, K]ᵀ
+        } else if (ka == b0 && to.substr(r - 2) == std::string{i, b1} && i != b1 && ka != i) {
+            transpose_b = false;  // A [.., I, K] · B [.., K, J]
+        } else {
+            fail_node(idx, why);
+        }
+        for (char ch : batch_letters)
+            if (ch == i || ch == ka || ch == b0 || ch == b1) fail_node(idx, why);
+        int64_t batch = 1;
+        for (size_t k = 0; k + 2 < r; ++k) {
+            if (sa.dims[k] != sb.dims[k])
+                fail_node(idx, "operands " + format_dims(sa) + " and " + format_dims(sb) +
+                                   " differ in batch axis " + std::to_string(k) +
+                                   " (no broadcasting)");
+            batch *= sa.dims[k];
+        }
+        if (sa[-1] != (transpose_b ? sb[-1] : sb[-2]))
+            fail_node(idx, "operands " + format_dims(sa) + " and " + format_dims(sb) +
+                               " do not agree on the summed axis '" + std::string(1, ka) + "'");
+        const std::string base = node_base(idx);
+        auto to3 = [&](ValueId v, const Shape& s, const char* tag) {
+            if (s.rank() == 3) return v;
+            return add(idx, base + tag, OpKind::Reshape, {v},
+                       {{"shape", std::vector<int64_t>{batch, s[-2], s[-1]}}});
+        };
+        const ValueId a3 = to3(a, sa, "/a3"), b3 = to3(b, sb, "/b3");
+        Attrs attrs;
+        if (transpose_b) attrs.set("transpose_b", int64_t{1});
+        ValueId y = add(idx, base, OpKind::MatMul, {a3, b3}, std::move(attrs));
+        if (r != 3) {
+            Dims d(sa.dims.begin(), sa.dims.end() - 1);
+            d.push_back(transpose_b ? sb[-2] : sb[-1]);
+            y = add(idx, base + "/out", OpKind::Reshape, {y}, {{"shape", d}});
+        }
+        define(idx, 0, {y, {}});
     }
 
     // Window attributes shared by Conv and the pools: kernel, stride, padding, dilation.
@@ -1730,9 +1937,57 @@ class Importer {
         for (size_t k = 0; identity && k < perm.size(); ++k)
             identity = perm[k] == static_cast<int64_t>(k);
         if (identity) return define(idx, 0, {x, {}});
+        if (rank > 4 && static_cast<int64_t>(perm.size()) == rank &&
+            try_transpose_then_pick(idx, x, perm))
+            return;
         if (rank > 4 && static_cast<int64_t>(perm.size()) == rank)
             return define(idx, 0, {merged_transpose(idx, x, perm), {}});
         define(idx, 0, {add(idx, node_base(idx), OpKind::Transpose, {x}, {{"perm", perm}}), {}});
+    }
+
+    // A transpose above rank 4 read only by Gathers of one constant index along its first axis
+    // (Swin's qkv.reshape(B, N, 3, heads, d).permute(2, 0, 3, 1, 4), then qkv[0], qkv[1],
+    // qkv[2]): each pick is a slice of the input along axis perm[0], then a transpose of the
+    // other axes, one rank lower.
+    bool try_transpose_then_pick(int idx, ValueId x, const std::vector<int64_t>& perm) {
+        auto it = consumers_.find(out_name(idx));
+        if (it == consumers_.end() || it->second.empty() || out_name(idx) == output_) return false;
+        const Shape xs = shape_of(x);
+        const int64_t axis = perm[0];
+        if (axis < 0 || axis >= xs.rank()) return false;
+        std::vector<std::pair<int, int64_t> > picks;
+        for (int g : it->second) {
+            if (op_of(g) != "Gather" || done_[static_cast<size_t>(g)] ||
+                in_name(g, 0) != out_name(idx) || attr_int(g, "axis", 0) != 0 || !is_const(g, 1))
+                return false;
+            const Const& c = cst(g, 1, "indices");
+            if (c.is_float || !c.dims.empty() || c.i.size() != 1) return false;
+            const int64_t n = xs[static_cast<int>(axis)];
+            const int64_t i = c.i[0] < 0 ? c.i[0] + n : c.i[0];
+            if (i < 0 || i >= n) return false;
+            picks.push_back({g, i});
+        }
+        std::vector<int64_t> rest;
+        for (size_t k = 1; k < perm.size(); ++k)
+            rest.push_back(perm[k] > axis ? perm[k] - 1 : perm[k]);
+        Dims dropped;
+        for (int a = 0; a < xs.rank(); ++a)
+            if (a != axis) dropped.push_back(xs[a]);
+        for (const auto& [g, i] : picks) {
+            const std::string base = node_base(g);
+            const ValueId s = add(g, base + "/pick", OpKind::Slice, {x},
+                                  {{"axis", axis}, {"start", i}, {"end", i + 1}});
+            ValueId v = add(g, base + "/drop", OpKind::Reshape, {s}, {{"shape", dropped}});
+            bool identity = true;
+            for (size_t k = 0; k < rest.size(); ++k)
+                identity = identity && rest[k] == static_cast<int64_t>(k);
+            if (!identity)
+                v = rest.size() > 4 ? merged_transpose(g, v, rest)
+                                    : add(g, base, OpKind::Transpose, {v}, {{"perm", rest}});
+            done_[static_cast<size_t>(g)] = true;
+            define(g, 0, {v, {}});
+        }
+        return true;
     }
 
     // A transpose above rank 4 whose axes move in runs that stay together (ShuffleNet's channel
@@ -1868,11 +2123,30 @@ class Importer {
         } else {
             pads = attr_ints(idx, "pads").value_or(std::vector<int64_t>{});
         }
+        bool zero = true;
+        for (int64_t p : pads) zero = zero && p == 0;
+        if (zero) return define(idx, 0, {x, {}});
+        const std::string mode = attr_string(idx, "mode", "constant");
+        if (mode != "constant")
+            fail_node(idx, "mode '" + mode +
+                               "' is not supported; RematLab pads with zeros (mode 'constant')");
+        double value = opset_ >= 11 ? 0.0 : attr_float(idx, "value", 0.0);
+        if (opset_ >= 11 && has_input(idx, 2)) {
+            const Const& v = cst(idx, 2, "constant_value");
+            if (!v.scalar_like()) fail_node(idx, "constant_value must hold one value");
+            value = v.at(0);
+        }
+        if (value != 0.0)
+            fail_node(idx, "padding with " + std::to_string(value) +
+                               " is not supported; RematLab pads with zeros");
+        if (static_cast<int64_t>(pads.size()) != 2 * shape_of(x).rank())
+            fail_node(idx, "pads " + dims_text(pads) + " must hold 2 values per axis of " +
+                               format_dims(shape_of(x)));
         for (int64_t p : pads)
-            if (p != 0)
-                fail_node(idx, "non-zero padding " + dims_text(pads) +
-                                   " is not supported as a separate op; pad in the Conv or pool");
-        define(idx, 0, {x, {}});
+            if (p < 0)
+                fail_node(idx, "negative padding " + dims_text(pads) +
+                                   " (a crop) is not supported; RematLab pads with zeros");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Pad, {x}, {{"pads", pads}}), {}});
     }
 
     // --- broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
@@ -2118,35 +2392,39 @@ class Importer {
         Attrs attrs{{"num_embeddings", rows}, {"dim", dim}};
         std::vector<ValueId> ins;
         if (is_const(idx, 1)) {
-            // Constant indices (position embeddings): first + (k mod period), which is what
-            // arange(T), arange(T)[None] and arange(T).expand(B, T) give.
+            // Constant indices. Position embeddings count up: first + (k mod period), which is
+            // what arange(T), arange(T)[None] and arange(T).expand(B, T) give, kept as two
+            // numbers; any others (Swin's relative position index into its bias table) are kept
+            // whole (attr indices).
             const Const& ind = cst(idx, 1, "indices");
             if (ind.is_float || ind.i.empty()) fail_node(idx, "indices must be integers");
-            int64_t period = static_cast<int64_t>(ind.i.size());
-            for (int64_t p = 1; p <= period; ++p) {
-                if (static_cast<int64_t>(ind.i.size()) % p) continue;
-                bool ok = true;
-                for (size_t k = 0; ok && k < ind.i.size(); ++k)
-                    ok = ind.i[k] == ind.i[0] + static_cast<int64_t>(k) % p;
-                if (ok) {
-                    period = p;
-                    break;
-                }
-                if (p == period)
-                    fail_node(idx,
-                              "constant embedding indices are imported when they count up from "
-                              "one value, possibly repeated (arange(T), arange(T).expand(B, T))");
-            }
-            if (ind.i[0] < 0 || ind.i[0] + period > rows)
-                fail_node(idx, "constant indices [" + std::to_string(ind.i[0]) + ", " +
-                                   std::to_string(ind.i[0] + period) +
-                                   ") are out of range for the " + std::to_string(rows) +
-                                   " rows of '" + in_name(idx, 0) + "'");
-            attrs.set("first", ind.i[0]);
-            attrs.set("period", period);
-            attrs.set("index_shape", ind.dims.empty() ? Dims{1} : ind.dims);
             if (ind.dims.empty())
                 fail_node(idx, "a single constant index into an embedding table is not supported");
+            std::vector<int64_t> rows_read = ind.i;
+            for (size_t k = 0; k < rows_read.size(); ++k) {
+                int64_t& r = rows_read[k];
+                if (r < 0) r += rows;  // numpy-style negative indices, as ONNX's Gather
+                if (r < 0 || r >= rows)
+                    fail_node(idx, "constant index " + std::to_string(ind.i[k]) + " at position " +
+                                       std::to_string(k) + " is out of range for the " +
+                                       std::to_string(rows) + " rows of '" + in_name(idx, 0) + "'");
+            }
+            const auto count = static_cast<int64_t>(rows_read.size());
+            int64_t period = 0;
+            for (int64_t p = 1; p <= count && period == 0; ++p) {
+                if (count % p) continue;
+                bool ok = rows_read[0] + p <= rows;
+                for (int64_t k = 0; ok && k < count; ++k)
+                    ok = rows_read[static_cast<size_t>(k)] == rows_read[0] + k % p;
+                if (ok) period = p;
+            }
+            attrs.set("index_shape", ind.dims);
+            if (period > 0) {
+                attrs.set("first", rows_read[0]);
+                attrs.set("period", period);
+            } else {
+                attrs.set("indices", rows_read);
+            }
         } else {
             const ValueId v = act(idx, 1);
             if (g_.value(v).dtype != DType::I32)

@@ -20,6 +20,14 @@ ConcatLayout concat_layout(const Graph& g, const Node& n);
 
 // slice along `axis`, the input seen as [outer, row] and the output as [outer, len]: output row o
 // is input row o's elements [offset, offset + len).
+// pad: the input's and the output's dims and each axis's leading zeros (rank ≤ kMaxPadRank).
+constexpr int kMaxPadRank = 8;
+struct PadLayout {
+    int rank = 0;
+    int64_t in[kMaxPadRank] = {}, out[kMaxPadRank] = {}, begin[kMaxPadRank] = {};
+};
+PadLayout pad_layout(const Graph& g, const Node& n);
+
 struct SliceLayout {
     int64_t outer = 1, inner = 1, row = 0, offset = 0, len = 0;
 };
@@ -27,6 +35,8 @@ SliceLayout slice_layout(const Graph& g, const Node& n);
 
 // embedding: `count` lookups of rows of `dim` floats in a [rows, dim] table; the indices are the
 // i32 input, or, when `first` >= 0 (no input), first + (k mod period) for lookup k.
+// first = -1: the rows come from i32 indices (an input, or attr indices copied to the
+// workspace); else row(k) = first + k mod period.
 struct EmbeddingLayout {
     int64_t rows = 0, dim = 0, count = 0, first = -1, period = 0;
 };

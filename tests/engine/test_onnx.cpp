@@ -305,6 +305,8 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                                            "tiny_vit",
                                            // several inputs: token ids, segments, a mask
                                            "tiny_bert",
+                                           // pad, einsum, a relative position bias table
+                                           "window_bias",
                                            // ONNX initializers in layouts other than ours
                                            "layouts"));
 
@@ -342,6 +344,31 @@ TEST(OnnxImport, TinyBertMaskInputIsReadAsFloatAndMasks) {
     std::vector<float> none_attend = f.inputs[2].values;
     std::fill(none_attend.begin() + 6, none_attend.end(), 0.0f);
     EXPECT_TRUE(std::isfinite(loss_with_mask(none_attend)));
+}
+
+// Swin's, MaxViT's and Inception's pieces: both Pads become pad nodes, the bias table read by a
+// constant index that does not count up is an embedding holding those indices, and the two
+// Einsums are batched matmuls (the second without transposing B).
+TEST(OnnxImport, WindowBiasPadsEinsumsAndAConstantIndexTable) {
+    REQUIRE_ONNX();
+    const Fixture f = load_fixture("window_bias");
+    int pads = 0, tables = 0, matmuls = 0, transposed = 0;
+    for (const Node& n : f.g.nodes()) {
+        pads += n.op == OpKind::Pad;
+        if (n.op == OpKind::Embedding && n.attrs.has("indices")) {
+            ++tables;
+            EXPECT_EQ(n.attrs.get_ints("indices").size(), 81u);  // 9 × 9 token pairs
+            EXPECT_EQ(f.g.param(n.params[0]).name, "table");
+        }
+        if (n.op == OpKind::MatMul) {
+            ++matmuls;
+            transposed += n.attrs.get_int("transpose_b", 0) != 0;
+        }
+    }
+    EXPECT_EQ(pads, 2);
+    EXPECT_EQ(tables, 1);
+    EXPECT_EQ(matmuls, 2);
+    EXPECT_EQ(transposed, 1);
 }
 
 // GPT-2 as nanoGPT writes it: int64 token ids, embeddings, a causal tril mask, a head tied to
@@ -693,12 +720,12 @@ TEST(OnnxRefusals, UnsupportedOpsAllAtOnceWithTheSupportedList) {
                                          .input("x", {4, 8})
                                          .add(make_node("TopK", {"x"}, {"a"}, "topk"))
                                          .add(make_node("Relu", {"a"}, {"b"}))
-                                         .add(make_node("Einsum", {"b"}, {"y"}, "einsum"))
+                                         .add(make_node("LSTM", {"b"}, {"y"}, "lstm"))
                                          .output("y")
                                          .bytes());
     EXPECT_NE(msg.find("2 nodes use ops RematLab cannot import"), std::string::npos) << msg;
     EXPECT_NE(msg.find("node 0 'topk' (TopK)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("node 2 'einsum' (Einsum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 2 'lstm' (LSTM)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("Supported ONNX ops: Add, AveragePool"), std::string::npos) << msg;
 }
 

@@ -49,13 +49,14 @@ TEST(OpRegistry, NamesRoundTrip) {
     EXPECT_EQ(op_name(OpKind::CrossEntropy), "cross_entropy");
     EXPECT_EQ(op_from_name("linear"), OpKind::Linear);
     EXPECT_FALSE(op_from_name("conv3d"));
-    EXPECT_EQ(op_names_joined(),
-              "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
-              "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
-              "batchnorm, upsample_nearest2d, concat, flatten, dropout, sub, mul, div, clip, "
-              "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, "
-              "dropout_mask, "
-              "collective");
+    EXPECT_EQ(
+        op_names_joined(),
+        "linear, matmul, add, relu, gelu, tanh, sigmoid, layernorm, softmax, reshape, "
+        "transpose, sum_squares, cross_entropy, sin, cos, conv2d, maxpool2d, avgpool2d, "
+        "batchnorm, upsample_nearest2d, concat, flatten, dropout, sub, mul, div, clip, "
+        "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, pad, "
+        "dropout_mask, "
+        "collective");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
