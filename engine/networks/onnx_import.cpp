@@ -962,17 +962,38 @@ class Importer {
         }
         if (op == "Concat") {
             const int64_t rank = static_cast<int64_t>(a.dims.size());
-            if (rank != 1) fail_node(idx, "constant Concat is supported on 1-D tensors only");
-            axis_in(idx, attr_int(idx, "axis", 0), 1);
+            if (rank < 1) fail_node(idx, "constant Concat of scalars");
+            const auto axis = static_cast<size_t>(axis_in(idx, attr_int(idx, "axis", 0), rank));
             out->is_float = a.is_float;
+            out->dims = a.dims;
+            out->dims[axis] = 0;
+            // Blocks: `outer` rows of each input's [axis…] part, taken in input order per row.
+            size_t outer = 1;
+            for (size_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(a.dims[d]);
+            std::vector<size_t> block;
             for (int k = 0; k < num_inputs(idx); ++k) {
                 const Const& c = cst(idx, k, "data");
-                if (c.is_float != a.is_float || c.dims.size() != 1)
-                    fail_node(idx, "constant Concat inputs must be 1-D of one element type");
-                out->f.insert(out->f.end(), c.f.begin(), c.f.end());
-                out->i.insert(out->i.end(), c.i.begin(), c.i.end());
+                bool same = c.is_float == a.is_float && c.dims.size() == a.dims.size();
+                for (size_t d = 0; same && d < a.dims.size(); ++d)
+                    same = d == axis || c.dims[d] == a.dims[d];
+                if (!same)
+                    fail_node(idx, "constant Concat inputs " + dims_text(a.dims) + " and " +
+                                       dims_text(c.dims) +
+                                       " differ in element type or off the axis");
+                out->dims[axis] += c.dims[axis];
+                block.push_back(outer ? c.size() / outer : 0);
             }
-            out->dims = {static_cast<int64_t>(out->size())};
+            for (size_t o = 0; o < outer; ++o)
+                for (int k = 0; k < num_inputs(idx); ++k) {
+                    const Const& c = cst(idx, k, "data");
+                    const size_t b = block[static_cast<size_t>(k)];
+                    if (c.is_float)
+                        out->f.insert(out->f.end(), c.f.begin() + static_cast<ptrdiff_t>(o * b),
+                                      c.f.begin() + static_cast<ptrdiff_t>((o + 1) * b));
+                    else
+                        out->i.insert(out->i.end(), c.i.begin() + static_cast<ptrdiff_t>(o * b),
+                                      c.i.begin() + static_cast<ptrdiff_t>((o + 1) * b));
+                }
             return out;
         }
         if (op == "Gather") {
@@ -2009,11 +2030,31 @@ class Importer {
             else
                 runs.push_back({perm[k], 1});
         }
-        if (runs.size() > 4)
-            fail_node(idx, "transpose of rank " + std::to_string(xs.rank()) + " with perm " +
-                               dims_text(perm) +
-                               " moves more than 4 groups of axes; RematLab's transpose is up to "
-                               "rank 4");
+        if (runs.size() > 4) {
+            // Move one axis at a time into its place (MaxViT's window partition, perm
+            // [0, 2, 4, 3, 5, 1]): each step moves at most 4 runs, the same elements in the same
+            // order in the end, at the cost of a copy per step.
+            std::vector<int64_t> cur(perm.size());
+            for (size_t k = 0; k < cur.size(); ++k) cur[k] = static_cast<int64_t>(k);
+            ValueId v = x;
+            for (size_t k = 0; k < perm.size(); ++k) {
+                if (cur[k] == perm[k]) continue;
+                const auto j = static_cast<size_t>(
+                    std::find(cur.begin() + static_cast<ptrdiff_t>(k), cur.end(), perm[k]) -
+                    cur.begin());
+                std::vector<int64_t> step;
+                for (size_t a = 0; a < k; ++a) step.push_back(static_cast<int64_t>(a));
+                step.push_back(static_cast<int64_t>(j));
+                for (size_t a = k; a < j; ++a) step.push_back(static_cast<int64_t>(a));
+                for (size_t a = j + 1; a < perm.size(); ++a)
+                    step.push_back(static_cast<int64_t>(a));
+                v = merged_transpose(idx, v, step);
+                std::vector<int64_t> next;
+                for (int64_t p : step) next.push_back(cur[static_cast<size_t>(p)]);
+                cur = next;
+            }
+            return v;
+        }
         std::vector<size_t> by_input(runs.size());
         for (size_t k = 0; k < runs.size(); ++k) by_input[k] = k;
         std::sort(by_input.begin(), by_input.end(),

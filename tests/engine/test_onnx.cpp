@@ -306,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                                            // several inputs: token ids, segments, a mask
                                            "tiny_bert",
                                            // pad, einsum, a relative position bias table
-                                           "window_bias",
+                                           "window_bias", "partition_attention",
                                            // ONNX initializers in layouts other than ours
                                            "layouts"));
 
