@@ -677,7 +677,9 @@ bool same_shape_add(const Graph& g, const Node& n) {
 }
 
 // The operands of a binary node on the device: inputs, the parameter, or the scalar.
-std::array<BinaryOperand, 2> binary_operands(const void* const* inputs, float* const* params,
+// A constant operand is decoded on the host and uploaded into the declared workspace.
+std::array<BinaryOperand, 2> binary_operands(const Ctx& c, const Node& n, const void* const* inputs,
+                                             float* const* params, void* workspace,
                                              const BinaryForm& form) {
     std::array<BinaryOperand, 2> o{};
     for (int k = 0; k < 2; ++k) {
@@ -691,6 +693,15 @@ std::array<BinaryOperand, 2> binary_operands(const void* const* inputs, float* c
             case BinaryForm::Source::Scalar:
                 o[k] = {nullptr, form.scalar};
                 break;
+            case BinaryForm::Source::Constant: {
+                std::vector<float> host(n.attrs.get_ints("constant_bits").size());
+                binary_constant_values(n, host.data());
+                check(cudaMemcpyAsync(workspace, host.data(), host.size() * sizeof(float),
+                                      cudaMemcpyHostToDevice, c.s),
+                      "copying a constant operand");
+                o[k] = {static_cast<const float*>(workspace), 0.0f};
+                break;
+            }
         }
     }
     return o;
@@ -700,7 +711,7 @@ template <BinaryOp Op>
 void binary_fwd(const Ctx& c, const ForwardCall& f) {
     if (Op == BinaryOp::Add && same_shape_add(f.graph, f.node)) return add_fwd(c, f);
     const BinaryForm form = binary_form(f.node);
-    const auto o = binary_operands(f.inputs, f.params, form);
+    const auto o = binary_operands(c, f.node, f.inputs, f.params, f.workspace, form);
     binary_forward(Op, binary_plan(f.graph, f.node), o[0], o[1], f32(f.output), c.s);
 }
 
@@ -708,7 +719,7 @@ template <BinaryOp Op>
 void binary_bwd(const Ctx& c, const BackwardCall& b) {
     if (Op == BinaryOp::Add && same_shape_add(b.graph, b.node)) return add_bwd(c, b);
     const BinaryForm form = binary_form(b.node);
-    const auto o = binary_operands(b.inputs, b.params, form);
+    const auto o = binary_operands(c, b.node, b.inputs, b.params, b.workspace, form);
     const BroadcastPlan p = binary_plan(b.graph, b.node);
     // Operand 0 first: x - x passes one buffer in both slots and slot 1 accumulates.
     for (int k = 0; k < 2; ++k) {

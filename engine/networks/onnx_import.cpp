@@ -2216,14 +2216,51 @@ class Importer {
             attrs.set("scalar", c.at(0));
             return define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
         }
-        if (c.initializer.empty() || c.transposed)
-            fail_node(idx, "the constant operand '" + in_name(idx, k) + "' " + dims_text(c.dims) +
-                               " is computed from constants, not an initializer; RematLab "
-                               "imports a tensor constant here only as a weight (an "
-                               "initializer, which gets a gradient)");
+        if (c.initializer.empty() || c.transposed) return constant_operand(idx, kind, x, k, c);
         attrs.set("param_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end()));
         const std::vector<ParamSource> params = {param_from(idx, c, c.f)};
         define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs), params), {}});
+    }
+
+    // A tensor folded from constants (Swin's shifted-window mask: 0 where a query and a key lie
+    // in the same region, -100 elsewhere) is the op's constant operand: no parameter, no
+    // gradient. An additive one holding -inf in every element of a row of its last axis would
+    // make that row of a following softmax all -inf (NaN): refused, naming the row.
+    void constant_operand(int idx, OpKind kind, ValueId x, int k, const Const& c) {
+        if (!c.is_float)
+            fail_node(idx, "the constant operand '" + in_name(idx, k) + "' holds integers");
+        if (static_cast<int>(c.dims.size()) > shape_of(x).rank())
+            fail_node(idx, "the constant " + dims_text(c.dims) + " has more axes than " +
+                               format_dims(shape_of(x)) +
+                               ", so it would add leading axes; this form is not supported");
+        for (float v : c.f)
+            if (std::isnan(v)) fail_node(idx, "the constant operand holds NaN");
+        if ((kind == OpKind::Add || kind == OpKind::Sub) && !c.dims.empty()) {
+            const auto cols = static_cast<size_t>(c.dims.back());
+            for (size_t r = 0; cols && r < c.f.size() / cols; ++r) {
+                bool all = true;
+                for (size_t j = 0; all && j < cols; ++j)
+                    all = std::isinf(c.f[r * cols + j]) &&
+                          ((c.f[r * cols + j] < 0) == (kind == OpKind::Add));
+                if (all)
+                    fail_node(idx, "the constant mask '" + in_name(idx, k) + "' " +
+                                       dims_text(c.dims) + " is -inf in every column of row " +
+                                       std::to_string(r) +
+                                       " (of its rows over the last axis): a softmax over that "
+                                       "row would be all -inf (NaN); mask with a finite value "
+                                       "(-1e4) or keep one position per row");
+            }
+        }
+        std::vector<int64_t> bits(c.f.size());
+        for (size_t j = 0; j < c.f.size(); ++j) {
+            uint32_t u;
+            std::memcpy(&u, &c.f[j], sizeof(u));
+            bits[j] = u;
+        }
+        Attrs attrs{{"constant_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end())},
+                    {"constant_bits", std::move(bits)}};
+        if (k == 0) attrs.set("reversed", int64_t{1});
+        define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
     }
 
     void reduce_mean(int idx) {

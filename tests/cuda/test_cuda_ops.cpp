@@ -236,6 +236,17 @@ std::vector<OpCaseSpec> op_cases() {
                          if (div)
                              for (float& v : h.params[0]) v = v < 0 ? v - 0.3f : v + 0.3f;
                      }});
+        c.push_back({name + "_window_mask_constant", [k](OpHarness& h) {
+                         Ints bits;
+                         for (int j = 0; j < 3 * 49 * 49; ++j) {
+                             const float v = j % 7 == 0 ? -100.0f : 0.5f + 0.01f * (j % 13);
+                             uint32_t u;
+                             std::memcpy(&u, &v, sizeof(u));
+                             bits.push_back(u);
+                         }
+                         h.op(k, {h.input("x", Shape{2, 3, 4, 49, 49})},
+                              {{"constant_shape", Ints{1, 3, 1, 49, 49}}, {"constant_bits", bits}});
+                     }});
         c.push_back({name + "_reversed_scalar", [k, div](OpHarness& h) {
                          h.op(k, {h.input("x", Shape{7, 301}, div ? 0.3f : 0.0f)},
                               {{"scalar", 1.5}, {"reversed", int64_t{1}}});

@@ -306,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
                                            // several inputs: token ids, segments, a mask
                                            "tiny_bert",
                                            // pad, einsum, a relative position bias table
-                                           "window_bias", "partition_attention",
+                                           "window_bias", "partition_attention", "swin_block",
                                            // ONNX initializers in layouts other than ours
                                            "layouts"));
 
