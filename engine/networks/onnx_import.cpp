@@ -2545,21 +2545,44 @@ class Importer {
             fail_node(idx, "starts, ends, axes and steps must have the same length");
         ValueId y = x;
         for (size_t k = 0; k < axes.size(); ++k) {
-            if (!steps.empty() && steps[k] != 1)
-                fail_node(idx, "step " + std::to_string(steps[k]) +
-                                   " is not supported; only contiguous slices (step 1) are");
+            const int64_t step = steps.empty() ? 1 : steps[k];
             const int64_t axis = axis_in(idx, axes[k], xs.rank());
             const int64_t n = xs[static_cast<int>(axis)];
+            if (step < 1 || (step > 1 && n % step != 0))
+                fail_node(idx, "step " + std::to_string(step) + " on axis " + std::to_string(axis) +
+                                   " of " + format_dims(xs) +
+                                   " is not supported; RematLab slices with step 1, or a "
+                                   "positive step that divides the axis");
             auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
             const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
             if (b >= e)
                 fail_node(idx, "the slice [" + std::to_string(starts[k]) + ", " +
                                    std::to_string(ends[k]) + ") of axis " + std::to_string(axis) +
                                    " of " + format_dims(xs) + " is empty");
-            if (b == 0 && e == n) continue;
+            if (b == 0 && e == n && step == 1) continue;
             std::string name = node_base(idx);
             if (k) name.append("/").append(std::to_string(k));
-            y = add(idx, name, OpKind::Slice, {y}, {{"axis", axis}, {"start", b}, {"end", e}});
+            if (step == 1) {
+                y = add(idx, name, OpKind::Slice, {y}, {{"axis", axis}, {"start", b}, {"end", e}});
+                continue;
+            }
+            // Every step-th element (Swin's patch merging, x[:, 0::2, 1::2]): the axis viewed as
+            // [n / step, step], the phase b mod step cut from the inner axis, the range of
+            // whole steps from the outer one, the inner axis dropped.
+            const int64_t count = (e - b + step - 1) / step;
+            const Shape ys = shape_of(y);
+            Dims split = ys.dims;
+            split[static_cast<size_t>(axis)] = n / step;
+            split.insert(split.begin() + axis + 1, step);
+            ValueId v = add(idx, name + "/steps", OpKind::Reshape, {y}, {{"shape", split}});
+            v = add(idx, name + "/phase", OpKind::Slice, {v},
+                    {{"axis", axis + 1}, {"start", b % step}, {"end", b % step + 1}});
+            if (b / step != 0 || count != n / step)
+                v = add(idx, name, OpKind::Slice, {v},
+                        {{"axis", axis}, {"start", b / step}, {"end", b / step + count}});
+            Dims merged = ys.dims;
+            merged[static_cast<size_t>(axis)] = count;
+            y = add(idx, name + "/merge", OpKind::Reshape, {v}, {{"shape", merged}});
         }
         define(idx, 0, {y, {}});
     }

@@ -295,20 +295,19 @@ TEST_P(OnnxFixture, EveryStrategyKeepsPeakAndGradientInvariants) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(PyTorchExports, OnnxFixture,
-                         ::testing::Values("mlp", "cnn", "transformer",
-                                           // broadcasting binary ops, activations, reduce_mean
-                                           "mobilenetv3_block", "mbconv_se", "convnext_block",
-                                           "elementwise",
-                                           // indexing
-                                           "tiny_gpt", "shufflenet_unit", "shifted_windows",
-                                           "tiny_vit",
-                                           // several inputs: token ids, segments, a mask
-                                           "tiny_bert",
-                                           // pad, einsum, a relative position bias table
-                                           "window_bias", "partition_attention", "swin_block",
-                                           // ONNX initializers in layouts other than ours
-                                           "layouts"));
+INSTANTIATE_TEST_SUITE_P(
+    PyTorchExports, OnnxFixture,
+    ::testing::Values("mlp", "cnn", "transformer",
+                      // broadcasting binary ops, activations, reduce_mean
+                      "mobilenetv3_block", "mbconv_se", "convnext_block", "elementwise",
+                      // indexing
+                      "tiny_gpt", "shufflenet_unit", "shifted_windows", "tiny_vit",
+                      // several inputs: token ids, segments, a mask
+                      "tiny_bert",
+                      // pad, einsum, a relative position bias table
+                      "window_bias", "partition_attention", "swin_block", "patch_merging",
+                      // ONNX initializers in layouts other than ours
+                      "layouts"));
 
 // BERT as people write it: token ids and segments index embeddings; the int64 attention mask
 // is cast to float and becomes (1 - mask) * -10000, added to the scores.
