@@ -1237,6 +1237,9 @@ class Importer {
         const double start = s.at(0), limit = l.at(0), delta = d.at(0);
         if (delta == 0) fail_node(idx, "delta is 0");
         const double count = std::max(0.0, std::ceil((limit - start) / delta));
+        if (!(count < 1e15))  // NaN or more elements than any tensor may hold
+            fail_node(idx, "Range(" + std::to_string(start) + ", " + std::to_string(limit) + ", " +
+                               std::to_string(delta) + ") has too many elements");
         auto out = std::make_shared<Const>();
         out->is_float = s.is_float || l.is_float || d.is_float;
         out->dims = {static_cast<int64_t>(count)};

@@ -167,6 +167,10 @@ Inferred pad_infer(const Graph& g, const Node& n) {
         if (b < 0 || e < 0)
             throw Error("attribute 'pads' " + format_dims(Shape(pads)) +
                         " holds a negative value; pad adds zeros (a negative pad is a slice)");
+        constexpr int64_t kMaxPad = int64_t{1} << 40;  // keeps the sum below from overflowing
+        if (b > kMaxPad || e > kMaxPad)
+            throw Error("attribute 'pads' " + format_dims(Shape(pads)) + " pads axis " +
+                        std::to_string(a) + " by more than 2^40");
         out.dims[static_cast<size_t>(a)] = x[a] + b + e;
     }
     (void)checked_numel(out, "the padded output");

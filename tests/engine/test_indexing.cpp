@@ -257,6 +257,13 @@ TEST(OpForward, PadRefusesNegativeOrMiscountedPads) {
                        {{"pads", std::vector<int64_t>{0, 1}}});
         },
         {"p", "2 per axis"});
+    testing::expect_error(
+        [&](Graph& g) {
+            g.add_input("x", DType::F32, Shape{2, 5});
+            g.add_node("p", OpKind::Pad, std::vector<std::string>{"x"},
+                       {{"pads", std::vector<int64_t>{0, int64_t{1} << 62, 0, int64_t{1} << 62}}});
+        },
+        {"p", "more than 2^40"});
 }
 
 // --- causal mask -------------------------------------------------------------------------------
