@@ -2872,7 +2872,11 @@ Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {
     if (!ec && size > opt.max_file_bytes)
         throw Error("ONNX file '" + path + "' is " + std::to_string(size) +
                     " bytes, more than the limit of " + std::to_string(opt.max_file_bytes) +
-                    " bytes");
+                    " bytes" +
+                    (size > static_cast<uint64_t>(INT_MAX)
+                         ? " (protobuf reads at most 2 GiB; exporters save larger models with "
+                           "external data, which RematLab does not read)"
+                         : ""));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot open ONNX file '" + path + "'");
     std::ostringstream buf;
