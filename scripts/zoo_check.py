@@ -254,8 +254,9 @@ def time_step(m, inputs, torch, repeat=3):
     return ts[len(ts) // 2]
 
 
-def torch_phase(name, d, threads):
-    """Exports `name` into directory d with its input(s) and PyTorch's reference gradients."""
+def torch_phase(name, d, threads, load_only=False):
+    """Exports `name` into directory d with its input(s) and PyTorch's reference gradients (only
+    the export and the inputs with load_only)."""
     import numpy as np
     import torch
     torch.set_num_threads(threads)
@@ -307,6 +308,11 @@ def torch_phase(name, d, threads):
         np.save(os.path.join(d, k + ".npy"), v.numpy() if not v.is_floating_point()
                 else v.numpy().astype(np.float32))
     meta["inputs"] = list(inputs.keys())
+    meta["references"] = not load_only
+    if load_only:
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump(meta, f)
+        return
     g64, meta["loss64"] = grads_of(m, inputs, torch.float64, torch)
     g32, meta["loss32"] = grads_of(m, inputs, torch.float32, torch)
     g32n, _ = grads_of(m, inputs, torch.float32, torch, mkldnn=False)
@@ -350,7 +356,7 @@ def reason_of(stderr):
     return text[:240] + ("…" if len(text) > 240 else "")
 
 
-def our_phase(name, d, cli, threads, timeout, skip_compare):
+def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     import numpy as np
     with open(os.path.join(d, "meta.json")) as f:
         meta = json.load(f)
@@ -359,6 +365,12 @@ def our_phase(name, d, cli, threads, timeout, skip_compare):
         row["status"] = "not exported: " + meta["export_error"]
         return row
     net = os.path.join(d, "model.onnx")
+    if load_only:
+        # Only as far as the import: `network` builds the graph and writes it, nothing runs.
+        rc, out, err = run_cli(cli, ["network", "--network", net, "--out", os.devnull], timeout)
+        row["status"] = ("loaded" if rc == 0 else
+                         "refused: " + reason_of(err) if rc is not None else err)
+        return row
     inputs = []
     for k in meta["inputs"]:
         inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
@@ -468,6 +480,13 @@ def table(rows):
     return "\n".join(lines)
 
 
+def census_table(rows):
+    lines = ["| model | input | load |", "|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r.get('input', '')} | {r['status'].replace('|', '/')} |")
+    return "\n".join(lines)
+
+
 def machine():
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -509,6 +528,9 @@ def main():
     ap.add_argument("--max-params-m", type=float, default=150.0,
                     help="skip models above this many million parameters (default 150)")
     ap.add_argument("--no-compare", action="store_true", help="skip the strategies")
+    ap.add_argument("--load-only", action="store_true",
+                    help="a census: export (no PyTorch references) and only load each model "
+                    "(rematlab-cli network); prints loaded or refused with the reason")
     ap.add_argument("--redo", action="store_true", help="recompute our results (not exports)")
     ap.add_argument("--write-doc", nargs="?", const=os.path.join(ROOT, "docs", "onnx.md"),
                     help="put the table into docs/onnx.md (or the given file)")
@@ -517,7 +539,7 @@ def main():
 
     if a.torch_phase:
         name, d = a.torch_phase.split("=", 1)
-        torch_phase(name, d, a.threads)
+        torch_phase(name, d, a.threads, a.load_only)
         return 0
 
     import torchvision
@@ -549,11 +571,18 @@ def main():
                          f"(above --max-params-m {a.max_params_m:.0f})"})
             log(f"{name}: skipped (size)")
             continue
-        if not os.path.exists(os.path.join(d, "meta.json")):
-            log(f"{name}: exporting and computing PyTorch's gradients…")
+        meta_path = os.path.join(d, "meta.json")
+        if os.path.exists(meta_path) and not a.load_only:
+            with open(meta_path) as f:
+                if not json.load(f).get("references", True):  # a census export: redo it whole
+                    os.remove(meta_path)
+        if not os.path.exists(meta_path):
+            log(f"{name}: exporting" + ("…" if a.load_only else
+                                         " and computing PyTorch's gradients…"))
             t0 = time.time()
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads",
-                                str(a.threads), "--torch-phase", f"{name}={d}"],
+                                str(a.threads), "--torch-phase", f"{name}={d}"]
+                               + (["--load-only"] if a.load_only else []),
                                capture_output=True, text=True)
             if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
                 tail = reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
@@ -562,6 +591,11 @@ def main():
                 log(f"{name}: PyTorch side failed: {tail}")
                 continue
             log(f"{name}: PyTorch side done in {time.time() - t0:.0f} s")
+        if a.load_only:
+            row = our_phase(name, d, a.cli, a.threads, a.timeout, True, load_only=True)
+            rows.append(row)
+            log(f"{name}: {row['status'][:200]}")
+            continue
         res = os.path.join(d, "ours.json")
         if (not a.redo and os.path.exists(res) and os.path.getmtime(res) > cli_mtime
                 and (a.no_compare or "no_compare" not in json.load(open(res)))):
@@ -586,6 +620,10 @@ def main():
     head = (f"zoo-check, {when}, {machine()}; PyTorch "
             f"{__import__('torch').__version__}, torchvision {torchvision.__version__}, "
             f"{a.threads} thread(s) each; `{cmd.strip()}`")
+    if a.load_only:
+        text = head + "\n\n" + census_table(rows)
+        print(text)
+        return 0
     text = head + "\n\n" + table(rows)
     print(text)
     if a.write_doc:

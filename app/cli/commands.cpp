@@ -194,6 +194,32 @@ void dump_weights(const Graph& g, const RunData& data, const std::string& dir) {
     }
 }
 
+// A float input's file: float32, or integers (an ONNX model's int64 attention mask, which the
+// importer reads as floats) converted exactly.
+std::vector<float> read_f32_or_integers(const std::string& path, Shape& shape) {
+    try {
+        return read_npy_f32(path, shape);
+    } catch (const Error& not_f32) {
+        std::vector<int64_t> ints;
+        try {
+            ints = read_npy_indices(path, shape);
+        } catch (const Error&) {
+            throw not_f32;
+        }
+        std::vector<float> values(ints.size());
+        constexpr int64_t exact = int64_t{1} << 24;  // float32 holds every integer up to 2^24
+        for (size_t k = 0; k < ints.size(); ++k) {
+            if (ints[k] > exact || ints[k] < -exact)
+                throw Error(path + ": element " + std::to_string(k) + " is " +
+                            std::to_string(ints[k]) +
+                            ", which float32 cannot hold exactly; this input is float32 (integers "
+                            "are accepted up to 2^24)");
+            values[k] = static_cast<float>(ints[k]);
+        }
+        return values;
+    }
+}
+
 // --input FILE.npy (the network's only input, or its only f32 one) or NAME=FILE.npy, repeatable.
 std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::string>& options) {
     std::vector<GivenInput> out;
@@ -230,7 +256,7 @@ std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::stri
             if (in.is_indices)
                 in.indices = read_npy_indices(path, in.shape);
             else
-                in.values = read_npy_f32(path, in.shape);
+                in.values = read_f32_or_integers(path, in.shape);
         } catch (const Error& e) {
             throw Error("--input " + name + ": " + e.what());
         }

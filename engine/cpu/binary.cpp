@@ -37,7 +37,7 @@ struct Operands {
     const float* data[2] = {nullptr, nullptr};
 };
 
-Operands operands(const Node& n, const void* const* inputs, float* const* params) {
+Operands operands(const Node& n, const void* const* inputs, float* const* params, void* workspace) {
     Operands o;
     o.form = binary_form(n);
     for (int k = 0; k < 2; ++k) {
@@ -50,6 +50,10 @@ Operands operands(const Node& n, const void* const* inputs, float* const* params
                 break;
             case BinaryForm::Source::Scalar:
                 o.data[k] = &o.form.scalar;
+                break;
+            case BinaryForm::Source::Constant:
+                binary_constant_values(n, static_cast<float*>(workspace));
+                o.data[k] = static_cast<const float*>(workspace);
                 break;
         }
     }
@@ -124,7 +128,7 @@ void reduce_repeats(const BroadcastPlan& p, int k, T&& term, W&& write) {
 
 template <Bin B>
 void binary_forward(const ForwardCall& c) {
-    const Operands o = operands(c.node, c.inputs, c.params);
+    const Operands o = operands(c.node, c.inputs, c.params, c.workspace);
     const BroadcastPlan p = binary_plan(c.graph, c.node);
     const int64_t n = p.numel();
     const float* a = o.data[0];
@@ -156,7 +160,7 @@ void binary_forward(const ForwardCall& c) {
 
 template <Bin B>
 void binary_backward(const BackwardCall& c) {
-    const Operands o = operands(c.node, c.inputs, c.params);
+    const Operands o = operands(c.node, c.inputs, c.params, c.workspace);
     const BroadcastPlan p = binary_plan(c.graph, c.node);
     const int64_t n = p.numel();
     const float* a = o.data[0];
@@ -176,6 +180,7 @@ void binary_backward(const BackwardCall& c) {
                 dst = c.grad_params[0];  // parameter gradients are always fresh
                 break;
             case BinaryForm::Source::Scalar:
+            case BinaryForm::Source::Constant:
                 break;
         }
         if (!dst) continue;

@@ -78,6 +78,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Embedding)] = {embedding_forward, embedding_backward};
     t[op_index(OpKind::Slice)] = {slice_forward, slice_backward};
     t[op_index(OpKind::CausalMask)] = {causal_mask_forward, causal_mask_backward};
+    t[op_index(OpKind::Pad)] = {pad_forward, pad_backward};
     // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_forward, dropout_mask_backward};
     t[op_index(OpKind::Collective)] = {collective_forward, collective_backward};

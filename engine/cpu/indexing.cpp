@@ -16,6 +16,16 @@ struct Rows {
     int64_t operator()(int64_t k) const { return idx ? idx[k] : first + k % period; }
 };
 
+// The i32 indices: the node's input, or attr indices copied into the workspace.
+const void* embedding_indices(const Node& n, const void* const* inputs, void* workspace) {
+    if (!n.inputs.empty()) return inputs[0];
+    if (!n.attrs.has("indices")) return nullptr;
+    auto* w = static_cast<int32_t*>(workspace);
+    const auto ind = n.attrs.get_ints("indices");
+    for (size_t k = 0; k < ind.size(); ++k) w[k] = static_cast<int32_t>(ind[k]);
+    return w;
+}
+
 Rows rows_of(const EmbeddingLayout& l, const void* indices) {
     return {l.first >= 0 ? nullptr : static_cast<const int32_t*>(indices), l.first, l.period};
 }
@@ -33,7 +43,7 @@ void check_row(const EmbeddingLayout& l, const Node& n, int64_t k, int64_t r) {
 
 void embedding_forward(const ForwardCall& c) {
     const EmbeddingLayout l = embedding_layout(c.graph, c.node);
-    const Rows rows = rows_of(l, c.node.inputs.empty() ? nullptr : c.inputs[0]);
+    const Rows rows = rows_of(l, embedding_indices(c.node, c.inputs, c.workspace));
     for (int64_t k = 0; k < l.count; ++k) check_row(l, c.node, k, rows(k));
     const float* w = c.params[0];
     float* y = as_f32(c.output);
@@ -46,7 +56,7 @@ void embedding_forward(const ForwardCall& c) {
 // of dW sums its contributions in lookup order whatever the thread count.
 void embedding_backward(const BackwardCall& c) {
     const EmbeddingLayout l = embedding_layout(c.graph, c.node);
-    const Rows rows = rows_of(l, c.node.inputs.empty() ? nullptr : c.inputs[0]);
+    const Rows rows = rows_of(l, embedding_indices(c.node, c.inputs, c.workspace));
     float* dw = c.grad_params[0];
     const float* dy = c.grad_output;
     std::memset(dw, 0, static_cast<size_t>(l.rows * l.dim) * sizeof(float));
@@ -114,6 +124,61 @@ void causal_mask_backward(const BackwardCall& c) {
             const float g = j > r ? 0.0f : dy[pr * cols + j];
             dx[pr * cols + j] = acc ? dx[pr * cols + j] + g : g;
         }
+    });
+}
+
+// Rows of the last axis. Output row o (all axes but the last) reads input row i when each of its
+// coordinates minus the axis's begin lies inside the input, else it is all zeros; a read row
+// lands at offset begin[last] of its output row.
+namespace {
+
+// The input row under output row `o`, or -1 when the row lies in the padding.
+int64_t pad_source_row(const PadLayout& l, int64_t o) {
+    int64_t in_row = 0, stride = 1;
+    for (int a = l.rank - 2; a >= 0; --a) {
+        const int64_t c = o % l.out[a] - l.begin[a];
+        o /= l.out[a];
+        if (c < 0 || c >= l.in[a]) return -1;
+        in_row += c * stride;
+        stride *= l.in[a];
+    }
+    return in_row;
+}
+
+}  // namespace
+
+void pad_forward(const ForwardCall& c) {
+    const PadLayout l = pad_layout(c.graph, c.node);
+    const int64_t w_in = l.in[l.rank - 1], w_out = l.out[l.rank - 1], b = l.begin[l.rank - 1];
+    const int64_t rows = output_shape(c.graph, c.node).numel() / w_out;
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    parallel_for(rows, w_out, [&](int64_t o) {
+        float* dst = y + o * w_out;
+        const int64_t i = pad_source_row(l, o);
+        if (i < 0) {
+            std::memset(dst, 0, static_cast<size_t>(w_out) * sizeof(float));
+            return;
+        }
+        std::memset(dst, 0, static_cast<size_t>(b) * sizeof(float));
+        std::memcpy(dst + b, x + i * w_in, static_cast<size_t>(w_in) * sizeof(float));
+        std::memset(dst + b + w_in, 0, static_cast<size_t>(w_out - b - w_in) * sizeof(float));
+    });
+}
+
+// dX (+)= the part of dY over the input: a gather, no sums.
+void pad_backward(const BackwardCall& c) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const PadLayout l = pad_layout(c.graph, c.node);
+    const int64_t w_in = l.in[l.rank - 1], w_out = l.out[l.rank - 1], b = l.begin[l.rank - 1];
+    const int64_t rows = output_shape(c.graph, c.node).numel() / w_out;
+    const bool acc = c.accumulate[0];
+    const float* dy = c.grad_output;
+    parallel_for(rows, w_in, [&](int64_t o) {
+        const int64_t i = pad_source_row(l, o);
+        if (i < 0) return;
+        store(ArrMap(dx + i * w_in, w_in), ConstArrMap(dy + o * w_out + b, w_in), acc);
     });
 }
 

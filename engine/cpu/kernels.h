@@ -149,6 +149,8 @@ void slice_forward(const ForwardCall& c);
 void slice_backward(const BackwardCall& c);
 void causal_mask_forward(const ForwardCall& c);
 void causal_mask_backward(const BackwardCall& c);
+void pad_forward(const ForwardCall& c);
+void pad_backward(const BackwardCall& c);
 
 // broadcasting binary ops (binary.cpp, with add), activations
 // (activations.cpp), reduce_mean (binary.cpp).

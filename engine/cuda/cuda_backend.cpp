@@ -354,20 +354,30 @@ void dropout_bwd(const Ctx& c, const BackwardCall& b) {
 
 // --- indexing ---------------------------------------------------------------------------------
 
-const int32_t* embedding_indices(const Node& n, const void* const* inputs) {
-    return n.inputs.empty() ? nullptr : static_cast<const int32_t*>(inputs[0]);
+// The i32 indices on the device: the node's input, or attr indices uploaded into the workspace
+// (from pageable memory: the call returns once the host buffer has been read).
+const int32_t* embedding_indices(const Ctx& c, const Node& n, const void* const* inputs,
+                                 void* workspace) {
+    if (!n.inputs.empty()) return static_cast<const int32_t*>(inputs[0]);
+    if (!n.attrs.has("indices")) return nullptr;
+    const auto ind = n.attrs.get_ints("indices");
+    std::vector<int32_t> host(ind.begin(), ind.end());
+    check(cudaMemcpyAsync(workspace, host.data(), host.size() * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, c.s),
+          "copying constant embedding indices");
+    return static_cast<const int32_t*>(workspace);
 }
 
 void embedding_fwd(const Ctx& c, const ForwardCall& f) {
     const EmbeddingLayout l = embedding_layout(f.graph, f.node);
-    embedding_forward(embedding_indices(f.node, f.inputs), l.first, l.period, f.params[0],
-                      f32(f.output), l.rows, l.dim, l.count, c.s);
+    embedding_forward(embedding_indices(c, f.node, f.inputs, f.workspace), l.first, l.period,
+                      f.params[0], f32(f.output), l.rows, l.dim, l.count, c.s);
 }
 
 void embedding_bwd(const Ctx& c, const BackwardCall& b) {
     const EmbeddingLayout l = embedding_layout(b.graph, b.node);
-    embedding_backward(embedding_indices(b.node, b.inputs), l.first, l.period, b.grad_output,
-                       b.grad_params[0], l.rows, l.dim, l.count, c.s);
+    embedding_backward(embedding_indices(c, b.node, b.inputs, b.workspace), l.first, l.period,
+                       b.grad_output, b.grad_params[0], l.rows, l.dim, l.count, c.s);
 }
 
 void slice_fwd(const Ctx& c, const ForwardCall& f) {
@@ -380,6 +390,29 @@ void slice_bwd(const Ctx& c, const BackwardCall& b) {
     const SliceLayout l = slice_layout(b.graph, b.node);
     slice_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], l.outer, l.len, l.row,
                    l.offset, c.s);
+}
+
+PadDims pad_dims(const Graph& g, const Node& n) {
+    const PadLayout l = pad_layout(g, n);
+    PadDims d{};
+    d.rank = l.rank;
+    for (int a = 0; a < l.rank; ++a) {
+        d.in[a] = l.in[a];
+        d.out[a] = l.out[a];
+        d.begin[a] = l.begin[a];
+    }
+    return d;
+}
+
+void pad_fwd(const Ctx& c, const ForwardCall& f) {
+    pad_forward(f32(f.inputs[0]), f32(f.output), pad_dims(f.graph, f.node),
+                out_shape(f.graph, f.node).numel(), c.s);
+}
+
+void pad_bwd(const Ctx& c, const BackwardCall& b) {
+    if (!b.grad_inputs[0]) return;
+    pad_backward(b.grad_output, b.grad_inputs[0], b.accumulate[0], pad_dims(b.graph, b.node),
+                 b.graph.value(b.node.inputs[0]).shape.numel(), c.s);
 }
 
 void causal_mask_fwd(const Ctx& c, const ForwardCall& f) {
@@ -644,7 +677,9 @@ bool same_shape_add(const Graph& g, const Node& n) {
 }
 
 // The operands of a binary node on the device: inputs, the parameter, or the scalar.
-std::array<BinaryOperand, 2> binary_operands(const void* const* inputs, float* const* params,
+// A constant operand is decoded on the host and uploaded into the declared workspace.
+std::array<BinaryOperand, 2> binary_operands(const Ctx& c, const Node& n, const void* const* inputs,
+                                             float* const* params, void* workspace,
                                              const BinaryForm& form) {
     std::array<BinaryOperand, 2> o{};
     for (int k = 0; k < 2; ++k) {
@@ -658,6 +693,15 @@ std::array<BinaryOperand, 2> binary_operands(const void* const* inputs, float* c
             case BinaryForm::Source::Scalar:
                 o[k] = {nullptr, form.scalar};
                 break;
+            case BinaryForm::Source::Constant: {
+                std::vector<float> host(n.attrs.get_ints("constant_bits").size());
+                binary_constant_values(n, host.data());
+                check(cudaMemcpyAsync(workspace, host.data(), host.size() * sizeof(float),
+                                      cudaMemcpyHostToDevice, c.s),
+                      "copying a constant operand");
+                o[k] = {static_cast<const float*>(workspace), 0.0f};
+                break;
+            }
         }
     }
     return o;
@@ -667,7 +711,7 @@ template <BinaryOp Op>
 void binary_fwd(const Ctx& c, const ForwardCall& f) {
     if (Op == BinaryOp::Add && same_shape_add(f.graph, f.node)) return add_fwd(c, f);
     const BinaryForm form = binary_form(f.node);
-    const auto o = binary_operands(f.inputs, f.params, form);
+    const auto o = binary_operands(c, f.node, f.inputs, f.params, f.workspace, form);
     binary_forward(Op, binary_plan(f.graph, f.node), o[0], o[1], f32(f.output), c.s);
 }
 
@@ -675,7 +719,7 @@ template <BinaryOp Op>
 void binary_bwd(const Ctx& c, const BackwardCall& b) {
     if (Op == BinaryOp::Add && same_shape_add(b.graph, b.node)) return add_bwd(c, b);
     const BinaryForm form = binary_form(b.node);
-    const auto o = binary_operands(b.inputs, b.params, form);
+    const auto o = binary_operands(c, b.node, b.inputs, b.params, b.workspace, form);
     const BroadcastPlan p = binary_plan(b.graph, b.node);
     // Operand 0 first: x - x passes one buffer in both slots and slot 1 accumulates.
     for (int k = 0; k < 2; ++k) {
@@ -772,6 +816,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Embedding)] = {embedding_fwd, embedding_bwd};
     t[op_index(OpKind::Slice)] = {slice_fwd, slice_bwd};
     t[op_index(OpKind::CausalMask)] = {causal_mask_fwd, causal_mask_bwd};
+    t[op_index(OpKind::Pad)] = {pad_fwd, pad_bwd};
     // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_fwd, dropout_mask_bwd};
     t[op_index(OpKind::Collective)] = {collective_fwd, collective_bwd};

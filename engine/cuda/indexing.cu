@@ -59,7 +59,51 @@ __global__ void causal_mask_kernel(const float* x, float* y, bool acc, int64_t n
     }
 }
 
+// Output element i of the padded tensor: its input element, or -1 in the padding.
+__device__ __forceinline__ int64_t pad_source(const PadDims& d, int64_t i) {
+    int64_t src = 0, stride = 1;
+    for (int a = d.rank - 1; a >= 0; --a) {
+        const int64_t c = i % d.out[a] - d.begin[a];
+        i /= d.out[a];
+        if (c < 0 || c >= d.in[a]) return -1;
+        src += c * stride;
+        stride *= d.in[a];
+    }
+    return src;
+}
+
+__global__ void pad_fwd_kernel(const float* x, float* y, PadDims d, int64_t n_out) {
+    RL_GRID_STRIDE(i, n_out) {
+        const int64_t src = pad_source(d, i);
+        y[i] = src >= 0 ? x[src] : 0.0f;
+    }
+}
+
+// One thread per input element: dx[j] (+)= dy at j's place in the output (a gather).
+__global__ void pad_bwd_kernel(const float* dy, float* dx, bool acc, PadDims d, int64_t n_in) {
+    RL_GRID_STRIDE(j, n_in) {
+        int64_t rest = j, dst = 0, stride = 1;
+        for (int a = d.rank - 1; a >= 0; --a) {
+            dst += (rest % d.in[a] + d.begin[a]) * stride;
+            rest /= d.in[a];
+            stride *= d.out[a];
+        }
+        store(dx + j, dy[dst], acc);
+    }
+}
+
 }  // namespace
+
+void pad_forward(const float* x, float* y, const PadDims& d, int64_t n_out, cudaStream_t s) {
+    if (n_out == 0) return;
+    pad_fwd_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(x, y, d, n_out);
+}
+
+void pad_backward(const float* dy, float* dx, bool acc, const PadDims& d, int64_t n_in,
+                  cudaStream_t s) {
+    if (n_in == 0) return;
+    pad_bwd_kernel<<<blocks_for(n_in), kThreads, 0, s>>>(dy, dx, acc, d, n_in);
+}
 
 void causal_mask_forward(const float* x, float* y, int64_t n, int64_t rows, int64_t cols,
                          cudaStream_t s) {

@@ -164,6 +164,15 @@ void causal_mask_forward(const float* x, float* y, int64_t n, int64_t rows, int6
 // dx (+)= dy where column <= row, 0 where masked.
 void causal_mask_backward(const float* dy, float* dx, bool acc, int64_t n, int64_t rows,
                           int64_t cols, cudaStream_t s);
+// Zero padding (pad): y of dims `out` holds x of dims `in` at offset `begin` on each axis, zeros
+// elsewhere; the backward is dx (+)= that part of dy. rank ≤ 8.
+struct PadDims {
+    int rank;
+    int64_t in[8], out[8], begin[8];
+};
+void pad_forward(const float* x, float* y, const PadDims& d, int64_t n_out, cudaStream_t s);
+void pad_backward(const float* dy, float* dx, bool acc, const PadDims& d, int64_t n_in,
+                  cudaStream_t s);
 // dx (+)= dy placed at [offset, offset + len) of each row, zeros elsewhere.
 void slice_backward(const float* dy, float* dx, bool acc, int64_t outer, int64_t len, int64_t row,
                     int64_t offset, cudaStream_t s);

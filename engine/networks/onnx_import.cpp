@@ -44,6 +44,7 @@ const char* const kSupportedOps[] = {
     "Conv",
     "Div",
     "Dropout",
+    "Einsum",
     "Equal",
     "Erf",
     "Expand",
@@ -58,14 +59,18 @@ const char* const kSupportedOps[] = {
     "LayerNormalization",
     "MatMul",
     "MaxPool",
+    "Mod",
     "Mul",
+    "Not",
     "Pad",
     "Pow",
+    "Range",
     "Reciprocal",
     "ReduceMean",
     "Relu",
     "Reshape",
     "Resize",
+    "ScatterND",
     "Shape",
     "Sigmoid",
     "Slice",
@@ -457,9 +462,13 @@ class Importer {
                 s.dims.push_back(dim.dim_value());
             }
             ValueId v = kNoId;
-            const int64_t rows = indices ? index_range(in.name(), what) : 0;
+            // An integer input that is only ever cast to float (BERT's attention mask, turned
+            // into an additive mask by Cast/Sub/Mul) is a float input holding the same integers.
+            const bool as_float = indices && cast_to_float_only(in.name());
+            const int64_t rows = indices && !as_float ? index_range(in.name(), what) : 0;
             try {
-                v = g_.add_input(in.name(), indices ? DType::I32 : DType::F32, s, rows);
+                v = g_.add_input(in.name(), indices && !as_float ? DType::I32 : DType::F32, s,
+                                 rows);
             } catch (const Error& e) {
                 fail(e.what());
             }
@@ -467,6 +476,38 @@ class Importer {
             env_[in.name()] = Entry{v, nullptr};
             used_names_.insert(in.name());
         }
+    }
+
+    // Whether every use of `name` is a Cast to FLOAT/DOUBLE, possibly after Unsqueeze, Squeeze or
+    // Reshape (which keep the integers as they are).
+    bool cast_to_float_only(const std::string& name) const {
+        bool any = false;
+        std::vector<std::string> work{name};
+        std::set<std::string> seen;
+        while (!work.empty()) {
+            const std::string t = work.back();
+            work.pop_back();
+            if (!seen.insert(t).second) continue;
+            for (int idx = 0; idx < gp_.node_size(); ++idx) {
+                const auto& n = gp_.node(idx);
+                if (n.input_size() == 0 || n.input(0) != t) {
+                    for (int k = 1; k < n.input_size(); ++k)
+                        if (n.input(k) == t) return false;
+                    continue;
+                }
+                const std::string& op = n.op_type();
+                if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") {
+                    if (n.output_size() > 0) work.push_back(n.output(0));
+                    continue;
+                }
+                const auto* to = find_attr(n, "to");
+                if (op != "Cast" || !to ||
+                    (to->i() != onnx::TensorProto::FLOAT && to->i() != onnx::TensorProto::DOUBLE))
+                    return false;
+                any = true;
+            }
+        }
+        return any;
     }
 
     // The rows of the smallest embedding table an integer input indexes (Gather of a 2-D float
@@ -781,7 +822,9 @@ class Importer {
             "Constant", "Identity", "Cast", "Unsqueeze", "Squeeze", "Concat", "Gather", "Reshape",
             "Transpose", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Shape",
             // masks and index tensors built from buffers (a causal tril, arange positions)
-            "Expand", "ConstantOfShape", "Equal", "Where", "Slice"};
+            "Expand", "ConstantOfShape", "Equal", "Where", "Slice",
+            // Swin's shifted-window mask, built in its forward from aranges and slice writes
+            "Range", "Mod", "Not", "ScatterND"};
         return ops.count(op) > 0;
     }
 
@@ -847,7 +890,16 @@ class Importer {
         if (op == "ConstantOfShape") return fold_constant_of_shape(idx);
         if (op == "Expand" || op == "Equal" || op == "Where") return fold_broadcast(idx);
         if (op == "Slice") return fold_slice(idx);
+        if (op == "Range") return fold_range(idx);
+        if (op == "ScatterND") return fold_scatter_nd(idx);
         const Const& a = cst(idx, 0, "data");
+        if (op == "Not") {
+            if (a.is_float) fail_node(idx, "Not needs a boolean input");
+            *out = a;
+            out->initializer.clear();
+            for (int64_t& v : out->i) v = v == 0;
+            return out;
+        }
         if (op == "Identity") return entry(idx, 0).c;
         if (op == "Shape") {
             out->is_float = false;
@@ -910,17 +962,38 @@ class Importer {
         }
         if (op == "Concat") {
             const int64_t rank = static_cast<int64_t>(a.dims.size());
-            if (rank != 1) fail_node(idx, "constant Concat is supported on 1-D tensors only");
-            axis_in(idx, attr_int(idx, "axis", 0), 1);
+            if (rank < 1) fail_node(idx, "constant Concat of scalars");
+            const auto axis = static_cast<size_t>(axis_in(idx, attr_int(idx, "axis", 0), rank));
             out->is_float = a.is_float;
+            out->dims = a.dims;
+            out->dims[axis] = 0;
+            // Blocks: `outer` rows of each input's [axis…] part, taken in input order per row.
+            size_t outer = 1;
+            for (size_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(a.dims[d]);
+            std::vector<size_t> block;
             for (int k = 0; k < num_inputs(idx); ++k) {
                 const Const& c = cst(idx, k, "data");
-                if (c.is_float != a.is_float || c.dims.size() != 1)
-                    fail_node(idx, "constant Concat inputs must be 1-D of one element type");
-                out->f.insert(out->f.end(), c.f.begin(), c.f.end());
-                out->i.insert(out->i.end(), c.i.begin(), c.i.end());
+                bool same = c.is_float == a.is_float && c.dims.size() == a.dims.size();
+                for (size_t d = 0; same && d < a.dims.size(); ++d)
+                    same = d == axis || c.dims[d] == a.dims[d];
+                if (!same)
+                    fail_node(idx, "constant Concat inputs " + dims_text(a.dims) + " and " +
+                                       dims_text(c.dims) +
+                                       " differ in element type or off the axis");
+                out->dims[axis] += c.dims[axis];
+                block.push_back(outer ? c.size() / outer : 0);
             }
-            out->dims = {static_cast<int64_t>(out->size())};
+            for (size_t o = 0; o < outer; ++o)
+                for (int k = 0; k < num_inputs(idx); ++k) {
+                    const Const& c = cst(idx, k, "data");
+                    const size_t b = block[static_cast<size_t>(k)];
+                    if (c.is_float)
+                        out->f.insert(out->f.end(), c.f.begin() + static_cast<ptrdiff_t>(o * b),
+                                      c.f.begin() + static_cast<ptrdiff_t>((o + 1) * b));
+                    else
+                        out->i.insert(out->i.end(), c.i.begin() + static_cast<ptrdiff_t>(o * b),
+                                      c.i.begin() + static_cast<ptrdiff_t>((o + 1) * b));
+                }
             return out;
         }
         if (op == "Gather") {
@@ -947,6 +1020,40 @@ class Importer {
             *out = a;
             out->initializer.clear();
             out->dims = reshape_dims(idx, a.dims, static_cast<int64_t>(a.size()));
+            return out;
+        }
+        if (op == "Transpose" && a.dims.size() != 2 && a.initializer.empty()) {
+            const auto rank = static_cast<int64_t>(a.dims.size());
+            std::vector<int64_t> perm = attr_ints(idx, "perm").value_or(std::vector<int64_t>{});
+            if (perm.empty())
+                for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+            std::vector<bool> seen(a.dims.size(), false);
+            if (static_cast<int64_t>(perm.size()) != rank)
+                fail_node(idx, "perm " + dims_text(perm) + " does not match rank " +
+                                   std::to_string(rank));
+            for (int64_t p : perm) {
+                if (p < 0 || p >= rank || seen[static_cast<size_t>(p)])
+                    fail_node(idx, "perm " + dims_text(perm) + " is not a permutation");
+                seen[static_cast<size_t>(p)] = true;
+            }
+            out->is_float = a.is_float;
+            for (int64_t p : perm) out->dims.push_back(a.dims[static_cast<size_t>(p)]);
+            std::vector<size_t> stride(a.dims.size(), 1);
+            for (size_t k = a.dims.size(); k-- > 1;)
+                stride[k - 1] = stride[k] * static_cast<size_t>(a.dims[k]);
+            const size_t n = a.size();
+            for (size_t k = 0; k < n; ++k) {
+                size_t rest = k, at = 0;
+                for (size_t j = perm.size(); j-- > 0;) {
+                    const auto d = static_cast<size_t>(out->dims[j]);
+                    at += (rest % d) * stride[static_cast<size_t>(perm[j])];
+                    rest /= d;
+                }
+                if (a.is_float)
+                    out->f.push_back(a.f[at]);
+                else
+                    out->i.push_back(a.i[at]);
+            }
             return out;
         }
         if (op == "Transpose") {
@@ -996,6 +1103,12 @@ class Importer {
             if (op == "Sub") r = x - y;
             if (op == "Mul") r = x * y;
             if (op == "Pow") r = std::pow(x, y);
+            if (op == "Mod") {
+                if (y == 0) fail_node(idx, "modulo by zero in a constant");
+                // fmod=1: the sign of the dividend (C's fmod); else the divisor's (Python's %).
+                r = std::fmod(x, y);
+                if (attr_int(idx, "fmod", 0) == 0 && r != 0 && ((r < 0) != (y < 0))) r += y;
+            }
             if (op == "Div") {
                 if (y == 0) fail_node(idx, "division by zero in a constant");
                 r = out->is_float ? x / y : std::floor(x / y);
@@ -1114,7 +1227,84 @@ class Importer {
         return out;
     }
 
-    // Slice of a constant (a causal mask buffer cut to the sequence length), steps >= 1.
+    // Range(start, limit, delta): scalars, as numpy's arange.
+    ConstPtr fold_range(int idx) {
+        const Const& s = cst(idx, 0, "start");
+        const Const& l = cst(idx, 1, "limit");
+        const Const& d = cst(idx, 2, "delta");
+        if (!s.scalar_like() || !l.scalar_like() || !d.scalar_like())
+            fail_node(idx, "start, limit and delta must be scalars");
+        const double start = s.at(0), limit = l.at(0), delta = d.at(0);
+        if (delta == 0) fail_node(idx, "delta is 0");
+        const double count = std::max(0.0, std::ceil((limit - start) / delta));
+        if (!(count < 1e15))  // NaN or more elements than any tensor may hold
+            fail_node(idx, "Range(" + std::to_string(start) + ", " + std::to_string(limit) + ", " +
+                               std::to_string(delta) + ") has too many elements");
+        auto out = std::make_shared<Const>();
+        out->is_float = s.is_float || l.is_float || d.is_float;
+        out->dims = {static_cast<int64_t>(count)};
+        (void)checked_fold_numel(idx, out->dims);
+        for (int64_t k = 0; k < out->dims[0]; ++k) {
+            const double v = start + static_cast<double>(k) * delta;
+            if (out->is_float)
+                out->f.push_back(static_cast<float>(v));
+            else
+                out->i.push_back(static_cast<int64_t>(v));
+        }
+        return out;
+    }
+
+    // ScatterND(data, indices [..., k], updates) without reduction: a copy of data with the
+    // slices that indices name overwritten by updates, in order (a later write wins, as in the
+    // ONNX reference).
+    ConstPtr fold_scatter_nd(int idx) {
+        const Const& data = cst(idx, 0, "data");
+        const Const& ind = cst(idx, 1, "indices");
+        const Const& upd = cst(idx, 2, "updates");
+        if (ind.is_float) fail_node(idx, "indices must be integers");
+        const std::string reduction = attr_string(idx, "reduction", "none");
+        if (reduction != "none")
+            fail_node(idx, "reduction '" + reduction + "' is not supported on constants");
+        if (ind.dims.empty()) fail_node(idx, "indices must have at least one axis");
+        const auto k = static_cast<size_t>(ind.dims.back());
+        if (k == 0 || k > data.dims.size())
+            fail_node(
+                idx, "indices " + dims_text(ind.dims) + " do not fit data " + dims_text(data.dims));
+        size_t slice = 1;
+        for (size_t a = k; a < data.dims.size(); ++a) slice *= static_cast<size_t>(data.dims[a]);
+        const size_t writes = ind.size() / k;
+        if (upd.size() != writes * slice)
+            fail_node(idx, "updates " + dims_text(upd.dims) + " do not match indices " +
+                               dims_text(ind.dims) + " into data " + dims_text(data.dims));
+        auto out = std::make_shared<Const>(data);
+        out->initializer.clear();
+        out->transposed = false;
+        if (upd.is_float != data.is_float)
+            fail_node(idx, "updates and data must have one element type");
+        for (size_t w = 0; w < writes; ++w) {
+            size_t at = 0;
+            for (size_t a = 0; a < k; ++a) {
+                const int64_t n = data.dims[a];
+                int64_t v = ind.i[w * k + a];
+                if (v < 0) v += n;
+                if (v < 0 || v >= n)
+                    fail_node(idx, "index " + std::to_string(ind.i[w * k + a]) +
+                                       " is out of range for axis " + std::to_string(a) +
+                                       " of data " + dims_text(data.dims));
+                at = at * static_cast<size_t>(n) + static_cast<size_t>(v);
+            }
+            for (size_t j = 0; j < slice; ++j) {
+                if (data.is_float)
+                    out->f[at * slice + j] = upd.f[w * slice + j];
+                else
+                    out->i[at * slice + j] = upd.i[w * slice + j];
+            }
+        }
+        return out;
+    }
+
+    // Slice of a constant (a causal mask buffer cut to the sequence length; F.pad's pads reversed
+    // by a step of -1), any non-zero step, clamped as ONNX clamps.
     ConstPtr fold_slice(int idx) {
         const Const& x = cst(idx, 0, "data");
         if (opset_ < 10) fail_node(idx, "constant Slice is folded from opset 10 on");
@@ -1141,13 +1331,21 @@ class Importer {
             const int64_t a = axis_in(idx, axes[k], rank);
             const int64_t n = x.dims[static_cast<size_t>(a)];
             const int64_t st = steps.empty() ? 1 : steps[k];
-            if (st < 1)
-                fail_node(idx, "constant Slice with step " + std::to_string(st) +
-                                   " is not supported (steps must be positive)");
-            auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
-            const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
+            if (st == 0) fail_node(idx, "constant Slice with step 0");
+            // Ends clamp to [0, n] going forward and to [-1, n - 1] going backward; starts to
+            // [0, n] and [0, n - 1].
+            const int64_t lo = st > 0 ? 0 : -1, hi = st > 0 ? n : n - 1;
+            auto clamp = [&](int64_t v) {
+                if (v < 0) v = v < -n ? (st > 0 ? 0 : -1) : v + n;
+                return std::clamp(v, lo, hi);
+            };
+            const int64_t b = std::clamp(clamp(starts[k]), int64_t{0}, std::max<int64_t>(hi, 0)),
+                          e = clamp(ends[k]);
             begin_step[static_cast<size_t>(a)] = {b, st};
-            out_dims[static_cast<size_t>(a)] = e > b ? (e - b + st - 1) / st : 0;
+            int64_t count = 0;
+            if (st > 0 && e > b) count = (e - b + st - 1) / st;
+            if (st < 0 && b > e) count = (b - e + (-st) - 1) / (-st);
+            out_dims[static_cast<size_t>(a)] = count;
         }
         auto out = std::make_shared<Const>();
         out->dims = out_dims;
@@ -1252,6 +1450,7 @@ class Importer {
         if (op == "Softmax") return softmax(idx);
         if (op == "Gemm") return gemm(idx);
         if (op == "MatMul") return matmul(idx);
+        if (op == "Einsum") return einsum(idx);
         if (op == "Conv") return conv(idx);
         if (op == "MaxPool" || op == "AveragePool") return pool(idx);
         if (op == "GlobalAveragePool") {
@@ -1272,6 +1471,8 @@ class Importer {
                            {}});
         }
         if (op == "Reshape") return reshape(idx);
+        if (op == "Unsqueeze" || op == "Squeeze") return squeeze(idx);
+        if (op == "Cast") return cast(idx);
         if (op == "Transpose") return transpose(idx);
         if (op == "Resize" || op == "Upsample") return resize(idx);
         if (op == "Dropout") return dropout(idx);
@@ -1456,6 +1657,74 @@ class Importer {
         define(scale >= 0 ? scale : idx, 0, {y, {}});
     }
 
+    // Einsum of two computed tensors that is a batched matrix product: "…ik,…jk->…ij" (A·Bᵀ) or
+    // "…ij,…jk->…ik" (A·B), the leading letters the same batch axes in both operands and the
+    // output (MaxViT's "B G H I D, B G H J D -> B G H I J" and its "… I J, … J D -> … I D").
+    void einsum(int idx) {
+        std::string eq;
+        for (char ch : attr_string(idx, "equation", ""))
+            if (ch != ' ') eq += ch;
+        const size_t arrow = eq.find("->"), comma = eq.find(',');
+        const std::string why =
+            "equation '" + attr_string(idx, "equation", "") +
+            "' is not supported; RematLab imports an Einsum of two tensors that is a batched "
+            "matrix product, '…ik,…jk->…ij' or '…ij,…jk->…ik'";
+        if (num_inputs(idx) != 2 || arrow == std::string::npos || comma == std::string::npos ||
+            comma > arrow || eq.find('.') != std::string::npos)
+            fail_node(idx, why);
+        const std::string ta = eq.substr(0, comma), tb = eq.substr(comma + 1, arrow - comma - 1),
+                          to = eq.substr(arrow + 2);
+        const ValueId a = act(idx, 0), b = act(idx, 1);
+        const Shape sa = shape_of(a), sb = shape_of(b);
+        const size_t r = ta.size();
+        if (r < 2 || tb.size() != r || to.size() != r || static_cast<size_t>(sa.rank()) != r ||
+            static_cast<size_t>(sb.rank()) != r || ta.substr(0, r - 2) != tb.substr(0, r - 2) ||
+            ta.substr(0, r - 2) != to.substr(0, r - 2))
+            fail_node(idx, why);
+        const std::string batch_letters = ta.substr(0, r - 2);
+        for (size_t k = 0; k < r; ++k)
+            if (ta.find(ta[k]) != k || tb.find(tb[k]) != k || to.find(to[k]) != k)
+                fail_node(idx, why);
+        const char i = ta[r - 2], ka = ta[r - 1], b0 = tb[r - 2], b1 = tb[r - 1];
+        bool transpose_b = false;
+        if (ka == b1 && to.substr(r - 2) == std::string{i, b0} && i != b0 && ka != i) {
+            transpose_b = true;  // A [.., I, K] · B [.., J, K]ᵀ
+        } else if (ka == b0 && to.substr(r - 2) == std::string{i, b1} && i != b1 && ka != i) {
+            transpose_b = false;  // A [.., I, K] · B [.., K, J]
+        } else {
+            fail_node(idx, why);
+        }
+        for (char ch : batch_letters)
+            if (ch == i || ch == ka || ch == b0 || ch == b1) fail_node(idx, why);
+        int64_t batch = 1;
+        for (size_t k = 0; k + 2 < r; ++k) {
+            if (sa.dims[k] != sb.dims[k])
+                fail_node(idx, "operands " + format_dims(sa) + " and " + format_dims(sb) +
+                                   " differ in batch axis " + std::to_string(k) +
+                                   " (no broadcasting)");
+            batch *= sa.dims[k];
+        }
+        if (sa[-1] != (transpose_b ? sb[-1] : sb[-2]))
+            fail_node(idx, "operands " + format_dims(sa) + " and " + format_dims(sb) +
+                               " do not agree on the summed axis '" + std::string(1, ka) + "'");
+        const std::string base = node_base(idx);
+        auto to3 = [&](ValueId v, const Shape& s, const char* tag) {
+            if (s.rank() == 3) return v;
+            return add(idx, base + tag, OpKind::Reshape, {v},
+                       {{"shape", std::vector<int64_t>{batch, s[-2], s[-1]}}});
+        };
+        const ValueId a3 = to3(a, sa, "/a3"), b3 = to3(b, sb, "/b3");
+        Attrs attrs;
+        if (transpose_b) attrs.set("transpose_b", int64_t{1});
+        ValueId y = add(idx, base, OpKind::MatMul, {a3, b3}, std::move(attrs));
+        if (r != 3) {
+            Dims d(sa.dims.begin(), sa.dims.end() - 1);
+            d.push_back(transpose_b ? sb[-2] : sb[-1]);
+            y = add(idx, base + "/out", OpKind::Reshape, {y}, {{"shape", d}});
+        }
+        define(idx, 0, {y, {}});
+    }
+
     // Window attributes shared by Conv and the pools: kernel, stride, padding, dilation.
     void window_attrs(int idx, const Shape& x, std::vector<int64_t> kernel, Attrs& attrs) {
         if (kernel.size() != 2)
@@ -1626,6 +1895,59 @@ class Importer {
         define(idx, 0, {add(idx, node_base(idx), OpKind::Reshape, {x}, {{"shape", d}}), {}});
     }
 
+    // Unsqueeze/Squeeze of a computed tensor: a reshape (none when the shape stays).
+    void squeeze(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        Dims d = xs.dims;
+        const auto axes = axes_of(idx);
+        const auto rank = static_cast<int64_t>(d.size());
+        if (op_of(idx) == "Unsqueeze") {
+            if (!axes) fail_node(idx, "Unsqueeze needs axes");
+            const auto out_rank = rank + static_cast<int64_t>(axes->size());
+            std::vector<int64_t> norm;
+            for (int64_t ax : *axes) norm.push_back(axis_in(idx, ax, out_rank));
+            std::sort(norm.begin(), norm.end());
+            if (std::adjacent_find(norm.begin(), norm.end()) != norm.end())
+                fail_node(idx, "axes repeat an axis");
+            for (int64_t ax : norm) d.insert(d.begin() + static_cast<ptrdiff_t>(ax), 1);
+        } else {
+            std::vector<bool> drop(d.size(), !axes);
+            if (axes) {
+                for (int64_t ax : *axes) {
+                    const int64_t r = axis_in(idx, ax, rank);
+                    if (d[static_cast<size_t>(r)] != 1)
+                        fail_node(idx, "cannot squeeze axis " + std::to_string(ax) + " of size " +
+                                           std::to_string(d[static_cast<size_t>(r)]) + " of " +
+                                           format_dims(xs));
+                    drop[static_cast<size_t>(r)] = true;
+                }
+            }
+            Dims kept;
+            for (size_t k = 0; k < d.size(); ++k)
+                if (!(drop[k] && d[k] == 1)) kept.push_back(d[k]);
+            d = kept;
+        }
+        if (d == xs.dims) return define(idx, 0, {x, {}});
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Reshape, {x}, {{"shape", d}}), {}});
+    }
+
+    // Cast of a computed tensor: our values are float32, so a cast to FLOAT (or DOUBLE, computed
+    // in float32 as every op is) is nothing; a cast to an integer type is refused.
+    void cast(int idx) {
+        const ValueId x = act(idx, 0);
+        const int64_t to = attr_int(idx, "to", 0);
+        if (to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE)
+            fail_node(idx, "a Cast of a computed tensor to " + dtype_text(static_cast<int>(to)) +
+                               " is not supported; RematLab computes in float32 (a cast to "
+                               "FLOAT is accepted)");
+        if (g_.value(x).dtype != DType::F32)
+            fail_node(idx, "the Cast reads '" + in_name(idx, 0) +
+                               "', which holds indices; RematLab casts to float only an integer "
+                               "input that is used by casts alone (an attention mask)");
+        define(idx, 0, {x, {}});
+    }
+
     void transpose(int idx) {
         const ValueId x = act(idx, 0);
         const int64_t rank = shape_of(x).rank();
@@ -1639,9 +1961,57 @@ class Importer {
         for (size_t k = 0; identity && k < perm.size(); ++k)
             identity = perm[k] == static_cast<int64_t>(k);
         if (identity) return define(idx, 0, {x, {}});
+        if (rank > 4 && static_cast<int64_t>(perm.size()) == rank &&
+            try_transpose_then_pick(idx, x, perm))
+            return;
         if (rank > 4 && static_cast<int64_t>(perm.size()) == rank)
             return define(idx, 0, {merged_transpose(idx, x, perm), {}});
         define(idx, 0, {add(idx, node_base(idx), OpKind::Transpose, {x}, {{"perm", perm}}), {}});
+    }
+
+    // A transpose above rank 4 read only by Gathers of one constant index along its first axis
+    // (Swin's qkv.reshape(B, N, 3, heads, d).permute(2, 0, 3, 1, 4), then qkv[0], qkv[1],
+    // qkv[2]): each pick is a slice of the input along axis perm[0], then a transpose of the
+    // other axes, one rank lower.
+    bool try_transpose_then_pick(int idx, ValueId x, const std::vector<int64_t>& perm) {
+        auto it = consumers_.find(out_name(idx));
+        if (it == consumers_.end() || it->second.empty() || out_name(idx) == output_) return false;
+        const Shape xs = shape_of(x);
+        const int64_t axis = perm[0];
+        if (axis < 0 || axis >= xs.rank()) return false;
+        std::vector<std::pair<int, int64_t> > picks;
+        for (int g : it->second) {
+            if (op_of(g) != "Gather" || done_[static_cast<size_t>(g)] ||
+                in_name(g, 0) != out_name(idx) || attr_int(g, "axis", 0) != 0 || !is_const(g, 1))
+                return false;
+            const Const& c = cst(g, 1, "indices");
+            if (c.is_float || !c.dims.empty() || c.i.size() != 1) return false;
+            const int64_t n = xs[static_cast<int>(axis)];
+            const int64_t i = c.i[0] < 0 ? c.i[0] + n : c.i[0];
+            if (i < 0 || i >= n) return false;
+            picks.push_back({g, i});
+        }
+        std::vector<int64_t> rest;
+        for (size_t k = 1; k < perm.size(); ++k)
+            rest.push_back(perm[k] > axis ? perm[k] - 1 : perm[k]);
+        Dims dropped;
+        for (int a = 0; a < xs.rank(); ++a)
+            if (a != axis) dropped.push_back(xs[a]);
+        for (const auto& [g, i] : picks) {
+            const std::string base = node_base(g);
+            const ValueId s = add(g, base + "/pick", OpKind::Slice, {x},
+                                  {{"axis", axis}, {"start", i}, {"end", i + 1}});
+            ValueId v = add(g, base + "/drop", OpKind::Reshape, {s}, {{"shape", dropped}});
+            bool identity = true;
+            for (size_t k = 0; k < rest.size(); ++k)
+                identity = identity && rest[k] == static_cast<int64_t>(k);
+            if (!identity)
+                v = rest.size() > 4 ? merged_transpose(g, v, rest)
+                                    : add(g, base, OpKind::Transpose, {v}, {{"perm", rest}});
+            done_[static_cast<size_t>(g)] = true;
+            define(g, 0, {v, {}});
+        }
+        return true;
     }
 
     // A transpose above rank 4 whose axes move in runs that stay together (ShuffleNet's channel
@@ -1663,11 +2033,31 @@ class Importer {
             else
                 runs.push_back({perm[k], 1});
         }
-        if (runs.size() > 4)
-            fail_node(idx, "transpose of rank " + std::to_string(xs.rank()) + " with perm " +
-                               dims_text(perm) +
-                               " moves more than 4 groups of axes; RematLab's transpose is up to "
-                               "rank 4");
+        if (runs.size() > 4) {
+            // Move one axis at a time into its place (MaxViT's window partition, perm
+            // [0, 2, 4, 3, 5, 1]): each step moves at most 4 runs, the same elements in the same
+            // order in the end, at the cost of a copy per step.
+            std::vector<int64_t> cur(perm.size());
+            for (size_t k = 0; k < cur.size(); ++k) cur[k] = static_cast<int64_t>(k);
+            ValueId v = x;
+            for (size_t k = 0; k < perm.size(); ++k) {
+                if (cur[k] == perm[k]) continue;
+                const auto j = static_cast<size_t>(
+                    std::find(cur.begin() + static_cast<ptrdiff_t>(k), cur.end(), perm[k]) -
+                    cur.begin());
+                std::vector<int64_t> step;
+                for (size_t a = 0; a < k; ++a) step.push_back(static_cast<int64_t>(a));
+                step.push_back(static_cast<int64_t>(j));
+                for (size_t a = k; a < j; ++a) step.push_back(static_cast<int64_t>(a));
+                for (size_t a = j + 1; a < perm.size(); ++a)
+                    step.push_back(static_cast<int64_t>(a));
+                v = merged_transpose(idx, v, step);
+                std::vector<int64_t> next;
+                for (int64_t p : step) next.push_back(cur[static_cast<size_t>(p)]);
+                cur = next;
+            }
+            return v;
+        }
         std::vector<size_t> by_input(runs.size());
         for (size_t k = 0; k < runs.size(); ++k) by_input[k] = k;
         std::sort(by_input.begin(), by_input.end(),
@@ -1777,11 +2167,30 @@ class Importer {
         } else {
             pads = attr_ints(idx, "pads").value_or(std::vector<int64_t>{});
         }
+        bool zero = true;
+        for (int64_t p : pads) zero = zero && p == 0;
+        if (zero) return define(idx, 0, {x, {}});
+        const std::string mode = attr_string(idx, "mode", "constant");
+        if (mode != "constant")
+            fail_node(idx, "mode '" + mode +
+                               "' is not supported; RematLab pads with zeros (mode 'constant')");
+        double value = opset_ >= 11 ? 0.0 : attr_float(idx, "value", 0.0);
+        if (opset_ >= 11 && has_input(idx, 2)) {
+            const Const& v = cst(idx, 2, "constant_value");
+            if (!v.scalar_like()) fail_node(idx, "constant_value must hold one value");
+            value = v.at(0);
+        }
+        if (value != 0.0)
+            fail_node(idx, "padding with " + std::to_string(value) +
+                               " is not supported; RematLab pads with zeros");
+        if (static_cast<int64_t>(pads.size()) != 2 * shape_of(x).rank())
+            fail_node(idx, "pads " + dims_text(pads) + " must hold 2 values per axis of " +
+                               format_dims(shape_of(x)));
         for (int64_t p : pads)
-            if (p != 0)
-                fail_node(idx, "non-zero padding " + dims_text(pads) +
-                                   " is not supported as a separate op; pad in the Conv or pool");
-        define(idx, 0, {x, {}});
+            if (p < 0)
+                fail_node(idx, "negative padding " + dims_text(pads) +
+                                   " (a crop) is not supported; RematLab pads with zeros");
+        define(idx, 0, {add(idx, node_base(idx), OpKind::Pad, {x}, {{"pads", pads}}), {}});
     }
 
     // --- broadcasting binary ops, Clip, HardSigmoid, ReduceMean ----------------
@@ -1810,14 +2219,51 @@ class Importer {
             attrs.set("scalar", c.at(0));
             return define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
         }
-        if (c.initializer.empty() || c.transposed)
-            fail_node(idx, "the constant operand '" + in_name(idx, k) + "' " + dims_text(c.dims) +
-                               " is computed from constants, not an initializer; RematLab "
-                               "imports a tensor constant here only as a weight (an "
-                               "initializer, which gets a gradient)");
+        if (c.initializer.empty() || c.transposed) return constant_operand(idx, kind, x, k, c);
         attrs.set("param_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end()));
         const std::vector<ParamSource> params = {param_from(idx, c, c.f)};
         define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs), params), {}});
+    }
+
+    // A tensor folded from constants (Swin's shifted-window mask: 0 where a query and a key lie
+    // in the same region, -100 elsewhere) is the op's constant operand: no parameter, no
+    // gradient. An additive one holding -inf in every element of a row of its last axis would
+    // make that row of a following softmax all -inf (NaN): refused, naming the row.
+    void constant_operand(int idx, OpKind kind, ValueId x, int k, const Const& c) {
+        if (!c.is_float)
+            fail_node(idx, "the constant operand '" + in_name(idx, k) + "' holds integers");
+        if (static_cast<int>(c.dims.size()) > shape_of(x).rank())
+            fail_node(idx, "the constant " + dims_text(c.dims) + " has more axes than " +
+                               format_dims(shape_of(x)) +
+                               ", so it would add leading axes; this form is not supported");
+        for (float v : c.f)
+            if (std::isnan(v)) fail_node(idx, "the constant operand holds NaN");
+        if ((kind == OpKind::Add || kind == OpKind::Sub) && !c.dims.empty()) {
+            const auto cols = static_cast<size_t>(c.dims.back());
+            for (size_t r = 0; cols && r < c.f.size() / cols; ++r) {
+                bool all = true;
+                for (size_t j = 0; all && j < cols; ++j)
+                    all = std::isinf(c.f[r * cols + j]) &&
+                          ((c.f[r * cols + j] < 0) == (kind == OpKind::Add));
+                if (all)
+                    fail_node(idx, "the constant mask '" + in_name(idx, k) + "' " +
+                                       dims_text(c.dims) + " is -inf in every column of row " +
+                                       std::to_string(r) +
+                                       " (of its rows over the last axis): a softmax over that "
+                                       "row would be all -inf (NaN); mask with a finite value "
+                                       "(-1e4) or keep one position per row");
+            }
+        }
+        std::vector<int64_t> bits(c.f.size());
+        for (size_t j = 0; j < c.f.size(); ++j) {
+            uint32_t u;
+            std::memcpy(&u, &c.f[j], sizeof(u));
+            bits[j] = u;
+        }
+        Attrs attrs{{"constant_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end())},
+                    {"constant_bits", std::move(bits)}};
+        if (k == 0) attrs.set("reversed", int64_t{1});
+        define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
     }
 
     void reduce_mean(int idx) {
@@ -2027,35 +2473,39 @@ class Importer {
         Attrs attrs{{"num_embeddings", rows}, {"dim", dim}};
         std::vector<ValueId> ins;
         if (is_const(idx, 1)) {
-            // Constant indices (position embeddings): first + (k mod period), which is what
-            // arange(T), arange(T)[None] and arange(T).expand(B, T) give.
+            // Constant indices. Position embeddings count up: first + (k mod period), which is
+            // what arange(T), arange(T)[None] and arange(T).expand(B, T) give, kept as two
+            // numbers; any others (Swin's relative position index into its bias table) are kept
+            // whole (attr indices).
             const Const& ind = cst(idx, 1, "indices");
             if (ind.is_float || ind.i.empty()) fail_node(idx, "indices must be integers");
-            int64_t period = static_cast<int64_t>(ind.i.size());
-            for (int64_t p = 1; p <= period; ++p) {
-                if (static_cast<int64_t>(ind.i.size()) % p) continue;
-                bool ok = true;
-                for (size_t k = 0; ok && k < ind.i.size(); ++k)
-                    ok = ind.i[k] == ind.i[0] + static_cast<int64_t>(k) % p;
-                if (ok) {
-                    period = p;
-                    break;
-                }
-                if (p == period)
-                    fail_node(idx,
-                              "constant embedding indices are imported when they count up from "
-                              "one value, possibly repeated (arange(T), arange(T).expand(B, T))");
-            }
-            if (ind.i[0] < 0 || ind.i[0] + period > rows)
-                fail_node(idx, "constant indices [" + std::to_string(ind.i[0]) + ", " +
-                                   std::to_string(ind.i[0] + period) +
-                                   ") are out of range for the " + std::to_string(rows) +
-                                   " rows of '" + in_name(idx, 0) + "'");
-            attrs.set("first", ind.i[0]);
-            attrs.set("period", period);
-            attrs.set("index_shape", ind.dims.empty() ? Dims{1} : ind.dims);
             if (ind.dims.empty())
                 fail_node(idx, "a single constant index into an embedding table is not supported");
+            std::vector<int64_t> rows_read = ind.i;
+            for (size_t k = 0; k < rows_read.size(); ++k) {
+                int64_t& r = rows_read[k];
+                if (r < 0) r += rows;  // numpy-style negative indices, as ONNX's Gather
+                if (r < 0 || r >= rows)
+                    fail_node(idx, "constant index " + std::to_string(ind.i[k]) + " at position " +
+                                       std::to_string(k) + " is out of range for the " +
+                                       std::to_string(rows) + " rows of '" + in_name(idx, 0) + "'");
+            }
+            const auto count = static_cast<int64_t>(rows_read.size());
+            int64_t period = 0;
+            for (int64_t p = 1; p <= count && period == 0; ++p) {
+                if (count % p) continue;
+                bool ok = rows_read[0] + p <= rows;
+                for (int64_t k = 0; ok && k < count; ++k)
+                    ok = rows_read[static_cast<size_t>(k)] == rows_read[0] + k % p;
+                if (ok) period = p;
+            }
+            attrs.set("index_shape", ind.dims);
+            if (period > 0) {
+                attrs.set("first", rows_read[0]);
+                attrs.set("period", period);
+            } else {
+                attrs.set("indices", rows_read);
+            }
         } else {
             const ValueId v = act(idx, 1);
             if (g_.value(v).dtype != DType::I32)
@@ -2098,21 +2548,44 @@ class Importer {
             fail_node(idx, "starts, ends, axes and steps must have the same length");
         ValueId y = x;
         for (size_t k = 0; k < axes.size(); ++k) {
-            if (!steps.empty() && steps[k] != 1)
-                fail_node(idx, "step " + std::to_string(steps[k]) +
-                                   " is not supported; only contiguous slices (step 1) are");
+            const int64_t step = steps.empty() ? 1 : steps[k];
             const int64_t axis = axis_in(idx, axes[k], xs.rank());
             const int64_t n = xs[static_cast<int>(axis)];
+            if (step < 1 || (step > 1 && n % step != 0))
+                fail_node(idx, "step " + std::to_string(step) + " on axis " + std::to_string(axis) +
+                                   " of " + format_dims(xs) +
+                                   " is not supported; RematLab slices with step 1, or a "
+                                   "positive step that divides the axis");
             auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
             const int64_t b = clamp(starts[k]), e = clamp(ends[k]);
             if (b >= e)
                 fail_node(idx, "the slice [" + std::to_string(starts[k]) + ", " +
                                    std::to_string(ends[k]) + ") of axis " + std::to_string(axis) +
                                    " of " + format_dims(xs) + " is empty");
-            if (b == 0 && e == n) continue;
+            if (b == 0 && e == n && step == 1) continue;
             std::string name = node_base(idx);
             if (k) name.append("/").append(std::to_string(k));
-            y = add(idx, name, OpKind::Slice, {y}, {{"axis", axis}, {"start", b}, {"end", e}});
+            if (step == 1) {
+                y = add(idx, name, OpKind::Slice, {y}, {{"axis", axis}, {"start", b}, {"end", e}});
+                continue;
+            }
+            // Every step-th element (Swin's patch merging, x[:, 0::2, 1::2]): the axis viewed as
+            // [n / step, step], the phase b mod step cut from the inner axis, the range of
+            // whole steps from the outer one, the inner axis dropped.
+            const int64_t count = (e - b + step - 1) / step;
+            const Shape ys = shape_of(y);
+            Dims split = ys.dims;
+            split[static_cast<size_t>(axis)] = n / step;
+            split.insert(split.begin() + axis + 1, step);
+            ValueId v = add(idx, name + "/steps", OpKind::Reshape, {y}, {{"shape", split}});
+            v = add(idx, name + "/phase", OpKind::Slice, {v},
+                    {{"axis", axis + 1}, {"start", b % step}, {"end", b % step + 1}});
+            if (b / step != 0 || count != n / step)
+                v = add(idx, name, OpKind::Slice, {v},
+                        {{"axis", axis}, {"start", b / step}, {"end", b / step + count}});
+            Dims merged = ys.dims;
+            merged[static_cast<size_t>(axis)] = count;
+            y = add(idx, name + "/merge", OpKind::Reshape, {v}, {{"shape", merged}});
         }
         define(idx, 0, {y, {}});
     }
@@ -2399,7 +2872,11 @@ Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {
     if (!ec && size > opt.max_file_bytes)
         throw Error("ONNX file '" + path + "' is " + std::to_string(size) +
                     " bytes, more than the limit of " + std::to_string(opt.max_file_bytes) +
-                    " bytes");
+                    " bytes" +
+                    (size > static_cast<uint64_t>(INT_MAX)
+                         ? " (protobuf reads at most 2 GiB; exporters save larger models with "
+                           "external data, which RematLab does not read)"
+                         : ""));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot open ONNX file '" + path + "'");
     std::ostringstream buf;

@@ -36,7 +36,9 @@ enum class ImportLoss : uint8_t {
 };
 
 struct OnnxImportOptions {
-    uint64_t max_file_bytes = uint64_t{1} << 30;    // protobuf cannot read more than 2 GiB anyway
+    // What protobuf reads in one message (2 GiB - 1): ViT-L's 1.2 GB file loads; a larger model
+    // must be saved with external data, which is refused by name.
+    uint64_t max_file_bytes = (uint64_t{1} << 31) - 1;
     uint64_t max_tensor_bytes = uint64_t{4} << 30;  // any one initializer, input or activation
     ImportLoss loss = ImportLoss::SumSquares;
 };

@@ -6,7 +6,9 @@
 // in hardswish). reversed=1 puts the parameter or scalar first (c - x, c / x). The backward of an
 // operand that the output repeats sums its gradient over the repeated axes in row-major order
 // (BroadcastPlan::for_each_repeat), so the sum is deterministic.
+#include <cstring>
 #include <string>
+#include <variant>
 
 #include "engine/ops/layout.h"
 #include "engine/ops/op_defs.h"
@@ -16,8 +18,9 @@ namespace rl {
 BinaryForm binary_form(const Node& n) {
     BinaryForm f;
     if (n.inputs.size() == 2) return f;
-    const BinaryForm::Source other =
-        n.attrs.has("param_shape") ? BinaryForm::Source::Param : BinaryForm::Source::Scalar;
+    const BinaryForm::Source other = n.attrs.has("param_shape")      ? BinaryForm::Source::Param
+                                     : n.attrs.has("constant_shape") ? BinaryForm::Source::Constant
+                                                                     : BinaryForm::Source::Scalar;
     if (other == BinaryForm::Source::Scalar)
         f.scalar = static_cast<float>(n.attrs.get_float("scalar", 0.0));
     const bool reversed = n.attrs.get_int("reversed", 0) != 0;
@@ -25,6 +28,15 @@ BinaryForm binary_form(const Node& n) {
     f.source[reversed ? 0 : 1] = other;
     f.input[0] = f.input[1] = 0;
     return f;
+}
+
+void binary_constant_values(const Node& n, float* dst) {
+    const auto* bits = std::get_if<std::vector<int64_t>>(n.attrs.find("constant_bits"));
+    if (!bits) throw Error("node '" + n.name + "' has no constant_bits");
+    for (size_t k = 0; k < bits->size(); ++k) {
+        const auto u = static_cast<uint32_t>((*bits)[k]);
+        std::memcpy(dst + k, &u, sizeof(float));
+    }
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -77,6 +89,8 @@ Shape operand_shape(const Graph& g, const Node& n, const BinaryForm& f, int k) {
             return g.value(n.inputs[static_cast<size_t>(f.input[k])]).shape;
         case BinaryForm::Source::Param:
             return Shape(n.attrs.get_ints("param_shape"));
+        case BinaryForm::Source::Constant:
+            return Shape(n.attrs.get_ints("constant_shape"));
         case BinaryForm::Source::Scalar:
             break;
     }
@@ -96,18 +110,35 @@ namespace {
 
 Inferred binary_infer(const Graph& g, const Node& n) {
     require_f32(g, n);
-    require_known_attrs(n, {"scalar", "param_shape", "reversed"});
+    require_known_attrs(n,
+                        {"scalar", "param_shape", "reversed", "constant_shape", "constant_bits"});
     const std::string op(op_name(n.op));
-    const bool has_param = n.attrs.has("param_shape"), has_scalar = n.attrs.has("scalar");
-    if (n.inputs.size() == 2 && (has_param || has_scalar || n.attrs.has("reversed")))
+    const bool has_param = n.attrs.has("param_shape"), has_scalar = n.attrs.has("scalar"),
+               has_constant = n.attrs.has("constant_shape");
+    const int others = int{has_param} + int{has_scalar} + int{has_constant};
+    if (n.inputs.size() == 2 && (others > 0 || n.attrs.has("reversed")))
         throw Error(op +
-                    " of two inputs takes no scalar, param_shape or reversed attribute; give "
-                    "one input and the scalar or the parameter's shape");
-    if (n.inputs.size() == 1 && has_param == has_scalar)
+                    " of two inputs takes no scalar, param_shape, constant_shape or reversed "
+                    "attribute; give one input and the scalar, the parameter's shape or the "
+                    "constant");
+    if (n.inputs.size() == 1 && others != 1)
         throw Error(op +
-                    " of one input needs its other operand: attribute scalar (a number) or "
-                    "param_shape (a parameter's shape), not " +
-                    (has_param ? "both" : "neither"));
+                    " of one input needs its other operand: one of attribute scalar (a number), "
+                    "param_shape (a parameter's shape) or constant_shape with constant_bits (a "
+                    "constant tensor), not " +
+                    (others == 0   ? "neither"
+                     : others == 2 ? "both"
+                                   : "all three"));
+    if (has_constant) {
+        const Shape s(n.attrs.get_ints("constant_shape"));
+        const int64_t count = checked_numel(s, "constant_shape");
+        if (!n.attrs.has("constant_bits") ||
+            static_cast<int64_t>(n.attrs.get_ints("constant_bits").size()) != count)
+            throw Error("attribute constant_bits must hold the " + std::to_string(count) +
+                        " float32 bit patterns of constant_shape " + format_dims(s));
+    } else if (n.attrs.has("constant_bits")) {
+        throw Error("attribute constant_bits needs constant_shape");
+    }
     Inferred out;
     if (has_param) {
         const Shape p(n.attrs.get_ints("param_shape"));
@@ -135,11 +166,20 @@ Residuals add_sub_residuals(const Graph&, const Node&) {
 Residuals mul_div_residuals(const Graph&, const Node& n) {
     const BinaryForm f = binary_form(n);
     if (n.inputs.size() == 2) return {0b11u, false};
-    const bool scalar =
-        f.source[0] == BinaryForm::Source::Scalar || f.source[1] == BinaryForm::Source::Scalar;
-    // x·c and x/c need nothing; c/x reads x; with a parameter, its gradient reads x.
+    auto fixed = [](BinaryForm::Source s) {
+        return s == BinaryForm::Source::Scalar || s == BinaryForm::Source::Constant;
+    };
+    const bool scalar = fixed(f.source[0]) || fixed(f.source[1]);
+    // x·c and x/c need nothing (c is an attribute); c/x reads x; with a parameter, its gradient
+    // reads x.
     if (scalar && (n.op == OpKind::Mul || f.source[0] == BinaryForm::Source::Input)) return {};
     return {0b1u, false};
+}
+
+// A constant operand is decoded from its attribute into the workspace, forward and backward.
+uint64_t binary_workspace(const Graph&, const Node& n) {
+    if (!n.attrs.has("constant_shape")) return 0;
+    return 4 * static_cast<uint64_t>(Shape(n.attrs.get_ints("constant_shape")).numel());
 }
 
 // FLOPs per output element forward and backward.
@@ -165,8 +205,8 @@ constexpr OpDef binary(std::string_view name, std::string_view about,
         .is_dot = false,
         .infer = binary_infer,
         .residuals = residuals,
-        .fwd_workspace = nullptr,
-        .bwd_workspace = nullptr,
+        .fwd_workspace = binary_workspace,
+        .bwd_workspace = binary_workspace,
         .cost = cost,
         // Output element j reads element j of an input of the output's size (a broadcast input
         // is never the output's size, so liveness never hands it over: it compares bytes).
@@ -178,7 +218,8 @@ constexpr OpDef binary(std::string_view name, std::string_view about,
 
 const OpDef kAddDef = binary("add",
                              "elementwise sum with numpy broadcasting; or x + a parameter "
-                             "(param_shape) or a scalar",
+                             "(param_shape), a scalar, or a constant tensor (constant_shape, "
+                             "constant_bits: float32 bit patterns)",
                              add_sub_residuals, binary_cost<1, 1>);
 const OpDef kSubDef = binary("sub", "a - b with numpy broadcasting (or with a parameter / scalar)",
                              add_sub_residuals, binary_cost<1, 1>);

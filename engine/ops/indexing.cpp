@@ -14,8 +14,8 @@ Shape index_shape(const Graph& g, const Node& n) {
 }
 
 Inferred embedding_infer(const Graph& g, const Node& n) {
-    require_known_attrs(n,
-                        {"num_embeddings", "dim", "first", "period", "index_shape", "table_shape"});
+    require_known_attrs(
+        n, {"num_embeddings", "dim", "first", "period", "index_shape", "table_shape", "indices"});
     const int64_t rows = n.attrs.get_int("num_embeddings");
     const int64_t dim = n.attrs.get_int("dim");
     if (rows <= 0 || dim <= 0)
@@ -29,10 +29,29 @@ Inferred embedding_infer(const Graph& g, const Node& n) {
             throw Error("input 0 ('" + idx.name + "') holds indices in [0, " +
                         std::to_string(idx.label_classes) + ") but the table has " +
                         std::to_string(rows) + " rows");
-        if (n.attrs.has("first") || n.attrs.has("period") || n.attrs.has("index_shape"))
+        if (n.attrs.has("first") || n.attrs.has("period") || n.attrs.has("index_shape") ||
+            n.attrs.has("indices"))
             throw Error(
-                "attributes first, period and index_shape are for an embedding without inputs");
+                "attributes first, period, indices and index_shape are for an embedding without "
+                "inputs");
         out = idx.shape;
+    } else if (n.attrs.has("indices")) {
+        // Any constant indices (Swin's relative position index into its bias table).
+        const Shape s = index_shape(g, n);
+        const int64_t count = checked_numel(s, "attribute 'index_shape'");
+        if (n.attrs.has("first") || n.attrs.has("period"))
+            throw Error("attributes first and period do not go with indices");
+        const auto ind = n.attrs.get_ints("indices");
+        if (static_cast<int64_t>(ind.size()) != count)
+            throw Error("attribute 'indices' holds " + std::to_string(ind.size()) +
+                        " values but index_shape " + format_dims(s) + " has " +
+                        std::to_string(count) + " lookups");
+        for (size_t k = 0; k < ind.size(); ++k)
+            if (ind[k] < 0 || ind[k] >= rows)
+                throw Error("attribute 'indices': index " + std::to_string(ind[k]) +
+                            " at position " + std::to_string(k) +
+                            " is out of range for a table of " + std::to_string(rows) + " rows");
+        out = s;
     } else {
         const Shape s = index_shape(g, n);
         const int64_t count = checked_numel(s, "attribute 'index_shape'");
@@ -60,6 +79,14 @@ Inferred embedding_infer(const Graph& g, const Node& n) {
                         std::to_string(dim) + "] with " + std::to_string(rows) + " rows");
     }
     return {DType::F32, out, {ParamDecl{"weight", table, ParamInit::FanInUniform, 1}}};
+}
+
+// Constant indices (attr indices) are copied into the workspace as i32 by each forward and
+// backward, where the kernels read them as they read an index input (a device buffer on a GPU).
+uint64_t embedding_workspace(const Graph& g, const Node& n) {
+    (void)g;
+    if (!n.inputs.empty() || !n.attrs.has("indices")) return 0;
+    return 4 * static_cast<uint64_t>(n.attrs.get_ints("indices").size());
 }
 
 Residuals embedding_residuals(const Graph& g, const Node& n) {
@@ -121,7 +148,57 @@ OpCost causal_mask_cost(const Graph& g, const Node& n) {
     return {e, e, 8 * e, 8 * e};
 }
 
+// ONNX's pads: the zeros before each axis, then the zeros after each axis.
+Inferred pad_infer(const Graph& g, const Node& n) {
+    require_f32(g, n);
+    require_known_attrs(n, {"pads"});
+    const Shape& x = in_shape(g, n, 0);
+    const auto pads = n.attrs.get_ints("pads");
+    if (x.rank() == 0 || x.rank() > kMaxPadRank)
+        throw Error("input 0 has shape " + format_dims(x) + "; pad takes 1 to " +
+                    std::to_string(kMaxPadRank) + " axes");
+    if (static_cast<int64_t>(pads.size()) != 2 * x.rank())
+        throw Error("attribute 'pads' has " + std::to_string(pads.size()) +
+                    " values; it needs 2 per axis of " + format_dims(x) +
+                    " (the begins of every axis, then the ends)");
+    Shape out = x;
+    for (int a = 0; a < x.rank(); ++a) {
+        const int64_t b = pads[static_cast<size_t>(a)], e = pads[static_cast<size_t>(a + x.rank())];
+        if (b < 0 || e < 0)
+            throw Error("attribute 'pads' " + format_dims(Shape(pads)) +
+                        " holds a negative value; pad adds zeros (a negative pad is a slice)");
+        constexpr int64_t kMaxPad = int64_t{1} << 40;  // keeps the sum below from overflowing
+        if (b > kMaxPad || e > kMaxPad)
+            throw Error("attribute 'pads' " + format_dims(Shape(pads)) + " pads axis " +
+                        std::to_string(a) + " by more than 2^40");
+        out.dims[static_cast<size_t>(a)] = x[a] + b + e;
+    }
+    (void)checked_numel(out, "the padded output");
+    return {DType::F32, out, {}};
+}
+
+OpCost pad_cost(const Graph& g, const Node& n) {
+    const double in = numel_d(in_shape(g, n, 0)), out = numel_d(g.value(n.output).shape);
+    return {0, 0, 4 * in + 4 * out, 4 * out + 4 * in};  // copies: fwd writes zeros around x
+}
+
 }  // namespace
+
+const OpDef kPadDef{
+    .name = "pad",
+    .about =
+        "zeros around the input (attr pads: the zeros before each axis, then after each axis, as "
+        "ONNX's Pad in constant mode); the backward is the slice of the gradient",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .is_loss = false,
+    .is_dot = false,
+    .infer = pad_infer,
+    .residuals = no_residuals,
+    .fwd_workspace = nullptr,
+    .bwd_workspace = nullptr,
+    .cost = pad_cost,
+};
 
 const OpDef kCausalMaskDef{
     .name = "causal_mask",
@@ -145,15 +222,15 @@ const OpDef kEmbeddingDef{
     .about =
         "rows of a table [num_embeddings, dim] picked by integer indices, an i32 input (attrs: "
         "num_embeddings, dim; without an input, rows first + (k mod period) for the lookups k of "
-        "index_shape)",
+        "index_shape, or the constant rows of attr indices)",
     .min_inputs = 0,
     .max_inputs = 1,
     .is_loss = false,
     .is_dot = false,
     .infer = embedding_infer,
     .residuals = embedding_residuals,
-    .fwd_workspace = nullptr,
-    .bwd_workspace = nullptr,
+    .fwd_workspace = embedding_workspace,
+    .bwd_workspace = embedding_workspace,
     .cost = embedding_cost,
 };
 
@@ -190,13 +267,28 @@ SliceLayout slice_layout(const Graph& g, const Node& n) {
     return l;
 }
 
+PadLayout pad_layout(const Graph& g, const Node& n) {
+    const Shape& x = g.value(n.inputs[0]).shape;
+    const Shape& y = g.value(n.output).shape;
+    const auto pads = n.attrs.get_ints("pads");
+    PadLayout l;
+    l.rank = x.rank();
+    for (int a = 0; a < l.rank; ++a) {
+        l.in[a] = x[a];
+        l.out[a] = y[a];
+        l.begin[a] = pads[static_cast<size_t>(a)];
+    }
+    return l;
+}
+
 EmbeddingLayout embedding_layout(const Graph& g, const Node& n) {
     EmbeddingLayout l;
     l.rows = n.attrs.get_int("num_embeddings");
     l.dim = n.attrs.get_int("dim");
     l.count = g.value(n.output).shape.numel() / l.dim;
-    l.first = n.inputs.empty() ? n.attrs.get_int("first", 0) : -1;
-    l.period = n.inputs.empty() ? n.attrs.get_int("period", l.count) : 0;
+    const bool computed_rows = n.inputs.empty() && !n.attrs.has("indices");
+    l.first = computed_rows ? n.attrs.get_int("first", 0) : -1;
+    l.period = computed_rows ? n.attrs.get_int("period", l.count) : 0;
     return l;
 }
 

@@ -20,6 +20,14 @@ ConcatLayout concat_layout(const Graph& g, const Node& n);
 
 // slice along `axis`, the input seen as [outer, row] and the output as [outer, len]: output row o
 // is input row o's elements [offset, offset + len).
+// pad: the input's and the output's dims and each axis's leading zeros (rank ≤ kMaxPadRank).
+constexpr int kMaxPadRank = 8;
+struct PadLayout {
+    int rank = 0;
+    int64_t in[kMaxPadRank] = {}, out[kMaxPadRank] = {}, begin[kMaxPadRank] = {};
+};
+PadLayout pad_layout(const Graph& g, const Node& n);
+
 struct SliceLayout {
     int64_t outer = 1, inner = 1, row = 0, offset = 0, len = 0;
 };
@@ -27,6 +35,8 @@ SliceLayout slice_layout(const Graph& g, const Node& n);
 
 // embedding: `count` lookups of rows of `dim` floats in a [rows, dim] table; the indices are the
 // i32 input, or, when `first` >= 0 (no input), first + (k mod period) for lookup k.
+// first = -1: the rows come from i32 indices (an input, or attr indices copied to the
+// workspace); else row(k) = first + k mod period.
 struct EmbeddingLayout {
     int64_t rows = 0, dim = 0, count = 0, first = -1, period = 0;
 };
@@ -40,15 +50,20 @@ EmbeddingLayout embedding_layout(const Graph& g, const Node& n);
 namespace rl {
 
 // Where the two operands of add / sub / mul / div come from: node inputs, the node's parameter
-// (attr param_shape) or a scalar (attr scalar). Two inputs: operands 0 and 1 are inputs 0 and 1;
-// one input: it is operand 0, the parameter or scalar operand 1, swapped when reversed=1.
+// (attr param_shape), a scalar (attr scalar) or a constant tensor (attrs constant_shape and
+// constant_bits: the float32 values' bit patterns, row-major; no gradient, e.g. Swin's
+// shifted-window attention mask). Two inputs: operands 0 and 1 are inputs 0 and 1; one input: it
+// is operand 0, the other operand 1, swapped when reversed=1.
 struct BinaryForm {
-    enum class Source : uint8_t { Input, Param, Scalar };
+    enum class Source : uint8_t { Input, Param, Scalar, Constant };
     Source source[2] = {Source::Input, Source::Input};
     int input[2] = {0, 1};  // the node input slot of an Input operand
     float scalar = 0;
 };
 BinaryForm binary_form(const Node& n);
+// A constant operand's values into `dst` (constant_shape's element count of them): what the
+// kernels do in the declared workspace before reading it.
+void binary_constant_values(const Node& n, float* dst);
 
 // Numpy's broadcast of two shapes; throws rl::Error naming both when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

@@ -93,13 +93,14 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kEmbeddingDef,
         &ops::kSliceDef,
         &ops::kCausalMaskDef,
+        &ops::kPadDef,
         // gpt preset: dropout masks and tensor-parallel collectives
         &ops::kDropoutMaskDef,
         &ops::kCollectiveDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 36, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 37, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

@@ -52,6 +52,7 @@ extern const OpDef kClipDef, kHardSigmoidDef, kHardSwishDef;   // activations.cp
 extern const OpDef kGeluTanhDef;                               // activations.cpp
 extern const OpDef kReduceMeanDef;                             // reduce.cpp
 extern const OpDef kEmbeddingDef, kSliceDef, kCausalMaskDef;   // indexing.cpp
+extern const OpDef kPadDef;                                    // indexing.cpp
 extern const OpDef kDropoutMaskDef;                            // tensor_ops.cpp
 extern const OpDef kCollectiveDef;                             // collective.cpp
 

@@ -49,6 +49,7 @@ enum class OpKind : uint8_t {
     Embedding,   // rows of a [num_embeddings, dim] table by i32 indices (or constant ones)
     Slice,       // [start, end) of one axis
     CausalMask,  // -inf where column > row in the last two axes (a causal attention mask)
+    Pad,         // zeros around the input: attr pads [begin per axis…, end per axis…] (ONNX's)
     // Large-model training (gpt preset).
     DropoutMask,  // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
     Collective,   // tensor-parallel communication, no FLOPs (ops/collective.cpp)

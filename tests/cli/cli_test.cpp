@@ -556,6 +556,39 @@ TEST_F(CliTest, RunsAnOnnxModelWithItsInputAndDumpsGradsByInitializerName) {
         << r.err;
 }
 
+// A BERT-style model has three int64 inputs: token ids and segments (embedding indices) and an
+// attention mask that the model casts to float; --input NAME=FILE feeds each its own .npy, and
+// the loss is PyTorch's float64 one.
+TEST_F(CliTest, RunsTinyBertWithIdsSegmentsAndAnInt64Mask) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
+    std::vector<std::string> args = {
+        "run", "--network", (fixtures / "tiny_bert.onnx").string(), "--strategy", "none", "--json"};
+    for (const char* in : {"ids", "segments", "mask"}) {
+        args.emplace_back("--input");
+        args.push_back(std::string(in) + "=" +
+                       (fixtures / ("tiny_bert.input." + std::string(in) + ".npy")).string());
+    }
+    const json j = run_json(args);
+    double reference = 0;
+    std::ifstream(fixtures / "tiny_bert.loss.txt") >> reference;
+    EXPECT_NEAR(j.value("loss", 0.0), reference, 1e-5 * reference) << j.dump();
+
+    // A mask file neither float32 nor integer (float64 here) is refused, saying what to give.
+    const fs::path bad = dir_ / "mask.npy";
+    {
+        std::ofstream f(bad, std::ios::binary);
+        const std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 6), }";
+        std::string h = header + std::string(128 - 10 - header.size() - 1, ' ') + "\n";
+        f << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(h.size() & 0xff)
+          << static_cast<char>(h.size() >> 8) << h << std::string(2 * 6 * 8, '\0');
+    }
+    args.back() = "mask=" + bad.string();
+    const Result r = run(args);
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("float32"), std::string::npos) << r.err;
+}
+
 namespace {
 
 TEST_F(CliTest, ExplainPrintsASentencePerInstruction) {

@@ -236,6 +236,17 @@ std::vector<OpCaseSpec> op_cases() {
                          if (div)
                              for (float& v : h.params[0]) v = v < 0 ? v - 0.3f : v + 0.3f;
                      }});
+        c.push_back({name + "_window_mask_constant", [k](OpHarness& h) {
+                         Ints bits;
+                         for (int j = 0; j < 3 * 49 * 49; ++j) {
+                             const float v = j % 7 == 0 ? -100.0f : 0.5f + 0.01f * (j % 13);
+                             uint32_t u;
+                             std::memcpy(&u, &v, sizeof(u));
+                             bits.push_back(u);
+                         }
+                         h.op(k, {h.input("x", Shape{2, 3, 4, 49, 49})},
+                              {{"constant_shape", Ints{1, 3, 1, 49, 49}}, {"constant_bits", bits}});
+                     }});
         c.push_back({name + "_reversed_scalar", [k, div](OpHarness& h) {
                          h.op(k, {h.input("x", Shape{7, 301}, div ? 0.3f : 0.0f)},
                               {{"scalar", 1.5}, {"reversed", int64_t{1}}});
@@ -281,6 +292,17 @@ std::vector<OpCaseSpec> op_cases() {
                            {"index_shape", Ints{3, 5}}});
                  },
                  0, true});
+    c.push_back({"embedding_constant_indices",
+                 [](OpHarness& h) {
+                     Ints ind;
+                     for (int k = 0; k < 7 * 49; ++k) ind.push_back((k * 31 + k / 7) % 169);
+                     h.op(OpKind::Embedding, {},
+                          {{"num_embeddings", int64_t{169}},
+                           {"dim", int64_t{3}},
+                           {"index_shape", Ints{7, 49}},
+                           {"indices", ind}});
+                 },
+                 0, true});
     c.push_back({"slice_middle_axis",
                  [](OpHarness& h) {
                      h.op(OpKind::Slice, {h.input("x", Shape{3, 17, 29})},
@@ -290,6 +312,18 @@ std::vector<OpCaseSpec> op_cases() {
     c.push_back({"causal_mask",
                  [](OpHarness& h) {
                      h.op(OpKind::CausalMask, {h.input("x", Shape{2, 3, 9, 9})});
+                 },
+                 0, true});
+    c.push_back({"pad_nchw",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Pad, {h.input("x", Shape{2, 3, 7, 9})},
+                          {{"pads", Ints{0, 0, 1, 2, 0, 1, 3, 0}}});
+                 },
+                 0, true});
+    c.push_back({"pad_every_axis",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Pad, {h.input("x", Shape{3, 5, 4, 6})},
+                          {{"pads", Ints{1, 2, 0, 0, 1, 0, 3, 1}}});
                  },
                  0, true});
     // The u8 keep-mask (one byte per element; the rest of the harness's float buffer stays NaN

@@ -89,7 +89,7 @@ void away_from_zero(Floats& v, float min_abs) {
 struct BinaryCase {
     std::string name;
     Shape a, b;  // operand shapes (for a scalar: {})
-    enum { Tensors, Param, Scalar } form = Tensors;
+    enum { Tensors, Param, Scalar, Constant } form = Tensors;
     bool reversed = false;  // the parameter or scalar is operand 0
 };
 
@@ -105,11 +105,19 @@ std::vector<BinaryCase> binary_cases() {
         {"position_embedding_param", Shape{2, 4, 3}, Shape{4, 3}, BinaryCase::Param},
         {"reversed_param", Shape{3, 1}, Shape{2, 3, 4}, BinaryCase::Param, true},
         {"scalar", Shape{3, 5}, Shape{}, BinaryCase::Scalar},
+        // Swin's shifted-window mask [1, nW, 1, N, N] added to scores [B, nW, heads, N, N]
+        {"window_mask_constant", Shape{2, 3, 2, 4, 4}, Shape{1, 3, 1, 4, 4}, BinaryCase::Constant},
+        {"reversed_constant", Shape{3, 1}, Shape{2, 3, 4}, BinaryCase::Constant, true},
         {"reversed_scalar", Shape{}, Shape{3, 5}, BinaryCase::Scalar, true},
     };
 }
 
 constexpr float kScalar = -1.75f;
+
+// A constant operand's values: away from 0 (div), a few distinct ones.
+float constant_value(size_t k) {
+    return (k % 3 == 0 ? -1.0f : 1.0f) * (0.5f + 0.25f * static_cast<float>(k % 5));
+}
 
 // Builds the case; returns the operands' values (a pointer to the harness's buffers).
 void build(OpHarness& h, OpKind op, const BinaryCase& bc) {
@@ -125,10 +133,21 @@ void build(OpHarness& h, OpKind op, const BinaryCase& bc) {
     // The denominator stays away from 0: the tensor when reversed, else the parameter.
     const ValueId x = h.input("x", tensor, div && bc.reversed ? 0.3f : 0.0f);
     Attrs attrs;
-    if (bc.form == BinaryCase::Param)
+    if (bc.form == BinaryCase::Param) {
         attrs.set("param_shape", other.dims);
-    else
+    } else if (bc.form == BinaryCase::Constant) {
+        std::vector<int64_t> bits;
+        for (size_t k = 0; k < static_cast<size_t>(other.numel()); ++k) {
+            const float v = constant_value(k);
+            uint32_t u;
+            std::memcpy(&u, &v, sizeof(u));
+            bits.push_back(u);
+        }
+        attrs.set("constant_shape", other.dims);
+        attrs.set("constant_bits", bits);
+    } else {
         attrs.set("scalar", static_cast<double>(kScalar));
+    }
     if (bc.reversed) attrs.set("reversed", int64_t{1});
     h.op(op, {x}, attrs);
     if (bc.form == BinaryCase::Param && div && !bc.reversed) away_from_zero(h.params[0], 0.3f);
@@ -144,6 +163,9 @@ std::vector<double> operand_values(OpHarness& h, const BinaryCase& bc, int k) {
         for (float x : h.data(h.n().inputs[0])) v.push_back(x);
     } else if (bc.form == BinaryCase::Param) {
         for (float x : h.params[0]) v.push_back(x);
+    } else if (bc.form == BinaryCase::Constant) {
+        const Shape& s = bc.reversed ? bc.a : bc.b;
+        for (size_t j = 0; j < static_cast<size_t>(s.numel()); ++j) v.push_back(constant_value(j));
     } else {
         v.push_back(kScalar);
     }
@@ -163,6 +185,13 @@ void check_binary(OpKind op) {
             want.push_back(
                 apply(op, a[static_cast<size_t>(r.ia[j])], b[static_cast<size_t>(r.ib[j])]));
         check_forward(h, want);
+        if (bc.form == BinaryCase::Constant) {
+            // No parameter; the constant is decoded into a workspace, forward and backward.
+            EXPECT_TRUE(h.params.empty());
+            const uint64_t bytes = 4 * static_cast<uint64_t>((bc.reversed ? bc.a : bc.b).numel());
+            EXPECT_EQ(h.def().fwd_workspace(h.g, h.n()), bytes);
+            EXPECT_EQ(h.def().bwd_workspace(h.g, h.n()), bytes);
+        }
         testing::check_gradients(h, 1e-2, 1e-3, 1e-2);
         check_accumulate(h);
         check_repeatable(h);
@@ -313,8 +342,13 @@ TEST(BroadcastOps, ResidualsAndParameters) {
     const OpCost c = op_def(OpKind::Mul).cost(g, g.node(ls));
     EXPECT_DOUBLE_EQ(c.fwd_flops, 24);
     EXPECT_GT(c.bwd_flops, c.fwd_flops);
-    for (OpKind k : {OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Clip, OpKind::HardSigmoid,
-                     OpKind::HardSwish, OpKind::GeluTanh, OpKind::ReduceMean}) {
+    // Binary ops take a workspace only for a constant operand (decoded there).
+    for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div}) {
+        EXPECT_EQ(op_def(k).fwd_workspace(g, g.node(ls)), 0u) << op_name(k);
+        EXPECT_EQ(op_def(k).bwd_workspace(g, g.node(ls)), 0u) << op_name(k);
+    }
+    for (OpKind k : {OpKind::Clip, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::GeluTanh,
+                     OpKind::ReduceMean}) {
         EXPECT_EQ(op_def(k).fwd_workspace, nullptr) << op_name(k);
         EXPECT_EQ(op_def(k).bwd_workspace, nullptr) << op_name(k);
         EXPECT_FALSE(op_def(k).is_dot) << op_name(k);

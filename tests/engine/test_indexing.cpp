@@ -77,6 +77,58 @@ TEST(OpGradient, EmbeddingOfConstantPositions) {
     check_gradients(c);
 }
 
+// Any constant indices (Swin's relative position index into its bias table): rows in the given
+// order, repeats summed in lookup order, an unread row's gradient exactly 0; the indices take a
+// declared workspace (their i32 copy), forward and backward.
+TEST(OpGradient, EmbeddingOfConstantIndicesSumsRepeatsInLookupOrder) {
+    OpCase c;
+    const std::vector<int64_t> ind = {3, 0, 3, 1, 5, 3, 0, 2};  // row 4 unread, row 3 three times
+    c.op(OpKind::Embedding, {},
+         {{"num_embeddings", int64_t{6}},
+          {"dim", int64_t{3}},
+          {"index_shape", std::vector<int64_t>{2, 4}},
+          {"indices", ind}});
+    EXPECT_EQ(c.out_shape(), (Shape{2, 4, 3}));
+    const Node& n = c.n();
+    EXPECT_EQ(op_def(OpKind::Embedding).fwd_workspace(c.g, n), 8u * 4u);
+    EXPECT_EQ(op_def(OpKind::Embedding).bwd_workspace(c.g, n), 8u * 4u);
+    std::vector<double> want;
+    for (int64_t r : ind)
+        for (int j = 0; j < 3; ++j) want.push_back(c.params[0][static_cast<size_t>(r * 3 + j)]);
+    check_forward(c, want, 0);
+    check_gradients(c);
+    check_repeatable(c);
+    const Floats dy = c.random(24);
+    const auto g = c.backward(dy);
+    for (int j = 0; j < 3; ++j) {
+        EXPECT_EQ(g.params[0][static_cast<size_t>(4 * 3 + j)], 0.0f);
+        const float s = (dy[static_cast<size_t>(0 * 3 + j)] + dy[static_cast<size_t>(2 * 3 + j)]) +
+                        dy[static_cast<size_t>(5 * 3 + j)];
+        EXPECT_EQ(g.params[0][static_cast<size_t>(3 * 3 + j)], s);
+    }
+}
+
+TEST(OpForward, EmbeddingRefusesConstantIndicesOutsideItsTableOrMiscounted) {
+    testing::expect_error(
+        [](Graph& g) {
+            g.add_node("bias", OpKind::Embedding, std::vector<std::string>{},
+                       {{"num_embeddings", int64_t{4}},
+                        {"dim", int64_t{2}},
+                        {"index_shape", std::vector<int64_t>{3}},
+                        {"indices", std::vector<int64_t>{0, 4, 1}}});
+        },
+        {"bias", "index 4 at position 1", "4 rows"});
+    testing::expect_error(
+        [](Graph& g) {
+            g.add_node("bias", OpKind::Embedding, std::vector<std::string>{},
+                       {{"num_embeddings", int64_t{4}},
+                        {"dim", int64_t{2}},
+                        {"index_shape", std::vector<int64_t>{2, 2}},
+                        {"indices", std::vector<int64_t>{0, 1, 2}}});
+        },
+        {"bias", "3 values", "4 lookups"});
+}
+
 TEST(OpForward, EmbeddingRefusesIndicesOutsideItsTable) {
     testing::expect_error(
         [](Graph& g) {
@@ -149,6 +201,69 @@ TEST(OpForward, SliceRefusesAnEmptyOrOutsideRange) {
             },
             {"cut", "0 <= start < end <= 5"});
     }
+}
+
+// --- pad ---------------------------------------------------------------------------------------
+
+// Zeros around the input on every axis (ONNX pads: begins, then ends): forward against a direct
+// reference, gradients against central differences (the backward is the slice of dY).
+TEST(OpGradient, PadAddsZerosOnEveryAxis) {
+    const std::vector<std::vector<int64_t>> cases = {
+        {0, 0, 1, 1, 0, 0, 1, 1},  // Inception's avg_pool padding before an AveragePool (NCHW)
+        {0, 0, 0, 0, 0, 2, 3, 0},  // Swin's F.pad of [B, H, W, C] up to whole windows (NHWC)
+        {1, 0, 2, 3, 2, 1, 0, 2},  // every axis, both sides, the last one too
+    };
+    for (const auto& pads : cases) {
+        SCOPED_TRACE(format_dims(Shape(pads)));
+        OpCase c;
+        const Shape s{2, 3, 4, 3};
+        const ValueId x = c.input("x", s);
+        c.op(OpKind::Pad, {x}, {{"pads", pads}});
+        Shape out = s;
+        for (int a = 0; a < 4; ++a)
+            out.dims[static_cast<size_t>(a)] += pads[static_cast<size_t>(a)] + pads[a + 4];
+        std::vector<double> want;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+            int64_t rest = i, src = 0, stride = 1;
+            bool inside = true;
+            for (int a = 3; a >= 0; --a) {
+                const int64_t coord = rest % out[a] - pads[static_cast<size_t>(a)];
+                rest /= out[a];
+                inside = inside && coord >= 0 && coord < s[a];
+                src += coord * stride;
+                stride *= s[a];
+            }
+            want.push_back(inside ? c.data(x)[static_cast<size_t>(src)] : 0.0);
+        }
+        check_forward(c, want, 0);
+        check_gradients(c);
+        check_accumulate(c);
+        check_repeatable(c);
+    }
+}
+
+TEST(OpForward, PadRefusesNegativeOrMiscountedPads) {
+    testing::expect_error(
+        [&](Graph& g) {
+            g.add_input("x", DType::F32, Shape{2, 5});
+            g.add_node("p", OpKind::Pad, std::vector<std::string>{"x"},
+                       {{"pads", std::vector<int64_t>{0, -1, 0, 0}}});
+        },
+        {"p", "negative"});
+    testing::expect_error(
+        [&](Graph& g) {
+            g.add_input("x", DType::F32, Shape{2, 5});
+            g.add_node("p", OpKind::Pad, std::vector<std::string>{"x"},
+                       {{"pads", std::vector<int64_t>{0, 1}}});
+        },
+        {"p", "2 per axis"});
+    testing::expect_error(
+        [&](Graph& g) {
+            g.add_input("x", DType::F32, Shape{2, 5});
+            g.add_node("p", OpKind::Pad, std::vector<std::string>{"x"},
+                       {{"pads", std::vector<int64_t>{0, int64_t{1} << 62, 0, int64_t{1} << 62}}});
+        },
+        {"p", "more than 2^40"});
 }
 
 // --- causal mask -------------------------------------------------------------------------------
