@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -316,6 +317,52 @@ std::vector<std::vector<RelInstr>> milp_menu(const Graph& g, const LivenessTable
     return out;
 }
 
+// A process-wide memo of the block MILPs' results. They depend only on the block (its signature,
+// which determines its nodes, sizes and edges), its nodes' costs and the options; CBC under a
+// wall-clock limit need not return the same incumbent twice, so the memo also makes the plans of
+// one process (a sweep's budgets, `optimal` trying rockmate after the DP) agree, and spares
+// repeating the solves at every budget. Results cut short by a deadline are not kept.
+template <class V>
+class Memo {
+  public:
+    bool get(const std::string& key, V* out) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = map_.find(key);
+        if (it == map_.end()) return false;
+        *out = it->second;
+        return true;
+    }
+    void put(const std::string& key, V value) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (map_.size() >= 256) map_.clear();  // bounded: networks come and go in a GUI session
+        map_[key] = std::move(value);
+    }
+
+  private:
+    std::mutex mutex_;
+    std::map<std::string, V> map_;
+};
+
+std::string memo_key(const Graph& g, const LivenessTables& t, const Block& b, bool reads_out,
+                     const std::function<double(NodeId)>& fwd, const RockmateOptions& opt) {
+    std::ostringstream o;
+    o.precision(17);
+    o << signature(g, t, b.st, false) << '|' << b.xin_forced << reads_out << '|';
+    for (NodeId n = b.st.first; n <= b.st.last; ++n) o << fwd(n) << ',';
+    o << '|' << opt.menu_points << ',' << opt.bound_points << ',' << opt.milp_time_s;
+    return o.str();
+}
+
+Memo<std::vector<std::vector<RelInstr>>>& menu_memo() {
+    static Memo<std::vector<std::vector<RelInstr>>> memo;
+    return memo;
+}
+
+Memo<std::vector<std::pair<uint64_t, double>>>& bound_memo() {
+    static Memo<std::vector<std::pair<uint64_t, double>>> memo;
+    return memo;
+}
+
 // Whether option `a` is at least as good as `b` in every respect the chain DP weighs.
 bool dominates(const RotorTapeOption& a, const RotorTapeOption& b) {
     return a.hold <= b.hold && a.peak_fwd <= b.peak_fwd && a.peak_bwd <= b.peak_bwd &&
@@ -426,10 +473,18 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
         }
         if (!opt.milp_menus) continue;
         auto mfound = milp_menus.find(cls[k]);
-        if (mfound == milp_menus.end())
-            mfound =
-                milp_menus.emplace(cls[k], milp_menu(g, t, b, reads_out, fwd, opt, deadline, local))
-                    .first;
+        if (mfound == milp_menus.end()) {
+            const std::string key = memo_key(g, t, b, reads_out, fwd, opt);
+            std::vector<std::vector<RelInstr>> menu;
+            if (!menu_memo().get(key, &menu)) {
+                const bool complete_before = local.milp_complete;
+                local.milp_complete = true;
+                menu = milp_menu(g, t, b, reads_out, fwd, opt, deadline, local);
+                if (local.milp_complete) menu_memo().put(key, menu);
+                local.milp_complete = local.milp_complete && complete_before;
+            }
+            mfound = milp_menus.emplace(cls[k], std::move(menu)).first;
+        }
         // Each MILP schedule as a widened option (rotor.h): the forward whole, then its own
         // post-forward sequence; its tape is what that sequence reads of the block before
         // computing it again, its peaks walk_peak's over its instructions.
@@ -528,7 +583,12 @@ std::vector<std::vector<RotorTapeOption>> block_bound_options(
         prev_reads = reads_out;
         if (s.is_loss_stage) continue;
         auto found = levels.find(cls[k]);
+        const std::string key = found == levels.end() ? memo_key(g, t, b, reads_out, fwd, opt) : "";
+        std::vector<std::pair<uint64_t, double>> memo;
+        if (found == levels.end() && bound_memo().get(key, &memo))
+            found = levels.emplace(cls[k], std::move(memo)).first;
         if (found == levels.end()) {
+            bool cut = false;
             std::vector<std::pair<uint64_t, double>> lv;
             const uint64_t xin_bytes = b.xin != kNoId ? g.value(b.xin).bytes : 0;
             const uint64_t lo = b.xin_forced ? xin_bytes : 0;
@@ -542,9 +602,13 @@ std::vector<std::vector<RotorTapeOption>> block_bound_options(
                 if (std::chrono::steady_clock::now() < deadline)
                     lb = block_detail::block_hold_lower_bound(g, t, spec, fwd, hold, solve);
                 else
-                    *complete = false;
+                    cut = true;
                 lv.push_back({hold, lb});
             }
+            if (cut)
+                *complete = false;
+            else
+                bound_memo().put(key, lv);
             found = levels.emplace(cls[k], std::move(lv)).first;
         }
         const auto& lv = found->second;

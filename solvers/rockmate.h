@@ -43,7 +43,9 @@
 // hold, both peaks and time. Not formulated: recomputation DURING the block's forward
 // (Checkmate's frontier-advancing stages) — the widened form can carry it (`forward`), the MILP
 // does not produce it. Each option adds to the chain DP's work; the exhaustive options stay, so
-// at equal grid rockmate with MILP options is never worse than without.
+// at equal grid rockmate with MILP options is never worse than without. The MILPs' results (menu
+// schedules and bounds) are memoised per process by block signature, node costs and options, so
+// a sweep solves them once and its plans agree. None are solved when the budget holds everything.
 //
 // THE CLASS searched: Rotor's class (rotor.h), plus for each block the menu's options (exhaustive
 // and block-MILP) in place of (c). It contains Rotor's class, so on the same memory grid rockmate's
@@ -151,7 +153,7 @@ struct RockmateStats {
     int searched_blocks = 0;    // classes whose menu search ran (having at least one candidate)
     int menu_options = 0;       // options over all stages
     bool exhaustive = true;     // every search was exhaustive
-    int milp_solves = 0;        // block-MILP solves for the menus
+    int milp_solves = 0;        // block-MILP solves for the menus (memoised ones not counted)
     int milp_options = 0;       // of menu_options: block-MILP schedules no other option dominates
     bool milp_complete = true;  // every class got its block-MILP menu within milp_total_s
     uint64_t unit = 0;          // the DP's memory unit, bytes
