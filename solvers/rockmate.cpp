@@ -550,10 +550,11 @@ namespace {
 // THE BOUND's options (rockmate.h): for each stage but the loss stage, for hold budgets H_0 <
 // … < H_{P-1} from the block's smallest to its full hold, an option holding H_{i-1} + 1 bytes (0
 // for i = 0) whose recompute time is the block MILP's lower bound for holds <= H_i
-// (block_detail::block_hold_lower_bound) and whose peaks are its hold — at most those of any
-// schedule of the block holding that much (the held values are all live at the forward's last
-// kernel and at the first kernel after it). No schedule to run: only the relaxed DP reads them.
-// `complete` is cleared when the deadline cut the solves short (later blocks get cost 0).
+// (block_detail::block_hold_lower_bound) and whose peaks are the larger of its hold and what every
+// schedule of the block reaches — at most those of any schedule of the block holding that much
+// (the held values are all live at the forward's last kernel and at the first kernel after it). No
+// schedule to run: only the relaxed DP reads them. `complete` is cleared when the deadline cut the
+// solves short (later blocks get cost 0).
 std::vector<std::vector<RotorTapeOption>> block_bound_options(
     const Graph& g, const CostModel& costs, const std::vector<NodeId>& stage_first,
     const RotorChain& chain, const RockmateOptions& opt, bool* complete) {
@@ -611,12 +612,33 @@ std::vector<std::vector<RotorTapeOption>> block_bound_options(
                 bound_memo().put(key, lv);
             found = levels.emplace(cls[k], std::move(lv)).first;
         }
+        // Peaks every schedule of the block reaches, whatever it holds: at each Compute of its
+        // forward that node's inputs and output are live, at each Backward its residuals; the
+        // rest of what walk_peak counts there (gradients, workspace) is the same in every
+        // schedule, the backward order being fixed — or less (parameter gradients of the
+        // block's later backwards are left out here).
+        uint64_t fwd_least = 0, bwd_least = 0;
+        for (NodeId n = s.first; n <= s.last; ++n) {
+            std::vector<ValueId> ins;
+            for (ValueId v : g.node(n).inputs)
+                if (!g.value(v).is_input()) ins.push_back(v);
+            fwd_least =
+                std::max(fwd_least, walk_peak(g, t, ins, kNoId, {{InstrKind::Compute, n}}, {}));
+            if (!t.needs_backward[static_cast<size_t>(n)]) continue;
+            std::vector<ValueId> res;
+            for_each_residual(g, t, n, [&](ValueId v) {
+                if (!g.value(v).is_input()) res.push_back(v);
+            });
+            bwd_least =
+                std::max(bwd_least, walk_peak(g, t, res, n + 1, {{InstrKind::Backward, n}}, {}));
+        }
         const auto& lv = found->second;
         for (size_t i = 0; i < lv.size(); ++i) {
             if (!std::isfinite(lv[i].second)) continue;  // no schedule holds so little
             RotorTapeOption o;
             o.hold = i == 0 ? 0 : lv[i - 1].first + 1;
-            o.peak_fwd = o.peak_bwd = o.hold;
+            o.peak_fwd = std::max(o.hold, fwd_least);
+            o.peak_bwd = std::max(o.hold, bwd_least);
             // As a float, rounded down.
             auto f = static_cast<float>(lv[i].second);
             if (static_cast<double>(f) > lv[i].second)
