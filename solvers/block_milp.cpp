@@ -169,6 +169,7 @@ std::optional<BlockSchedule> block_milp_schedule(const Graph& g, const LivenessT
     MilpSolveOptions so;
     so.time_limit_s = opt.time_limit_s;
     so.preprocess = false;
+    so.max_nodes = opt.max_nodes;
     const MilpResult r = m.solve(so);
     if (!r.has_solution) return std::nullopt;
     auto on = [&](int col) { return col != kNone && r.x[static_cast<size_t>(col)] > 0.5; };
@@ -237,6 +238,7 @@ double block_hold_lower_bound(const Graph& g, const LivenessTables& t, const Blo
     so.time_limit_s = opt.time_limit_s;
     so.zero_gap = true;
     so.preprocess = false;
+    so.max_nodes = opt.max_nodes;
     const MilpResult r = m.solve(so);
     if (r.proven_infeasible) return kInfinity;
     const double bound = r.proven_optimal ? std::min(r.bound, r.objective) : r.bound;

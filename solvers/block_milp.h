@@ -54,6 +54,7 @@ struct BlockSpec {
 
 struct BlockMilpSolve {
     double time_limit_s = 0.25;  // per CBC solve (wall clock)
+    int max_nodes = 0;           // per CBC solve (0: none)
 };
 
 // The least-recompute post-forward sequence within the two budgets (bytes), or nothing when

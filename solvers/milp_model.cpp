@@ -93,6 +93,7 @@ MilpResult MilpModel::solve(const MilpSolveOptions& opt,
         Cbc_setParameter(m.get(), "allowableGap", "0");
     }
     if (!opt.preprocess) Cbc_setParameter(m.get(), "preprocess", "off");
+    if (opt.max_nodes > 0) Cbc_setMaximumNodes(m.get(), opt.max_nodes);
     if (!start.empty()) {
         std::vector<int> cols;
         std::vector<double> vals;

@@ -25,6 +25,9 @@ struct MilpSolveOptions {
     // CBC's preprocessing (CglPreProcess). Off for the small block models (solvers/rockmate.h),
     // which need none, as it crashed once in CglPreProcess::postProcess (rockmate.h).
     bool preprocess = true;
+    // Branch-and-bound nodes at most (0: no limit). A node limit, unlike the wall clock, stops
+    // CBC at the same point whatever the machine's load: the same model gives the same answer.
+    int max_nodes = 0;
 };
 
 class MilpModel {

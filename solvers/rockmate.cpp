@@ -288,6 +288,7 @@ std::vector<std::vector<RelInstr>> milp_menu(const Graph& g, const LivenessTable
     const int points = std::max(opt.menu_points, 2);
     block_detail::BlockMilpSolve solve;
     solve.time_limit_s = opt.milp_time_s;
+    solve.max_nodes = opt.milp_nodes;
     for (int p = 0; p < points; ++p) {
         const uint64_t hold =
             lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * p / (points - 1));
@@ -349,7 +350,8 @@ std::string memo_key(const Graph& g, const LivenessTables& t, const Block& b, bo
     o.precision(17);
     o << signature(g, t, b.st, false) << '|' << b.xin_forced << reads_out << '|';
     for (NodeId n = b.st.first; n <= b.st.last; ++n) o << fwd(n) << ',';
-    o << '|' << opt.menu_points << ',' << opt.bound_points << ',' << opt.milp_time_s;
+    o << '|' << opt.menu_points << ',' << opt.bound_points << ',' << opt.milp_time_s << ','
+      << opt.milp_nodes;
     return o.str();
 }
 
@@ -570,6 +572,7 @@ std::vector<std::vector<RotorTapeOption>> block_bound_options(
                               std::chrono::duration<double>(std::max(0.0, opt.milp_total_s)));
     block_detail::BlockMilpSolve solve;
     solve.time_limit_s = opt.milp_time_s;
+    solve.max_nodes = opt.milp_nodes;
     const int points = std::max(opt.bound_points, 2);
     // Per class: (hold, lower bound) pairs.
     std::map<int32_t, std::vector<std::pair<uint64_t, double>>> levels;

@@ -143,6 +143,11 @@ struct RockmateOptions {
     bool milp_menus = true;
     bool block_bound = true;
     double milp_time_s = 0.25;
+    // Also a branch-and-bound node limit per solve (0: none). The wall-clock limit makes the
+    // MILP options depend on the machine's load (a solve cut short keeps a worse incumbent);
+    // a node limit with a generous milp_time_s gives the same options on any machine, at a few
+    // seconds of CPU per distinct block (docs/benchmarks.md).
+    int milp_nodes = 0;
     double milp_total_s = 10;
     int bound_points = 12;  // hold budgets per block for the bound
 };

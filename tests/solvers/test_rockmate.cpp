@@ -261,6 +261,44 @@ TEST(Rockmate, NeverBelowTheTrueOptimumAndExactGridHasNoGap) {
     EXPECT_TRUE(class_bound_above_optimum);
 }
 
+// The block-MILP bound on more tiny graphs (residual blocks of other widths):
+// never above the optimum over ALL schedules (exhaustive search), nor above the within-class
+// bound on the same grid, nor above rockmate's own cost.
+TEST(RockmateMilp, BlockBoundIsBelowTheExhaustiveOptimumOnTinyGraphs) {
+    int bounded = 0, positive = 0;
+    for (const Graph& g :
+         {residual_chain({12, 8}), residual_chain({8, 24}), residual_chain({32, 4})}) {
+        SCOPED_TRACE(g.name());
+        ASSERT_LE(g.num_nodes(), 12);
+        const CostModel costs = CostModel::analytic(g, DeviceRates{});
+        const Exhaustive search(g, costs);
+        const uint64_t hi = simulate(g, backprop_schedule(g), costs).peak_bytes;
+        const Plan lean = rockmate_plan(g, costs, 1);
+        ASSERT_TRUE(lean.min_feasible_budget);
+        const uint64_t lo = *lean.min_feasible_budget;
+        RockmateOptions block, within;
+        block.true_bound_max_nodes = within.true_bound_max_nodes = 0;
+        within.block_bound = false;
+        for (const double f : {0.0, 0.3, 0.6, 0.9}) {
+            const auto budget = lo + static_cast<uint64_t>(f * static_cast<double>(hi - lo));
+            SCOPED_TRACE("budget " + std::to_string(budget));
+            const Exhaustive::Result best = search.min_cost(budget);
+            ASSERT_TRUE(best.found);
+            const Plan b = rockmate_plan(g, costs, budget, block);
+            const Plan w = rockmate_plan(g, costs, budget, within);
+            ASSERT_NE(b.status, PlanStatus::Infeasible) << b.message;
+            ASSERT_TRUE(b.lower_bound_ms && w.lower_bound_ms);
+            EXPECT_LE(*b.lower_bound_ms, best.value + 1e-9) << b.message;
+            EXPECT_LE(*b.lower_bound_ms, *w.lower_bound_ms + 1e-9);
+            EXPECT_LE(*b.lower_bound_ms, simulate(g, b.schedule, costs).recompute_ms + 1e-9);
+            if (b.bound_class == "block_milp") ++bounded;
+            if (b.bound_class == "block_milp" && *b.lower_bound_ms > 0) ++positive;
+        }
+    }
+    EXPECT_GE(bounded, 4);   // budgets that need recomputation, where the block bound ran
+    EXPECT_GT(positive, 0);  // and somewhere it proves more than 0
+}
+
 // Where the graph is too large for the whole-network MILP, the bound is the block MILP's, or
 // (with that off) labelled as within the class.
 TEST(Rockmate, LargeGraphsLabelTheirBoundAsWithinTheClass) {
