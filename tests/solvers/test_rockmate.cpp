@@ -464,6 +464,57 @@ TEST(RockmateMilp, WidenedOptionsRunWithTheirMeasuredPeaks) {
         }
     }
     EXPECT_GT(checked, 0);
+
+    // A plain option written out in the widened form (its forward and its post-forward sequence
+    // as instructions) schedules exactly as the plain option does; a changed forward shows.
+    const LivenessTables lt(g);
+    int plain = 0;
+    for (int32_t k = 0; k + 1 < n; ++k) {
+        RotorStage& st = chain.stages[static_cast<size_t>(k)];
+        const size_t options = st.menu.size();
+        for (size_t j = 0; j < options; ++j) {
+            if (!st.menu[j].post.empty()) continue;
+            RotorTapeOption w = st.menu[j];
+            for (NodeId v = first[static_cast<size_t>(k)]; v < first[static_cast<size_t>(k) + 1];
+                 ++v)
+                w.forward.push_back({InstrKind::Compute, v});
+            for (NodeId v : w.recompute) w.post.push_back({InstrKind::Compute, v});
+            for (NodeId v = first[static_cast<size_t>(k) + 1] - 1;
+                 v >= first[static_cast<size_t>(k)]; --v)
+                if (lt.needs_backward[static_cast<size_t>(v)])
+                    w.post.push_back({InstrKind::Backward, v});
+            st.menu.push_back(w);
+            std::vector<RotorOp> a = rotor_store_all(n), b = a;
+            for (RotorOp& op : a)
+                if (op.first == k && op.kind != RotorOp::Recompute)
+                    op.option = static_cast<int32_t>(j);
+            for (RotorOp& op : b)
+                if (op.first == k && op.kind != RotorOp::Recompute)
+                    op.option = static_cast<int32_t>(st.menu.size() - 1);
+            const Schedule sa = rotor_schedule(g, first, a, &chain);
+            const Schedule sb = rotor_schedule(g, first, b, &chain);
+            ASSERT_EQ(sa.code.size(), sb.code.size());
+            for (size_t i = 0; i < sa.code.size(); ++i) {
+                EXPECT_EQ(sa.code[i].kind, sb.code[i].kind) << i;
+                EXPECT_EQ(sa.code[i].target, sb.code[i].target) << i;
+            }
+            // A forward that computes the stage's first node again at its end is emitted as
+            // written: one more Compute of it, and a valid schedule.
+            const NodeId again = first[static_cast<size_t>(k)];
+            st.menu.back().forward.push_back({InstrKind::Compute, again});
+            const Schedule sc = rotor_schedule(g, first, b, &chain);
+            auto count = [&](const Schedule& sch) {
+                return std::count_if(sch.code.begin(), sch.code.end(), [&](const Instruction& i) {
+                    return i.kind == InstrKind::Compute && i.target == again;
+                });
+            };
+            EXPECT_EQ(count(sc), count(sa) + 1);
+            EXPECT_NO_THROW(validate(g, sc));
+            st.menu.pop_back();
+            ++plain;
+        }
+    }
+    EXPECT_GT(plain, 0);
 }
 
 // A raised cancel flag stops the block MILP's solves (CBC cannot be interrupted, so each solve
