@@ -1,14 +1,9 @@
 // The Checkmate MILP (Jain et al., MLSys 2020) over our fixed backward order; see checkmate.h.
 #include "solvers/checkmate.h"
 
-#include <coin/Cbc_C_Interface.h>
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -102,81 +97,17 @@ std::vector<Stage> make_stages(const Graph& g, const LivenessTables& t, bool for
     return stages;
 }
 
-// For its lifetime: SIGINT blocked on this thread (a Ctrl-C stays pending), and at its end
-// SIGINT's disposition as it was at its start, then the thread's signal mask as it was (a
-// pending Ctrl-C is delivered there, to the handler the application installed).
-class HoldSigint {
-  public:
-    HoldSigint() {
-        sigaction(SIGINT, nullptr, &before_);
-        sigset_t block;
-        sigemptyset(&block);
-        sigaddset(&block, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &block, &mask_);
-    }
-    ~HoldSigint() {
-        sigaction(SIGINT, &before_, nullptr);
-        pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
-    }
-    HoldSigint(const HoldSigint&) = delete;
-    HoldSigint& operator=(const HoldSigint&) = delete;
-
-  private:
-    struct sigaction before_ {};
-    sigset_t mask_{};
-};
-
-// The network formulation's MILP: the shared model (solvers/milp_model.h) and its solve.
+// The network formulation's MILP: the shared model and its CBC solve (solvers/milp_model.h).
 class Milp : public MilpModel {
   public:
-    struct Result {
-        bool has_solution = false, proven_optimal = false, proven_infeasible = false;
-        double objective = 0, bound = 0, seconds = 0;
-        std::vector<double> x;
-    };
+    using Result = MilpResult;
 
     Result solve(double time_limit_s, int log_level,
                  const std::vector<std::pair<int, double>>& start = {}) const {
-        std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
-        load(m.get());
-        Cbc_setLogLevel(m.get(), log_level);
-        Cbc_setParameter(m.get(), "timeMode", "elapsed");
-        Cbc_setMaximumSeconds(m.get(), std::max(0.01, time_limit_s));
-        // Memory rows are in budget-relative units; tight integrality keeps them honest.
-        Cbc_setParameter(m.get(), "integerTolerance", "1e-9");
-        if (!start.empty()) {
-            std::vector<int> cols;
-            std::vector<double> vals;
-            for (const auto& [c, x] : start) {
-                cols.push_back(c);
-                vals.push_back(x);
-            }
-            Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
-        }
-        // CBC cannot be stopped from outside through its C interface, so a cancel raised
-        // during the solve takes effect when it returns (at most time_limit_s later). CBC
-        // installs its own SIGINT handler for parts of a solve, which swallows Ctrl-C without
-        // stopping anything: SIGINT is held pending on this thread meanwhile, and delivered to
-        // the application's handler (which raises the flag) once the solve is over.
-        throw_if_cancelled();
-        const auto t0 = std::chrono::steady_clock::now();
-        {
-            const HoldSigint hold;
-            Cbc_solve(m.get());
-        }
-        throw_if_cancelled();
-        Result r;
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        r.proven_infeasible = Cbc_isProvenInfeasible(m.get()) != 0;
-        const double* best = Cbc_bestSolution(m.get());
-        if (best && !r.proven_infeasible) {
-            r.has_solution = true;
-            r.x.assign(best, best + cols());
-            r.objective = Cbc_getObjValue(m.get());
-            r.proven_optimal = Cbc_isProvenOptimal(m.get()) != 0;
-        }
-        r.bound = Cbc_getBestPossibleObjValue(m.get());
-        return r;
+        MilpSolveOptions o;
+        o.time_limit_s = time_limit_s;
+        o.log_level = log_level;
+        return MilpModel::solve(o, start);
     }
 };
 
@@ -551,6 +482,7 @@ Plan checkmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
     p.method = "milp";
     if (st.solved) {
         p.lower_bound_ms = st.lower_bound_ms;
+        p.bound_class = "milp";
         p.gap = st.gap;
     }
     return p;

@@ -1,10 +1,44 @@
 #include "solvers/milp_model.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "engine/cancel.h"
 
 namespace rl {
+
+namespace {
+
+// For its lifetime: SIGINT blocked on this thread (a Ctrl-C stays pending), and at its end
+// SIGINT's disposition as it was at its start, then the thread's signal mask as it was (a
+// pending Ctrl-C is delivered there, to the handler the application installed).
+class HoldSigint {
+  public:
+    HoldSigint() {
+        sigaction(SIGINT, nullptr, &before_);
+        sigset_t block;
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &block, &mask_);
+    }
+    ~HoldSigint() {
+        sigaction(SIGINT, &before_, nullptr);
+        pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
+    }
+    HoldSigint(const HoldSigint&) = delete;
+    HoldSigint& operator=(const HoldSigint&) = delete;
+
+  private:
+    struct sigaction before_ {};
+    sigset_t mask_{};
+};
+
+}  // namespace
 
 int MilpModel::add_col(double lb, double ub, double obj, bool integer) {
     lb_.push_back(lb);
@@ -43,6 +77,54 @@ void MilpModel::load(void* cbc_model) const {
                     ub_.data(), obj_.data(), rlo_.data(), rhi_.data());
     for (int c = 0; c < cols(); ++c)
         if (integer_[static_cast<size_t>(c)]) Cbc_setInteger(m, c);
+}
+
+MilpResult MilpModel::solve(const MilpSolveOptions& opt,
+                            const std::vector<std::pair<int, double>>& start) const {
+    std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
+    load(m.get());
+    Cbc_setLogLevel(m.get(), opt.log_level);
+    Cbc_setParameter(m.get(), "timeMode", "elapsed");
+    Cbc_setMaximumSeconds(m.get(), std::max(0.01, opt.time_limit_s));
+    // Memory rows are in budget-relative units; tight integrality keeps them honest.
+    Cbc_setParameter(m.get(), "integerTolerance", "1e-9");
+    if (opt.zero_gap) {
+        Cbc_setParameter(m.get(), "ratioGap", "0");
+        Cbc_setParameter(m.get(), "allowableGap", "0");
+    }
+    if (!opt.preprocess) Cbc_setParameter(m.get(), "preprocess", "off");
+    if (opt.max_nodes > 0) Cbc_setMaximumNodes(m.get(), opt.max_nodes);
+    if (!start.empty()) {
+        std::vector<int> cols;
+        std::vector<double> vals;
+        for (const auto& [c, x] : start) {
+            cols.push_back(c);
+            vals.push_back(x);
+        }
+        Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
+    }
+    // CBC installs its own SIGINT handler for parts of a solve, which swallows Ctrl-C without
+    // stopping anything: SIGINT is held pending on this thread meanwhile, and delivered to the
+    // application's handler (which raises the flag) once the solve is over.
+    throw_if_cancelled();
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+        const HoldSigint hold;
+        Cbc_solve(m.get());
+    }
+    throw_if_cancelled();
+    MilpResult r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.proven_infeasible = Cbc_isProvenInfeasible(m.get()) != 0;
+    const double* best = Cbc_bestSolution(m.get());
+    if (best && !r.proven_infeasible) {
+        r.has_solution = true;
+        r.x.assign(best, best + cols());
+        r.objective = Cbc_getObjValue(m.get());
+        r.proven_optimal = Cbc_isProvenOptimal(m.get()) != 0;
+    }
+    r.bound = Cbc_getBestPossibleObjValue(m.get());
+    return r;
 }
 
 }  // namespace rl

@@ -8,6 +8,28 @@
 
 namespace rl {
 
+// What a CBC solve reported. `bound` is CBC's best possible objective (a lower bound, for a
+// minimisation, over every integral point), valid whether or not a solution was found.
+struct MilpResult {
+    bool has_solution = false, proven_optimal = false, proven_infeasible = false;
+    double objective = 0, bound = 0, seconds = 0;
+    std::vector<double> x;
+};
+
+struct MilpSolveOptions {
+    double time_limit_s = 30;  // wall clock; CBC never runs unbounded
+    int log_level = 0;
+    // Stop only at a zero gap (CBC's default stops within a small relative gap; its bound is
+    // valid either way, but a proven optimum is then exact).
+    bool zero_gap = false;
+    // CBC's preprocessing (CglPreProcess). Off for the small block models (solvers/rockmate.h),
+    // which need none, as it crashed once in CglPreProcess::postProcess (rockmate.h).
+    bool preprocess = true;
+    // Branch-and-bound nodes at most (0: no limit). A node limit, unlike the wall clock, stops
+    // CBC at the same point whatever the machine's load: the same model gives the same answer.
+    int max_nodes = 0;
+};
+
 class MilpModel {
   public:
     // A column lb <= x <= ub with objective coefficient `obj`; returns its index.
@@ -23,6 +45,13 @@ class MilpModel {
     // Loads the columns, rows and integrality into an empty CBC model (a `Cbc_Model*` of
     // coin/Cbc_C_Interface.h, which CBC 2.10 declares as void).
     void load(void* cbc_model) const;
+
+    // Solves the model with CBC, from an optional integer start (column, value). Polls the
+    // cancel flag (engine/cancel.h) before and after: CBC cannot be stopped from outside
+    // through its C interface, so a Ctrl-C during the solve is held pending and takes effect
+    // when it returns (at most the time limit later).
+    MilpResult solve(const MilpSolveOptions& opt,
+                     const std::vector<std::pair<int, double>>& start = {}) const;
 
   private:
     struct Entry {

@@ -24,7 +24,12 @@ struct Plan {
     std::string method;  // how it was found, when a strategy has several ("rotor-dp", "milp")
     std::optional<double> lower_bound_ms;  // solvers: a proven bound on the recompute cost
     std::optional<double> gap;             // solvers: (incumbent − bound) / incumbent
-    std::string message;                   // for Infeasible: what was wrong and what to do
+    // Over which schedules lower_bound_ms holds (docs/cli.md, "bound_class"): "trivial" (nothing
+    // is recomputed: every schedule), "milp" (the whole-network Checkmate MILP's class),
+    // "block_milp" (rockmate's chain class with any schedule per block, solvers/rockmate.h),
+    // "within_class" (the solver's own class only); empty without a bound.
+    std::string bound_class;
+    std::string message;  // for Infeasible: what was wrong and what to do
 };
 
 }  // namespace rl

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -12,6 +14,7 @@
 #include "engine/cancel.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
+#include "solvers/block_milp.h"
 #include "solvers/checkmate.h"
 #include "solvers/rotor_internal.h"
 
@@ -223,6 +226,151 @@ std::string bytes_text(uint64_t b) {
     return std::to_string(b) + " bytes";
 }
 
+block_detail::BlockSpec spec_of(const Block& b, bool reads_out) {
+    block_detail::BlockSpec spec;
+    spec.first = b.st.first;
+    spec.last = b.st.last;
+    spec.xin = b.xin;
+    spec.xin_forced = b.xin_forced;
+    spec.reads_out = reads_out;
+    return spec;
+}
+
+// A post-forward sequence in a block's own terms (node offsets from its first node), so that a
+// class's MILP solutions serve every member.
+struct RelInstr {
+    InstrKind kind;
+    int32_t offset;
+};
+
+std::vector<RelInstr> relative(const std::vector<Instruction>& seq, NodeId first) {
+    std::vector<RelInstr> out;
+    for (const Instruction& ins : seq) out.push_back({ins.kind, ins.target - first});
+    return out;
+}
+
+std::vector<Instruction> absolute(const std::vector<RelInstr>& seq, NodeId first) {
+    std::vector<Instruction> out;
+    for (const RelInstr& r : seq) out.push_back({r.kind, first + r.offset});
+    return out;
+}
+
+// The block-MILP menu of one class (block_milp.h): for `points` hold budgets between the
+// class's smallest and full hold, and two activation budgets each, the least-recompute
+// post-forward sequence. Solves stop when `deadline` has passed.
+std::vector<std::vector<RelInstr>> milp_menu(const Graph& g, const LivenessTables& t,
+                                             const Block& b, bool reads_out,
+                                             const std::function<double(NodeId)>& fwd,
+                                             const RockmateOptions& opt,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             RockmateStats& stats) {
+    const block_detail::BlockSpec spec = spec_of(b, reads_out);
+    const uint64_t xin_bytes = b.xin != kNoId ? g.value(b.xin).bytes : 0;
+    const uint64_t lo = b.xin_forced ? xin_bytes : 0;
+    uint64_t hi = xin_bytes, all = 0, least = 0;
+    for (ValueId v : b.cand) hi += g.value(v).bytes;
+    for (NodeId n = b.st.first; n < b.st.last; ++n) all += g.output_of(n).bytes;
+    // Whatever the schedule, some Backward's interior residuals are live at it.
+    for (NodeId n = b.st.last; n >= b.st.first; --n) {
+        if (!t.needs_backward[static_cast<size_t>(n)]) continue;
+        uint64_t at = lo;
+        std::vector<ValueId> seen;
+        for_each_residual(g, t, n, [&](ValueId v) {
+            const Value& val = g.value(v);
+            if (val.is_input() || v == b.xin || val.producer == b.st.last) return;
+            if (std::find(seen.begin(), seen.end(), v) != seen.end()) return;
+            seen.push_back(v);
+            at += val.bytes;
+        });
+        least = std::max(least, at);
+    }
+    std::vector<std::vector<RelInstr>> out;
+    const int points = std::max(opt.menu_points, 2);
+    block_detail::BlockMilpSolve solve;
+    solve.time_limit_s = opt.milp_time_s;
+    solve.max_nodes = opt.milp_nodes;
+    for (int p = 0; p < points; ++p) {
+        const uint64_t hold =
+            lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * p / (points - 1));
+        const uint64_t most = hold + all;
+        for (const double f : {0.0, 0.5}) {
+            throw_if_cancelled();
+            if (std::chrono::steady_clock::now() >= deadline) {
+                stats.milp_complete = false;
+                return out;
+            }
+            const uint64_t act = least + static_cast<uint64_t>(
+                                             f * static_cast<double>(most - std::min(most, least)));
+            ++stats.milp_solves;
+            const std::optional<block_detail::BlockSchedule> s =
+                block_detail::block_milp_schedule(g, t, spec, fwd, hold, act, solve);
+            if (!s) continue;
+            std::vector<RelInstr> rel = relative(s->post, b.st.first);
+            const bool is_new = std::none_of(out.begin(), out.end(), [&](const auto& o) {
+                return o.size() == rel.size() &&
+                       std::equal(o.begin(), o.end(), rel.begin(), [](RelInstr a, RelInstr c) {
+                           return a.kind == c.kind && a.offset == c.offset;
+                       });
+            });
+            if (is_new) out.push_back(std::move(rel));
+        }
+    }
+    return out;
+}
+
+// A process-wide memo of the block MILPs' results. They depend only on the block (its signature,
+// which determines its nodes, sizes and edges), its nodes' costs and the options; CBC under a
+// wall-clock limit need not return the same incumbent twice, so the memo also makes the plans of
+// one process (a sweep's budgets, `optimal` trying rockmate after the DP) agree, and spares
+// repeating the solves at every budget. Results cut short by a deadline are not kept.
+template <class V>
+class Memo {
+  public:
+    bool get(const std::string& key, V* out) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = map_.find(key);
+        if (it == map_.end()) return false;
+        *out = it->second;
+        return true;
+    }
+    void put(const std::string& key, V value) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (map_.size() >= 256) map_.clear();  // bounded: networks come and go in a GUI session
+        map_[key] = std::move(value);
+    }
+
+  private:
+    std::mutex mutex_;
+    std::map<std::string, V> map_;
+};
+
+std::string memo_key(const Graph& g, const LivenessTables& t, const Block& b, bool reads_out,
+                     const std::function<double(NodeId)>& fwd, const RockmateOptions& opt) {
+    std::ostringstream o;
+    o.precision(17);
+    o << signature(g, t, b.st, false) << '|' << b.xin_forced << reads_out << '|';
+    for (NodeId n = b.st.first; n <= b.st.last; ++n) o << fwd(n) << ',';
+    o << '|' << opt.menu_points << ',' << opt.bound_points << ',' << opt.milp_time_s << ','
+      << opt.milp_nodes;
+    return o.str();
+}
+
+Memo<std::vector<std::vector<RelInstr>>>& menu_memo() {
+    static Memo<std::vector<std::vector<RelInstr>>> memo;
+    return memo;
+}
+
+Memo<std::vector<std::pair<uint64_t, double>>>& bound_memo() {
+    static Memo<std::vector<std::pair<uint64_t, double>>> memo;
+    return memo;
+}
+
+// Whether option `a` is at least as good as `b` in every respect the chain DP weighs.
+bool dominates(const RotorTapeOption& a, const RotorTapeOption& b) {
+    return a.hold <= b.hold && a.peak_fwd <= b.peak_fwd && a.peak_bwd <= b.peak_bwd &&
+           a.rec_ms <= b.rec_ms;
+}
+
 }  // namespace
 
 std::vector<int32_t> rockmate_block_classes(const Graph& g,
@@ -265,6 +413,10 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
     // nodes in the same order).
     std::map<int32_t, std::vector<std::vector<uint8_t>>> menus;
     uint64_t left = opt.search_subsets;  // exhaustive searches still allowed, in subsets
+    std::map<int32_t, std::vector<std::vector<RelInstr>>> milp_menus;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(std::max(0.0, opt.milp_total_s)));
     bool prev_reads = false;
     for (size_t k = 0; k < st.size(); ++k) {
         throw_if_cancelled();
@@ -321,9 +473,187 @@ void rockmate_menus(const Graph& g, const CostModel& costs, const std::vector<No
             stage.menu.push_back(std::move(o));
             ++local.menu_options;
         }
+        if (!opt.milp_menus) continue;
+        auto mfound = milp_menus.find(cls[k]);
+        if (mfound == milp_menus.end()) {
+            const std::string key = memo_key(g, t, b, reads_out, fwd, opt);
+            std::vector<std::vector<RelInstr>> menu;
+            if (!menu_memo().get(key, &menu)) {
+                const bool complete_before = local.milp_complete;
+                local.milp_complete = true;
+                menu = milp_menu(g, t, b, reads_out, fwd, opt, deadline, local);
+                if (local.milp_complete) menu_memo().put(key, menu);
+                local.milp_complete = local.milp_complete && complete_before;
+            }
+            mfound = milp_menus.emplace(cls[k], std::move(menu)).first;
+        }
+        // Each MILP schedule as a widened option (rotor.h): the forward whole, then its own
+        // post-forward sequence; its tape is what that sequence reads of the block before
+        // computing it again, its peaks walk_peak's over its instructions.
+        RotorTapeOption full;
+        full.hold = stage.hold_c;
+        full.peak_fwd = stage.peak_fwd_all;
+        full.peak_bwd = stage.peak_bwd;
+        const block_detail::BlockSpec spec = spec_of(b, reads_out);
+        for (const std::vector<RelInstr>& rel : mfound->second) {
+            RotorTapeOption o;
+            o.post = absolute(rel, s.first);
+            bool reads_xin = false;
+            std::vector<ValueId> made;
+            double rec = 0;
+            for (const Instruction& ins : o.post) {
+                for_each_read(g, t, ins, [&](ValueId v) {
+                    const Value& val = g.value(v);
+                    if (v == b.xin) {
+                        reads_xin = true;
+                    } else if (!val.is_input() && val.producer >= s.first &&
+                               val.producer < s.last &&
+                               std::find(made.begin(), made.end(), v) == made.end() &&
+                               std::find(o.tape.begin(), o.tape.end(), v) == o.tape.end()) {
+                        o.tape.push_back(v);
+                    }
+                });
+                if (ins.kind == InstrKind::Compute) {
+                    made.push_back(g.node(ins.target).output);
+                    o.recompute.push_back(ins.target);
+                    rec += fwd(ins.target);
+                }
+            }
+            std::sort(o.tape.begin(), o.tape.end());
+            o.rec_ms = static_cast<float>(rec);
+            const bool hold_xin = b.xin != kNoId && (b.xin_forced || reads_xin);
+            for (ValueId v : o.tape) o.hold += g.value(v).bytes;
+            if (hold_xin) o.hold += g.value(b.xin).bytes;
+            std::vector<ValueId> bwd_init = o.tape;
+            if (hold_xin) bwd_init.push_back(b.xin);
+            if (reads_out) bwd_init.push_back(b.xout);
+            if (!block_detail::block_post_valid(g, t, spec, bwd_init, o.post))
+                throw std::logic_error("rockmate: a block MILP's schedule does not run");
+            std::vector<ValueId> kept_fwd = o.tape;
+            if (b.xout != kNoId) kept_fwd.push_back(b.xout);
+            if (hold_xin) kept_fwd.push_back(b.xin);
+            o.peak_fwd = walk_peak(g, t, init_x, kNoId, computes(all), kept_fwd);
+            std::vector<ValueId> after;
+            if (b.xin != kNoId && k > 0 && chain.stages[k].x_read_by_prev) after.push_back(b.xin);
+            o.peak_bwd = walk_peak(g, t, bwd_init, s.last + 1, o.post, after);
+            if (dominates(full, o) || std::any_of(stage.menu.begin(), stage.menu.end(),
+                                                  [&](const auto& m) { return dominates(m, o); }))
+                continue;
+            stage.menu.push_back(std::move(o));
+            ++local.menu_options;
+            ++local.milp_options;
+        }
     }
     if (stats) *stats = local;
 }
+
+namespace {
+
+// THE BOUND's options (rockmate.h): for each stage but the loss stage, for hold budgets H_0 <
+// … < H_{P-1} from the block's smallest to its full hold, an option holding H_{i-1} + 1 bytes (0
+// for i = 0) whose recompute time is the block MILP's lower bound for holds <= H_i
+// (block_detail::block_hold_lower_bound) and whose peaks are the larger of its hold and what every
+// schedule of the block reaches — at most those of any schedule of the block holding that much
+// (the held values are all live at the forward's last kernel and at the first kernel after it). No
+// schedule to run: only the relaxed DP reads them. `complete` is cleared when the deadline cut the
+// solves short (later blocks get cost 0).
+std::vector<std::vector<RotorTapeOption>> block_bound_options(
+    const Graph& g, const CostModel& costs, const std::vector<NodeId>& stage_first,
+    const RotorChain& chain, const RockmateOptions& opt, bool* complete) {
+    const LivenessTables t(g);
+    const std::vector<StageNodes> st = stages_of(g, nullptr);
+    const std::vector<int32_t> cls = rockmate_block_classes(g, stage_first);
+    const bool have_costs = costs.size() == static_cast<size_t>(g.num_nodes());
+    const std::function<double(NodeId)> fwd = [&](NodeId n) {
+        return have_costs ? costs.forward_ms(n) : 0.0;
+    };
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(std::max(0.0, opt.milp_total_s)));
+    block_detail::BlockMilpSolve solve;
+    solve.time_limit_s = opt.milp_time_s;
+    solve.max_nodes = opt.milp_nodes;
+    const int points = std::max(opt.bound_points, 2);
+    // Per class: (hold, lower bound) pairs.
+    std::map<int32_t, std::vector<std::pair<uint64_t, double>>> levels;
+    std::vector<std::vector<RotorTapeOption>> out(st.size());
+    bool prev_reads = false;
+    for (size_t k = 0; k < st.size(); ++k) {
+        const StageNodes s = st[k];
+        const Block b = block_of(g, t, s, prev_reads);
+        const std::vector<ValueId> br = backward_reads(g, t, s);
+        const bool reads_out =
+            b.xout != kNoId && std::find(br.begin(), br.end(), b.xout) != br.end();
+        prev_reads = reads_out;
+        if (s.is_loss_stage) continue;
+        auto found = levels.find(cls[k]);
+        const std::string key = found == levels.end() ? memo_key(g, t, b, reads_out, fwd, opt) : "";
+        std::vector<std::pair<uint64_t, double>> memo;
+        if (found == levels.end() && bound_memo().get(key, &memo))
+            found = levels.emplace(cls[k], std::move(memo)).first;
+        if (found == levels.end()) {
+            bool cut = false;
+            std::vector<std::pair<uint64_t, double>> lv;
+            const uint64_t xin_bytes = b.xin != kNoId ? g.value(b.xin).bytes : 0;
+            const uint64_t lo = b.xin_forced ? xin_bytes : 0;
+            const uint64_t hi = std::max(lo, chain.stages[k].hold_c);
+            const block_detail::BlockSpec spec = spec_of(b, reads_out);
+            for (int p = 0; p < points; ++p) {
+                throw_if_cancelled();
+                const uint64_t hold =
+                    lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * p / (points - 1));
+                double lb = 0;  // always a bound
+                if (std::chrono::steady_clock::now() < deadline)
+                    lb = block_detail::block_hold_lower_bound(g, t, spec, fwd, hold, solve);
+                else
+                    cut = true;
+                lv.push_back({hold, lb});
+            }
+            if (cut)
+                *complete = false;
+            else
+                bound_memo().put(key, lv);
+            found = levels.emplace(cls[k], std::move(lv)).first;
+        }
+        // Peaks every schedule of the block reaches, whatever it holds: at each Compute of its
+        // forward that node's inputs and output are live, at each Backward its residuals; the
+        // rest of what walk_peak counts there (gradients, workspace) is the same in every
+        // schedule, the backward order being fixed — or less (parameter gradients of the
+        // block's later backwards are left out here).
+        uint64_t fwd_least = 0, bwd_least = 0;
+        for (NodeId n = s.first; n <= s.last; ++n) {
+            std::vector<ValueId> ins;
+            for (ValueId v : g.node(n).inputs)
+                if (!g.value(v).is_input()) ins.push_back(v);
+            fwd_least =
+                std::max(fwd_least, walk_peak(g, t, ins, kNoId, {{InstrKind::Compute, n}}, {}));
+            if (!t.needs_backward[static_cast<size_t>(n)]) continue;
+            std::vector<ValueId> res;
+            for_each_residual(g, t, n, [&](ValueId v) {
+                if (!g.value(v).is_input()) res.push_back(v);
+            });
+            bwd_least =
+                std::max(bwd_least, walk_peak(g, t, res, n + 1, {{InstrKind::Backward, n}}, {}));
+        }
+        const auto& lv = found->second;
+        for (size_t i = 0; i < lv.size(); ++i) {
+            if (!std::isfinite(lv[i].second)) continue;  // no schedule holds so little
+            RotorTapeOption o;
+            o.hold = i == 0 ? 0 : lv[i - 1].first + 1;
+            o.peak_fwd = std::max(o.hold, fwd_least);
+            o.peak_bwd = std::max(o.hold, bwd_least);
+            // As a float, rounded down.
+            auto f = static_cast<float>(lv[i].second);
+            if (static_cast<double>(f) > lv[i].second)
+                f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+            o.rec_ms = std::max(0.0f, f);
+            out[k].push_back(std::move(o));
+        }
+    }
+    return out;
+}
+
+}  // namespace
 
 Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                    const RockmateOptions& opt, RockmateStats* stats) {
@@ -331,7 +661,10 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
     std::vector<NodeId> first;
     RotorChain chain = rotor_chain(g, costs, &first);
     RockmateStats local;
-    rockmate_menus(g, costs, first, chain, opt, &local);
+    // Storing everything fits: no option will be used, so no block MILP is worth solving.
+    RockmateOptions menu_opt = opt;
+    if (budget >= chain.constant + chain.span) menu_opt.milp_menus = false;
+    rockmate_menus(g, costs, first, chain, menu_opt, &local);
     const uint64_t unit = rotor_unit(chain, opt.slots);
     local.unit = unit;
     const int32_t max_units = rotor_max_units(chain, unit);
@@ -396,6 +729,7 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
               << sim.recompute_ms << " ms";
             if (sim.recomputes == 0) {
                 p.lower_bound_ms = 0;
+                p.bound_class = "trivial";
                 p.gap = 0;
                 m << ". Nothing is recomputed, which no schedule can beat";
             } else if (opt.lower_bound) {
@@ -411,7 +745,23 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                 const int32_t slots = std::max(1, std::min(opt.bound_slots, fit - 2));
                 const uint64_t bunit = rotor_unit(chain, slots);
                 const int32_t bmax = rotor_max_units(chain, bunit);
-                const RotorSolver relaxed(chain, bunit, bmax, /*relaxed=*/true);
+                // The block bound (rockmate.h, THE BOUND): the same DP with, beside the menus,
+                // each block's MILP lower bounds as options.
+                const bool block_bound =
+                    opt.block_bound &&
+                    !(opt.true_bound_max_nodes > 0 && g.num_nodes() <= opt.true_bound_max_nodes);
+                bool block_complete = true;
+                RotorChain widened;
+                if (block_bound) {
+                    widened = chain;
+                    const std::vector<std::vector<RotorTapeOption>> extra =
+                        block_bound_options(g, costs, first, chain, opt, &block_complete);
+                    for (size_t k = 0; k < extra.size(); ++k)
+                        for (const RotorTapeOption& o : extra[k])
+                            widened.stages[k].menu.push_back(o);
+                }
+                const RotorSolver relaxed(block_bound ? widened : chain, bunit, bmax,
+                                          /*relaxed=*/true);
                 const auto up = static_cast<int32_t>(std::min<uint64_t>(
                     (budget - chain.constant) / bunit, static_cast<uint64_t>(bmax)));
                 // The DP's cost counts the first forward too (rotor.h): take it off.
@@ -431,6 +781,7 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                     const Plan milp = checkmate_plan(g, costs, budget, copt, &cst);
                     if (cst.solved && std::isfinite(cst.lower_bound_ms)) {
                         milp_bound = true;
+                        p.bound_class = "milp";
                         p.lower_bound_ms = std::clamp(cst.lower_bound_ms, 0.0, sim.recompute_ms);
                         m << ". Bound " << *p.lower_bound_ms
                           << " ms over the whole-network MILP's class (Checkmate, "
@@ -441,8 +792,23 @@ Plan rockmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
                           << " ms), which takes in schedules outside rockmate's class";
                     }
                 }
-                if (!milp_bound) {
+                if (!milp_bound && block_bound) {
                     p.lower_bound_ms = class_bound;
+                    p.bound_class = "block_milp";
+                    m << ". Bound " << class_bound
+                      << " ms over the block-MILP class: the chain DP's class (Rotor's "
+                         "recursion over the blocks, its memory rounded in the bound's favour) "
+                         "with ANY schedule of a block in place of its menu — a forward with any "
+                         "recomputation, any of its values held while the rest of the chain "
+                         "runs, any recomputation interleaved with its backwards — each block's "
+                         "least recompute per hold bounded by a Checkmate MILP over the block "
+                         "(CBC); not over schedules that hold a block's values across other "
+                         "blocks' work otherwise, or drop and recompute a kept checkpoint";
+                    if (!block_complete)
+                        m << " (the block MILPs' time ran out: some blocks bounded by 0)";
+                } else if (!milp_bound) {
+                    p.lower_bound_ms = class_bound;
+                    p.bound_class = "within_class";
                     m << ". Bound " << class_bound
                       << " ms WITHIN rockmate's class only: the least recompute of any "
                          "schedule of the class within the budget (the grid rounded in its "

@@ -26,50 +26,78 @@
 // RockmateStats::exhaustive says which). Each option's peaks are then measured per block with
 // the engine's memory rules (rotor.cpp's walk_peak), and its time from the block's own costs.
 //
-// NOT (YET) THE BLOCK'S MILP. Rockmate's menus come from a Checkmate MILP per block and hold
-// budget; ours from the search above. An option the DP consumes (RotorTapeOption) has ONE form:
-// the block's forward runs once, whole, keeping `tape`; later `recompute` runs (node order) and
-// then every backward of the block (decreasing node order); walk_peak measures exactly that
-// sequence. A block-MILP schedule (checkmate.h) can leave that form in two ways: (1) it may
-// place recomputations BETWEEN the block's backwards (one Checkmate stage per Backward: the
-// softmax output freed after Backward(dropout) and recomputed just before Backward(softmax)),
-// which is an instruction sequence interleaved with backwards, not a prefix of them; (2) it may
-// recompute during the block's forward (frontier-advancing stages), where the option runs each
-// node once. Both can be made exact by widening the option to carry its whole forward and
-// post-forward instruction sequences (rotor_schedule emitting them, walk_peak measuring them:
-// it takes any sequence). What is missing is the block-level formulation itself: checkmate.cpp
-// formulates a whole graph down to its loss, and a block needs x_k live on entry, δ_{k+1} and
-// x_{k+1} as boundary values and only its own backwards. Neither is written; within the form
-// above, each exhaustive option is the least recompute for its hold budget (its peaks are
-// measured afterwards, not optimised).
+// THE BLOCK MILP. Beside the exhaustive options, each distinct block gets options from a
+// Checkmate MILP over the block alone (solvers/block_milp.h: x_k live on entry, x_{k+1} and
+// δ_{k+1} as boundary values, only the block's own backwards, one Checkmate stage per Backward),
+// solved with CBC at `menu_points` hold budgets between the block's smallest and full hold, and
+// two activation budgets each; every solve is limited to `milp_time_s`, all of them to
+// `milp_total_s`, and the cancel flag is polled around each (engine/cancel.h). A solution may
+// recompute BETWEEN the block's backwards (the softmax output freed after Backward(dropout) and
+// recomputed just before Backward(softmax)), which the plain option form cannot express, so an
+// option may carry its instruction sequences (RotorTapeOption's widened form, rotor.h): the
+// forward, whole, then after the rest of the chain the MILP's post-forward sequence — each
+// stage's recomputations, then its Backward. Its tape is what that sequence reads of the block
+// before computing it again; its peaks are walk_peak's over the actual instructions (never the
+// MILP's memory model, which over-counts); it is checked to run (every input and residual live)
+// and kept only when no other option of the stage (nor the full tape) is at least as good in
+// hold, both peaks and time. Not formulated: recomputation DURING the block's forward
+// (Checkmate's frontier-advancing stages) — the widened form can carry it (`forward`), the MILP
+// does not produce it. Each option adds to the chain DP's work; the exhaustive options stay, so
+// at equal grid rockmate with MILP options is never worse than without. The MILPs' results (menu
+// schedules and bounds) are memoised per process by block signature, node costs and options, so
+// a sweep solves them once and its plans agree. None are solved when the budget holds everything.
 //
-// THE CLASS searched: Rotor's class (rotor.h), plus for each block the menu's options in place of
-// (c). It contains Rotor's class, so on the same memory grid rockmate's cost is never above
-// rotor-dp's. Like Rotor's, the DP is exact within its class on an exact grid and conservative on
-// a coarse one (requirements rounded up); the plan is re-simulated and must fit.
+// THE CLASS searched: Rotor's class (rotor.h), plus for each block the menu's options (exhaustive
+// and block-MILP) in place of (c). It contains Rotor's class, so on the same memory grid rockmate's
+// cost is never above rotor-dp's. Like Rotor's, the DP is exact within its class on an exact grid
+// and conservative on a coarse one (requirements rounded up); the plan is re-simulated and must
+// fit.
 //
-// THE BOUND. Two bounds, and the message says which one Plan::lower_bound_ms is.
-//  - Where the graph has at most `true_bound_max_nodes` nodes, the whole-network Checkmate MILP
-//    (solvers/checkmate.h) runs for at most `true_bound_time_s`, warm-started from rockmate's
-//    plan, and CBC's best bound (its optimum when proven) is the reported bound: it holds over
-//    the MILP's class (checkmate.h: every schedule except those that compute a node twice, or
-//    out of node order, between two consecutive first-forwards/backwards), which takes in
-//    schedules that keep another block's values across, recompute a value several times over
-//    the step, or interleave recomputation with a block's backwards. It is not proven over
-//    every schedule: a rockmate schedule may itself lie outside the MILP's class (a forward
-//    sweep through a block followed at once by that block's recompute computes its nodes twice
-//    between two backwards). So the reported value is min(MILP bound, rockmate's own cost): a
-//    bound over the MILP's class and rockmate's plan. tests/solvers/test_rockmate.cpp checks it
-//    against the exhaustive optimum over ALL schedules on tiny graphs.
-//  - Otherwise Plan::lower_bound_ms is the WITHIN-CLASS bound, labelled so in the message: the
-//    same DP with every requirement rounded DOWN to whole units (the sum of rounded-down parts
-//    never exceeds the rounded-down whole), on a grid of up to `bound_slots` units: no schedule
-//    of the class (with these menus) that fits the budget costs less. Its gap is the loss from
-//    the memory grid alone (0 on an exact grid, span/gcd ≤ slots). It is NOT a bound over all
-//    schedules: on the 10-node graph of tests/solvers/test_rockmate.cpp (two residual blocks)
-//    the optimum over all schedules, which the whole-network MILP proves, recomputes 1.117 µs
-//    at the two upper budgets tested, where rockmate's class (and so its bound) needs 2.387 µs;
-//    on GPT-2 small min-cut's schedule beats it (docs/benchmarks.md).
+// THE BOUND. Three bounds; Plan::bound_class names the one Plan::lower_bound_ms is, and the
+// message says it in words.
+//  - "milp": where the graph has at most `true_bound_max_nodes` nodes, the whole-network
+//    Checkmate MILP (solvers/checkmate.h) runs for at most `true_bound_time_s`, warm-started
+//    from rockmate's plan, and CBC's best bound (its optimum when proven) is the reported bound:
+//    it holds over the MILP's class (checkmate.h: every schedule except those that compute a
+//    node twice, or out of node order, between two consecutive first-forwards/backwards), which
+//    takes in schedules that keep another block's values across, recompute a value several
+//    times over the step, or interleave recomputation with a block's backwards. It is not
+//    proven over every schedule: a rockmate schedule may itself lie outside the MILP's class (a
+//    forward sweep through a block followed at once by that block's recompute computes its nodes
+//    twice between two backwards). So the reported value is min(MILP bound, rockmate's own
+//    cost): a bound over the MILP's class and rockmate's plan. tests/solvers/test_rockmate.cpp
+//    checks it against the exhaustive optimum over ALL schedules on tiny graphs.
+//  - "block_milp" (above that size, `block_bound`): the relaxed chain DP (every requirement
+//    rounded DOWN to whole units of a grid of up to `bound_slots` units: the sum of rounded-down
+//    parts never exceeds the rounded-down whole) over the menus plus, per block, bound options:
+//    for `bound_points` hold budgets H_0 < … < H_{P-1} (the block's smallest to its full hold),
+//    an option holding H_{i-1} + 1 bytes (0 for i = 0), with both peaks equal to its hold, whose
+//    recompute time is CBC's lower bound (block_milp.h, THE BOUND MILP) on every schedule of the
+//    block holding at most H_i. Any schedule of the block holding h bytes, with cost c and
+//    peaks >= h (the held values are live at the forward's last kernel and at the first kernel
+//    after it), meets an option with hold <= h, peaks <= its own and cost <= c, so the DP's
+//    least cost is a lower bound over THIS CLASS: Rotor's recursion over the blocks (rotor.h,
+//    (a) and (b) as there) where each (c) may run ANY schedule of its block — a forward with any
+//    recomputation, any values of the block held while the rest of the chain runs, any
+//    recomputation interleaved with the block's backwards — memory counted as the DP counts it
+//    (walk_peak, the in-place rule off). It contains rockmate's class (menus, MILP options)
+//    and so is never above the within-class bound; it does NOT contain schedules that hold a
+//    block's values across other blocks' work otherwise than as such a (c), nor ones that drop
+//    a stored checkpoint and recompute it later (on the 10-node graph of the tests it stays
+//    below the optimum over all schedules at every budget tested: observed, not guaranteed),
+//    and it counts memory as the DP does (an engine run in place may fit in less). Its peaks
+//    are only bounded by the hold, so it is loose where the peaks bind (docs/benchmarks.md).
+//    When `milp_total_s` runs out, later blocks' options cost 0: still a bound, weaker, and
+//    the message says so.
+//  - "within_class" (`block_bound` off, or the MILP above failed): the same relaxed DP over
+//    the menus alone: no schedule of rockmate's class (with these menus) that fits the budget
+//    costs less. Its gap is the loss from the memory grid alone (0 on an exact grid, span/gcd
+//    ≤ slots). It is NOT a bound over all schedules: on the 10-node graph of
+//    tests/solvers/test_rockmate.cpp (two residual blocks) the optimum over all schedules,
+//    which the whole-network MILP proves, recomputes 1.117 µs at the two upper budgets tested,
+//    where rockmate's class (and so its bound) needs 2.387 µs; on GPT-2 small min-cut's
+//    schedule beats it (docs/benchmarks.md).
+//  - "trivial": nothing recomputed; 0, which no schedule can beat.
 //
 // Worked example: gpt:layers=4 is cut into 11 stages: the embedding together with layer 0's
 // attention half (nothing cuts between them: the embedding's output feeds the LayerNorm and the
@@ -108,15 +136,32 @@ struct RockmateOptions {
     // its unet:depth=2 graph); graphs this small are solved to optimality far within the limit.
     int true_bound_max_nodes = 16;
     double true_bound_time_s = 10;
+    // The block MILP (THE BLOCK MILP): its options on the menus beside the exhaustive ones, and
+    // its bound above true_bound_max_nodes. Each CBC solve is limited to `milp_time_s`; the
+    // menus' solves together to `milp_total_s` (classes met after it has passed get none), the
+    // bound's to the same again (blocks met after it get a bound of 0 for their hold ranges).
+    bool milp_menus = true;
+    bool block_bound = true;
+    double milp_time_s = 0.25;
+    // Also a branch-and-bound node limit per solve (0: none). The wall-clock limit makes the
+    // MILP options depend on the machine's load (a solve cut short keeps a worse incumbent);
+    // a node limit with a generous milp_time_s gives the same options on any machine, at a few
+    // seconds of CPU per distinct block (docs/benchmarks.md).
+    int milp_nodes = 0;
+    double milp_total_s = 10;
+    int bound_points = 12;  // hold budgets per block for the bound
 };
 
 struct RockmateStats {
     int stages = 0;
-    int distinct_blocks = 0;  // classes of stages equal up to names
-    int searched_blocks = 0;  // classes whose menu search ran (having at least one candidate)
-    int menu_options = 0;     // options over all stages
-    bool exhaustive = true;   // every search was exhaustive
-    uint64_t unit = 0;        // the DP's memory unit, bytes
+    int distinct_blocks = 0;    // classes of stages equal up to names
+    int searched_blocks = 0;    // classes whose menu search ran (having at least one candidate)
+    int menu_options = 0;       // options over all stages
+    bool exhaustive = true;     // every search was exhaustive
+    int milp_solves = 0;        // block-MILP solves for the menus (memoised ones not counted)
+    int milp_options = 0;       // of menu_options: block-MILP schedules no other option dominates
+    bool milp_complete = true;  // every class got its block-MILP menu within milp_total_s
+    uint64_t unit = 0;          // the DP's memory unit, bytes
 };
 
 // A class id per stage (stage_first as rotor_chain returns it): equal ids for stages equal up

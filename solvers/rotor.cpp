@@ -91,43 +91,38 @@ class PiecePeak final : public MemoryVisitor {
 uint64_t walk_peak(const Graph& g, const LivenessTables& t, const std::vector<ValueId>& acts,
                    NodeId backwards_done_from, const std::vector<Instruction>& seq,
                    const std::vector<ValueId>& kept) {
-    std::unordered_map<ValueId, size_t> last_read;
-    for (size_t pos = 0; pos < seq.size(); ++pos)
-        for_each_read(g, t, seq[pos], [&](ValueId v) {
-            if (!g.value(v).is_input()) last_read[v] = pos;
-        });
-    const std::unordered_set<ValueId> keep(kept.begin(), kept.end());
-    LiveStart start;
-    start.backwards_done_from = backwards_done_from;
-    std::unordered_set<ValueId> live;
-    for (ValueId v : acts)
-        if ((last_read.count(v) || keep.count(v)) && live.insert(v).second)
-            start.activations.push_back(v);
-    // The piece with its Frees: each value right after its last read in the piece, unless kept.
-    Schedule piece;
-    auto free_if_dead = [&](ValueId v, size_t pos) {
-        if (keep.count(v) || !live.count(v)) return;
-        const auto it = last_read.find(v);
-        if (it == last_read.end() || it->second <= pos) {
-            live.erase(v);
-            piece.code.push_back({InstrKind::Free, v});
-        }
-    };
-    for (size_t pos = 0; pos < seq.size(); ++pos) {
+    // Frees as ScheduleBuilder places them, per instance of a value (a piece may compute a value
+    // again — a block MILP's post-forward sequence, rotor.h — after reading the instance live at
+    // its start): walking backwards, the first read met of an instance is its last; a kept value's
+    // last instance is read after the piece; a Compute starts an earlier, distinct instance.
+    std::unordered_set<ValueId> read_later(kept.begin(), kept.end());
+    std::vector<std::vector<ValueId>> frees_after(seq.size());
+    for (size_t pos = seq.size(); pos-- > 0;) {
         const Instruction& ins = seq[pos];
-        piece.code.push_back(ins);
+        auto read = [&](ValueId v) {
+            if (!g.value(v).is_input() && read_later.insert(v).second)
+                frees_after[pos].push_back(v);
+        };
         if (ins.kind == InstrKind::Compute) {
             const ValueId out = g.node(ins.target).output;
-            // A value computed in the piece is read only after its compute, so a last read at or
-            // before `pos` is a read of an earlier instance: this one has no later read here.
-            const auto it = last_read.find(out);
-            if (it != last_read.end() && it->second <= pos) last_read.erase(it);
-            live.insert(out);
-            free_if_dead(out, pos);
+            if (!read_later.count(out)) frees_after[pos].push_back(out);
+            read_later.erase(out);
+            for (ValueId in : g.node(ins.target).inputs) read(in);
+        } else {
+            for_each_read(g, t, ins, read);
         }
-        for_each_read(g, t, ins, [&](ValueId v) {
-            if (!g.value(v).is_input()) free_if_dead(v, pos);
-        });
+    }
+    // Live at the start: the given activations whose first instance is read in the piece or kept
+    // (one given live but never read nor kept is taken as already freed).
+    LiveStart start;
+    start.backwards_done_from = backwards_done_from;
+    std::unordered_set<ValueId> seen;
+    for (ValueId v : acts)
+        if (read_later.count(v) && seen.insert(v).second) start.activations.push_back(v);
+    Schedule piece;
+    for (size_t pos = 0; pos < seq.size(); ++pos) {
+        piece.code.push_back(seq[pos]);
+        for (ValueId v : frees_after[pos]) piece.code.push_back({InstrKind::Free, v});
     }
     PiecePeak peak;
     Liveness walk(g, t, piece, /*in_place=*/false);
@@ -534,24 +529,41 @@ Schedule rotor_schedule(const Graph& g, const std::vector<NodeId>& stage_first,
             k + 1 < n_stages ? stage_first[static_cast<size_t>(k + 1)] - 1 : g.num_nodes() - 1;
         return StageNodes{stage_first[static_cast<size_t>(k)], last, k + 1 == n_stages};
     };
+    auto option_of = [&](const RotorOp& op) -> const RotorTapeOption& {
+        if (!chain) throw std::logic_error("rotor_schedule: a menu option needs the chain");
+        return chain->stages.at(static_cast<size_t>(op.first))
+            .menu.at(static_cast<size_t>(op.option));
+    };
     ScheduleBuilder b(g);
     for (const RotorOp& op : ops) {
         switch (op.kind) {
             case RotorOp::Forward:
-            case RotorOp::ForwardTape:
+            case RotorOp::ForwardTape: {
+                const RotorTapeOption* o =
+                    op.kind == RotorOp::ForwardTape && op.option >= 0 ? &option_of(op) : nullptr;
+                if (o && !o->forward.empty()) {
+                    for (const Instruction& ins : o->forward) b.compute(ins.target);
+                    break;
+                }
                 for (NodeId n = stage(op.first).first; n <= stage(op.last).last; ++n) b.compute(n);
                 break;
+            }
             case RotorOp::Recompute:
                 for (NodeId n : recompute_set(g, t, stage(op.first))) b.compute(n);
                 break;
             case RotorOp::Backward: {
                 const StageNodes s = stage(op.first);
                 if (op.option >= 0) {
-                    if (!chain)
-                        throw std::logic_error("rotor_schedule: a menu option needs the chain");
-                    const RotorStage& st = chain->stages[static_cast<size_t>(op.first)];
-                    for (NodeId n : st.menu.at(static_cast<size_t>(op.option)).recompute)
-                        b.compute(n);
+                    const RotorTapeOption& o = option_of(op);
+                    if (!o.post.empty()) {
+                        for (const Instruction& ins : o.post)
+                            if (ins.kind == InstrKind::Backward)
+                                b.backward(ins.target);
+                            else
+                                b.compute(ins.target);
+                        break;
+                    }
+                    for (NodeId n : o.recompute) b.compute(n);
                 }
                 for (NodeId n = s.last; n >= s.first; --n)
                     if (t.needs_backward[static_cast<size_t>(n)]) b.backward(n);

@@ -65,16 +65,26 @@
 namespace rl {
 
 // A further way to run a stage as in (c) (solvers/rockmate.h builds these): the forward keeps
-// only `tape` (a subset of the values the stage's backwards read), and just before the stage's
-// backwards the nodes in `recompute` are run again to restore the rest. Peaks and `hold` count
-// as RotorStage's do.
+// only `tape` (values of the stage, read after the rest of the chain has run), and just before
+// the stage's backwards the nodes in `recompute` are run again to restore the rest. Peaks and
+// `hold` count as RotorStage's do.
+//
+// The widened form (a block MILP's schedule, rockmate.h): `forward`, when not empty, is the
+// stage's whole forward instruction sequence (Computes only, each node of the stage at least
+// once, recomputations allowed), run in place of "every node once, in order"; `post`, when not
+// empty, is everything the stage runs after the rest of the chain — Computes interleaved with
+// ALL the stage's Backwards in decreasing node order — in place of "`recompute`, then the
+// Backwards". rotor_schedule emits them as they are and the peaks are walk_peak's over them.
+// Empty (the exhaustive search's options): the plain form above, which existing plans use.
 struct RotorTapeOption {
     std::vector<ValueId> tape;
-    std::vector<NodeId> recompute;  // in node order
-    float rec_ms = 0;               // forward cost of `recompute`
-    uint64_t hold = 0;              // kept while Solve(k+1, t) runs: the tape (+ x_k if read)
-    uint64_t peak_fwd = 0;          // the forward, keeping the tape, x_{k+1} (and x_k if held)
-    uint64_t peak_bwd = 0;          // recompute + backwards, with x_{k+1}, δ_{k+1} live
+    std::vector<NodeId> recompute;     // in node order (plain form; informative with `post`)
+    std::vector<Instruction> forward;  // widened form: the whole forward; empty: plain
+    std::vector<Instruction> post;     // widened form: recomputes and Backwards; empty: plain
+    float rec_ms = 0;                  // forward cost of `recompute`
+    uint64_t hold = 0;                 // kept while Solve(k+1, t) runs: the tape (+ x_k if read)
+    uint64_t peak_fwd = 0;             // the forward, keeping the tape, x_{k+1} (and x_k if held)
+    uint64_t peak_bwd = 0;             // recompute + backwards, with x_{k+1}, δ_{k+1} live
 };
 
 // One stage of the chain: costs in ms, sizes and peaks in bytes. Peaks are the largest live

@@ -310,6 +310,7 @@ class OptimalStrategy final : public Strategy {
         // A solver's bound holds over its own class (rockmate's, the MILP's); the winner lies
         // outside it, so it bounds nothing here (the message below still quotes it).
         p.lower_bound_ms.reset();
+        p.bound_class.clear();
         p.gap.reset();
         p.message = m.str();
         best = std::move(p);

@@ -39,6 +39,7 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
     if (plan.min_feasible_budget) j["min_feasible_budget"] = *plan.min_feasible_budget;
     if (!plan.method.empty()) j["method"] = plan.method;
     if (plan.lower_bound_ms) j["lower_bound_ms"] = *plan.lower_bound_ms;
+    if (plan.lower_bound_ms && !plan.bound_class.empty()) j["bound_class"] = plan.bound_class;
     if (plan.gap) j["gap"] = *plan.gap;
     // The nodes whose outputs the plan keeps as segment boundaries (sqrt-n, periodic, ...), so
     // another framework can checkpoint the same segments.

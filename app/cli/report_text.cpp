@@ -115,9 +115,11 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         << ms(plan.solve_ms) << " ms";
     if (!plan.method.empty()) out << " by " << plan.method;
     if (plan.budget) out << ", budget " << format_bytes(*plan.budget);
-    if (plan.gap && *plan.gap > 0)
+    if (plan.gap && *plan.gap > 0) {
         out << ", gap " << ms(100.0 * *plan.gap) << " % above the bound "
             << ms(*plan.lower_bound_ms) << " ms";
+        if (!plan.bound_class.empty()) out << " (over the " << plan.bound_class << " class)";
+    }
     out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s") << ")\n";
     out << "schedule     " << plan.schedule.size() << " instructions: " << sim.computes

@@ -852,6 +852,26 @@ TEST_F(CliTest, PlanPerLayerGivesTheLayerBytesInJsonAndText) {
         << r.out;
 }
 
+// plan --json names the class of schedules its lower bound holds over (README, JSON output).
+TEST_F(CliTest, PlanJsonNamesTheClassOfItsBound) {
+    // Rockmate on a graph above 16 nodes, at its default (midpoint) budget: the block MILP's.
+    json j = run_json({"plan", "-n", "gpt:layers=2,d_model=16,heads=2,seq=8,batch=2,vocab=8", "-s",
+                       "optimal:method=rockmate", "--json"});
+    ASSERT_TRUE(j.contains("lower_bound_ms")) << j.dump();
+    ASSERT_GT(j.at("predicted_recompute_ms").get<double>(), 0.0) << j.dump();
+    EXPECT_EQ(j.at("bound_class"), "block_milp");
+    EXPECT_LE(j.at("lower_bound_ms").get<double>(), j.at("predicted_recompute_ms").get<double>());
+    // The whole-network MILP's bound.
+    j = run_json({"plan", "-n", "mlp:depth=2,width=8,batch=4", "-s",
+                  "optimal:method=milp,time_limit=10", "--json"});
+    ASSERT_TRUE(j.contains("lower_bound_ms")) << j.dump();
+    EXPECT_EQ(j.at("bound_class"), "milp");
+    // A strategy without a bound has neither key.
+    j = run_json({"plan", "-n", kSmallMlp, "-s", "sqrt-n", "--json"});
+    EXPECT_FALSE(j.contains("lower_bound_ms"));
+    EXPECT_FALSE(j.contains("bound_class"));
+}
+
 // A bf16 network runs as its f32 copy: both figures are shown, and the run's prediction is met.
 TEST_F(CliTest, RunOfABf16NetworkReportsPlannedAndExecutedBytes) {
     const std::string net = "gpt:layers=1,d_model=16,heads=2,seq=4,batch=1,vocab=8";
