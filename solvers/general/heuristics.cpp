@@ -17,8 +17,12 @@ class Walker {
     static constexpr int kMaxRounds = 8;
     static constexpr size_t kMaxComputationsPerNode = 64;
 
-    Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget)
-        : g_(*p.graph), rule_(rule), budget_(budget), limit_(p.max_computations) {
+    Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget, bool pin_inputs = false)
+        : g_(*p.graph),
+          rule_(rule),
+          budget_(budget),
+          limit_(p.max_computations),
+          pin_inputs_(pin_inputs) {
         const auto n = static_cast<size_t>(g_.size());
         live_.assign(n, 0);
         lock_.assign(n, 0);
@@ -95,6 +99,14 @@ class Walker {
         return true;
     }
 
+    // How many of u's inputs are not live: recomputing u recurses into them.
+    int dead_inputs(int32_t u) const {
+        int c = 0;
+        for (int32_t p : g_.preds[static_cast<size_t>(u)])
+            c += live_[static_cast<size_t>(p)] ? 0 : 1;
+        return c;
+    }
+
     double score(int32_t u) const {
         const auto k = static_cast<size_t>(u);
         if (rule_ == EvictionRule::FarthestNextUse) {
@@ -162,6 +174,34 @@ class Walker {
         }
         const auto& inputs = g_.preds[k];
         bool all_live = false;
+        // Pinned variant: an input made live by this call is pinned at once; inputs live before
+        // are only soft-pinned (evicted last). Each step materialises the missing input whose
+        // recomputation goes deepest (most inputs not live), while the least is pinned; an input
+        // evicted meanwhile is missing again, but every step pins one more input, so the walk
+        // ends after at most one step per input and cannot thrash.
+        std::vector<int32_t> pinned;
+        auto unpin = [&] {
+            for (int32_t p : pinned) --lock_[static_cast<size_t>(p)];
+        };
+        if (pin_inputs_) {
+            for (int32_t p : inputs) ++soft_[static_cast<size_t>(p)];
+            for (;;) {
+                int32_t next = -1;
+                for (int32_t p : inputs) {
+                    if (live_[static_cast<size_t>(p)]) continue;
+                    if (next < 0 || dead_inputs(p) > dead_inputs(next)) next = p;
+                }
+                if (next < 0) break;
+                if (!materialize(next)) {
+                    for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
+                    unpin();
+                    return false;
+                }
+                ++lock_[static_cast<size_t>(next)];
+                pinned.push_back(next);
+            }
+            for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
+        }
         for (int32_t p : inputs) ++soft_[static_cast<size_t>(p)];
         for (int round = 0; round < kMaxRounds && !all_live; ++round) {
             for (int32_t p : inputs)
@@ -171,6 +211,7 @@ class Walker {
         }
         for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
         if (!all_live) {
+            unpin();
             message_ = "the inputs of node '" + g_.nodes[k].name +
                        "' keep evicting each other under this budget";
             return false;
@@ -190,6 +231,7 @@ class Walker {
             last_use_[k] = ++clock_;
         }
         for (int32_t p : g_.preds[k]) --lock_[static_cast<size_t>(p)];
+        unpin();
         if (run && v < frontier_) release_dead(v);  // inputs only a recomputation needed
         return run;
     }
@@ -198,6 +240,7 @@ class Walker {
     EvictionRule rule_;
     uint64_t budget_;
     int limit_;
+    bool pin_inputs_ = false;
     std::vector<uint8_t> live_;
     std::vector<int32_t> lock_, soft_, count_;
     std::vector<uint64_t> last_use_;
@@ -212,8 +255,8 @@ class Walker {
 
 }  // namespace
 
-HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule) {
-    return Walker(p, rule, p.budget).run();
+HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule, bool pin_inputs) {
+    return Walker(p, rule, p.budget, pin_inputs).run();
 }
 
 HeuristicResult chen_sqrt_n(const GeneralProblem& p) {

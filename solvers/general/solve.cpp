@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "solvers/general/checkmate_general.h"
 #include "solvers/general/heuristics.h"
+#include "solvers/general/lns_general.h"
 
 namespace rl::general {
 
@@ -15,7 +17,8 @@ double SolveResult::gap() const {
 }
 
 const std::vector<std::string>& solve_methods() {
-    static const std::vector<std::string> names{"auto", "dtr", "greedy", "split", "chen", "milp"};
+    static const std::vector<std::string> names{"auto", "dtr",      "greedy", "split",
+                                                "chen", "ondemand", "milp",   "lns"};
     return names;
 }
 
@@ -61,7 +64,10 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
     best.method = opt.method;
     best.lower_bound = g.total_duration();
     const auto t0 = Clock::now();
-    const bool all = opt.method == "auto" || opt.method == "milp";
+    const bool all = opt.method == "auto" || opt.method == "milp" || opt.method == "lns";
+    const bool run_milp = opt.method == "auto" || opt.method == "milp";
+    const bool run_lns = opt.method == "auto" || opt.method == "lns";
+    auto cancelled = [&] { return (opt.cancel && opt.cancel->load()) || cancel_requested(); };
     std::string why;
     auto note = [&](const std::string& who, const std::string& msg) {
         if (!msg.empty()) why += (why.empty() ? "" : "; ") + who + ": " + msg;
@@ -77,6 +83,20 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         } else {
             note(name, h.message);
         }
+    }
+    if (all || opt.method == "ondemand") {
+        std::string msg;
+        for (const auto& [name, rule] : {std::pair{"Belady", EvictionRule::FarthestNextUse},
+                                         std::pair{"DTR", EvictionRule::Dtr}}) {
+            const HeuristicResult h = eviction_heuristic(p, rule, /*pin_inputs=*/true);
+            if (h.found) {
+                if (offer(p, h.computes, "ondemand", seconds_since(t0), best) && opt.on_improved)
+                    opt.on_improved(best);
+            } else {
+                msg += std::string(msg.empty() ? "" : "; ") + name + ": " + h.message;
+            }
+        }
+        note("ondemand", msg);
     }
     if (all || opt.method == "split") {
         for (const bool recompute_inputs : {false, true}) {
@@ -98,11 +118,12 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
             note("chen", h.message);
         }
     }
-    const bool cancelled = opt.cancel && opt.cancel->load();
-    best.interrupted = cancelled;
-    if (all && !cancelled) {
+    best.interrupted = cancelled();
+    if (run_milp && !best.interrupted) {
         MilpOptions mo;
-        mo.time_limit_s = std::max(0.01, opt.time_limit_s - seconds_since(t0));
+        // auto: half of what is left, the rest for the search from the MILP's incumbent.
+        mo.time_limit_s =
+            std::max(0.01, (opt.time_limit_s - seconds_since(t0)) * (run_lns ? 0.5 : 1.0));
         mo.log_level = opt.log_level;
         std::vector<int32_t> start;
         if (best.found) {
@@ -136,6 +157,33 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         best.lower_bound = std::max(best.lower_bound, g.total_duration() * (1 + r.lower_bound_tdi));
         if (r.proven_optimal && best.found)
             best.lower_bound = std::min(best.lower_bound, best.sim.total_duration);
+    }
+    const double lns_left = opt.time_limit_s - seconds_since(t0);
+    if (run_lns && !best.interrupted && !best.proven_optimal && lns_left > 0.05) {
+        // From the best schedule so far, or, when nothing fits, from the order without
+        // recomputation (Phase 1 of lns_general.h brings it within the budget).
+        std::vector<int32_t> start;
+        const Schedule& from = best.found ? best.schedule : no_remat_schedule(g);
+        for (const Instruction& ins : from.code)
+            if (ins.kind == InstrKind::Compute) start.push_back(ins.target);
+        LnsOptions lo;
+        lo.time_limit_s = lns_left;
+        lo.log_level = opt.log_level;
+        lo.cancel = opt.cancel;
+        const double lns_t0 = seconds_since(t0);
+        lo.on_improved = [&](const std::vector<int32_t>& computes, double at_s) {
+            if (offer(p, computes, "lns", lns_t0 + at_s, best) && opt.on_improved)
+                opt.on_improved(best);
+        };
+        const LnsResult lr = lns_improve(p, start, lo);
+        if (lr.found) {
+            if (offer(p, lr.computes, "lns", lns_t0 + lr.time_to_best_s, best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note("lns", lr.message);
+        }
+        best.lns_windows = lr.windows;
+        best.interrupted = best.interrupted || lr.interrupted;
     }
     best.solve_s = seconds_since(t0);
     if (!best.found) {
