@@ -74,19 +74,23 @@ std::vector<std::vector<uint8_t>> live_at_stage_starts(const AbstractGraph& g,
     std::vector<std::vector<uint8_t>> at(n, std::vector<uint8_t>(n, 0));
     std::vector<uint8_t> live(n, 0), seen(n, 0);
     int32_t stage = 0;
+    bool started = false;  // a computation of `stage` has run since its snapshot
     for (const Instruction& ins : s.code) {
         const auto v = static_cast<size_t>(ins.target);
         if (ins.kind == InstrKind::Compute) {
             live[v] = 1;
+            started = true;
             if (!seen[v]) {
                 seen[v] = 1;
                 stage = ins.target + 1;
+                started = false;
                 if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)] = live;
             }
         } else if (ins.kind == InstrKind::Free) {
             live[v] = 0;
-            // Frees right after the stage's last compute belong before the next stage.
-            if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)][v] = 0;
+            // Frees right after the stage's last compute belong before the next stage; a free
+            // after one of the next stage's recomputations does not (the output entered it).
+            if (!started && static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)][v] = 0;
         }
     }
     return at;
@@ -227,7 +231,11 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
     };
     auto row = [&](Lin l, double lo, double hi) {
         if (l.terms.empty()) {
-            if (l.constant < lo - 1e-12 || l.constant > hi + 1e-12) res.proven_infeasible = true;
+            if (l.constant < lo - 1e-12 || l.constant > hi + 1e-12) {
+                if (getenv("LNSDBG"))
+                    fprintf(stderr, "const row violated %g [%g,%g]\n", l.constant, lo, hi);
+                res.proven_infeasible = true;
+            }
             return;
         }
         m.add_row(l.terms, lo - l.constant, hi - l.constant);

@@ -319,7 +319,8 @@ HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
 
 namespace rl::general {
 
-HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs) {
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs,
+                                      bool best_effort) {
     const AbstractGraph& g = *p.graph;
     const int32_t n = g.size();
     const auto N = static_cast<size_t>(n);
@@ -347,10 +348,13 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
         return false;
     };
     const auto budget = static_cast<int64_t>(std::min<uint64_t>(p.budget, INT64_MAX));
+    // Per stage: the budget, or (best effort) the bytes of a stage nothing could relieve.
+    std::vector<int64_t> cap(N, budget);
+    bool stuck = false;
     for (;;) {
         int32_t worst = -1;
         for (int32_t t = 0; t < n; ++t)
-            if (mem[static_cast<size_t>(t)] > budget &&
+            if (mem[static_cast<size_t>(t)] > cap[static_cast<size_t>(t)] &&
                 (worst < 0 || mem[static_cast<size_t>(t)] > mem[static_cast<size_t>(worst)]))
                 worst = t;
         if (worst < 0) break;
@@ -395,7 +399,8 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                                     add += static_cast<int64_t>(
                                         g.nodes[static_cast<size_t>(q2)].out_bytes);
                             if (t == s) add += co_bytes;
-                            if (mem[static_cast<size_t>(t)] + add > budget) ext_ok = false;
+                            if (mem[static_cast<size_t>(t)] + add > cap[static_cast<size_t>(t)])
+                                ext_ok = false;
                         }
                         if (ext_ok) {
                             extend.emplace_back(q, end);
@@ -412,8 +417,8 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                             ext_at_s +=
                                 static_cast<int64_t>(g.nodes[static_cast<size_t>(q2)].out_bytes);
                         const auto qb = static_cast<int64_t>(g.nodes[Q].out_bytes);
-                        if (preds_live &&
-                            mem[static_cast<size_t>(s)] + ext_at_s + co_bytes + qb <= budget) {
+                        if (preds_live && mem[static_cast<size_t>(s)] + ext_at_s + co_bytes + qb <=
+                                              cap[static_cast<size_t>(s)]) {
                             co.push_back(q);
                             co_bytes += qb;
                             handled = true;
@@ -430,7 +435,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
             // Duration per byte-stage relieved, the over-budget stages weighted.
             double relief = 0;
             for (int32_t t = a + 1; t < b; ++t)
-                if (mem[static_cast<size_t>(t)] > budget) relief += 1;
+                if (mem[static_cast<size_t>(t)] > cap[static_cast<size_t>(t)]) relief += 1;
             const double score =
                 (g.nodes[U].duration + 1e-9) / (static_cast<double>(g.nodes[U].out_bytes) * relief);
             if (best_u < 0 || score < best_score) {
@@ -447,7 +452,10 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                           "' can be dropped and recomputed from live inputs; " +
                           std::to_string(mem[static_cast<size_t>(worst)]) +
                           " bytes there against a budget of " + std::to_string(p.budget);
-            return res;
+            if (!best_effort) return res;
+            cap[static_cast<size_t>(worst)] = mem[static_cast<size_t>(worst)];
+            stuck = true;
+            continue;
         }
         const auto U = static_cast<size_t>(best_u);
         auto& rs = ranges[U];
@@ -494,7 +502,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
         for (int32_t u : rc) res.computes.push_back(u);
         res.computes.push_back(t);
     }
-    res.found = true;
+    res.found = !stuck;
     return res;
 }
 

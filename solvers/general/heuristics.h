@@ -72,6 +72,10 @@ namespace rl::general {
 // also be recomputed in that stage from live inputs of its own (one level). Among the candidates,
 // the smallest duration per byte wins. At most max_computations - 1 splits per node (no limit
 // when 0). Neither variant dominates on the benchmark graphs; solve_general runs both.
-HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs);
+// With `best_effort`, a stage that no split can relieve is left over the budget and the others
+// are still relieved: `computes` is then a valid schedule over budget (found = false), the start
+// of the large-neighbourhood search's Phase 1 (lns_general.h).
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs,
+                                      bool best_effort = false);
 
 }  // namespace rl::general

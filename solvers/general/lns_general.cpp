@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "engine/cancel.h"
@@ -136,10 +137,21 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         win.overflow_penalty = phase1 ? kOverflowPenalty : 0;
         MilpOptions mo;
         mo.time_limit_s = std::min(opt.window_time_limit_s, left);
-        mo.log_level = opt.log_level;
+        mo.log_level = opt.log_level > 1 ? opt.log_level : 0;  // CBC's log for every window
         mo.window = &win;
         const MilpResult r = solve_checkmate_milp(p, mo);
         ++res.windows;
+        if (opt.log_level > 0)
+            std::fprintf(stderr,
+                         "lns %7.2fs window %d: stages [%d, %d) nodes >= %d, %d columns, %.2fs "
+                         "%s; best: excess %.0f, duration %.6g\n",
+                         elapsed(), res.windows, win.stage_begin, win.stage_end, win.node_begin,
+                         r.variables, r.solve_s,
+                         r.proven_optimal      ? "optimal"
+                         : r.found             ? "incumbent"
+                         : r.proven_infeasible ? "infeasible"
+                                               : "nothing",
+                         best.excess, best.duration);
         if (r.interrupted) {
             res.interrupted = true;
             break;

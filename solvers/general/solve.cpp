@@ -50,6 +50,52 @@ bool offer(const GeneralProblem& p, const std::vector<int32_t>& computes, const 
     return true;
 }
 
+// Phase 1's start when nothing fits: the baselines at budgets a little above the target (they
+// succeed there), or the order without recomputation, whichever exceeds the target budget
+// least (stage_excess; then the shorter).
+std::vector<int32_t> least_excess_start(const GeneralProblem& p) {
+    const AbstractGraph& g = *p.graph;
+    std::vector<int32_t> best;
+    double best_excess = 0, best_duration = 0;
+    auto consider = [&](const std::vector<int32_t>& computes) {
+        const Schedule s = schedule_from_computations(g, computes);
+        GeneralSimulation sim;
+        try {
+            sim = simulate_general(g, s, p.max_computations);
+        } catch (const ScheduleError&) {
+            return;
+        }
+        const double excess = stage_excess(g, s, p.budget);
+        if (best.empty() || excess < best_excess ||
+            (excess == best_excess && sim.total_duration < best_duration)) {
+            best = computes;
+            best_excess = excess;
+            best_duration = sim.total_duration;
+        }
+    };
+    std::vector<int32_t> order(static_cast<size_t>(g.size()));
+    for (int32_t v = 0; v < g.size(); ++v) order[static_cast<size_t>(v)] = v;
+    consider(order);
+    for (const bool recompute_inputs : {false, true}) {
+        const HeuristicResult h = greedy_interval_split(p, recompute_inputs, /*best_effort=*/true);
+        if (!h.computes.empty()) consider(h.computes);
+    }
+    for (const double above : {1.02, 1.05, 1.1, 1.2}) {
+        GeneralProblem q = p;
+        q.budget = static_cast<uint64_t>(static_cast<double>(p.budget) * above);
+        for (const bool recompute_inputs : {false, true}) {
+            const HeuristicResult h = greedy_interval_split(q, recompute_inputs);
+            if (h.found) consider(h.computes);
+        }
+        for (const EvictionRule rule : {EvictionRule::FarthestNextUse, EvictionRule::Dtr})
+            for (const bool pin : {false, true}) {
+                const HeuristicResult h = eviction_heuristic(q, rule, pin);
+                if (h.found) consider(h.computes);
+            }
+    }
+    return best;
+}
+
 }  // namespace
 
 SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
@@ -163,9 +209,12 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         // From the best schedule so far, or, when nothing fits, from the order without
         // recomputation (Phase 1 of lns_general.h brings it within the budget).
         std::vector<int32_t> start;
-        const Schedule& from = best.found ? best.schedule : no_remat_schedule(g);
-        for (const Instruction& ins : from.code)
-            if (ins.kind == InstrKind::Compute) start.push_back(ins.target);
+        if (best.found) {
+            for (const Instruction& ins : best.schedule.code)
+                if (ins.kind == InstrKind::Compute) start.push_back(ins.target);
+        } else {
+            start = least_excess_start(p);
+        }
         LnsOptions lo;
         lo.time_limit_s = lns_left;
         lo.log_level = opt.log_level;
