@@ -204,7 +204,8 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
         const bool free_stage = in_window(t);
         for (int32_t i = 0; i < t; ++i) {
             const auto I = static_cast<size_t>(i);
-            const bool free_node = free_stage && (!W || i >= W->node_begin);
+            const bool free_node = free_stage && (!W || i >= W->node_begin ||
+                                                  (W->extra_nodes && (*W->extra_nodes)[I]));
             if (free_node && ancestor[T][I])
                 r[I] = m.add_col(0, 1, g.nodes[I].duration / D, true);
             else if (W && W->incumbent->r[T][I])

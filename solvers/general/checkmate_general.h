@@ -62,6 +62,8 @@ struct MilpWindow {
     int32_t stage_begin = 0, stage_end = 0, node_begin = 0;
     const StageMatrices* incumbent = nullptr;
     double overflow_penalty = 0;
+    // Nodes before node_begin that are free in the window's stages too (optional, size n).
+    const std::vector<uint8_t>* extra_nodes = nullptr;
 };
 
 struct MilpOptions {

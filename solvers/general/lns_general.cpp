@@ -134,6 +134,18 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         win.stage_end = std::min(n, a + w);
         win.node_begin = std::max(0, a - w);
         win.incumbent = &incumbent;
+        // Older outputs the window's stages hold or recompute, and their inputs, are free too:
+        // otherwise a long-lived output could never be dropped there.
+        std::vector<uint8_t> extra(static_cast<size_t>(n), 0);
+        if (opt.free_held_outputs) {
+            for (int32_t t = win.stage_begin; t < win.stage_end; ++t)
+                for (int32_t i = 0; i < win.node_begin; ++i) {
+                    const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
+                    if (!incumbent.s[T][I] && !incumbent.r[T][I]) continue;
+                    extra[I] = 1;
+                }
+            win.extra_nodes = &extra;
+        }
         win.overflow_penalty = phase1 ? kOverflowPenalty : 0;
         MilpOptions mo;
         mo.time_limit_s = std::min(opt.window_time_limit_s, left);
@@ -169,9 +181,9 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
                 }
             }
         }
-        // The whole MILP proven optimal from the incumbent: nothing is left to find.
-        if (!phase1 && r.proven_optimal && win.stage_begin == 0 && win.stage_end == n &&
-            win.node_begin == 0)
+        // The whole MILP proven optimal from the incumbent: nothing is left to find (in Phase 1:
+        // no schedule of the MILP's class fits the budget).
+        if (r.proven_optimal && win.stage_begin == 0 && win.stage_end == n && win.node_begin == 0)
             break;
         if (r.too_large || !(r.proven_optimal || r.proven_infeasible))
             w = std::max(2, w * 3 / 4);

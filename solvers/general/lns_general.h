@@ -44,6 +44,9 @@ struct LnsOptions {
     double window_time_limit_s = 3;  // CBC's limit per window
     int initial_window = 16;         // stages
     uint32_t seed = 1;
+    // Free, besides the nodes from a - w on, the older outputs the window holds or recomputes
+    // and their inputs.
+    bool free_held_outputs = true;
     int log_level = 0;
     // Polled between windows (with rl::cancel_requested()); the best schedule so far is returned.
     const std::atomic<bool>* cancel = nullptr;

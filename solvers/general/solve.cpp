@@ -165,6 +165,7 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         }
     }
     best.interrupted = cancelled();
+    bool milp_infeasible = false;
     if (run_milp && !best.interrupted) {
         MilpOptions mo;
         // auto: half of what is left, the rest for the search from the MILP's incumbent.
@@ -192,20 +193,25 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
                 best.sim.total_duration <=
                     g.total_duration() * (1 + r.objective_tdi) * (1 + 1e-9) + 1e-9;
         }
-        if (r.too_large)
+        if (r.too_large) {
             note("milp", "not attempted: the model has more than " +
                              std::to_string(mo.max_columns) + " columns");
-        else if (r.proven_infeasible)
+        } else if (r.proven_infeasible) {
+            milp_infeasible = true;
             note("milp", "proven infeasible: no schedule in the MILP's class fits the budget");
-        else if (!r.found)
+        } else if (!r.found) {
             note("milp", "no schedule found within the time limit");
+        }
         // CBC's bound is on the TDI.
         best.lower_bound = std::max(best.lower_bound, g.total_duration() * (1 + r.lower_bound_tdi));
         if (r.proven_optimal && best.found)
             best.lower_bound = std::min(best.lower_bound, best.sim.total_duration);
     }
     const double lns_left = opt.time_limit_s - seconds_since(t0);
-    if (run_lns && !best.interrupted && !best.proven_optimal && lns_left > 0.05) {
+    // Not when no schedule can exist: below what one node needs with its inputs, or the whole
+    // MILP proved that nothing in its class fits.
+    const bool hopeless = !best.found && (p.budget < min_feasible_peak_bound(g) || milp_infeasible);
+    if (run_lns && !best.interrupted && !best.proven_optimal && !hopeless && lns_left > 0.05) {
         // From the best schedule so far, or, when nothing fits, from the order without
         // recomputation (Phase 1 of lns_general.h brings it within the budget).
         std::vector<int32_t> start;
