@@ -107,10 +107,10 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
     StageMatrices incumbent = stage_matrices(g, best.order);
     std::mt19937 rng(opt.seed);
     int32_t w = std::clamp(opt.initial_window, 2, n);
-    int32_t cursor = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::max(1, w / 2)));
     // Phase 1's overflow costs this much per budget-sized unit: more than any recomputation
     // (the objective is the TDI), so the window reduces the excess first.
     constexpr double kOverflowPenalty = 1000;
+    constexpr int kMaxWindowColumns = 30000;
     while (!cancelled()) {
         const double left = opt.time_limit_s - elapsed();
         if (left < 0.05) break;
@@ -123,10 +123,21 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
             const int32_t t = over[rng() % over.size()];
             a = t - static_cast<int32_t>(rng() % static_cast<uint32_t>(w));
         } else {
-            if (cursor >= n)
-                cursor = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::max(1, w / 2)));
-            a = cursor;
-            cursor += std::max(1, w / 2);
+            // A window without recomputation in its stages is optimal as it is (its objective
+            // is 0): windows are placed over a random stage that recomputes something.
+            std::vector<int32_t> recomputing;
+            for (int32_t t = 1; t < n; ++t) {
+                const auto& row = incumbent.r[static_cast<size_t>(t)];
+                if (std::any_of(row.begin(), row.begin() + t, [](uint8_t x) { return x != 0; }))
+                    recomputing.push_back(t);
+            }
+            if (recomputing.empty()) break;  // every node once: optimal
+            if (w >= n) {
+                a = 0;
+            } else {
+                const int32_t t = recomputing[rng() % recomputing.size()];
+                a = t - static_cast<int32_t>(rng() % static_cast<uint32_t>(w));
+            }
         }
         a = std::clamp(a, 0, std::max(0, n - w));
         MilpWindow win;
@@ -185,9 +196,12 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         // no schedule of the MILP's class fits the budget).
         if (r.proven_optimal && win.stage_begin == 0 && win.stage_end == n && win.node_begin == 0)
             break;
-        if (r.too_large || !(r.proven_optimal || r.proven_infeasible))
+        // Grow while CBC proves windows quickly and they stay small; shrink when it does not
+        // finish or the model gets large (its build and LP grow with the columns).
+        if (r.too_large || !(r.proven_optimal || r.proven_infeasible) ||
+            r.variables > kMaxWindowColumns)
             w = std::max(2, w * 3 / 4);
-        else if (r.solve_s < 0.25 * mo.time_limit_s)
+        else if (r.solve_s < 0.25 * mo.time_limit_s && r.variables < kMaxWindowColumns / 2)
             w = std::min(n, w + std::max(1, w / 4));
     }
     res.interrupted = res.interrupted || cancelled();
