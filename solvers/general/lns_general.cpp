@@ -145,10 +145,12 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         win.stage_end = std::min(n, a + w);
         win.node_begin = std::max(0, a - w);
         win.incumbent = &incumbent;
-        // Older outputs the window's stages hold or recompute, and their inputs, are free too:
-        // otherwise a long-lived output could never be dropped there.
+        // Phase 2: older outputs the window's stages hold or recompute are free too: otherwise
+        // a long-lived output could never be dropped there. Not in Phase 1, whose elastic
+        // windows they make too large for CBC to finish (RL250 at 0.8 reached the budget after
+        // 24 s without them and not in 60 s with them).
         std::vector<uint8_t> extra(static_cast<size_t>(n), 0);
-        if (opt.free_held_outputs) {
+        if (opt.free_held_outputs && !phase1) {
             for (int32_t t = win.stage_begin; t < win.stage_end; ++t)
                 for (int32_t i = 0; i < win.node_begin; ++i) {
                     const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);

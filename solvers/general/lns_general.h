@@ -16,9 +16,9 @@
 //
 // The search. The incumbent is an in-class schedule (canonical_stage_order) held as the MILP's
 // stage matrices R and S. A window [a, a + w) of stages is re-solved with every R[t][i] and
-// S[t][i] outside it, or with i < a - w and i not an output the incumbent holds or recomputes in
-// the window, fixed to the incumbent (so the window hands the same outputs to stage a + w as
-// before), CBC warm-started from the incumbent and limited to a few seconds. The result is
+// S[t][i] outside it, or with i < a - w and (Phase 2) i not an output the incumbent holds or
+// recomputes in the window, fixed to the incumbent (so the window hands the same outputs to stage a
+// + w as before), CBC warm-started from the incumbent and limited to a few seconds. The result is
 // re-simulated by simulate_general() and kept when it is better. Windows slide over the stages from
 // a random offset by half their width; w grows by a quarter when CBC proves a window optimal
 // quickly and shrinks when it does not finish.
@@ -47,8 +47,8 @@ struct LnsOptions {
     double window_time_limit_s = 3;  // CBC's limit per window
     int initial_window = 16;         // stages
     uint32_t seed = 1;
-    // Free, besides the nodes from a - w on, the older outputs the window holds or recomputes
-    // and their inputs.
+    // Phase 2: free, besides the nodes from a - w on, the older outputs the window holds or
+    // recomputes.
     bool free_held_outputs = true;
     int log_level = 0;
     // Polled between windows (with rl::cancel_requested()); the best schedule so far is returned.
