@@ -73,6 +73,7 @@ def main():
         files = [f for f in files if not any(s in f for s in drop)]
     fractions = [float(x) for x in args.budgets.split(",") if x]
 
+    load_before = os.getloadavg()
     rows = []
     json_out = open(args.json_out, "a") if args.json_out else None
     for f in files:
@@ -113,7 +114,8 @@ def main():
     lines = [
         f"Solver bench: `{args.method}` with --time-limit {args.time_limit:g} s per instance"
         + (f", at most {args.max_computations} computations per node" if args.max_computations else "")
-        + f"; {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        + f"; {platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        + f"; load average (1 min) {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.",
         "",
         "| graph | nodes | budget | ours: TDI % / time to best s / gap % | from | optimal | "
         "Checkmate MILP (Gurobi) TDI % / s | Moccasin TDI % / s |",

@@ -85,6 +85,7 @@ std::string render(const SolveCliOptions& opt, const general::AbstractGraph& g,
     j["milp_attempted"] = r.milp_attempted;
     j["milp_columns"] = r.milp_columns;
     j["milp_rows"] = r.milp_rows;
+    j["lns_windows"] = r.lns_windows;
     if (r.found) {
         j["source"] = r.source;
         j["total_duration"] = r.sim.total_duration;
@@ -184,7 +185,10 @@ SubcommandHandle add_solve_command(CLI::App& app) {
     for (const auto& m : general::solve_methods()) methods += (methods.empty() ? "" : ", ") + m;
     sub->add_option(
            "--method,-m", opt->method,
-           "one of " + methods + " (auto: the baselines, then the MILP warm-started from the best)")
+           "one of " + methods +
+               " (auto: the baselines, then the MILP warm-started from the best with half the "
+               "time, then the large-neighbourhood search over MILP windows with the rest; lns: "
+               "the baselines, then the search)")
         ->check(CLI::IsMember(general::solve_methods()))
         ->capture_default_str();
     sub->add_option("--time-limit", opt->time_limit_s, "seconds for the whole solve")
@@ -195,7 +199,8 @@ SubcommandHandle add_solve_command(CLI::App& app) {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub->add_flag("--json", opt->json, "print one JSON object");
-    sub->add_flag("--verbose", opt->verbose, "show CBC's log");
+    sub->add_flag("--verbose", opt->verbose,
+                  "show CBC's log (of the whole MILP) and one line per window of the search");
     return {sub, [opt] { return solve_command(*opt); }};
 }
 

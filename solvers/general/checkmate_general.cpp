@@ -74,19 +74,23 @@ std::vector<std::vector<uint8_t>> live_at_stage_starts(const AbstractGraph& g,
     std::vector<std::vector<uint8_t>> at(n, std::vector<uint8_t>(n, 0));
     std::vector<uint8_t> live(n, 0), seen(n, 0);
     int32_t stage = 0;
+    bool started = false;  // a computation of `stage` has run since its snapshot
     for (const Instruction& ins : s.code) {
         const auto v = static_cast<size_t>(ins.target);
         if (ins.kind == InstrKind::Compute) {
             live[v] = 1;
+            started = true;
             if (!seen[v]) {
                 seen[v] = 1;
                 stage = ins.target + 1;
+                started = false;
                 if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)] = live;
             }
         } else if (ins.kind == InstrKind::Free) {
             live[v] = 0;
-            // Frees right after the stage's last compute belong before the next stage.
-            if (static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)][v] = 0;
+            // Frees right after the stage's last compute belong before the next stage; a free
+            // after one of the next stage's recomputations does not (the output entered it).
+            if (!started && static_cast<size_t>(stage) < n) at[static_cast<size_t>(stage)][v] = 0;
         }
     }
     return at;
@@ -134,6 +138,26 @@ std::vector<int32_t> canonical_stage_order(const AbstractGraph& g,
     return order;
 }
 
+StageMatrices stage_matrices(const AbstractGraph& g, const std::vector<int32_t>& order) {
+    const auto n = static_cast<size_t>(g.size());
+    StageMatrices m;
+    m.r.assign(n, std::vector<uint8_t>(n, 0));
+    std::vector<uint8_t> seen(n, 0);
+    // Each computation belongs to the stage of the next first computation.
+    std::vector<int32_t> buffer;
+    for (int32_t v : order) {
+        if (v < 0 || static_cast<size_t>(v) >= n) continue;
+        buffer.push_back(v);
+        if (!seen[static_cast<size_t>(v)]) {
+            seen[static_cast<size_t>(v)] = 1;
+            for (int32_t u : buffer) m.r[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
+            buffer.clear();
+        }
+    }
+    m.s = live_at_stage_starts(g, order);
+    return m;
+}
+
 MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt) {
     const AbstractGraph& g = *p.graph;
     const int32_t n = g.size();
@@ -164,21 +188,36 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
                 std::max({last_descendant[i], j, last_descendant[static_cast<size_t>(j)]});
 
     Model m;
+    const MilpWindow* W = opt.window;
+    if (W && (!W->incumbent || W->incumbent->r.size() != N || W->incumbent->s.size() != N))
+        throw Error("an MILP window needs the incumbent's stage matrices of this graph");
+    auto in_window = [&](int32_t t) { return !W || (t >= W->stage_begin && t < W->stage_end); };
     // R[t][i], S[t][i]: column or kFixedZero / kFixedOne.
     std::vector<std::vector<int>> R(N), S(N);
     for (int32_t t = 0; t < n; ++t) {
-        auto& r = R[static_cast<size_t>(t)];
-        auto& s = S[static_cast<size_t>(t)];
-        r.assign(static_cast<size_t>(t) + 1, kFixedZero);
-        s.assign(static_cast<size_t>(t) + 1, kFixedZero);
-        r[static_cast<size_t>(t)] = kFixedOne;
+        const auto T = static_cast<size_t>(t);
+        auto& r = R[T];
+        auto& s = S[T];
+        r.assign(T + 1, kFixedZero);
+        s.assign(T + 1, kFixedZero);
+        r[T] = kFixedOne;
+        const bool free_stage = in_window(t);
         for (int32_t i = 0; i < t; ++i) {
             const auto I = static_cast<size_t>(i);
-            if (ancestor[static_cast<size_t>(t)][I])
+            const bool free_node = free_stage && (!W || i >= W->node_begin ||
+                                                  (W->extra_nodes && (*W->extra_nodes)[I]));
+            if (free_node && ancestor[T][I])
                 r[I] = m.add_col(0, 1, g.nodes[I].duration / D, true);
-            if (last_descendant[I] >= t) s[I] = m.add_col(0, 1, 0, true);
+            else if (W && W->incumbent->r[T][I])
+                r[I] = kFixedOne;
+            if (free_node && last_descendant[I] >= t)
+                s[I] = m.add_col(0, 1, 0, true);
+            else if (W && W->incumbent->s[T][I])
+                s[I] = kFixedOne;
         }
     }
+    const double penalty = W ? W->overflow_penalty : 0;
+    std::vector<int> overflow_cols;
     // Linear terms with fixed values folded into the bounds.
     struct Lin {
         std::vector<std::pair<int, double>> terms;
@@ -207,7 +246,21 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
         return S[static_cast<size_t>(t)][static_cast<size_t>(i)];
     };
 
-    for (int32_t t = 0; t < n; ++t) {
+    const int32_t row_begin = W ? std::max(0, W->stage_begin - 1) : 0;
+    const int32_t row_end = W ? std::min(n, W->stage_end) : n;
+    for (int32_t t = row_begin; t < row_end; ++t) {
+        if (!in_window(t)) {
+            // The stage before the window: only what it hands to the window's first stage.
+            for (int32_t i = 0; i <= t; ++i) {
+                if (Sc(t + 1, i) < 0) continue;
+                Lin l;
+                l.add(Sc(t + 1, i), 1);
+                if (i < t) l.add(Sc(t, i), -1);
+                l.add(Rc(t, i), -1);
+                row(l, -kInf, 0);
+            }
+            continue;
+        }
         // Inputs live: R[t][k] <= R[t][i] + S[t][i].
         for (int32_t k = 0; k <= t; ++k) {
             if (Rc(t, k) == kFixedZero) continue;
@@ -240,10 +293,16 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
         // Memory along the stage's active positions.
         int prev_u = -1;
         int32_t prev_k = -1;
+        int over = -1;  // o_t, elastic budget
+        if (penalty > 0) {
+            over = m.add_col(0, kInf, penalty, false);
+            overflow_cols.push_back(over);
+        }
         std::vector<std::pair<int32_t, int>> frees_prev;  // (input, FREE column) after prev_k
         for (int32_t k = 0; k <= t; ++k) {
             if (Rc(t, k) == kFixedZero) continue;
-            const int u = m.add_col(0, 1, 0, false);
+            const int u = m.add_col(0, over >= 0 ? kInf : 1, 0, false);
+            if (over >= 0) m.add_row({{u, 1}, {over, -1}}, -kInf, 1);
             Lin l;  // U[t][k] - (...) = 0
             l.add(u, 1);
             if (prev_u < 0) {
@@ -301,8 +360,28 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
     Cbc_setMaximumSeconds(cbc.get(), std::max(0.01, opt.time_limit_s));
     Cbc_setParameter(cbc.get(), "integerTolerance", "1e-9");
     Cbc_setParameter(cbc.get(), "threads", "1");
+    // CBC 2.10 (Debian) crashed in CglPreProcess::postProcess on a window of ResNet50's train
+    // graph (stages [221, 259), 33,000 columns); windows are small, so they go without it.
+    if (W) Cbc_setParameter(cbc.get(), "preprocess", "off");
 
-    if (opt.warm_start) {
+    if (W) {
+        std::vector<int> cols;
+        std::vector<double> vals;
+        for (int32_t t = W->stage_begin; t < W->stage_end && t < n; ++t)
+            for (int32_t i = 0; i < t; ++i) {
+                const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
+                if (Rc(t, i) >= 0) {
+                    cols.push_back(Rc(t, i));
+                    vals.push_back(W->incumbent->r[T][I]);
+                }
+                if (Sc(t, i) >= 0) {
+                    cols.push_back(Sc(t, i));
+                    vals.push_back(W->incumbent->s[T][I]);
+                }
+            }
+        Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
+        res.warm_started = true;
+    } else if (opt.warm_start) {
         const std::vector<int32_t> order = canonical_stage_order(g, *opt.warm_start);
         bool fits = false;
         try {
@@ -381,6 +460,7 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
                 if (c == kFixedOne || (c >= 0 && x[c] > 0.5)) res.computes.push_back(i);
             }
         if (res.proven_optimal) res.lower_bound_tdi = res.objective_tdi;
+        for (int c : overflow_cols) res.overflow += x[c];
     }
     return res;
 }

@@ -45,6 +45,27 @@
 
 namespace rl::general {
 
+// An in-class schedule (canonical_stage_order) as the MILP's variables: r[t][i] = node i is
+// computed in stage t, s[t][i] = its output is live entering stage t (i <= t).
+struct StageMatrices {
+    std::vector<std::vector<uint8_t>> r, s;
+};
+StageMatrices stage_matrices(const AbstractGraph& g, const std::vector<int32_t>& in_class_order);
+
+// A window of the MILP for large-neighbourhood search (lns_general.h): only R[t][i] and S[t][i]
+// with t in [stage_begin, stage_end) and i >= node_begin are variables; every other entry is
+// fixed to the incumbent's value, and stages outside the window get no rows except the one that
+// bounds S[stage_begin] by the incumbent's stage_begin - 1. With overflow_penalty > 0 the budget
+// is elastic: stage t's memory may exceed it by o_t (a fraction of the budget) at a cost of
+// overflow_penalty x o_t in the objective (Phase 1 of the search, from a schedule over budget).
+struct MilpWindow {
+    int32_t stage_begin = 0, stage_end = 0, node_begin = 0;
+    const StageMatrices* incumbent = nullptr;
+    double overflow_penalty = 0;
+    // Nodes before node_begin that are free in the window's stages too (optional, size n).
+    const std::vector<uint8_t>* extra_nodes = nullptr;
+};
+
 struct MilpOptions {
     double time_limit_s = 60;
     int log_level = 0;
@@ -55,6 +76,8 @@ struct MilpOptions {
     // columns (ResNet50's train graph) they alone take minutes on one core, so the MILP is not
     // attempted (MilpResult::too_large).
     int max_columns = 60000;
+    // Solve only this window, warm-started from its incumbent (which then replaces warm_start).
+    const MilpWindow* window = nullptr;
 };
 
 struct MilpResult {
@@ -70,6 +93,7 @@ struct MilpResult {
     double time_to_best_s = 0;   // when the incumbent was found (the warm start: 0)
     double solve_s = 0;
     int variables = 0, integer_variables = 0, constraints = 0;
+    double overflow = 0;  // window mode, elastic: the sum of o_t in the incumbent
 };
 
 MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt);

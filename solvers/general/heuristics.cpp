@@ -17,8 +17,12 @@ class Walker {
     static constexpr int kMaxRounds = 8;
     static constexpr size_t kMaxComputationsPerNode = 64;
 
-    Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget)
-        : g_(*p.graph), rule_(rule), budget_(budget), limit_(p.max_computations) {
+    Walker(const GeneralProblem& p, EvictionRule rule, uint64_t budget, bool pin_inputs = false)
+        : g_(*p.graph),
+          rule_(rule),
+          budget_(budget),
+          limit_(p.max_computations),
+          pin_inputs_(pin_inputs) {
         const auto n = static_cast<size_t>(g_.size());
         live_.assign(n, 0);
         lock_.assign(n, 0);
@@ -95,6 +99,14 @@ class Walker {
         return true;
     }
 
+    // How many of u's inputs are not live: recomputing u recurses into them.
+    int dead_inputs(int32_t u) const {
+        int c = 0;
+        for (int32_t p : g_.preds[static_cast<size_t>(u)])
+            c += live_[static_cast<size_t>(p)] ? 0 : 1;
+        return c;
+    }
+
     double score(int32_t u) const {
         const auto k = static_cast<size_t>(u);
         if (rule_ == EvictionRule::FarthestNextUse) {
@@ -162,6 +174,34 @@ class Walker {
         }
         const auto& inputs = g_.preds[k];
         bool all_live = false;
+        // Pinned variant: an input made live by this call is pinned at once; inputs live before
+        // are only soft-pinned (evicted last). Each step materialises the missing input whose
+        // recomputation goes deepest (most inputs not live), while the least is pinned; an input
+        // evicted meanwhile is missing again, but every step pins one more input, so the walk
+        // ends after at most one step per input and cannot thrash.
+        std::vector<int32_t> pinned;
+        auto unpin = [&] {
+            for (int32_t p : pinned) --lock_[static_cast<size_t>(p)];
+        };
+        if (pin_inputs_) {
+            for (int32_t p : inputs) ++soft_[static_cast<size_t>(p)];
+            for (;;) {
+                int32_t next = -1;
+                for (int32_t p : inputs) {
+                    if (live_[static_cast<size_t>(p)]) continue;
+                    if (next < 0 || dead_inputs(p) > dead_inputs(next)) next = p;
+                }
+                if (next < 0) break;
+                if (!materialize(next)) {
+                    for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
+                    unpin();
+                    return false;
+                }
+                ++lock_[static_cast<size_t>(next)];
+                pinned.push_back(next);
+            }
+            for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
+        }
         for (int32_t p : inputs) ++soft_[static_cast<size_t>(p)];
         for (int round = 0; round < kMaxRounds && !all_live; ++round) {
             for (int32_t p : inputs)
@@ -171,6 +211,7 @@ class Walker {
         }
         for (int32_t p : inputs) --soft_[static_cast<size_t>(p)];
         if (!all_live) {
+            unpin();
             message_ = "the inputs of node '" + g_.nodes[k].name +
                        "' keep evicting each other under this budget";
             return false;
@@ -190,6 +231,7 @@ class Walker {
             last_use_[k] = ++clock_;
         }
         for (int32_t p : g_.preds[k]) --lock_[static_cast<size_t>(p)];
+        unpin();
         if (run && v < frontier_) release_dead(v);  // inputs only a recomputation needed
         return run;
     }
@@ -198,6 +240,7 @@ class Walker {
     EvictionRule rule_;
     uint64_t budget_;
     int limit_;
+    bool pin_inputs_ = false;
     std::vector<uint8_t> live_;
     std::vector<int32_t> lock_, soft_, count_;
     std::vector<uint64_t> last_use_;
@@ -212,8 +255,8 @@ class Walker {
 
 }  // namespace
 
-HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule) {
-    return Walker(p, rule, p.budget).run();
+HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule, bool pin_inputs) {
+    return Walker(p, rule, p.budget, pin_inputs).run();
 }
 
 HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
@@ -276,7 +319,8 @@ HeuristicResult chen_sqrt_n(const GeneralProblem& p) {
 
 namespace rl::general {
 
-HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs) {
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs,
+                                      bool best_effort) {
     const AbstractGraph& g = *p.graph;
     const int32_t n = g.size();
     const auto N = static_cast<size_t>(n);
@@ -304,10 +348,13 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
         return false;
     };
     const auto budget = static_cast<int64_t>(std::min<uint64_t>(p.budget, INT64_MAX));
+    // Per stage: the budget, or (best effort) the bytes of a stage nothing could relieve.
+    std::vector<int64_t> cap(N, budget);
+    bool stuck = false;
     for (;;) {
         int32_t worst = -1;
         for (int32_t t = 0; t < n; ++t)
-            if (mem[static_cast<size_t>(t)] > budget &&
+            if (mem[static_cast<size_t>(t)] > cap[static_cast<size_t>(t)] &&
                 (worst < 0 || mem[static_cast<size_t>(t)] > mem[static_cast<size_t>(worst)]))
                 worst = t;
         if (worst < 0) break;
@@ -352,7 +399,8 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                                     add += static_cast<int64_t>(
                                         g.nodes[static_cast<size_t>(q2)].out_bytes);
                             if (t == s) add += co_bytes;
-                            if (mem[static_cast<size_t>(t)] + add > budget) ext_ok = false;
+                            if (mem[static_cast<size_t>(t)] + add > cap[static_cast<size_t>(t)])
+                                ext_ok = false;
                         }
                         if (ext_ok) {
                             extend.emplace_back(q, end);
@@ -369,8 +417,8 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                             ext_at_s +=
                                 static_cast<int64_t>(g.nodes[static_cast<size_t>(q2)].out_bytes);
                         const auto qb = static_cast<int64_t>(g.nodes[Q].out_bytes);
-                        if (preds_live &&
-                            mem[static_cast<size_t>(s)] + ext_at_s + co_bytes + qb <= budget) {
+                        if (preds_live && mem[static_cast<size_t>(s)] + ext_at_s + co_bytes + qb <=
+                                              cap[static_cast<size_t>(s)]) {
                             co.push_back(q);
                             co_bytes += qb;
                             handled = true;
@@ -387,7 +435,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
             // Duration per byte-stage relieved, the over-budget stages weighted.
             double relief = 0;
             for (int32_t t = a + 1; t < b; ++t)
-                if (mem[static_cast<size_t>(t)] > budget) relief += 1;
+                if (mem[static_cast<size_t>(t)] > cap[static_cast<size_t>(t)]) relief += 1;
             const double score =
                 (g.nodes[U].duration + 1e-9) / (static_cast<double>(g.nodes[U].out_bytes) * relief);
             if (best_u < 0 || score < best_score) {
@@ -404,7 +452,10 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
                           "' can be dropped and recomputed from live inputs; " +
                           std::to_string(mem[static_cast<size_t>(worst)]) +
                           " bytes there against a budget of " + std::to_string(p.budget);
-            return res;
+            if (!best_effort) return res;
+            cap[static_cast<size_t>(worst)] = mem[static_cast<size_t>(worst)];
+            stuck = true;
+            continue;
         }
         const auto U = static_cast<size_t>(best_u);
         auto& rs = ranges[U];
@@ -451,7 +502,7 @@ HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_in
         for (int32_t u : rc) res.computes.push_back(u);
         res.computes.push_back(t);
     }
-    res.found = true;
+    res.found = !stuck;
     return res;
 }
 

@@ -36,7 +36,16 @@ struct HeuristicResult {
     std::string message;            // why not, when !found
 };
 
-HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule);
+// With `pin_inputs` (the constructive `ondemand` method of solve.h: recompute on demand with
+// look-ahead eviction), each input of the node being prepared is pinned as soon as it is live,
+// the inputs that need the deepest recomputation first (Sethi and Ullman's order for register
+// allocation, "The Generation of Optimal Code for Arithmetic Expressions", JACM 1970, applied to
+// a DAG greedily). A sibling's recomputation then never evicts an input already made live, so
+// the walk does not thrash on wide nodes (Moccasin's random layered graphs have nodes with up to
+// 44 inputs); it fails only when the pinned inputs plus a recomputation's own needs exceed the
+// budget. Without it, inputs are only soft-pinned (evicted last) and made live in rounds.
+HeuristicResult eviction_heuristic(const GeneralProblem& p, EvictionRule rule,
+                                   bool pin_inputs = false);
 
 // Chen, Xu, Zhang, Guestrin, "Training Deep Nets with Sublinear Memory Cost" (2016), on the
 // general problem: checkpoints are articulation points of the graph's forward part (nodes every
@@ -63,6 +72,10 @@ namespace rl::general {
 // also be recomputed in that stage from live inputs of its own (one level). Among the candidates,
 // the smallest duration per byte wins. At most max_computations - 1 splits per node (no limit
 // when 0). Neither variant dominates on the benchmark graphs; solve_general runs both.
-HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs);
+// With `best_effort`, a stage that no split can relieve is left over the budget and the others
+// are still relieved: `computes` is then a valid schedule over budget (found = false), the start
+// of the large-neighbourhood search's Phase 1 (lns_general.h).
+HeuristicResult greedy_interval_split(const GeneralProblem& p, bool recompute_inputs,
+                                      bool best_effort = false);
 
 }  // namespace rl::general

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "solvers/general/checkmate_general.h"
 #include "solvers/general/heuristics.h"
+#include "solvers/general/lns_general.h"
 
 namespace rl::general {
 
@@ -15,7 +17,8 @@ double SolveResult::gap() const {
 }
 
 const std::vector<std::string>& solve_methods() {
-    static const std::vector<std::string> names{"auto", "dtr", "greedy", "split", "chen", "milp"};
+    static const std::vector<std::string> names{"auto", "dtr",      "greedy", "split",
+                                                "chen", "ondemand", "milp",   "lns"};
     return names;
 }
 
@@ -47,6 +50,52 @@ bool offer(const GeneralProblem& p, const std::vector<int32_t>& computes, const 
     return true;
 }
 
+// Phase 1's start when nothing fits: the baselines at budgets a little above the target (they
+// succeed there), or the order without recomputation, whichever exceeds the target budget
+// least (stage_excess; then the shorter).
+std::vector<int32_t> least_excess_start(const GeneralProblem& p) {
+    const AbstractGraph& g = *p.graph;
+    std::vector<int32_t> best;
+    double best_excess = 0, best_duration = 0;
+    auto consider = [&](const std::vector<int32_t>& computes) {
+        const Schedule s = schedule_from_computations(g, computes);
+        GeneralSimulation sim;
+        try {
+            sim = simulate_general(g, s, p.max_computations);
+        } catch (const ScheduleError&) {
+            return;
+        }
+        const double excess = stage_excess(g, s, p.budget);
+        if (best.empty() || excess < best_excess ||
+            (excess == best_excess && sim.total_duration < best_duration)) {
+            best = computes;
+            best_excess = excess;
+            best_duration = sim.total_duration;
+        }
+    };
+    std::vector<int32_t> order(static_cast<size_t>(g.size()));
+    for (int32_t v = 0; v < g.size(); ++v) order[static_cast<size_t>(v)] = v;
+    consider(order);
+    for (const bool recompute_inputs : {false, true}) {
+        const HeuristicResult h = greedy_interval_split(p, recompute_inputs, /*best_effort=*/true);
+        if (!h.computes.empty()) consider(h.computes);
+    }
+    for (const double above : {1.02, 1.05, 1.1, 1.2}) {
+        GeneralProblem q = p;
+        q.budget = static_cast<uint64_t>(static_cast<double>(p.budget) * above);
+        for (const bool recompute_inputs : {false, true}) {
+            const HeuristicResult h = greedy_interval_split(q, recompute_inputs);
+            if (h.found) consider(h.computes);
+        }
+        for (const EvictionRule rule : {EvictionRule::FarthestNextUse, EvictionRule::Dtr})
+            for (const bool pin : {false, true}) {
+                const HeuristicResult h = eviction_heuristic(q, rule, pin);
+                if (h.found) consider(h.computes);
+            }
+    }
+    return best;
+}
+
 }  // namespace
 
 SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
@@ -61,7 +110,10 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
     best.method = opt.method;
     best.lower_bound = g.total_duration();
     const auto t0 = Clock::now();
-    const bool all = opt.method == "auto" || opt.method == "milp";
+    const bool all = opt.method == "auto" || opt.method == "milp" || opt.method == "lns";
+    const bool run_milp = opt.method == "auto" || opt.method == "milp";
+    const bool run_lns = opt.method == "auto" || opt.method == "lns";
+    auto cancelled = [&] { return (opt.cancel && opt.cancel->load()) || cancel_requested(); };
     std::string why;
     auto note = [&](const std::string& who, const std::string& msg) {
         if (!msg.empty()) why += (why.empty() ? "" : "; ") + who + ": " + msg;
@@ -77,6 +129,20 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         } else {
             note(name, h.message);
         }
+    }
+    if (all || opt.method == "ondemand") {
+        std::string msg;
+        for (const auto& [name, rule] : {std::pair{"Belady", EvictionRule::FarthestNextUse},
+                                         std::pair{"DTR", EvictionRule::Dtr}}) {
+            const HeuristicResult h = eviction_heuristic(p, rule, /*pin_inputs=*/true);
+            if (h.found) {
+                if (offer(p, h.computes, "ondemand", seconds_since(t0), best) && opt.on_improved)
+                    opt.on_improved(best);
+            } else {
+                msg += std::string(msg.empty() ? "" : "; ") + name + ": " + h.message;
+            }
+        }
+        note("ondemand", msg);
     }
     if (all || opt.method == "split") {
         for (const bool recompute_inputs : {false, true}) {
@@ -98,11 +164,13 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
             note("chen", h.message);
         }
     }
-    const bool cancelled = opt.cancel && opt.cancel->load();
-    best.interrupted = cancelled;
-    if (all && !cancelled) {
+    best.interrupted = cancelled();
+    bool milp_infeasible = false;
+    if (run_milp && !best.interrupted) {
         MilpOptions mo;
-        mo.time_limit_s = std::max(0.01, opt.time_limit_s - seconds_since(t0));
+        // auto: half of what is left, the rest for the search from the MILP's incumbent.
+        mo.time_limit_s =
+            std::max(0.01, (opt.time_limit_s - seconds_since(t0)) * (run_lns ? 0.5 : 1.0));
         mo.log_level = opt.log_level;
         std::vector<int32_t> start;
         if (best.found) {
@@ -125,17 +193,52 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
                 best.sim.total_duration <=
                     g.total_duration() * (1 + r.objective_tdi) * (1 + 1e-9) + 1e-9;
         }
-        if (r.too_large)
+        if (r.too_large) {
             note("milp", "not attempted: the model has more than " +
                              std::to_string(mo.max_columns) + " columns");
-        else if (r.proven_infeasible)
+        } else if (r.proven_infeasible) {
+            milp_infeasible = true;
             note("milp", "proven infeasible: no schedule in the MILP's class fits the budget");
-        else if (!r.found)
+        } else if (!r.found) {
             note("milp", "no schedule found within the time limit");
+        }
         // CBC's bound is on the TDI.
         best.lower_bound = std::max(best.lower_bound, g.total_duration() * (1 + r.lower_bound_tdi));
         if (r.proven_optimal && best.found)
             best.lower_bound = std::min(best.lower_bound, best.sim.total_duration);
+    }
+    const double lns_left = opt.time_limit_s - seconds_since(t0);
+    // Not when no schedule can exist: below what one node needs with its inputs, or the whole
+    // MILP proved that nothing in its class fits.
+    const bool hopeless = !best.found && (p.budget < min_feasible_peak_bound(g) || milp_infeasible);
+    if (run_lns && !best.interrupted && !best.proven_optimal && !hopeless && lns_left > 0.05) {
+        // From the best schedule so far, or, when nothing fits, from the order without
+        // recomputation (Phase 1 of lns_general.h brings it within the budget).
+        std::vector<int32_t> start;
+        if (best.found) {
+            for (const Instruction& ins : best.schedule.code)
+                if (ins.kind == InstrKind::Compute) start.push_back(ins.target);
+        } else {
+            start = least_excess_start(p);
+        }
+        LnsOptions lo;
+        lo.time_limit_s = lns_left;
+        lo.log_level = opt.log_level;
+        lo.cancel = opt.cancel;
+        const double lns_t0 = seconds_since(t0);
+        lo.on_improved = [&](const std::vector<int32_t>& computes, double at_s) {
+            if (offer(p, computes, "lns", lns_t0 + at_s, best) && opt.on_improved)
+                opt.on_improved(best);
+        };
+        const LnsResult lr = lns_improve(p, start, lo);
+        if (lr.found) {
+            if (offer(p, lr.computes, "lns", lns_t0 + lr.time_to_best_s, best) && opt.on_improved)
+                opt.on_improved(best);
+        } else {
+            note("lns", lr.message);
+        }
+        best.lns_windows = lr.windows;
+        best.interrupted = best.interrupted || lr.interrupted;
     }
     best.solve_s = seconds_since(t0);
     if (!best.found) {

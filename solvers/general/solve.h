@@ -6,10 +6,18 @@
 //   greedy   Belady farthest-next-use eviction                          heuristics.h
 //   split    greedy interval splitting on Moccasin's retention intervals   heuristics.h
 //   chen     Chen et al. 2016 sqrt(n) checkpointing on articulation points   heuristics.h
+//   ondemand recompute on demand with pinned inputs and look-ahead (Belady) or DTR eviction
+//                                                                       heuristics.h
 //   milp     the Checkmate MILP on CBC (Jain et al., MLSys 2020), warm-started from the best
 //            baseline                                                   checkmate_general.h
-//   auto     the baselines, then the MILP from the best of them
-// The baselines prove nothing beyond the trivial bound (every node once: TDI 0).
+//   lns      the baselines, then large-neighbourhood search over windows of the MILP from the
+//            best of them (or, when none fits, from the order without recomputation)
+//                                                                       lns_general.h
+//   auto     the baselines, then the MILP from the best of them with half of the time left
+//            (skipped at once when its model is too large), then the search with the rest
+//            unless the MILP proved the optimum
+// The baselines and the search prove nothing beyond the trivial bound (every node once: TDI 0);
+// the bound is CBC's where the whole MILP ran.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -26,10 +34,11 @@ struct SolveOptions {
     std::string method = "auto";
     double time_limit_s = 60;
     int log_level = 0;
-    // Set (e.g. by a SIGINT handler): stop before the next method and return the best so far.
+    // Set (e.g. by a SIGINT handler): stop before the next method (or the search's next window)
+    // and return the best so far; rl::cancel_requested() (engine/cancel.h) is polled too.
     // Inside the MILP, CBC's own SIGINT handler stops its search.
     const std::atomic<bool>* cancel = nullptr;
-    // Called whenever a baseline improves the best schedule (before the MILP starts), e.g. to
+    // Called whenever a baseline or the search improves the best schedule, e.g. to
     // keep a report ready for an interrupt.
     std::function<void(const SolveResult&)> on_improved;
 };
@@ -48,7 +57,8 @@ struct SolveResult {
     double solve_s = 0;
     int milp_columns = 0, milp_rows = 0;
     bool milp_attempted = false;
-    double gap() const;  // (total - lower_bound) / total, 0 when total is 0
+    int lns_windows = 0;  // windows the search re-solved
+    double gap() const;   // (total - lower_bound) / total, 0 when total is 0
 };
 
 // The method names, for messages and --help.

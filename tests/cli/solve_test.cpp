@@ -62,7 +62,7 @@ TEST_F(SolveCliTest, MilpJsonReportsTheOptimumAndItsResimulatedPeak) {
 }
 
 TEST_F(SolveCliTest, BudgetInBytesAndEveryBaselineStayWithinIt) {
-    for (const char* method : {"dtr", "greedy", "split", "chen", "auto"}) {
+    for (const char* method : {"dtr", "greedy", "split", "chen", "ondemand", "lns", "auto"}) {
         const Result r =
             run({"solve", "--graph", graph_, "--budget", "15", "--method", method, "--json"});
         ASSERT_EQ(r.code, 0) << method << ": " << r.err;

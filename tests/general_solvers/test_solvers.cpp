@@ -80,7 +80,8 @@ TEST(GeneralSolvers, EveryMethodReturnsValidSchedulesWithinBudget) {
             const uint64_t peak = peak_no_remat(g);
             for (double frac : {0.9, 0.8, 0.7, 0.6}) {
                 GeneralProblem p{&g, static_cast<uint64_t>(std::floor(frac * peak)), 0};
-                for (const std::string method : {"dtr", "greedy", "split", "chen", "milp"}) {
+                for (const std::string method :
+                     {"dtr", "greedy", "split", "chen", "ondemand", "milp"}) {
                     SolveOptions opt;
                     opt.method = method;
                     opt.time_limit_s = 2;
