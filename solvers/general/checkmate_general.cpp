@@ -360,6 +360,7 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
     Cbc_setMaximumSeconds(cbc.get(), std::max(0.01, opt.time_limit_s));
     Cbc_setParameter(cbc.get(), "integerTolerance", "1e-9");
     Cbc_setParameter(cbc.get(), "threads", "1");
+    if (opt.node_limit > 0) Cbc_setMaximumNodes(cbc.get(), opt.node_limit);
     // CBC 2.10 (Debian) crashed in CglPreProcess::postProcess on a window of ResNet50's train
     // graph (stages [221, 259), 33,000 columns); windows are small, so they go without it.
     if (W) Cbc_setParameter(cbc.get(), "preprocess", "off");

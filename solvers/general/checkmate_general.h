@@ -78,6 +78,9 @@ struct MilpOptions {
     int max_columns = 60000;
     // Solve only this window, warm-started from its incumbent (which then replaces warm_start).
     const MilpWindow* window = nullptr;
+    // CBC's branch-and-bound node limit (0: none). A solve stopped by nodes ends in the same
+    // place on any machine and under any load; one stopped by time_limit_s does not.
+    int node_limit = 0;
 };
 
 struct MilpResult {

@@ -112,6 +112,7 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
     constexpr double kOverflowPenalty = 1000;
     constexpr int kMaxWindowColumns = 30000;
     while (!cancelled()) {
+        if (opt.max_windows > 0 && res.windows >= opt.max_windows) break;
         const double left = opt.time_limit_s - elapsed();
         if (left < 0.05) break;
         const bool phase1 = best.excess > 0;
@@ -162,6 +163,7 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         win.overflow_penalty = phase1 ? kOverflowPenalty : 0;
         MilpOptions mo;
         mo.time_limit_s = std::min(opt.window_time_limit_s, left);
+        mo.node_limit = opt.window_node_limit;
         mo.log_level = opt.log_level > 1 ? opt.log_level : 0;  // CBC's log for every window
         mo.window = &win;
         const MilpResult r = solve_checkmate_milp(p, mo);
@@ -203,7 +205,8 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         if (r.too_large || !(r.proven_optimal || r.proven_infeasible) ||
             r.variables > kMaxWindowColumns)
             w = std::max(2, w * 3 / 4);
-        else if (r.solve_s < 0.25 * mo.time_limit_s && r.variables < kMaxWindowColumns / 2)
+        else if ((opt.window_node_limit > 0 || r.solve_s < 0.25 * mo.time_limit_s) &&
+                 r.variables < kMaxWindowColumns / 2)
             w = std::min(n, w + std::max(1, w / 4));
     }
     res.interrupted = res.interrupted || cancelled();

@@ -51,6 +51,13 @@ struct LnsOptions {
     // recomputes.
     bool free_held_outputs = true;
     int log_level = 0;
+    // Reproducible searches (tests, runs that must repeat): when window_node_limit > 0 each
+    // window stops at that many CBC nodes (window_time_limit_s is then only a guard) and the
+    // window grows whenever CBC proves it, not by how fast it did; max_windows > 0 ends the
+    // search after that many windows. The path then depends on no clock, so the same inputs
+    // give the same schedule on any machine, loaded or not (unless a guard is reached).
+    int window_node_limit = 0;
+    int max_windows = 0;
     // Polled between windows (with rl::cancel_requested()); the best schedule so far is returned.
     const std::atomic<bool>* cancel = nullptr;
     // Called with each new best schedule within budget and the seconds since the search began.

@@ -50,6 +50,19 @@ uint64_t budget_between(const AbstractGraph& g, double frac) {
     return static_cast<uint64_t>(lo + frac * (hi - lo));
 }
 
+// A search whose path depends on no clock: windows stop at a CBC node limit and grow whenever
+// CBC proves them, so a loaded CI machine ends where an idle one does. The wall-clock limits
+// are guards only (far above what these graphs take).
+LnsOptions reproducible(int initial_window) {
+    LnsOptions opt;
+    opt.time_limit_s = 600;
+    opt.window_time_limit_s = 120;
+    opt.window_node_limit = 5000;
+    opt.max_windows = 400;
+    opt.initial_window = initial_window;
+    return opt;
+}
+
 std::vector<int32_t> identity_order(const AbstractGraph& g) {
     std::vector<int32_t> order(static_cast<size_t>(g.size()));
     for (int32_t v = 0; v < g.size(); ++v) order[static_cast<size_t>(v)] = v;
@@ -101,9 +114,8 @@ TEST(GeneralLns, SchedulesFitAndAreNeverWorseThanTheWarmStart) {
             const std::vector<int32_t> start = baseline(p);
             if (start.empty()) continue;
             const double start_total = duration_of(g, start);
-            LnsOptions opt;
-            opt.time_limit_s = 1.0;
-            opt.initial_window = 6;
+            LnsOptions opt = reproducible(6);
+            opt.max_windows = 12;
             opt.seed = seed;
             const LnsResult r = lns_improve(p, start, opt);
             ASSERT_TRUE(r.found) << g.name << " at " << frac << ": " << r.message;
@@ -130,16 +142,13 @@ TEST(GeneralLns, AgreesWithTheMilpWhereTheMilpProvesTheOptimum) {
         for (double frac : {0.6, 0.3}) {
             GeneralProblem p{&g, budget_between(g, frac), 0};
             MilpOptions mo;
-            mo.time_limit_s = 20;
+            mo.time_limit_s = 120;  // a guard: CBC proves these in well under a second
             const MilpResult exact = solve_checkmate_milp(p, mo);
             if (!exact.found || !exact.proven_optimal) continue;
             const double optimum = duration_of(g, exact.computes);
             const std::vector<int32_t> start = baseline(p);
             if (start.empty()) continue;
-            LnsOptions opt;
-            opt.time_limit_s = 20;
-            opt.initial_window = 3;
-            const LnsResult r = lns_improve(p, start, opt);
+            const LnsResult r = lns_improve(p, start, reproducible(3));
             ASSERT_TRUE(r.found) << r.message;
             EXPECT_NEAR(r.total_duration, optimum, 1e-9 * optimum) << g.name << " at " << frac;
             ++compared;
@@ -161,12 +170,10 @@ TEST(GeneralLns, Phase1ReachesTheBudgetFromAScheduleOverIt) {
         if (stage_excess(g, schedule_from_computations(g, start), p.budget) == 0) continue;
         // Where the whole MILP finds a schedule (its memory model is the search's).
         MilpOptions mo;
-        mo.time_limit_s = 20;
+        mo.time_limit_s = 120;  // a guard, as above
         if (!solve_checkmate_milp(p, mo).found) continue;
-        LnsOptions opt;
-        opt.time_limit_s = 20;  // it ends as soon as a window over every stage is proven
-        opt.initial_window = 4;
-        const LnsResult r = lns_improve(p, start, opt);
+        // It ends as soon as a window over every stage is proven.
+        const LnsResult r = lns_improve(p, start, reproducible(4));
         ASSERT_TRUE(r.found) << g.name << ": " << r.message;
         const GeneralSimulation sim =
             simulate_general(g, schedule_from_computations(g, r.computes));
