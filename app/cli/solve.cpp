@@ -26,6 +26,9 @@ struct SolveCliOptions {
     std::string method = "auto";
     double time_limit_s = 60;
     int max_computations = 0;
+    int node_limit = 0;
+    int max_windows = 0;
+    uint32_t seed = 1;
     bool json = false;
     bool verbose = false;
 };
@@ -76,6 +79,9 @@ std::string render(const SolveCliOptions& opt, const general::AbstractGraph& g,
     j["method"] = opt.method;
     j["max_computations"] = opt.max_computations;
     j["time_limit_s"] = opt.time_limit_s;
+    j["node_limit"] = opt.node_limit;
+    j["max_windows"] = opt.max_windows;
+    j["seed"] = opt.seed;
     j["peak_no_remat"] = peak0;
     j["budget"] = p.budget;
     j["sum_durations"] = base;
@@ -139,6 +145,9 @@ int solve_command(const SolveCliOptions& opt) {
     general::SolveOptions so;
     so.method = opt.method;
     so.time_limit_s = opt.time_limit_s;
+    so.node_limit = opt.node_limit;
+    so.max_windows = opt.max_windows;
+    so.seed = opt.seed;
     so.log_level = opt.verbose ? 1 : 0;
     so.cancel = &g_solve_interrupted;
     // Reports rendered for an interrupt stay alive until exit.
@@ -197,6 +206,19 @@ SubcommandHandle add_solve_command(CLI::App& app) {
     sub->add_option("--max-computations", opt->max_computations,
                     "at most this many computations of any node (Moccasin uses 2); 0: no limit")
         ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--node-limit", opt->node_limit,
+                    "stop each CBC solve (the whole MILP and each window of the search) at this "
+                    "many branch-and-bound nodes, and grow the search's windows on proof, not on "
+                    "speed: with --max-windows, the same run ends in the same place on any "
+                    "machine, loaded or not, unless --time-limit comes first; 0: by time only")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--max-windows", opt->max_windows,
+                    "end the search after this many windows; 0: no limit")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--seed", opt->seed, "where the search places its windows")
         ->capture_default_str();
     sub->add_flag("--json", opt->json, "print one JSON object");
     sub->add_flag("--verbose", opt->verbose,

@@ -172,6 +172,7 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         mo.time_limit_s =
             std::max(0.01, (opt.time_limit_s - seconds_since(t0)) * (run_lns ? 0.5 : 1.0));
         mo.log_level = opt.log_level;
+        mo.node_limit = opt.node_limit;
         std::vector<int32_t> start;
         if (best.found) {
             for (const Instruction& ins : best.schedule.code)
@@ -225,6 +226,9 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
         lo.time_limit_s = lns_left;
         lo.log_level = opt.log_level;
         lo.cancel = opt.cancel;
+        lo.seed = opt.seed;
+        lo.window_node_limit = opt.node_limit;
+        lo.max_windows = opt.max_windows;
         const double lns_t0 = seconds_since(t0);
         lo.on_improved = [&](const std::vector<int32_t>& computes, double at_s) {
             if (offer(p, computes, "lns", lns_t0 + at_s, best) && opt.on_improved)

@@ -34,6 +34,14 @@ struct SolveOptions {
     std::string method = "auto";
     double time_limit_s = 60;
     int log_level = 0;
+    // Reproducible runs: node_limit > 0 stops each CBC solve (the whole MILP and every window of
+    // the search) at that many branch-and-bound nodes, and the search's windows then grow on
+    // proof rather than on speed; max_windows > 0 ends the search after that many windows; seed
+    // places its windows. With both limits set, a run ends in the same place on any machine and
+    // under any load, unless time_limit_s comes first (lns_general.h, LnsOptions).
+    int node_limit = 0;
+    int max_windows = 0;
+    uint32_t seed = 1;
     // Set (e.g. by a SIGINT handler): stop before the next method (or the search's next window)
     // and return the best so far; rl::cancel_requested() (engine/cancel.h) is polled too.
     // Inside the MILP, CBC's own SIGINT handler stops its search.

@@ -99,4 +99,60 @@ TEST_F(SolveCliTest, BadInputFailsCleanly) {
     EXPECT_EQ(r.code, 2);
 }
 
+// A training chain of n forward nodes (each reading the one before, every third also the one
+// three back), the loss, and one backward node per forward node reading the gradient after it,
+// its own forward output and its input: enough structure for the search to have windows.
+std::string train_chain_json(int n) {
+    json nodes = json::array(), links = json::array();
+    auto node = [&](int id, bool backward, int cpu, int ram) {
+        nodes.push_back({{"id", id},
+                         {"name", (backward ? "g" : "f") + std::to_string(id)},
+                         {"backward", backward},
+                         {"cost_cpu", cpu},
+                         {"cost_ram", ram}});
+    };
+    auto link = [&](int a, int b) { links.push_back({{"source", a}, {"target", b}}); };
+    for (int i = 0; i < n; ++i) {
+        node(i, false, 1 + i % 4, 4 + (i * 7) % 9);
+        if (i > 0) link(i - 1, i);
+        if (i >= 3 && i % 3 == 0) link(i - 3, i);
+    }
+    node(n, false, 1, 1);  // the loss
+    link(n - 1, n);
+    for (int k = 0; k < n; ++k) {  // backward of forward node i = n - 1 - k
+        const int id = n + 1 + k, i = n - 1 - k;
+        node(id, true, 2, 2);
+        link(id - 1, id);
+        link(i, id);
+        if (i > 0) link(i - 1, id);
+    }
+    return json{
+        {"directed", true}, {"graph", {{"name", "chain"}}}, {"nodes", nodes}, {"links", links}}
+        .dump();
+}
+
+TEST_F(SolveCliTest, NodeLimitAndWindowCapMakeTheSearchRepeatItself) {
+    const std::string chain = (dir_ / "chain.json").string();
+    rl::test::write_file(chain, train_chain_json(30));
+    const std::vector<std::string> args = {
+        "solve", "--graph",       chain, "--budget", "0.6", "--method",     "lns", "--node-limit",
+        "500",   "--max-windows", "3",   "--seed",   "3",   "--time-limit", "300", "--json"};
+    const Result a = run(args), b = run(args);
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    const json ja = json::parse(a.out), jb = json::parse(b.out);
+    EXPECT_EQ(ja["node_limit"], 500);
+    EXPECT_EQ(ja["max_windows"], 3);
+    EXPECT_EQ(ja["seed"], 3);
+    ASSERT_TRUE(ja["feasible"].get<bool>());
+    EXPECT_GT(ja["lns_windows"].get<int>(), 0);
+    EXPECT_LE(ja["lns_windows"].get<int>(), 3);
+    for (const char* key : {"total_duration", "computations", "peak", "lns_windows", "source"})
+        EXPECT_EQ(ja[key], jb[key]) << key;
+    EXPECT_LE(ja["peak"].get<uint64_t>(), ja["budget"].get<uint64_t>());
+    const Result bad = run({"solve", "--graph", chain, "--node-limit", "-1"});
+    EXPECT_EQ(bad.code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("--node-limit"), std::string::npos) << bad.err;
+}
+
 }  // namespace
