@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "engine/cancel.h"
 #include "engine/errors.h"
@@ -111,6 +113,11 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
     // (the objective is the TDI), so the window reduces the excess first.
     constexpr double kOverflowPenalty = 1000;
     constexpr int kMaxWindowColumns = 30000;
+    // Windows CBC proved optimal from the current incumbent: solving one again can only return
+    // the incumbent (RL250 at 0.8 re-solved the same 30-stage window seven times in a row). A
+    // window drawn from here is grown instead; the set empties whenever the incumbent changes.
+    std::set<std::tuple<int32_t, int32_t, int32_t>> proven;
+    int32_t skipped_in_a_row = 0;
     while (!cancelled()) {
         if (opt.max_windows > 0 && res.windows >= opt.max_windows) break;
         const double left = opt.time_limit_s - elapsed();
@@ -146,6 +153,17 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         win.stage_end = std::min(n, a + w);
         win.node_begin = std::max(0, a - w);
         win.incumbent = &incumbent;
+        if (proven.count({win.stage_begin, win.stage_end, win.node_begin})) {
+            // Every window of this size may be proven already: grow after a few misses (the
+            // draw is random, so a miss alone does not mean that).
+            if (++skipped_in_a_row >= 4) {
+                if (w >= n) break;  // the whole MILP is proven from the incumbent
+                w = std::min(n, w + std::max(1, w / 4));
+                skipped_in_a_row = 0;
+            }
+            continue;
+        }
+        skipped_in_a_row = 0;
         // Phase 2: older outputs the window's stages hold or recompute are free too: otherwise
         // a long-lived output could never be dropped there. Not in Phase 1, whose elastic
         // windows they make too large for CBC to finish (RL250 at 0.8 reached the budget after
@@ -166,6 +184,7 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         mo.node_limit = opt.window_node_limit;
         mo.log_level = opt.log_level > 1 ? opt.log_level : 0;  // CBC's log for every window
         mo.window = &win;
+        const int improvements_before = res.improvements;
         const MilpResult r = solve_checkmate_milp(p, mo);
         ++res.windows;
         if (opt.log_level > 0)
@@ -188,6 +207,7 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
             if (better(c, best)) {
                 best = std::move(c);
                 incumbent = stage_matrices(g, best.order);
+                proven.clear();
                 ++res.improvements;
                 publish();
                 if (res.found) {
@@ -196,6 +216,8 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
                 }
             }
         }
+        if (r.proven_optimal && res.improvements == improvements_before)
+            proven.insert({win.stage_begin, win.stage_end, win.node_begin});
         // The whole MILP proven optimal from the incumbent: nothing is left to find (in Phase 1:
         // no schedule of the MILP's class fits the budget).
         if (r.proven_optimal && win.stage_begin == 0 && win.stage_end == n && win.node_begin == 0)
