@@ -532,7 +532,8 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
         if (!r.has_solution) {
             st.lower_bound_ms = std::max(0.0, r.bound - constant_ms);
             std::string why =
-                r.proven_infeasible
+                !r.failure.empty() ? r.failure + " during the solve (no schedule from it)"
+                : r.proven_infeasible
                     ? "no schedule in the MILP's class fits the budget of " + bytes_text(budget)
                     : "CBC found no schedule within " + bytes_text(budget) +
                           " in the time limit of " + std::to_string(opt.time_limit_s) + " s";

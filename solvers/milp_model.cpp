@@ -1,44 +1,14 @@
 #include "solvers/milp_model.h"
 
 #include <coin/Cbc_C_Interface.h>
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
 
 #include "engine/cancel.h"
+#include "solvers/isolated.h"
 
 namespace rl {
-
-namespace {
-
-// For its lifetime: SIGINT blocked on this thread (a Ctrl-C stays pending), and at its end
-// SIGINT's disposition as it was at its start, then the thread's signal mask as it was (a
-// pending Ctrl-C is delivered there, to the handler the application installed).
-class HoldSigint {
-  public:
-    HoldSigint() {
-        sigaction(SIGINT, nullptr, &before_);
-        sigset_t block;
-        sigemptyset(&block);
-        sigaddset(&block, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &block, &mask_);
-    }
-    ~HoldSigint() {
-        sigaction(SIGINT, &before_, nullptr);
-        pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
-    }
-    HoldSigint(const HoldSigint&) = delete;
-    HoldSigint& operator=(const HoldSigint&) = delete;
-
-  private:
-    struct sigaction before_ {};
-    sigset_t mask_{};
-};
-
-}  // namespace
 
 int MilpModel::add_col(double lb, double ub, double obj, bool integer) {
     lb_.push_back(lb);
@@ -81,6 +51,33 @@ void MilpModel::load(void* cbc_model) const {
 
 MilpResult MilpModel::solve(const MilpSolveOptions& opt,
                             const std::vector<std::pair<int, double>>& start) const {
+    throw_if_cancelled();
+    // In a child process (solvers/isolated.h): CBC 2.10 has crashed on valid models, and a crash
+    // must cost this solve only. A cancel kills the child at once (its incumbent is of no use to
+    // a cancelled plan), which also makes a Ctrl-C during a solve take effect within 20 ms.
+    const auto t0 = std::chrono::steady_clock::now();
+    const IsolatedRun run = run_isolated([&] { return solve_here(opt, start); },
+                                         [] { return cancel_requested(); }, /*grace_s=*/0,
+                                         /*watchdog_s=*/3 * opt.time_limit_s + 120);
+    throw_if_cancelled();
+    MilpResult r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!run.completed) {
+        r.failure = "CBC " + run.failure;
+        return r;
+    }
+    ByteReader in(run.answer);
+    r.has_solution = in.get<bool>();
+    r.proven_optimal = in.get<bool>();
+    r.proven_infeasible = in.get<bool>();
+    r.objective = in.get<double>();
+    r.bound = in.get<double>();
+    r.x = in.get_vector<double>();
+    return r;
+}
+
+std::string MilpModel::solve_here(const MilpSolveOptions& opt,
+                                  const std::vector<std::pair<int, double>>& start) const {
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
     load(m.get());
     Cbc_setLogLevel(m.get(), opt.log_level);
@@ -103,28 +100,15 @@ MilpResult MilpModel::solve(const MilpSolveOptions& opt,
         }
         Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
     }
-    // CBC installs its own SIGINT handler for parts of a solve, which swallows Ctrl-C without
-    // stopping anything: SIGINT is held pending on this thread meanwhile, and delivered to the
-    // application's handler (which raises the flag) once the solve is over.
-    throw_if_cancelled();
-    const auto t0 = std::chrono::steady_clock::now();
-    {
-        const HoldSigint hold;
-        Cbc_solve(m.get());
-    }
-    throw_if_cancelled();
-    MilpResult r;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.proven_infeasible = Cbc_isProvenInfeasible(m.get()) != 0;
+    Cbc_solve(m.get());
+    const bool infeasible = Cbc_isProvenInfeasible(m.get()) != 0;
     const double* best = Cbc_bestSolution(m.get());
-    if (best && !r.proven_infeasible) {
-        r.has_solution = true;
-        r.x.assign(best, best + cols());
-        r.objective = Cbc_getObjValue(m.get());
-        r.proven_optimal = Cbc_isProvenOptimal(m.get()) != 0;
-    }
-    r.bound = Cbc_getBestPossibleObjValue(m.get());
-    return r;
+    const bool has = best && !infeasible;
+    ByteWriter out;
+    out.put(has).put(has && Cbc_isProvenOptimal(m.get()) != 0).put(infeasible);
+    out.put(has ? Cbc_getObjValue(m.get()) : 0.0).put(Cbc_getBestPossibleObjValue(m.get()));
+    out.put_vector(has ? std::vector<double>(best, best + cols()) : std::vector<double>{});
+    return out.take();
 }
 
 }  // namespace rl

@@ -3,6 +3,7 @@
 // into COIN-OR CBC column-major: the one model builder of the Checkmate formulations
 // (solvers/checkmate.cpp over a network's stages, solvers/general/checkmate_general.cpp over an
 // abstract graph). The solve itself, its options and callbacks stay with each formulation.
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,9 @@ struct MilpResult {
     bool has_solution = false, proven_optimal = false, proven_infeasible = false;
     double objective = 0, bound = 0, seconds = 0;
     std::vector<double> x;
+    // Why CBC gave no answer at all ("CBC killed by signal 6 (Aborted)"): its child process
+    // died (solvers/isolated.h). Then has_solution is false and bound 0, a valid lower bound.
+    std::string failure;
 };
 
 struct MilpSolveOptions {
@@ -46,14 +50,17 @@ class MilpModel {
     // coin/Cbc_C_Interface.h, which CBC 2.10 declares as void).
     void load(void* cbc_model) const;
 
-    // Solves the model with CBC, from an optional integer start (column, value). Polls the
-    // cancel flag (engine/cancel.h) before and after: CBC cannot be stopped from outside
-    // through its C interface, so a Ctrl-C during the solve is held pending and takes effect
-    // when it returns (at most the time limit later).
+    // Solves the model with CBC, from an optional integer start (column, value), in a child
+    // process (solvers/isolated.h): a crash inside CBC comes back as MilpResult::failure. The
+    // cancel flag (engine/cancel.h) is polled before, during (the child is killed within 20 ms
+    // of it) and after the solve; a raised flag throws Cancelled.
     MilpResult solve(const MilpSolveOptions& opt,
                      const std::vector<std::pair<int, double>>& start = {}) const;
 
   private:
+    // The CBC solve itself, in the child: its answer as ByteWriter bytes.
+    std::string solve_here(const MilpSolveOptions& opt,
+                           const std::vector<std::pair<int, double>>& start) const;
     struct Entry {
         int row, col;
         double coef;

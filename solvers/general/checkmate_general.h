@@ -81,6 +81,9 @@ struct MilpOptions {
     // CBC's branch-and-bound node limit (0: none). A solve stopped by nodes ends in the same
     // place on any machine and under any load; one stopped by time_limit_s does not.
     int node_limit = 0;
+    // Polled while CBC runs (with rl::cancel_requested()): CBC is sent SIGINT and stops with
+    // its incumbent (MilpResult::interrupted).
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct MilpResult {
@@ -97,6 +100,9 @@ struct MilpResult {
     double solve_s = 0;
     int variables = 0, integer_variables = 0, constraints = 0;
     double overflow = 0;  // window mode, elastic: the sum of o_t in the incumbent
+    // Why CBC gave no answer at all ("CBC killed by signal 11 (Segmentation fault)"): its child
+    // process died (solvers/isolated.h).
+    std::string failure;
 };
 
 MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt);

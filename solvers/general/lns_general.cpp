@@ -182,6 +182,7 @@ LnsResult lns_improve(const GeneralProblem& p, const std::vector<int32_t>& start
         MilpOptions mo;
         mo.time_limit_s = std::min(opt.window_time_limit_s, left);
         mo.node_limit = opt.window_node_limit;
+        mo.cancel = opt.cancel;
         mo.log_level = opt.log_level > 1 ? opt.log_level : 0;  // CBC's log for every window
         mo.window = &win;
         const int improvements_before = res.improvements;

@@ -173,6 +173,7 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
             std::max(0.01, (opt.time_limit_s - seconds_since(t0)) * (run_lns ? 0.5 : 1.0));
         mo.log_level = opt.log_level;
         mo.node_limit = opt.node_limit;
+        mo.cancel = opt.cancel;
         std::vector<int32_t> start;
         if (best.found) {
             for (const Instruction& ins : best.schedule.code)
@@ -194,7 +195,9 @@ SolveResult solve_general(const GeneralProblem& p, const SolveOptions& opt) {
                 best.sim.total_duration <=
                     g.total_duration() * (1 + r.objective_tdi) * (1 + 1e-9) + 1e-9;
         }
-        if (r.too_large) {
+        if (!r.failure.empty()) {
+            note("milp", r.failure + " during the solve; the other methods' schedules stand");
+        } else if (r.too_large) {
             note("milp", "not attempted: the model has more than " +
                              std::to_string(mo.max_columns) + " columns");
         } else if (r.proven_infeasible) {

@@ -1,0 +1,98 @@
+#pragma once
+// A solver call run in a child process, so that a crash inside the solver library costs that
+// one solve, not the application. COIN-OR CBC 2.10 (Debian) has aborted inside Clp during a
+// `compare` on ResNet-50 and crashed in CglPreProcess::postProcess when a time limit stopped its
+// preprocessing, both on valid models; in-process, either ends the CLI or the desktop app.
+//
+//   IsolatedRun r = run_isolated([&] { return encode(solve_with_cbc(model)); },
+//                                [] { return cancel_requested(); }, /*grace_s=*/0,
+//                                /*watchdog_s=*/90);
+//   if (!r.completed) report("the MILP solver failed: " + r.failure);   // e.g. "killed by
+//   else use(decode(r.answer));                                         //  signal 6 (Aborted)"
+//
+// `work` runs in a fork of this process. Only the calling thread exists there, so it must not
+// wait on a lock another thread may hold (malloc's are fork-safe in glibc; Qt, iostreams under
+// other threads' use and OpenMP pools are not to be touched). Its return value comes back
+// through a pipe; an rl::Error it throws is thrown again here with the same message. While the
+// child runs, `cancelled` is polled every 20 ms: when it returns true the child is sent SIGINT
+// (CBC's own handler then stops the search, and the child still answers with its incumbent) and
+// given `grace_s` seconds before SIGKILL. A child still running `watchdog_s` seconds after it
+// started is killed too (a solver that ignores its own time limit, or a child that hangs). Where
+// fork fails, `work` runs in this process.
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace rl {
+
+struct IsolatedRun {
+    bool completed = false;  // the child returned its answer
+    bool cancelled = false;  // `cancelled` returned true while it ran
+    bool timed_out = false;  // killed by the watchdog
+    std::string answer;      // what `work` returned (completed)
+    std::string failure;     // why there is no answer: "killed by signal 11 (Segmentation fault)"
+};
+
+IsolatedRun run_isolated(const std::function<std::string()>& work,
+                         const std::function<bool()>& cancelled, double grace_s, double watchdog_s);
+
+// The answer's bytes: trivially copyable values and vectors of them, read back in the order
+// written. Both ends are the same binary, so no byte order or layout is negotiated.
+class ByteWriter {
+  public:
+    template <class T>
+    ByteWriter& put(const T& v) {
+        static_assert(std::is_trivially_copyable_v<T>);
+        const auto* p = reinterpret_cast<const char*>(&v);
+        bytes_.append(p, sizeof(T));
+        return *this;
+    }
+    template <class T>
+    ByteWriter& put_vector(const std::vector<T>& v) {
+        static_assert(std::is_trivially_copyable_v<T>);
+        put(static_cast<uint64_t>(v.size()));
+        if (!v.empty())
+            bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+        return *this;
+    }
+    std::string take() { return std::move(bytes_); }
+
+  private:
+    std::string bytes_;
+};
+
+class ByteReader {
+  public:
+    explicit ByteReader(const std::string& bytes) : bytes_(bytes) {}
+    template <class T>
+    T get() {
+        static_assert(std::is_trivially_copyable_v<T>);
+        T v{};
+        need(sizeof(T));
+        std::memcpy(&v, bytes_.data() + at_, sizeof(T));
+        at_ += sizeof(T);
+        return v;
+    }
+    template <class T>
+    std::vector<T> get_vector() {
+        const auto n = get<uint64_t>();
+        if (n > (bytes_.size() - at_) / sizeof(T)) fail();
+        std::vector<T> v(static_cast<size_t>(n));
+        if (n) std::memcpy(v.data(), bytes_.data() + at_, static_cast<size_t>(n) * sizeof(T));
+        at_ += static_cast<size_t>(n) * sizeof(T);
+        return v;
+    }
+
+  private:
+    void need(size_t n) const {
+        if (n > bytes_.size() - at_) fail();
+    }
+    [[noreturn]] static void fail();
+    const std::string& bytes_;
+    size_t at_ = 0;
+};
+
+}  // namespace rl
