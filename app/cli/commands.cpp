@@ -209,17 +209,20 @@ void dump_activations(const Graph& g, const Execution& pass, const std::vector<u
         const Node& node = g.node(n);
         const Value& out = g.value(node.output);
         const auto& bytes = pass.outputs.at(ni);
-        if (bytes.size() != out.bytes)
+        // What executed: float32 (a bf16/f16 network runs as its f32 copy) or int32.
+        const bool ints = out.dtype == DType::I32;
+        const uint64_t expected = static_cast<uint64_t>(out.shape.numel()) * 4;
+        if (bytes.size() != expected)
             throw Error("--dump-activations: the output of node '" + node.name + "' has " +
                         std::to_string(bytes.size()) + " bytes, expected " +
-                        std::to_string(out.bytes));
+                        std::to_string(expected));
         std::string file = file_name_for(node.name);
         if (!files.insert(file).second) {  // two names that differ only in a '/'
             file = file.substr(0, file.size() - 4) + "_node" + std::to_string(n) + ".npy";
             files.insert(file);
         }
         const std::string path = (fs::path(dir) / file).string();
-        if (out.dtype == DType::I32)
+        if (ints)
             write_npy(path, reinterpret_cast<const int32_t*>(bytes.data()), out.shape);
         else
             write_npy(path, reinterpret_cast<const float*>(bytes.data()), out.shape);
@@ -233,7 +236,7 @@ void dump_activations(const Graph& g, const Execution& pass, const std::vector<u
                          {"inputs", inputs},
                          {"output", out.name},
                          {"shape", shape},
-                         {"dtype", std::string(dtype_name(out.dtype))},
+                         {"dtype", ints ? "i32" : "f32"},
                          {"file", file}});
     }
     const nlohmann::json index = {
@@ -415,7 +418,14 @@ int run_command(const RunOptions& opt) {
         if (!e.measured) throw Error("--dump-activations: the strategy was not executed");
         // After the measured steps, so that the copies cost them neither time nor bytes.
         const Execution pass = ev.forward_outputs(e, keep);
-        if (pass.param_grads != e.measured->param_grads || pass.loss != e.measured->loss)
+        bool same = pass.param_grads.size() == e.measured->param_grads.size() &&
+                    std::memcmp(&pass.loss, &e.measured->loss, sizeof(double)) == 0;
+        for (size_t p = 0; same && p < pass.param_grads.size(); ++p) {
+            const auto &a = pass.param_grads[p], &b = e.measured->param_grads[p];
+            same = a.size() == b.size() &&
+                   (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        }
+        if (!same)
             throw Error(
                 "--dump-activations: the step that copied the activations gave other gradients "
                 "than the measured one, so its values would not be this run's; no activations "
