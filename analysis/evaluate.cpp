@@ -78,6 +78,19 @@ void Evaluator::ensure_reference() {
     reference_grads_ = execute(executed(), none.schedule, *backend_, data_, ro).param_grads;
 }
 
+Execution Evaluator::forward_outputs(const Evaluation& ev, const std::vector<unsigned char>& keep) {
+    if (!backend_) throw Error("forward_outputs: this evaluator does not execute (plan only)");
+    if (ev.plan.status == PlanStatus::Infeasible)
+        throw Error("forward_outputs: strategy '" + ev.strategy + "' has no plan to execute");
+    ExecuteOptions eo;
+    eo.cap = opt_.cap;
+    eo.cancel = opt_.cancel;
+    eo.record_timeline = false;
+    eo.keep_gradients = true;
+    eo.keep_outputs = keep;
+    return execute(executed(), ev.plan.schedule, *backend_, data_, eo);
+}
+
 Execution Evaluator::run_step(Evaluation& ev, bool timed_first, bool warm_up) {
     ExecuteOptions eo;
     eo.cap = opt_.cap;

@@ -95,6 +95,12 @@ class Evaluator {
     Comparison compare(const std::vector<Spec>& strategies, const StepListener& on_step = {});
     const CostModel& costs() const { return costs_; }
     const RunData& data() const { return data_; }
+    // One more step of `ev`'s plan (an executed evaluation of this evaluator), untimed and apart
+    // from the measured ones, that also copies the forward outputs of the nodes marked in
+    // `keep` (per NodeId) to the host (Execution::outputs). The measured figures are untouched;
+    // the kernels are deterministic, so these are the values the measured steps computed, and
+    // the step's gradients let a caller check that (they equal the measured step's bitwise).
+    Execution forward_outputs(const Evaluation& ev, const std::vector<unsigned char>& keep);
 
   private:
     // Runs one step of `ev`'s plan and folds its invariants into `ev`; returns its times.

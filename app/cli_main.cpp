@@ -80,6 +80,16 @@ int main(int argc, char** argv) {
                     "write each parameter's gradient to DIR/<parameter>.npy");
     run->add_option("--dump-weights", run_opt.dump_weights,
                     "write each parameter and graph input (the run's data) to DIR/<name>.npy");
+    run->add_option("--dump-activations", run_opt.dump_activations,
+                    "write the forward output of each node of --dump-activations-ops (default "
+                    "relu) to DIR/<node>.npy and list them, in graph (ONNX node) order, in "
+                    "DIR/index.json; the values come from a separate untimed step of the same "
+                    "schedule after the measured ones (the measured figures are unchanged), "
+                    "checked to give the measured step's gradients bitwise");
+    run->add_option("--dump-activations-ops", run_opt.dump_activations_ops,
+                    "the ops whose outputs --dump-activations writes: op names separated by ',' "
+                    "(relu, conv2d, ...), or all")
+        ->capture_default_str();
     run->add_option("--input,-i", run_opt.input,
                     "data for the network's input from a .npy file: float32, or int64/int32 "
                     "indices for an integer input (NAME=FILE.npy picks the input by name; "

@@ -157,6 +157,13 @@ class RunVisitor final : public MemoryVisitor {
         for (size_t i = 0; i < g.inputs().size(); ++i)
             input_index_[static_cast<size_t>(g.inputs()[i])] = static_cast<int>(i);
         if (opt.keep_gradients) result.param_grads.resize(static_cast<size_t>(g.num_params()));
+        if (!opt.keep_outputs.empty()) {
+            if (opt.keep_outputs.size() != static_cast<size_t>(g.num_nodes()))
+                throw Error("keep_outputs has " + std::to_string(opt.keep_outputs.size()) +
+                            " entries but the network has " + std::to_string(g.num_nodes()) +
+                            " nodes");
+            result.outputs.resize(static_cast<size_t>(g.num_nodes()));
+        }
     }
 
     ~RunVisitor() override {
@@ -232,6 +239,11 @@ class RunVisitor final : public MemoryVisitor {
                 float loss = 0;
                 backend_.copy_to_host(&loss, act_[static_cast<size_t>(n.output)], sizeof(float));
                 result_.loss = loss;
+            }
+            if (!recompute && !opt_.keep_outputs.empty() && opt_.keep_outputs[ni]) {
+                auto& out = result_.outputs[ni];
+                out.resize(g_.value(n.output).bytes);
+                backend_.copy_to_host(out.data(), act_[static_cast<size_t>(n.output)], out.size());
             }
             return;
         }

@@ -27,6 +27,11 @@ struct ExecuteOptions {
     bool record_timeline = true;
     bool keep_gradients = true;  // copy parameter gradients out at the end
     bool run_kernels = true;     // false: walk and allocate only (measures executor overhead)
+    // Per NodeId, nonzero: copy that node's output to the host (Execution::outputs) right after
+    // its first Compute, before anything can overwrite it. The copies are host vectors outside
+    // the tracking allocator, so the measured peak is unchanged; they do take time, so a timed
+    // step leaves this empty (rematlab-cli's --dump-activations runs a separate step).
+    std::vector<unsigned char> keep_outputs = {};
 };
 
 struct Execution : MemoryPeak {
@@ -38,6 +43,9 @@ struct Execution : MemoryPeak {
     std::vector<TimelinePoint> timeline;
     std::vector<double> instruction_ms;           // per instruction
     std::vector<std::vector<float>> param_grads;  // per ParamId
+    // Per NodeId: the forward output as first computed, for the nodes in keep_outputs (raw f32 or
+    // i32 bytes, the value's shape); empty for the others.
+    std::vector<std::vector<uint8_t>> outputs;
 };
 
 // Values for one graph input, given by the user (`--input x.npy`) instead of seeded: `values`

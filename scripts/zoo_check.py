@@ -9,8 +9,12 @@ and BERT-style), it
   2. has PyTorch compute the gradients of ½·Σ y² on the first output in float64 (the reference) and
      in float32 twice (with oneDNN, PyTorch's default CPU convolutions, and without it), and times
      PyTorch's float32 step;
-  3. runs `rematlab-cli run --strategy none --dump-grads` and compares every parameter's gradient
-     with the float64 one, beside PyTorch's own float32 errors;
+  3. runs `rematlab-cli run --strategy none --dump-grads --dump-activations` and compares every
+     parameter's gradient with the float64 one, beside PyTorch's own float32 errors, and with a
+     decision-matched float64 reference: PyTorch in float64 again, but every ReLU takes its on/off
+     decision from our float32 run (our dumped ReLU outputs > 0), each max-pool window our
+     float32 choice of element; it counts the decisions that
+     differ from float64's own and how close to 0 (|x| / rms of that tensor, in float64) each was;
   4. runs every strategy under `rematlab-cli compare` and checks both invariants (predicted peak ==
      measured peak; gradients bitwise equal to none's);
 and prints one row per model.
@@ -20,7 +24,10 @@ allowance when its error is at most max(10 x PyTorch's float32 error, 1e-4), PyT
 error being the larger of its two CPU paths: a ReLU or max-pool decision that lies closer to its
 kink than float32's rounding noise flips with the order of a sum, in PyTorch as in RematLab, and
 the gradients downstream of it then differ from float64 by far more than rounding (DenseNet-121,
-docs/onnx.md). The two PyTorch paths show how far float32 itself can land from float64.
+docs/onnx.md). The two PyTorch paths show how far float32 itself can land from float64. The same
+allowance is applied against the decision-matched reference, where such a flipped ReLU decision
+no longer separates the two (max-pool windows are matched too when their input is a ReLU's
+output; clip/ReLU6, hardswish and other kinks are not).
 
 Everything expensive is cached under --cache (default .cache/zoo-check): the export, the input
 and the references per model, and our results (redone when rematlab-cli is newer). Interrupt it
@@ -254,27 +261,35 @@ def time_step(m, inputs, torch, repeat=3):
     return ts[len(ts) // 2]
 
 
+def build_model(name, torch):
+    """The model of `name` as zoo-check exports it (seeded, so that a later process rebuilds the
+    same weights); for a language model also its inputs. Returns (model, inputs or None, the
+    generator the image inputs are drawn from)."""
+    torch.manual_seed(0)
+    lms = lm_models()
+    g = torch.Generator().manual_seed(0)
+    inputs = None
+    if name in lms:
+        cls, make_inputs = lms[name]
+        m = cls()
+        inputs = make_inputs(g)
+    else:
+        m = prepare_torchvision(name, torch)
+    zero_stochastic(m, torch)
+    reinit_zero_weights(m, torch)
+    m.train()
+    return m, inputs, g
+
+
 def torch_phase(name, d, threads, load_only=False):
     """Exports `name` into directory d with its input(s) and PyTorch's reference gradients (only
     the export and the inputs with load_only)."""
     import numpy as np
     import torch
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    lms = lm_models()
     meta = {"model": name, "torch": torch.__version__}
-    g = torch.Generator().manual_seed(0)
-    if name in lms:
-        cls, make_inputs = lms[name]
-        m = cls()
-        inputs = make_inputs(g)
-        sizes = [None]
-    else:
-        m = prepare_torchvision(name, torch)
-        sizes = SIZES
-    zero_stochastic(m, torch)
-    reinit_zero_weights(m, torch)
-    m.train()
+    m, inputs, g = build_model(name, torch)
+    sizes = [None] if inputs is not None else SIZES
     t_start = time.time()
     errors = []
     for s in sizes:
@@ -323,6 +338,211 @@ def torch_phase(name, d, threads, load_only=False):
     meta["torch_threads"] = threads
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f)
+
+
+# --- the decision-matched float64 reference (runs in a child process per model) ----------------
+
+class Refused(Exception):
+    pass
+
+
+def with_decisions(m, inputs, dtype, torch, relu_mask, pool_index, mkldnn=True):
+    """grads_of(m, inputs, dtype) with every ReLU and max-pool decision taken from outside: the
+    k-th call of torch.nn.functional.relu (nn.ReLU modules call it too, torchvision 0.14) returns
+    x * relu_mask(k, x), and the k-th torch.nn.functional.max_pool2d call gathers each window's
+    element at pool_index(k, x, args) (None: the pool's own choice). Calls come in the order the
+    export traced them, the ONNX node order. Returns the gradients, the loss, and per call the
+    flipped decisions: (count, largest |x|/rms of the flipped pre-activations) for ReLUs,
+    (count, largest gap/rms between float64's own maximum and the chosen element) for pools,
+    with the element or window count; None for a pool left alone."""
+    import torch.nn.functional as F
+    real_relu, real_pool = F.relu, F.max_pool2d
+    relu_calls, pool_calls = [], []
+
+    def relu(x, inplace=False):
+        mask = relu_mask(len(relu_calls), x)
+        with torch.no_grad():
+            flipped = mask != (x > 0)
+            n = int(flipped.sum())
+            rms = float(x.pow(2).mean().sqrt())
+            close = float((x.abs()[flipped] / rms).max()) if n else 0.0
+        relu_calls.append((n, close, x.numel()))
+        mk = mask.to(x.dtype)
+        return x.mul_(mk) if inplace else x * mk
+
+    def pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False):
+        args = dict(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+                    ceil_mode=ceil_mode)
+        idx = pool_index(len(pool_calls), x, args)
+        if idx is None:
+            pool_calls.append(None)
+            return real_pool(x, return_indices=return_indices, **args)
+        with torch.no_grad():
+            y_own = real_pool(x, **args)
+            y_at = x.flatten(2).gather(2, idx.flatten(2)).view_as(y_own)
+            flipped = y_own != y_at  # float64's own maximum is another element
+            n = int(flipped.sum())
+            rms = float(x.pow(2).mean().sqrt())
+            gap = float(((y_own - y_at)[flipped] / rms).max()) if n else 0.0
+        pool_calls.append((n, gap, y_own.numel()))
+        y = x.flatten(2).gather(2, idx.flatten(2)).view(idx.shape)
+        return (y, idx) if return_indices else y
+
+    F.relu, F.max_pool2d = relu, pool
+    try:
+        g, loss = grads_of(m, inputs, dtype, torch, mkldnn=mkldnn)
+    finally:
+        F.relu, F.max_pool2d = real_relu, real_pool
+    return g, loss, relu_calls, pool_calls
+
+
+def recording_decisions(m, inputs, torch, mkldnn):
+    """PyTorch's float32 gradients with each ReLU's mask (output > 0) and each max-pool's indices,
+    in call order, as that run took them."""
+    import torch.nn.functional as F
+    real_relu, real_pool = F.relu, F.max_pool2d
+    masks, indices = [], []
+
+    def relu(x, inplace=False):
+        y = real_relu(x, inplace=inplace)
+        masks.append((y > 0).detach().clone())
+        return y
+
+    def pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False):
+        y, idx = real_pool(x, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode,
+                           return_indices=True)
+        indices.append(idx.detach().clone())
+        return (y, idx) if return_indices else y
+
+    F.relu, F.max_pool2d = relu, pool
+    try:
+        g, _ = grads_of(m, inputs, torch.float32, torch, mkldnn=mkldnn)
+    finally:
+        F.relu, F.max_pool2d = real_relu, real_pool
+    return g, masks, indices
+
+
+def matched_phase(name, d, threads):
+    """The decision-matched float64 reference: PyTorch's float64 gradients with every ReLU's
+    on/off decision (and max-pool window's choice of element) taken from our float32 run
+    (DIR/ours_acts, `rematlab-cli run --dump-activations --dump-activations-ops relu,maxpool2d`):
+    mask_k = (our k-th ReLU output > 0), k in ONNX node order; a pool's element is the first
+    maximum of our float32 input (our kernel's rule and PyTorch's), found from the dump of that
+    input, which must be a ReLU output (else the pool is left unmatched). Everything else is
+    computed in float64 by PyTorch. The same is done for PyTorch's own two float32 paths (the
+    float64 step with their decisions): their errors against that are what float32 rounding
+    alone does. Writes grads_matched.npz and matched.json (flipped decisions: where ours differ
+    from float64's own, and how close to the kink each was), or matched.json with "refused" and
+    why (no reference then)."""
+    import numpy as np
+    import onnx
+    import onnx.numpy_helper
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(threads)
+    out_path = os.path.join(d, "matched.json")
+    adir = os.path.join(d, "ours_acts")
+    try:
+        with open(os.path.join(adir, "index.json")) as f:
+            dumped = json.load(f)["nodes"]
+        relus = [n for n in dumped if n["op"] == "relu"]
+        pools = [n for n in dumped if n["op"] == "maxpool2d"]
+        model = onnx.load(os.path.join(d, "model.onnx"))
+        for ours, op in ((relus, "Relu"), (pools, "MaxPool")):
+            theirs = [n.name for n in model.graph.node if n.op_type == op]
+            if [n["node"] for n in ours] != theirs:
+                raise Refused(f"our {len(ours)} dumped {op} outputs are not the ONNX file's "
+                              f"{len(theirs)} {op} nodes in the same order")
+        by_output = {n["output"]: n for n in dumped}
+        m, _, _ = build_model(name, torch)
+        # The rebuilt model must be the exported one: its parameters are the file's initializers.
+        inits = {t.name: t for t in model.graph.initializer}
+        checked = 0
+        for pname, p in m.named_parameters():
+            if pname in inits:
+                if not np.array_equal(onnx.numpy_helper.to_array(inits[pname]),
+                                      p.detach().numpy()):
+                    raise Refused(f"the rebuilt model's {pname} is not the exported one")
+                checked += 1
+        if checked == 0:
+            raise Refused("no parameter of the rebuilt model is an initializer of the ONNX file")
+        with open(os.path.join(d, "meta.json")) as f:
+            meta = json.load(f)
+        inputs = {k: torch.from_numpy(np.load(os.path.join(d, k + ".npy")))
+                  for k in meta["inputs"]}
+
+        def check_count(calls, what, n):
+            if len(calls) != n:
+                raise Refused(f"the float64 forward called {what} {len(calls)} times, but "
+                              f"{n} were recorded")
+
+        def mask_from(masks, who):
+            def f(k, x):
+                if k >= len(masks):
+                    raise Refused(f"the float64 forward calls relu more than the {len(masks)} "
+                                  f"times {who} did")
+                if tuple(x.shape) != tuple(masks[k].shape):
+                    raise Refused(f"ReLU call {k} has shape {list(x.shape)}, {who} "
+                                  f"{list(masks[k].shape)}")
+                return masks[k]
+            return f
+
+        # Ours, from the dump.
+        real_pool = F.max_pool2d
+        masks = [torch.from_numpy(np.load(os.path.join(adir, n["file"])) > 0) for n in relus]
+
+        def our_pool(k, x, args):
+            if k >= len(pools):
+                raise Refused(f"the float64 forward calls max_pool2d more than our "
+                              f"{len(pools)} max-pools")
+            src = by_output.get(pools[k]["inputs"][0])
+            if src is None or src["op"] != "relu":
+                return None
+            x32 = torch.from_numpy(np.load(os.path.join(adir, src["file"])))
+            if tuple(x.shape) != tuple(x32.shape):
+                raise Refused(f"max-pool call {k} ({pools[k]['node']}) has input shape "
+                              f"{list(x.shape)}, our dump {list(x32.shape)}")
+            y32, idx = real_pool(x32, return_indices=True, **args)  # F's is patched now
+            if not np.array_equal(y32.numpy(), np.load(os.path.join(adir, pools[k]["file"]))):
+                raise Refused(f"max-pool call {k} ({pools[k]['node']}): PyTorch's max-pool of "
+                              "our dumped input is not our dumped output")
+            return idx
+
+        g, loss, rc, pc = with_decisions(m, inputs, torch.float64, torch,
+                                         mask_from(masks, "we"), our_pool)
+        check_count(rc, "relu", len(masks))
+        check_count(pc, "max_pool2d", len(pools))
+        np.savez(os.path.join(d, "grads_matched.npz"), **g)
+        res = {"relus": len(masks), "elements": sum(c[2] for c in rc),
+               "flipped": sum(c[0] for c in rc),
+               "flip_max_rel": max([c[1] for c in rc if c[0]], default=None),
+               "flipped_tensors": [{"node": relus[k]["node"], "flipped": c[0], "closest": c[1]}
+                                   for k, c in enumerate(rc) if c[0]],
+               "loss_matched": loss,
+               "pools": len(pools), "pools_matched": sum(c is not None for c in pc),
+               "pool_windows": sum(c[2] for c in pc if c),
+               "pool_flipped": sum(c[0] for c in pc if c),
+               "pool_flip_max_rel": max([c[1] for c in pc if c and c[0]], default=None)}
+
+        # PyTorch's float32 paths against float64 with their own decisions.
+        for key, mkldnn in (("torch", True), ("torch_no_onednn", False)):
+            g32, tmasks, tidx = recording_decisions(m, inputs, torch, mkldnn)
+
+            def their_pool(k, x, args, tidx=tidx):
+                return tidx[k] if k < len(tidx) else None
+
+            gt, _, trc, tpc = with_decisions(m, inputs, torch.float64, torch,
+                                             mask_from(tmasks, "PyTorch float32"), their_pool)
+            check_count(trc, "relu", len(tmasks))
+            check_count(tpc, "max_pool2d", len(tidx))
+            res[key + "_flipped"] = sum(c[0] for c in trc) + sum(c[0] for c in tpc if c)
+            res[key + "_err"] = {p: rel_err(g32[p], gt[p]) for p in gt}
+    except Refused as e:
+        res = {"refused": str(e)}
+    with open(out_path, "w") as f:
+        json.dump(res, f)
 
 
 # --- our side ----------------------------------------------------------------------------------
@@ -375,10 +595,18 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     for k in meta["inputs"]:
         inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
     gdir = os.path.join(d, "ours_grads")
+    adir = os.path.join(d, "ours_acts")
     shutil.rmtree(gdir, ignore_errors=True)
+    shutil.rmtree(adir, ignore_errors=True)
+    for f in ("matched.json", "grads_matched.npz"):
+        if os.path.exists(os.path.join(d, f)):
+            os.remove(os.path.join(d, f))
+    # --dump-activations: our ReLU outputs, whose decisions the matched reference takes (copied
+    # in a separate step after the timed ones, so the times and peaks are not affected).
     rc, out, err = run_cli(cli, ["run", "--network", net, "--strategy", "none", "--threads",
-                                 str(threads), "--repeat", "3", "--json", "--dump-grads", gdir]
-                           + inputs, timeout)
+                                 str(threads), "--repeat", "3", "--json", "--dump-grads", gdir,
+                                 "--dump-activations", adir, "--dump-activations-ops",
+                                 "relu,maxpool2d"] + inputs, timeout)
     if rc != 0:
         row["status"] = "refused: " + reason_of(err) if rc is not None else err
         return row
@@ -388,6 +616,24 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     g64 = np.load(os.path.join(d, "grads64.npz"))
     g32 = np.load(os.path.join(d, "grads32.npz"))
     g32n = np.load(os.path.join(d, "grads32_no_onednn.npz"))
+    # The decision-matched float64 reference, by PyTorch in a child process.
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                        "--matched-phase", f"{name}={d}"], capture_output=True, text=True)
+    mpath = os.path.join(d, "matched.json")
+    if p.returncode != 0 or not os.path.exists(mpath):
+        tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+        matched = {"refused": "PyTorch side failed: " + tail[:200]}
+    else:
+        with open(mpath) as f:
+            matched = json.load(f)
+    gm = np.load(os.path.join(d, "grads_matched.npz")) if "refused" not in matched else None
+    row["matched"] = {k: v for k, v in matched.items()
+                      if k not in ("flipped_tensors", "torch_err", "torch_no_onednn_err")}
+    row["matched"]["flipped_tensors"] = matched.get("flipped_tensors", [])[:20]
+    # PyTorch's float32 errors against float64 with PyTorch's own decisions: float32 rounding
+    # without any flipped decision, the stricter allowance.
+    t_own, tn_own = matched.get("torch_err", {}), matched.get("torch_no_onednn_err", {})
+    worst_m, bad_m, bad_s, worst_to, worst_ton = 0.0, [], [], 0.0, 0.0
     worst, worst_t, worst_tn, bad, missing, n, unused = 0.0, 0.0, 0.0, [], [], 0, 0
     for p in g64.files:
         n += 1
@@ -407,8 +653,26 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
             continue
         e, et, etn = rel_err(ours, ref), rel_err(g32[p], ref), rel_err(g32n[p], ref)
         worst, worst_t, worst_tn = max(worst, e), max(worst_t, et), max(worst_tn, etn)
-        if e > max(10 * max(et, etn), 1e-4):
+        allowance = max(10 * max(et, etn), 1e-4)
+        if e > allowance:
             bad.append(f"{p} {e:.1e} (PyTorch f32 {et:.1e}/{etn:.1e})")
+        if gm is not None:
+            em = rel_err(ours, gm[p])
+            worst_m = max(worst_m, em)
+            if em > allowance:
+                bad_m.append(f"{p} {em:.1e} (plain f64 {e:.1e}, allowance {allowance:.1e})")
+            to, ton = t_own.get(p, 0.0), tn_own.get(p, 0.0)
+            worst_to, worst_ton = max(worst_to, to), max(worst_ton, ton)
+            strict = max(10 * max(to, ton), 1e-4)
+            if em > strict:
+                bad_s.append(f"{p} {em:.1e} (PyTorch f32 vs its own decision-matched f64 "
+                             f"{to:.1e}/{ton:.1e})")
+    if gm is not None:
+        row["matched"].update(grad_err=worst_m, grads_ok=n - len(bad_m) - len(missing) - unused,
+                              grads_bad=bad_m[:10], grads_bad_n=len(bad_m),
+                              torch_err=worst_to, torch_err_no_onednn=worst_ton,
+                              grads_ok_strict=n - len(bad_s) - len(missing) - unused,
+                              grads_bad_strict=bad_s[:10], grads_bad_strict_n=len(bad_s))
     row.update(grad_err=worst, torch_err=worst_t, torch_err_no_onednn=worst_tn,
                grads_ok=n - len(bad) - len(missing) - unused, grads_n=n - unused,
                grads_unused=unused, grads_bad=bad[:5],
@@ -452,20 +716,42 @@ def fmt_ms(v):
 
 def table(rows):
     head = ("| model | input | status | nodes | params | worst grad error (ours) | PyTorch f32 "
-            "(oneDNN / without) | params within allowance | peak == (strategies) | bitwise "
+            "(oneDNN / without) | params within allowance | flipped decisions, ours (ReLU: largest "
+            "\\|x\\|/rms; max-pool: gap/rms) | worst grad error vs decision-matched f64 | "
+            "PyTorch f32 vs its own decision-matched f64 (oneDNN / without) | params within "
+            "allowance vs decision-matched (strict) | peak == (strategies) | bitwise "
             "(strategies) | step ms ours | step ms PyTorch |")
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         st = r["status"]
         if st != "loaded":
             lines.append(f"| {r['model']} | {r.get('input', '')} | {st.replace('|', '/')} "
-                         f"| | | | | | | | | {fmt_ms(r.get('torch_ms'))} |")
+                         f"| | | | | | | | | | | | | {fmt_ms(r.get('torch_ms'))} |")
             continue
         within = f"{r['grads_ok']}/{r['grads_n']}"
         if r.get("grads_missing_n"):
             within += f" ({r['grads_missing_n']} missing)"
         if r.get("grads_unused"):
             within += f" (+{r['grads_unused']} off the first output)"
+        mt = r.get("matched")
+        if mt is None:
+            flips = m_err = m_torch = m_within = "not run"
+        elif "refused" in mt:
+            flips = "refused: " + mt["refused"].replace("|", "/")
+            m_err = m_torch = m_within = ""
+        else:
+            flips = f"{mt['flipped']} of {mt['elements']} in {mt['relus']} ReLUs"
+            if mt["flipped"]:
+                flips += f" ({mt['flip_max_rel']:.1e})"
+            if mt.get("pools"):
+                flips += (f"; max-pool {mt['pool_flipped']} of {mt['pool_windows']} windows in "
+                          f"{mt['pools_matched']}/{mt['pools']} pools")
+                if mt["pool_flipped"]:
+                    flips += f" ({mt['pool_flip_max_rel']:.1e})"
+            m_err = fmt_e(mt["grad_err"])
+            m_torch = f"{fmt_e(mt['torch_err'])} / {fmt_e(mt['torch_err_no_onednn'])}"
+            m_within = (f"{mt['grads_ok']}/{r['grads_n']} "
+                        f"({mt['grads_ok_strict']}/{r['grads_n']})")
         if "strategies" in r:
             peak = f"{r['peak_ok']}/{r['strategies']}"
             bit = f"{r['bitwise_ok']}/{r['strategies']}"
@@ -475,7 +761,9 @@ def table(rows):
             f"| {r['model']} | {r['input']} | loaded | {r['nodes']} | "
             f"{r['param_bytes'] / 2**20:.1f} MiB | "
             f"{fmt_e(r['grad_err'])} | {fmt_e(r['torch_err'])} / "
-            f"{fmt_e(r['torch_err_no_onednn'])} | {within} | {peak} | {bit} | "
+            f"{fmt_e(r['torch_err_no_onednn'])} | {within} | {flips} | {m_err} | {m_torch} | "
+            f"{m_within} | "
+            f"{peak} | {bit} | "
             f"{fmt_ms(r.get('ours_ms'))} | {fmt_ms(r.get('torch_ms'))} |")
     return "\n".join(lines)
 
@@ -535,7 +823,13 @@ def main():
     ap.add_argument("--write-doc", nargs="?", const=os.path.join(ROOT, "docs", "onnx.md"),
                     help="put the table into docs/onnx.md (or the given file)")
     ap.add_argument("--torch-phase", help=argparse.SUPPRESS)
+    ap.add_argument("--matched-phase", help=argparse.SUPPRESS)
     a = ap.parse_args()
+
+    if a.matched_phase:
+        name, d = a.matched_phase.split("=", 1)
+        matched_phase(name, d, a.threads)
+        return 0
 
     if a.torch_phase:
         name, d = a.torch_phase.split("=", 1)
@@ -598,7 +892,8 @@ def main():
             continue
         res = os.path.join(d, "ours.json")
         if (not a.redo and os.path.exists(res) and os.path.getmtime(res) > cli_mtime
-                and (a.no_compare or "no_compare" not in json.load(open(res)))):
+                and (a.no_compare or "no_compare" not in json.load(open(res)))
+                and {"refused", "grads_ok_strict"} & set(json.load(open(res)).get("matched", {}))):
             with open(res) as f:
                 row = json.load(f)
         else:
@@ -614,6 +909,21 @@ def main():
                f"{fmt_e(row['grad_err'])}" if row["status"] == "loaded" else ""))
         for b in row.get("grads_bad", []):
             log(f"    outside the allowance: {b}")
+        mt = row.get("matched", {})
+        if "refused" in mt:
+            log(f"    decision-matched reference refused: {mt['refused']}")
+        elif mt:
+            log(f"    decision-matched: {mt['flipped']} flipped ReLU decisions (largest |x|/rms "
+                f"{fmt_e(mt['flip_max_rel'])}), {mt.get('pool_flipped', 0)} flipped max-pool "
+                f"windows (largest gap/rms {fmt_e(mt.get('pool_flip_max_rel'))}); grads {mt['grads_ok']}/{row['grads_n']} within, "
+                f"worst {fmt_e(mt['grad_err'])}")
+            log(f"    strict (10 x PyTorch f32 vs its own decision-matched f64, worst "
+                f"{fmt_e(mt['torch_err'])}/{fmt_e(mt['torch_err_no_onednn'])}): "
+                f"{mt['grads_ok_strict']}/{row['grads_n']} within")
+            for b in mt.get("grads_bad", []):
+                log(f"    outside the allowance (decision-matched): {b}")
+            for b in mt.get("grads_bad_strict", []):
+                log(f"    outside the strict allowance (decision-matched): {b}")
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "scripts/zoo-check " + " ".join(sys.argv[1:])

@@ -14,7 +14,9 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "analysis/evaluate.h"
 #include "analysis/explain.h"
@@ -25,6 +27,7 @@
 #include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
+#include "engine/ops/op.h"
 #include "engine/units.h"
 #include "strategies/policy.h"
 
@@ -169,6 +172,83 @@ void dump_gradients(const Graph& g, const Execution& m, const std::string& dir) 
     }
 }
 
+// Which nodes --dump-activations writes (per NodeId): those of the listed ops, or all of them.
+std::vector<unsigned char> nodes_to_dump(const Graph& g, const std::string& list) {
+    std::vector<unsigned char> keep(static_cast<size_t>(g.num_nodes()), 0);
+    std::vector<bool> wanted(kNumOpKinds, false);
+    bool all = false, any = false;
+    for (const std::string& piece : split_strategy_list(list)) {
+        if (piece == "all") {
+            all = any = true;
+            continue;
+        }
+        const auto op = op_from_name(piece);
+        if (!op)
+            throw Error("--dump-activations-ops: unknown op '" + piece + "'; give op names (" +
+                        op_names_joined() + ") separated by ',', or all");
+        wanted[static_cast<size_t>(*op)] = any = true;
+    }
+    if (!any) throw Error("--dump-activations-ops: the list is empty; give op names or all");
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+        keep[static_cast<size_t>(n)] = all || wanted[static_cast<size_t>(g.node(n).op)];
+    return keep;
+}
+
+// Writes the kept forward outputs of `pass` as DIR/<node name>.npy (each written whole) and
+// DIR/index.json, which lists them in node order (the topological order: an ONNX model's node
+// order) with the op, the input and output value names, the shape and the file.
+void dump_activations(const Graph& g, const Execution& pass, const std::vector<unsigned char>& keep,
+                      const std::string& network, const std::string& strategy,
+                      const std::string& dir) {
+    namespace fs = std::filesystem;
+    nlohmann::json nodes = nlohmann::json::array();
+    std::set<std::string> files;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        const auto ni = static_cast<size_t>(n);
+        if (!keep[ni]) continue;
+        const Node& node = g.node(n);
+        const Value& out = g.value(node.output);
+        const auto& bytes = pass.outputs.at(ni);
+        // What executed: float32 (a bf16/f16 network runs as its f32 copy) or int32.
+        const bool ints = out.dtype == DType::I32;
+        const uint64_t expected = static_cast<uint64_t>(out.shape.numel()) * 4;
+        if (bytes.size() != expected)
+            throw Error("--dump-activations: the output of node '" + node.name + "' has " +
+                        std::to_string(bytes.size()) + " bytes, expected " +
+                        std::to_string(expected));
+        std::string file = file_name_for(node.name);
+        if (!files.insert(file).second) {  // two names that differ only in a '/'
+            file = file.substr(0, file.size() - 4) + "_node" + std::to_string(n) + ".npy";
+            files.insert(file);
+        }
+        const std::string path = (fs::path(dir) / file).string();
+        if (ints)
+            write_npy(path, reinterpret_cast<const int32_t*>(bytes.data()), out.shape);
+        else
+            write_npy(path, reinterpret_cast<const float*>(bytes.data()), out.shape);
+        nlohmann::json inputs = nlohmann::json::array();
+        for (ValueId v : node.inputs) inputs.push_back(g.value(v).name);
+        nlohmann::json shape = nlohmann::json::array();
+        for (int a = 0; a < out.shape.rank(); ++a) shape.push_back(out.shape[a]);
+        nodes.push_back({{"index", static_cast<int64_t>(nodes.size())},
+                         {"node", node.name},
+                         {"op", std::string(op_name(node.op))},
+                         {"inputs", inputs},
+                         {"output", out.name},
+                         {"shape", shape},
+                         {"dtype", ints ? "i32" : "f32"},
+                         {"file", file}});
+    }
+    const nlohmann::json index = {
+        {"network", network},
+        {"strategy", strategy},
+        {"values",
+         "forward outputs of a separate untimed step of the measured schedule, after "
+         "the measured steps; its gradients equal the measured step's bitwise"},
+        {"nodes", nodes}};
+    write_file_atomically((fs::path(dir) / "index.json").string(), {index.dump(1), "\n"});
+}
+
 // Writes the run's data, exactly what the executor reads: each parameter as
 // DIR/<parameter name>.npy (float32, its shape) and each graph input as DIR/<input name>.npy
 // (float32 data, int32 labels), so another framework can rebuild the same step.
@@ -308,6 +388,11 @@ int run_command(const RunOptions& opt) {
     const Spec spec = checked_strategy(opt.strategy);
     if (!opt.dump_grads.empty()) prepare_directory(opt.dump_grads);
     if (!opt.dump_weights.empty()) prepare_directory(opt.dump_weights, "--dump-weights");
+    std::vector<unsigned char> keep;
+    if (!opt.dump_activations.empty()) {
+        keep = nodes_to_dump(g, opt.dump_activations_ops);
+        prepare_directory(opt.dump_activations, "--dump-activations");
+    }
 
     auto bar = progress_bar(opt.json);
     Evaluator ev(g, opt.network, executing(g, opt, bar.get()));
@@ -328,6 +413,24 @@ int run_command(const RunOptions& opt) {
     if (!opt.dump_grads.empty()) {
         if (!e.measured) throw Error("--dump-grads: the strategy was not executed");
         dump_gradients(g, *e.measured, opt.dump_grads);
+    }
+    if (!opt.dump_activations.empty()) {
+        if (!e.measured) throw Error("--dump-activations: the strategy was not executed");
+        // After the measured steps, so that the copies cost them neither time nor bytes.
+        const Execution pass = ev.forward_outputs(e, keep);
+        bool same = pass.param_grads.size() == e.measured->param_grads.size() &&
+                    std::memcmp(&pass.loss, &e.measured->loss, sizeof(double)) == 0;
+        for (size_t p = 0; same && p < pass.param_grads.size(); ++p) {
+            const auto &a = pass.param_grads[p], &b = e.measured->param_grads[p];
+            same = a.size() == b.size() &&
+                   (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        }
+        if (!same)
+            throw Error(
+                "--dump-activations: the step that copied the activations gave other gradients "
+                "than the measured one, so its values would not be this run's; no activations "
+                "written");
+        dump_activations(g, pass, keep, opt.network, opt.strategy, opt.dump_activations);
     }
     if (opt.json)
         print_line(evaluation_json(ctx, e));

@@ -42,6 +42,10 @@ struct RunOptions {
     bool json = false;
     std::string dump_grads;    // directory, "" = none
     std::string dump_weights;  // directory, "" = none: every parameter and graph input as .npy
+    // Directory, "" = none: forward outputs of the nodes of `dump_activations_ops` as .npy, and
+    // DIR/index.json listing them in graph order.
+    std::string dump_activations;
+    std::string dump_activations_ops = "relu";  // op names separated by ',', or "all"
     // Each FILE.npy or NAME=FILE.npy: data for a graph input (float32, or int64/int32 indices for
     // an i32 input); inputs not named are seeded.
     std::vector<std::string> input;

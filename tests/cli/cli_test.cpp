@@ -533,6 +533,128 @@ TEST_F(CliTest, DumpsEveryOnnxInitializerInItsOwnLayout) {
     EXPECT_EQ(files, 8);
 }
 
+// --dump-activations writes the ReLU outputs of an ONNX model (tests/fixtures/onnx/cnn.onnx:
+// conv, batch norm, ReLU, max-pool, conv, batch norm, ReLU, ...) in the file's node order, under
+// the ONNX node names, in the ONNX tensors' shapes; with --dump-activations-ops all, each ReLU's
+// file is max(0, its input's file) element by element and each 2x2 max-pool's the maximum of its
+// input's windows, so each file holds the value its index entry names. Dumping changes neither
+// the measured peak nor the gradients.
+TEST_F(CliTest, DumpActivationsWritesReluOutputsInOnnxNodeOrder) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    const fs::path fixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
+    const std::string net = (fixtures / "cnn.onnx").string();
+    const std::string input = (fixtures / "cnn.input.npy").string();
+    const fs::path relus = dir_ / "relus", every = dir_ / "all";
+    const fs::path grads_plain = dir_ / "g0", grads_dumping = dir_ / "g1";
+    const json plain = run_json({"run", "--network", net, "--strategy", "none", "--input", input,
+                                 "--json", "--dump-grads", grads_plain.string()});
+    const json dumping =
+        run_json({"run", "--network", net, "--strategy", "none", "--input", input, "--json",
+                  "--dump-grads", grads_dumping.string(), "--dump-activations", relus.string()});
+    EXPECT_EQ(dumping.value("measured_peak_bytes", uint64_t{0}),
+              plain.value("measured_peak_bytes", uint64_t{1}));
+    EXPECT_EQ(dumping.value("measured_peak_bytes", uint64_t{0}),
+              dumping.value("predicted_peak_bytes", uint64_t{1}));
+    for (const auto& e : fs::directory_iterator(grads_plain))
+        EXPECT_EQ(read_file(e.path()), read_file(grads_dumping / e.path().filename()))
+            << e.path().filename();
+
+    // The ONNX file's Relu nodes (op_type is NodeProto field 4: tag 0x22, length 4), in order.
+    const std::string onnx = read_file(fixtures / "cnn.onnx");
+    size_t onnx_relus = 0;
+    for (size_t at = onnx.find("\x22\x04Relu"); at != std::string::npos;
+         at = onnx.find("\x22\x04Relu", at + 1))
+        ++onnx_relus;
+    ASSERT_EQ(onnx_relus, 2u);
+    const json index = json::parse(read_file(relus / "index.json"));
+    ASSERT_EQ(index["nodes"].size(), onnx_relus) << index.dump(1);
+    const std::vector<std::string> names = {"/Relu", "/Relu_1"};
+    const std::vector<std::string> shapes = {"[4,8,16,16]", "[4,16,8,8]"};
+    for (size_t k = 0; k < onnx_relus; ++k) {
+        const json& n = index["nodes"][k];
+        SCOPED_TRACE(n.dump());
+        EXPECT_EQ(n["index"], k);
+        EXPECT_EQ(n["op"], "relu");
+        EXPECT_EQ(n["node"], names[k]);
+        rl::Shape shape;
+        const auto v = rl::read_npy_f32((relus / n["file"].get<std::string>()).string(), shape);
+        EXPECT_EQ(rl::format_dims(shape), shapes[k]);
+        size_t positive = 0;
+        for (float x : v) {
+            ASSERT_GE(x, 0.0f);
+            positive += x > 0;
+        }
+        EXPECT_GT(positive, v.size() / 4) << "batch norm centres the input: about half pass";
+        EXPECT_LT(positive, v.size() * 3 / 4);
+    }
+
+    // Every node: each file is what its entry says.
+    run_json({"run", "--network", net, "--strategy", "sqrt-n", "--input", input, "--json",
+              "--dump-activations", every.string(), "--dump-activations-ops", "all"});
+    const json all = json::parse(read_file(every / "index.json"));
+    std::map<std::string, std::vector<float>> by_output;
+    std::map<std::string, rl::Shape> shape_of;
+    int checked_relus = 0, checked_pools = 0;
+    for (const json& n : all["nodes"]) {
+        SCOPED_TRACE(n.dump());
+        rl::Shape shape;
+        const auto out = rl::read_npy_f32((every / n["file"].get<std::string>()).string(), shape);
+        const std::string in = n["inputs"].empty() ? "" : n["inputs"][0].get<std::string>();
+        if (n["op"] == "relu") {
+            ASSERT_TRUE(by_output.count(in)) << "the input is listed before";
+            const auto& x = by_output[in];
+            ASSERT_EQ(x.size(), out.size());
+            size_t negative = 0;
+            for (size_t i = 0; i < x.size(); ++i) {
+                ASSERT_EQ(out[i], std::max(x[i], 0.0f)) << "element " << i;
+                negative += x[i] < 0;
+            }
+            EXPECT_GT(negative, 0u);
+            // The same values as the relu-only dump of the other run (another strategy).
+            EXPECT_EQ(read_file(every / n["file"].get<std::string>()),
+                      read_file(relus / n["file"].get<std::string>()));
+            ++checked_relus;
+        }
+        if (n["op"] == "maxpool2d" && by_output.count(in) && shape_of[in].rank() == 4 &&
+            shape_of[in][2] == 2 * shape[2]) {
+            const auto& x = by_output[in];
+            const rl::Shape& s = shape_of[in];
+            for (int64_t c = 0; c < s[0] * s[1]; ++c)
+                for (int64_t i = 0; i < shape[2]; ++i)
+                    for (int64_t j = 0; j < shape[3]; ++j) {
+                        const auto at = [&](int64_t a, int64_t b) {
+                            return x[static_cast<size_t>((c * s[2] + a) * s[3] + b)];
+                        };
+                        const float m =
+                            std::max(std::max(at(2 * i, 2 * j), at(2 * i, 2 * j + 1)),
+                                     std::max(at(2 * i + 1, 2 * j), at(2 * i + 1, 2 * j + 1)));
+                        ASSERT_EQ(out[static_cast<size_t>((c * shape[2] + i) * shape[3] + j)], m);
+                    }
+            ++checked_pools;
+        }
+        by_output[n["output"].get<std::string>()] = out;
+        shape_of[n["output"].get<std::string>()] = shape;
+    }
+    EXPECT_EQ(checked_relus, 2);
+    EXPECT_EQ(checked_pools, 2) << "the 2x2 max-pools after the first ReLU and the concat";
+}
+
+// A bad --dump-activations directory or op name fails before the run, naming it.
+TEST_F(CliTest, DumpActivationsRefusesABadDirectoryOrOp) {
+    const fs::path file = dir_ / "not-a-dir";
+    write_file(file, "x");
+    Result r = run(
+        {"run", "--network", kSmallMlp, "--strategy", "none", "--dump-activations", file.string()});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("--dump-activations: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not-a-dir"), std::string::npos) << r.err;
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--dump-activations",
+             (dir_ / "acts").string(), "--dump-activations-ops", "relu,frobnicate"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("unknown op 'frobnicate'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "acts" / "index.json"));
+}
+
 // An ONNX model with its weights: --input feeds the fixture's data, --dump-grads writes one file
 // per initializer under its ONNX name; an input of the wrong shape is a clear error.
 TEST_F(CliTest, RunsAnOnnxModelWithItsInputAndDumpsGradsByInitializerName) {
