@@ -563,8 +563,8 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
             p.min_feasible_budget = std::max(min_budget, budget + 1);
             p.message = why + "; the smallest feasible budget " +
                         (proven ? "over the MILP's class of schedules is "
-                                : "found (an upper bound: the peak minimisation hit its time "
-                                  "limit) is ") +
+                                : "found (an upper bound: the peak minimisation did not prove "
+                                  "it) is ") +
                         bytes_text(*p.min_feasible_budget) + "; raise the budget to at least that";
             return p;
         }

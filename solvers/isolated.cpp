@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 
 #include "engine/errors.h"
@@ -42,6 +43,11 @@ void write_all(int fd, const std::string& bytes) {
     sigemptyset(&unblock);
     sigaddset(&unblock, SIGINT);
     ::pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+    // Fault injection for the tests that hold a solver crash to costing one solve: the child
+    // dies as CBC did in Clp's assertion, before it answers.
+    if (const char* inject = std::getenv("REMATLAB_INJECT_SOLVER_CRASH");
+        inject && std::string(inject) == "abort")
+        std::abort();
     int status = 0;
     try {
         write_all(fd, "O" + work());

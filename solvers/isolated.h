@@ -18,7 +18,8 @@
 // (CBC's own handler then stops the search, and the child still answers with its incumbent) and
 // given `grace_s` seconds before SIGKILL. A child still running `watchdog_s` seconds after it
 // started is killed too (a solver that ignores its own time limit, or a child that hangs). Where
-// fork fails, `work` runs in this process.
+// fork fails, `work` runs in this process. With REMATLAB_INJECT_SOLVER_CRASH=abort in the
+// environment every child aborts before it answers (the tests' fault injection).
 #include <cstdint>
 #include <cstring>
 #include <functional>
