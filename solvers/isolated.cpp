@@ -23,6 +23,8 @@ void ByteReader::fail() {
 
 namespace {
 
+bool g_in_child = false;
+
 // The child's answer: 'O' and work()'s bytes, or 'E' and an Error's message.
 void write_all(int fd, const std::string& bytes) {
     size_t done = 0;
@@ -38,6 +40,7 @@ void write_all(int fd, const std::string& bytes) {
     // A Ctrl-C at the terminal reaches the whole process group: the parent decides what it
     // means (and signals the child itself); the application's handler has no business here.
     // CBC installs its own SIGINT handler during parts of a solve, which still stops it.
+    g_in_child = true;
     ::signal(SIGINT, SIG_IGN);
     sigset_t unblock;
     sigemptyset(&unblock);
@@ -75,6 +78,10 @@ std::string describe(int status) {
 }
 
 }  // namespace
+
+bool in_isolated_child() {
+    return g_in_child;
+}
 
 IsolatedRun run_isolated(const std::function<std::string()>& work,
                          const std::function<bool()>& cancelled, double grace_s,

@@ -40,6 +40,10 @@ struct IsolatedRun {
 IsolatedRun run_isolated(const std::function<std::string()>& work,
                          const std::function<bool()>& cancelled, double grace_s, double watchdog_s);
 
+// True inside a child of run_isolated (work may then change process-wide state such as its
+// stdout, which a run without a child, where fork failed, must leave alone).
+bool in_isolated_child();
+
 // The answer's bytes: trivially copyable values and vectors of them, read back in the order
 // written. Both ends are the same binary, so no byte order or layout is negotiated.
 class ByteWriter {

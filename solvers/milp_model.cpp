@@ -1,8 +1,12 @@
 #include "solvers/milp_model.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "engine/cancel.h"
@@ -78,6 +82,16 @@ MilpResult MilpModel::solve(const MilpSolveOptions& opt,
 
 std::string MilpModel::solve_here(const MilpSolveOptions& opt,
                                   const std::vector<std::pair<int, double>>& start) const {
+    // In the child, a silent solve points the child's stdout at /dev/null, as CBC's
+    // preprocessing prints there whatever its log level (the parent's --json stays clean).
+    if (opt.log_level == 0 && in_isolated_child()) {
+        std::fflush(stdout);
+        const int null_fd = ::open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) {
+            ::dup2(null_fd, STDOUT_FILENO);
+            ::close(null_fd);
+        }
+    }
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
     load(m.get());
     Cbc_setLogLevel(m.get(), opt.log_level);
