@@ -809,6 +809,15 @@ struct Pty {
 // instructions and exits 130 within a second; no JSON line is printed (no strategy has a timed
 // run to compare), none is reported as an error, and stderr says once that the run was cancelled
 // and how many timed rounds were completed.
+// How soon a Ctrl-C must stop the work: within a second, as users get it; an instrumented
+// (ASan/UBSan) build runs the same code several times slower, and on a loaded CI machine took
+// 1.02-1.14 s, so it gets 5.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kStopWithin = 5.0;
+#else
+constexpr double kStopWithin = 1.0;
+#endif
+
 TEST_F(CliTest, CtrlCDuringCompareJsonWarmUpStopsWithNoRows) {
     Pty pty;
     ASSERT_FALSE(pty.name.empty());
@@ -822,7 +831,7 @@ TEST_F(CliTest, CtrlCDuringCompareJsonWarmUpStopsWithNoRows) {
 
     EXPECT_FALSE(r.signaled) << pty.text;
     EXPECT_EQ(r.code, 130) << pty.text;
-    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the compare";
+    EXPECT_LT(seconds, kStopWithin) << "Ctrl-C took " << seconds << " s to stop the compare";
     EXPECT_TRUE(lines_of(r.out).empty()) << r.out;
     EXPECT_EQ(pty.text.find("error"), std::string::npos) << pty.text;
     const size_t said = pty.text.find("cancelled");
@@ -850,7 +859,7 @@ TEST_F(CliTest, CtrlCDuringCompareTablePrintsTheCompletedRowsOnly) {
 
     EXPECT_FALSE(r.signaled);
     EXPECT_EQ(r.code, 130) << terminal;
-    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the compare";
+    EXPECT_LT(seconds, kStopWithin) << "Ctrl-C took " << seconds << " s to stop the compare";
     std::vector<std::string> rows;  // table rows: lines that start with a strategy name
     for (const auto& line : lines_of(r.out))
         for (const char* name : {"none ", "sqrt-n ", "periodic "})
@@ -886,7 +895,7 @@ TEST_F(CliTest, CtrlCWhileCompareIsPlanningStopsWithinASecond) {
 
     EXPECT_FALSE(r.signaled) << pty.text;
     EXPECT_EQ(r.code, 130) << pty.text;
-    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the planning";
+    EXPECT_LT(seconds, kStopWithin) << "Ctrl-C took " << seconds << " s to stop the planning";
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_EQ(pty.text.find("error"), std::string::npos) << pty.text;
     EXPECT_NE(pty.text.find("cancelled (Ctrl-C): stopped while planning"), std::string::npos)
@@ -902,7 +911,7 @@ TEST_F(CliTest, CtrlCWhilePlanningExits130) {
     const auto [r, seconds] = interrupt(pid, std::chrono::seconds(30));
     EXPECT_FALSE(r.signaled);
     EXPECT_EQ(r.code, 130) << r.err;
-    EXPECT_LT(seconds, 1.0) << "Ctrl-C took " << seconds << " s to stop the planning";
+    EXPECT_LT(seconds, kStopWithin) << "Ctrl-C took " << seconds << " s to stop the planning";
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_NE(r.err.find("cancelled (Ctrl-C)"), std::string::npos) << r.err;
 }
