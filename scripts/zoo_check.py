@@ -95,6 +95,14 @@ APPROX_M = {
 TORCH_ENV = None
 
 
+def env_like(meta):
+    """The environment for a model's decision-matched child: the BLAS its cached references were
+    computed with (meta's torch_blas; exports from before it was recorded used the reference
+    BLAS), so that with no decision flipped the matched step is the plain float64 step, bitwise."""
+    kind = meta.get("torch_blas", {}).get("kind", "reference")
+    return TORCH_ENV if kind == "openblas" else dict(os.environ)
+
+
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -1054,7 +1062,8 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     # The decision-matched float64 reference, by PyTorch in a child process.
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
                         "--matched-phase", f"{name}={d}"], capture_output=True, text=True,
-                       env=TORCH_ENV)
+                       env=env_like(meta))
+    row["reference_blas"] = meta.get("torch_blas", {}).get("kind", "reference")
     mpath = os.path.join(d, "matched.json")
     if p.returncode != 0 or not os.path.exists(mpath):
         tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
@@ -1211,10 +1220,13 @@ def flips_text(mt):
     def off(n):
         return f", +{n} off the first output" if n else ""
 
-    t = f"{mt['flipped']} of {mt['elements']:,} in {mt['relus']} ReLUs"
-    if mt["flipped"]:
-        t += f" ({mt['flip_max_rel']:.1e})"
-    t += off(mt.get("relus_off_path", 0))
+    if mt["relus"] or mt.get("relus_off_path"):
+        t = f"{mt['flipped']} of {mt['elements']:,} in {mt['relus']} ReLUs"
+        if mt["flipped"]:
+            t += f" ({mt['flip_max_rel']:.1e})"
+        t += off(mt.get("relus_off_path", 0))
+    else:
+        t = "no ReLU"
     if mt.get("pools"):
         t += (f"; max-pool {mt['pool_flipped']} of {mt['pool_windows']:,} windows in "
               f"{mt['pools_matched']}/{mt['pools']} pools")
@@ -1234,9 +1246,10 @@ def flips_text(mt):
 def table(rows):
     head = ("| model | input | status | nodes | params | worst grad error (ours) | PyTorch f32 "
             "(oneDNN / without) | params within allowance | flipped decisions, ours (ReLU: largest "
-            "\\|x\\|/rms; max-pool: gap/rms) | worst grad error vs decision-matched f64 | "
-            "PyTorch f32 vs its own decision-matched f64 (oneDNN / without) | params within "
-            "allowance vs decision-matched (strict) | peak == (strategies) | bitwise "
+            "\\|x\\|/rms; max-pool: gap/rms; others: distance to the nearer kink/rms) | worst "
+            "grad error vs decision-matched f64 | PyTorch f32 vs its own decision-matched f64 "
+            "(oneDNN / without) | params within allowance vs decision-matched (strict) | "
+            "peak == (strategies) | bitwise "
             "(strategies) | step ms ours | step ms PyTorch |")
     lines = [head, "|" + "---|" * 16]
     for r in rows:
