@@ -366,7 +366,9 @@ def torch_env(cache, choice, threads):
 
 def time_phase(name, d, threads):
     """PyTorch's float32 step time (time_step) on the exported model's input, in this process's
-    BLAS; writes DIR/torch_time.json with the BLAS it found loaded."""
+    BLAS, with oneDNN (PyTorch's default CPU convolutions, which do not call the BLAS) and
+    without (im2col + the BLAS's GEMM); writes DIR/torch_time.json with the BLAS it found
+    loaded."""
     import numpy as np
     import torch
     torch.set_num_threads(threads)
@@ -374,9 +376,30 @@ def time_phase(name, d, threads):
         meta = json.load(f)
     m, _, _ = build_model(name, torch)
     inputs = {k: torch.from_numpy(np.load(os.path.join(d, k + ".npy"))) for k in meta["inputs"]}
-    ms = time_step(m, inputs, torch)
+    ms, cpu = time_step_cpu(m, inputs, torch)
+    with torch.backends.mkldnn.flags(enabled=False):
+        ms_n, cpu_n = time_step_cpu(m, inputs, torch)
     with open(os.path.join(d, "torch_time.json"), "w") as f:
-        json.dump({"torch_ms": ms, "threads": threads, "blas": loaded_blas()}, f)
+        json.dump({"torch_ms": ms, "torch_no_onednn_ms": ms_n, "torch_cpu_ms": cpu,
+                   "torch_no_onednn_cpu_ms": cpu_n, "threads": threads,
+                   "blas": loaded_blas()}, f)
+
+
+def time_step_cpu(m, inputs, torch, repeat=3):
+    """time_step's medians, wall-clock and this process's CPU time (what RematLab's cpu_ms
+    measures), in ms."""
+    mm = m.float().train()
+    args = list(inputs.values())
+    walls, cpus = [], []
+    for i in range(repeat + 1):
+        mm.zero_grad()
+        t0, c0 = time.perf_counter(), time.process_time()
+        y = first_output(mm(*args))
+        (0.5 * (y * y).sum()).backward()
+        if i:
+            walls.append((time.perf_counter() - t0) * 1e3)
+            cpus.append((time.process_time() - c0) * 1e3)
+    return median(walls), median(cpus)
 
 
 def build_model(name, torch):
@@ -1055,7 +1078,7 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
         return row
     j = json.loads(out)
     row.update(status="loaded", nodes=j.get("computes"), param_bytes=j.get("params"),
-               ours_ms=j.get("total_ms"), loss=j.get("loss"), loss64=meta.get("loss64"))
+               ours_ms=j.get("total_ms"), ours_cpu_ms=j.get("cpu_ms"), loss=j.get("loss"), loss64=meta.get("loss64"))
     g64 = np.load(os.path.join(d, "grads64.npz"))
     g32 = np.load(os.path.join(d, "grads32.npz"))
     g32n = np.load(os.path.join(d, "grads32_no_onednn.npz"))
@@ -1150,17 +1173,20 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
 
 
 def timing(name, d, cli, threads, timeout, rounds, row):
-    """Step times, ours and PyTorch's (float32, oneDNN, TORCH_ENV's BLAS), alternated: the
-    first of ours is the main run's (`run --repeat 3`, median), then PyTorch's (time_phase, in a
-    fresh process: median of 3 steps after one warm-up), then for each further round ours again
-    (`run --repeat 3`, no dumps) and PyTorch's. Returns {"ours": [...], "torch": [...], "blas":
-    what PyTorch's process found loaded} or with "error"."""
+    """Step times, ours and PyTorch's (float32, with and without oneDNN, TORCH_ENV's BLAS),
+    alternated: the first of ours is the main run's (`run --repeat 3`, median), then PyTorch's
+    (time_phase, in a fresh process: median of 3 steps after one warm-up each way), then for
+    each further round ours again
+    (`run --repeat 3`, no dumps) and PyTorch's. Returns the wall-clock medians per round
+    {"ours": [...], "torch": [...], "torch_no_onednn": [...], "cpu": the same in process CPU
+    time, "blas": what PyTorch's process found loaded} or {"error": why}."""
     with open(os.path.join(d, "meta.json")) as f:
         meta = json.load(f)
     inputs = []
     for k in meta["inputs"]:
         inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-    ours, theirs, blas = [row["ours_ms"]], [], None
+    ours, theirs, theirs_n, blas = [row["ours_ms"]], [], [], None
+    cpu = {"ours": [row.get("ours_cpu_ms")], "torch": [], "torch_no_onednn": []}
     for r in range(rounds):
         if r:
             rc, out, err = run_cli(cli, ["run", "--network", os.path.join(d, "model.onnx"),
@@ -1169,6 +1195,7 @@ def timing(name, d, cli, threads, timeout, rounds, row):
             if rc != 0:
                 return {"error": "rematlab-cli run: " + reason_of(err)}
             ours.append(json.loads(out)["total_ms"])
+            cpu["ours"].append(json.loads(out).get("cpu_ms"))
         path = os.path.join(d, "torch_time.json")
         if os.path.exists(path):
             os.remove(path)
@@ -1181,8 +1208,12 @@ def timing(name, d, cli, threads, timeout, rounds, row):
         with open(path) as f:
             t = json.load(f)
         theirs.append(t["torch_ms"])
+        theirs_n.append(t["torch_no_onednn_ms"])
+        cpu["torch"].append(t["torch_cpu_ms"])
+        cpu["torch_no_onednn"].append(t["torch_no_onednn_cpu_ms"])
         blas = t["blas"]
-    return {"ours": ours, "torch": theirs, "blas": blas, "threads": threads}
+    return {"ours": ours, "torch": theirs, "torch_no_onednn": theirs_n, "blas": blas,
+            "threads": threads, "cpu": cpu}
 
 
 def median(v):
@@ -1204,9 +1235,17 @@ def fmt_times(r, key):
     """A step-time cell: the median over the rounds, with the range when there are several."""
     v = r.get("timing", {}).get(key)
     if not v:
-        return fmt_ms(r.get(key + "_ms" if key == "torch" else "ours_ms"))
+        return fmt_ms(r.get(key + "_ms"))
     t = fmt_ms(median(v))
-    return t + (f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else "")
+    t += f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else ""
+    c = [x for x in r["timing"].get("cpu", {}).get(key, []) if x is not None]
+    return t + (f", CPU {fmt_ms(median(c))}" if c else "")
+
+
+def torch_times(r):
+    if not r.get("timing", {}).get("torch_no_onednn"):
+        return fmt_times(r, "torch")
+    return fmt_times(r, "torch") + " / " + fmt_times(r, "torch_no_onednn")
 
 
 KINK_LABELS = {"clip": "clip/ReLU6", "hard_sigmoid": "hardsigmoid", "hard_swish": "hardswish"}
@@ -1250,13 +1289,14 @@ def table(rows):
             "grad error vs decision-matched f64 | PyTorch f32 vs its own decision-matched f64 "
             "(oneDNN / without) | params within allowance vs decision-matched (strict) | "
             "peak == (strategies) | bitwise "
-            "(strategies) | step ms ours | step ms PyTorch |")
+            "(strategies) | step ms ours (wall, CPU: medians) | step ms PyTorch (oneDNN / "
+            "without) |")
     lines = [head, "|" + "---|" * 16]
     for r in rows:
         st = r["status"]
         if st != "loaded":
             lines.append(f"| {r['model']} | {r.get('input', '')} | {st.replace('|', '/')} "
-                         f"| | | | | | | | | | | | | {fmt_times(r, 'torch')} |")
+                         f"| | | | | | | | | | | | | {torch_times(r)} |")
             continue
         within = f"{r['grads_ok']}/{r['grads_n']}"
         if r.get("grads_missing_n"):
@@ -1287,7 +1327,7 @@ def table(rows):
             f"{fmt_e(r['torch_err_no_onednn'])} | {within} | {flips} | {m_err} | {m_torch} | "
             f"{m_within} | "
             f"{peak} | {bit} | "
-            f"{fmt_times(r, 'ours')} | {fmt_times(r, 'torch')} |")
+            f"{fmt_times(r, 'ours')} | {torch_times(r)} |")
     return "\n".join(lines)
 
 
@@ -1450,7 +1490,8 @@ def main():
                 json.dump(row, f)
         tm = row.get("timing", {})
         if row["status"] == "loaded" and (a.redo or tm.get("blas_wanted") != blas_wanted
-                                          or len(tm.get("torch", [])) < a.time_rounds
+                                          or len(tm.get("torch_no_onednn", [])) < a.time_rounds
+                                          or "cpu" not in tm
                                           or tm.get("threads") != a.threads):
             log(f"{name}: timing ({a.time_rounds} round(s), PyTorch on {blas_wanted})…")
             row["timing"] = timing(name, d, a.cli, a.threads, a.timeout, a.time_rounds, row)
