@@ -18,8 +18,9 @@ and BERT-style), it
      close to a kink (distance / rms of that tensor, in float64) each was;
   4. runs every strategy under `rematlab-cli compare` and checks both invariants (predicted peak ==
      measured peak; gradients bitwise equal to none's);
-  5. times our step and PyTorch's float32 step (same threads; PyTorch on OpenBLAS by default,
-     --torch-blas), alternated over --time-rounds rounds;
+  5. times our step and PyTorch's float32 step, with oneDNN and without, in wall-clock and in
+     process CPU time (same threads; PyTorch on OpenBLAS by default, --torch-blas), alternated
+     over --time-rounds rounds;
 and prints one row per model.
 
 The error of a gradient is max|g - g64| / max|g64| over the tensor. A parameter is within the
