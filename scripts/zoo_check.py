@@ -685,10 +685,10 @@ def recording_decisions(m, inputs, torch, mkldnn):
 def onnx_calls(model):
     """Per kind (relu, maxpool2d, clip, hard_sigmoid, hard_swish), the ONNX nodes in file order
     whose export is one call of the matching torch.nn.functional function, and the names of the
-    nodes the first graph output depends on (RematLab imports only those). PyTorch 1.13 exports
+    nodes the first graph output depends on (RematLab imports only those), by first output. PyTorch 1.13 exports
     F.hardswish at opset 13 as HardSigmoid(alpha 1/6, beta 1/2) whose only consumer is Mul(x,
     that), which RematLab imports as one hard_swish (onnx_import.cpp); any other HardSigmoid is an
-    F.hardsigmoid."""
+    F.hardsigmoid. Nodes are told apart by their first output (names may be empty)."""
     g = model.graph
     consumers = {}
     for n in g.node:
@@ -698,9 +698,9 @@ def onnx_calls(model):
     needed, todo = set(), [g.output[0].name]
     while todo:
         n = producer.get(todo.pop())
-        if n is None or n.name in needed:
+        if n is None or n.output[0] in needed:
             continue
-        needed.add(n.name)
+        needed.add(n.output[0])
         todo.extend(n.input)
 
     def attr(n, key, default):
@@ -813,21 +813,22 @@ def matched_phase(name, d, threads):
         ours, off = {}, {}
         for kind, nodes in calls.items():
             mine = [n for n in dumped if n["op"] == kind]
-            theirs = [n for n in nodes if n.name in needed]
+            theirs = [n for n in nodes if n.output[0] in needed]
             same = len(mine) == len(theirs) and all(
-                our_name_fits(kind, a["node"], b.name) for a, b in zip(mine, theirs))
+                our_name_fits(kind, a["node"], b.name or b.output[0])  # as onnx_import names it
+                for a, b in zip(mine, theirs))
             if not same:
                 raise Refused(f"our {len(mine)} dumped {kind} outputs are not the ONNX file's "
                               f"{len(theirs)} {kind} nodes on the first output's path, in the "
                               "same order")
             it = iter(mine)
-            ours[kind] = [next(it) if n.name in needed else None for n in nodes]
+            ours[kind] = [next(it) if n.output[0] in needed else None for n in nodes]
             off[kind] = len(nodes) - len(theirs)
         by_output = {n["output"]: n for n in dumped}
         hs_attrs = {}
         for n in calls["hard_sigmoid"]:
             a = {x.name: x.f for x in n.attribute}
-            hs_attrs[n.name] = (a.get("alpha", 0.2), a.get("beta", 0.5))
+            hs_attrs[n.output[0]] = (a.get("alpha", 0.2), a.get("beta", 0.5))
         m, _, _ = build_model(name, torch)
         # The rebuilt model must be the exported one: its parameters are the file's initializers.
         inits = {t.name: t for t in model.graph.initializer}
@@ -924,7 +925,7 @@ def matched_phase(name, d, threads):
                                   f"{list(y32.shape)}")
                 alpha = beta = None
                 if kind == "hard_sigmoid":
-                    alpha, beta = hs_attrs[calls["hard_sigmoid"][k].name]
+                    alpha, beta = hs_attrs[calls["hard_sigmoid"][k].output[0]]
                     if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
                         raise Refused(f"hard_sigmoid call {k} ({node['node']}) has alpha "
                                       f"{alpha}, beta {beta}; F.hardsigmoid's are 1/6, 1/2")
