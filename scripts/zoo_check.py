@@ -352,7 +352,8 @@ def torch_env(cache, choice, threads):
                 raise OSError("dpkg -x: " + x.stderr.strip())
         except (OSError, subprocess.SubprocessError) as e:
             log(f"zoo-check: WARNING: cannot get OpenBLAS for PyTorch ({e}); PyTorch runs on "
-                "the reference BLAS")
+                "the reference BLAS (if apt-get cannot locate the package, `apt-get update` "
+                "first)")
             return env, "reference"
         if not glob.glob(pattern):
             log(f"zoo-check: WARNING: the unpacked libopenblas0-pthread has no {pattern}; "
