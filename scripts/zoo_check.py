@@ -7,16 +7,20 @@ and BERT-style), it
      do_constant_folding=False, weights=None, num_classes=10, dropout and stochastic depth 0) at
      the smallest input size it accepts, batch 2;
   2. has PyTorch compute the gradients of ½·Σ y² on the first output in float64 (the reference) and
-     in float32 twice (with oneDNN, PyTorch's default CPU convolutions, and without it), and times
-     PyTorch's float32 step;
+     in float32 twice (with oneDNN, PyTorch's default CPU convolutions, and without it);
   3. runs `rematlab-cli run --strategy none --dump-grads --dump-activations` and compares every
      parameter's gradient with the float64 one, beside PyTorch's own float32 errors, and with a
-     decision-matched float64 reference: PyTorch in float64 again, but every ReLU takes its on/off
-     decision from our float32 run (our dumped ReLU outputs > 0), each max-pool window our
-     float32 choice of element; it counts the decisions that
-     differ from float64's own and how close to 0 (|x| / rms of that tensor, in float64) each was;
+     decision-matched float64 reference: PyTorch in float64 again, but every kinked op takes its
+     discrete decisions from our float32 run: each ReLU its on/off mask (our dumped ReLU outputs
+     > 0), each max-pool window our float32 choice of element (whatever its input), each clip
+     (ReLU6), hardsigmoid and hardswish element the linear piece (below, between or above the
+     kinks) our kernel put it on; it counts the decisions that differ from float64's own and how
+     close to a kink (distance / rms of that tensor, in float64) each was;
   4. runs every strategy under `rematlab-cli compare` and checks both invariants (predicted peak ==
      measured peak; gradients bitwise equal to none's);
+  5. times our step and PyTorch's float32 step, with oneDNN and without, in wall-clock and in
+     process CPU time (same threads; PyTorch on OpenBLAS by default, --torch-blas), alternated
+     over --time-rounds rounds;
 and prints one row per model.
 
 The error of a gradient is max|g - g64| / max|g64| over the tensor. A parameter is within the
@@ -25,9 +29,14 @@ error being the larger of its two CPU paths: a ReLU or max-pool decision that li
 kink than float32's rounding noise flips with the order of a sum, in PyTorch as in RematLab, and
 the gradients downstream of it then differ from float64 by far more than rounding (DenseNet-121,
 docs/onnx.md). The two PyTorch paths show how far float32 itself can land from float64. The same
-allowance is applied against the decision-matched reference, where such a flipped ReLU decision
-no longer separates the two (max-pool windows are matched too when their input is a ReLU's
-output; clip/ReLU6, hardswish and other kinks are not).
+allowance is applied against the decision-matched reference, where such a flipped decision no
+longer separates the two (ReLU, max-pool, clip/ReLU6, hardsigmoid and hardswish are matched;
+other kinked ops, e.g. abs, and the smooth ones are not).
+
+PyTorch's children run on OpenBLAS by default: Debian's PyTorch calls libblas.so.3, the
+reference BLAS here, so zoo-check fetches libopenblas0-pthread's package file (apt-get
+download, nothing installed) into --cache, unpacks it there and puts it first on the children's
+LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded.
 
 Everything expensive is cached under --cache (default .cache/zoo-check): the export, the input
 and the references per model, and our results (redone when rematlab-cli is newer). Interrupt it
@@ -35,6 +44,7 @@ and run it again to resume.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -80,6 +90,18 @@ APPROX_M = {
     "vgg19": 143.7, "vgg19_bn": 143.7, "regnet_y_32gf": 145.0, "convnext_large": 197.8,
     "vit_l_16": 304.3, "vit_l_32": 306.5, "regnet_y_128gf": 644.8, "vit_h_14": 632.0,
 }
+
+
+# The environment of PyTorch's child processes (torch_env): which BLAS they load.
+TORCH_ENV = None
+
+
+def env_like(meta):
+    """The environment for a model's decision-matched child: the BLAS its cached references were
+    computed with (meta's torch_blas; exports from before it was recorded used the reference
+    BLAS), so that with no decision flipped the matched step is the plain float64 step, bitwise."""
+    kind = meta.get("torch_blas", {}).get("kind", "reference")
+    return TORCH_ENV if kind == "openblas" else dict(os.environ)
 
 
 def log(*a):
@@ -261,6 +283,127 @@ def time_step(m, inputs, torch, repeat=3):
     return ts[len(ts) // 2]
 
 
+def loaded_blas():
+    """Which BLAS this process has loaded (after `import torch`), from /proc/self/maps: the
+    libblas / liblapack / libopenblas files mapped, "openblas" or "reference" (Debian's libblas3
+    alone), and OpenBLAS's own openblas_get_config() and core name where it is OpenBLAS."""
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and os.path.basename(parts[5]).startswith(
+                    ("libblas", "liblapack", "libopenblas")):
+                libs.add(parts[5])
+    open_ = sorted(p for p in libs if "openblas" in p)
+    ref = sorted(p for p in libs if "openblas" not in p and "libblas" in os.path.basename(p))
+    kind = ("mixed" if open_ and ref else "openblas" if open_ else "reference" if ref
+            else "unknown")
+    info = {"kind": kind, "libs": sorted(libs)}
+    if open_:
+        import ctypes
+        for p in open_:
+            try:
+                lib = ctypes.CDLL(p)
+                lib.openblas_get_config.restype = ctypes.c_char_p
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                info["config"] = lib.openblas_get_config().decode()
+                info["core"] = lib.openblas_get_corename().decode()
+                break
+            except (OSError, AttributeError):
+                continue
+    return info
+
+
+def blas_text(info):
+    if not info:
+        return "unknown BLAS"
+    if info["kind"] == "openblas":
+        return (f"OpenBLAS ({info.get('config', '?').split(' DYNAMIC')[0]}, "
+                f"{info.get('core', '?')} kernels, from {os.path.dirname(info['libs'][0])})")
+    if info["kind"] == "reference":
+        return "the reference BLAS (Debian's libblas3)"
+    return info["kind"] + " BLAS: " + ", ".join(info["libs"])
+
+
+def torch_env(cache, choice, threads):
+    """The environment of PyTorch's child processes and the BLAS it asks for. Debian's PyTorch
+    links libblas.so.3, which is the reference BLAS here (libblas3); installing libopenblas
+    would switch that for the whole system (CBC's LP solver too), so for "openblas" the package
+    file of libopenblas0-pthread is fetched (`apt-get download`) into CACHE/_openblas, unpacked
+    there (`dpkg -x`) and put first on the children's LD_LIBRARY_PATH, its threads pinned to
+    --threads (OPENBLAS_NUM_THREADS; OPENBLAS_CORETYPE and the like are left as they are). When
+    that is impossible it says so and falls back to the reference BLAS."""
+    env = dict(os.environ)
+    if choice == "reference":
+        return env, "reference"
+    root = os.path.join(cache, "_openblas")
+    pattern = os.path.join(root, "usr", "lib", "*", "openblas-pthread", "libblas.so.3")
+    if not glob.glob(pattern):
+        os.makedirs(root, exist_ok=True)
+        try:
+            p = subprocess.run(["apt-get", "download", "libopenblas0-pthread"], cwd=root,
+                               capture_output=True, text=True, timeout=600)
+            debs = sorted(glob.glob(os.path.join(root, "libopenblas0-pthread_*.deb")))
+            if p.returncode != 0 or not debs:
+                raise OSError("apt-get download libopenblas0-pthread: " +
+                              (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
+            x = subprocess.run(["dpkg", "-x", debs[-1], root], capture_output=True, text=True)
+            if x.returncode != 0:
+                raise OSError("dpkg -x: " + x.stderr.strip())
+        except (OSError, subprocess.SubprocessError) as e:
+            log(f"zoo-check: WARNING: cannot get OpenBLAS for PyTorch ({e}); PyTorch runs on "
+                "the reference BLAS (if apt-get cannot locate the package, `apt-get update` "
+                "first)")
+            return env, "reference"
+        if not glob.glob(pattern):
+            log(f"zoo-check: WARNING: the unpacked libopenblas0-pthread has no {pattern}; "
+                "PyTorch runs on the reference BLAS")
+            return env, "reference"
+    libdir = os.path.dirname(sorted(glob.glob(pattern))[-1])
+    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"]
+                                       if env.get("LD_LIBRARY_PATH") else "")
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    return env, "openblas"
+
+
+def time_phase(name, d, threads):
+    """PyTorch's float32 step time (time_step) on the exported model's input, in this process's
+    BLAS, with oneDNN (PyTorch's default CPU convolutions, which do not call the BLAS) and
+    without (im2col + the BLAS's GEMM); writes DIR/torch_time.json with the BLAS it found
+    loaded."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(threads)
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)
+    m, _, _ = build_model(name, torch)
+    inputs = {k: torch.from_numpy(np.load(os.path.join(d, k + ".npy"))) for k in meta["inputs"]}
+    ms, cpu = time_step_cpu(m, inputs, torch)
+    with torch.backends.mkldnn.flags(enabled=False):
+        ms_n, cpu_n = time_step_cpu(m, inputs, torch)
+    with open(os.path.join(d, "torch_time.json"), "w") as f:
+        json.dump({"torch_ms": ms, "torch_no_onednn_ms": ms_n, "torch_cpu_ms": cpu,
+                   "torch_no_onednn_cpu_ms": cpu_n, "threads": threads,
+                   "blas": loaded_blas()}, f)
+
+
+def time_step_cpu(m, inputs, torch, repeat=3):
+    """time_step's medians, wall-clock and this process's CPU time (what RematLab's cpu_ms
+    measures), in ms."""
+    mm = m.float().train()
+    args = list(inputs.values())
+    walls, cpus = [], []
+    for i in range(repeat + 1):
+        mm.zero_grad()
+        t0, c0 = time.perf_counter(), time.process_time()
+        y = first_output(mm(*args))
+        (0.5 * (y * y).sum()).backward()
+        if i:
+            walls.append((time.perf_counter() - t0) * 1e3)
+            cpus.append((time.process_time() - c0) * 1e3)
+    return median(walls), median(cpus)
+
+
 def build_model(name, torch):
     """The model of `name` as zoo-check exports it (seeded, so that a later process rebuilds the
     same weights); for a language model also its inputs. Returns (model, inputs or None, the
@@ -336,6 +479,7 @@ def torch_phase(name, d, threads, load_only=False):
     np.savez(os.path.join(d, "grads32_no_onednn.npz"), **g32n)
     meta["torch_ms"] = time_step(m, inputs, torch)
     meta["torch_threads"] = threads
+    meta["torch_blas"] = loaded_blas()
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f)
 
@@ -346,21 +490,71 @@ class Refused(Exception):
     pass
 
 
-def with_decisions(m, inputs, dtype, torch, relu_mask, pool_index, mkldnn=True):
-    """grads_of(m, inputs, dtype) with every ReLU and max-pool decision taken from outside: the
-    k-th call of torch.nn.functional.relu (nn.ReLU modules call it too, torchvision 0.14) returns
-    x * relu_mask(k, x), and the k-th torch.nn.functional.max_pool2d call gathers each window's
-    element at pool_index(k, x, args) (None: the pool's own choice). Calls come in the order the
-    export traced them, the ONNX node order. Returns the gradients, the loss, and per call the
-    flipped decisions: (count, largest |x|/rms of the flipped pre-activations) for ReLUs,
-    (count, largest gap/rms between float64's own maximum and the chosen element) for pools,
-    with the element or window count; None for a pool left alone."""
+# The kinked elementwise ops matched besides ReLU, by our op name (rematlab-cli's dump): the
+# torch.nn.functional functions PyTorch 1.13 / torchvision 0.14 reach them through (nn.ReLU6 and
+# nn.Hardtanh call F.hardtanh; F.relu6 is patched too in case a model calls it; nn.Hardsigmoid
+# calls F.hardsigmoid, nn.Hardswish F.hardswish), and the kinks in x. Each element is on one of
+# three linear pieces, 0 below the lower kink, 1 between, 2 above; a decision is that piece.
+KINK_FNS = {"clip": ("hardtanh", "relu6"), "hard_sigmoid": ("hardsigmoid",),
+            "hard_swish": ("hardswish",)}
+
+
+def own_piece(kind, x, lo, hi):
+    """The piece of each element of x by the backward's rule (ours and PyTorch's agree for clip
+    and hard_swish; for hard_sigmoid this is PyTorch's x-based rule, -3 < x < 3, which float64
+    shares with ours): clip passes the gradient strictly inside (lo, hi), hard_swish is 0 below
+    -3, x/3 + 1/2 on [-3, 3] and 1 above."""
+    import torch
+    p = torch.ones(x.shape, dtype=torch.int8)
+    if kind == "hard_swish":
+        p[x < -3] = 0
+        p[x > 3] = 2
+    else:
+        p[x <= lo] = 0
+        p[x >= hi] = 2
+    return p
+
+
+def on_piece(kind, x, p, lo, hi, own, y_own):
+    """f(x) with each element on the given piece p, every value computed in x's dtype (float64):
+    PyTorch's own result y_own (and its backward) where p is float64's own piece, elsewhere that
+    piece's formula, clip lo / x / hi, hard_sigmoid 0 / (x + 3)/6 / 1, hard_swish 0 / x(x + 3)/6
+    / x (so with no decision flipped the step is PyTorch's float64 step, bitwise)."""
+    import torch
+    mid, low = p == 1, p == 0
+    if kind == "clip":
+        alt = torch.where(mid, x, torch.where(low, x.new_tensor(lo), x.new_tensor(hi)))
+    elif kind == "hard_sigmoid":
+        alt = torch.where(mid, (x + 3) / 6, torch.where(low, x.new_tensor(0.0),
+                                                        x.new_tensor(1.0)))
+    else:
+        alt = torch.where(mid, x * (x + 3) / 6, torch.where(low, x * 0, x))
+    return torch.where(p == own, y_own, alt)
+
+
+def with_decisions(m, inputs, dtype, torch, relu_mask, pool_index, kink_piece=None, mkldnn=True):
+    """grads_of(m, inputs, dtype) with every ReLU, max-pool and other kinked-op decision taken
+    from outside: the k-th call of torch.nn.functional.relu (nn.ReLU modules call it too,
+    torchvision 0.14) returns x * relu_mask(k, x); the k-th torch.nn.functional.max_pool2d call
+    gathers each window's element at pool_index(k, x, args); the k-th call of a KINK_FNS kind
+    (clip, hard_sigmoid, hard_swish) puts each element on the piece kink_piece(kind, k, x, lo, hi)
+    gives (on_piece). None from pool_index, kink_piece or relu_mask: that call's own decisions (a
+    node off the first output). Calls come in the order the export traced them, the ONNX node
+    order. Returns the gradients, the loss, and per call the flipped decisions: (count, largest
+    |x|/rms of the flipped pre-activations, elements) for ReLUs, (count, largest gap/rms between
+    float64's own maximum and the chosen element, windows) for pools, (count, largest distance
+    to the nearer kink / rms, elements) per kinked kind; None for a call left alone."""
     import torch.nn.functional as F
     real_relu, real_pool = F.relu, F.max_pool2d
+    real_kinks = {fn: getattr(F, fn) for fns in KINK_FNS.values() for fn in fns}
     relu_calls, pool_calls = [], []
+    kink_calls = {kind: [] for kind in KINK_FNS}
 
     def relu(x, inplace=False):
         mask = relu_mask(len(relu_calls), x)
+        if mask is None:
+            relu_calls.append(None)
+            return real_relu(x, inplace=inplace)
         with torch.no_grad():
             flipped = mask != (x > 0)
             n = int(flipped.sum())
@@ -389,53 +583,220 @@ def with_decisions(m, inputs, dtype, torch, relu_mask, pool_index, mkldnn=True):
         y = x.flatten(2).gather(2, idx.flatten(2)).view(idx.shape)
         return (y, idx) if return_indices else y
 
-    F.relu, F.max_pool2d = relu, pool
+    def kinked(kind, x, lo, hi, real_call):
+        """real_call(inplace) is the unpatched function on x."""
+        calls = kink_calls[kind]
+        p = kink_piece(kind, len(calls), x, lo, hi) if kink_piece else None
+        if p is None:
+            calls.append(None)
+            return real_call(None)
+        with torch.no_grad():
+            own = own_piece(kind, x, lo, hi)
+            flipped = p != own
+            n = int(flipped.sum())
+            rms = float(x.pow(2).mean().sqrt())
+            dist = torch.minimum((x - lo).abs(), (x - hi).abs())
+            close = float((dist[flipped] / rms).max()) if n else 0.0
+        calls.append((n, close, x.numel()))
+        return on_piece(kind, x, p, lo, hi, own, real_call(False))
+
+    def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+        return kinked("clip", x, float(min_val), float(max_val), lambda ip: real_kinks[
+            "hardtanh"](x, min_val, max_val, inplace if ip is None else ip))
+
+    def relu6(x, inplace=False):
+        return kinked("clip", x, 0.0, 6.0,
+                      lambda ip: real_kinks["relu6"](x, inplace if ip is None else ip))
+
+    def hardsigmoid(x, inplace=False):
+        return kinked("hard_sigmoid", x, -3.0, 3.0,
+                      lambda ip: real_kinks["hardsigmoid"](x, inplace if ip is None else ip))
+
+    def hardswish(x, inplace=False):
+        return kinked("hard_swish", x, -3.0, 3.0,
+                      lambda ip: real_kinks["hardswish"](x, inplace if ip is None else ip))
+
+    patched = {"relu": relu, "max_pool2d": pool, "hardtanh": hardtanh, "relu6": relu6,
+               "hardsigmoid": hardsigmoid, "hardswish": hardswish}
+    real = {fn: getattr(F, fn) for fn in patched}
+    for fn, f in patched.items():
+        setattr(F, fn, f)
     try:
         g, loss = grads_of(m, inputs, dtype, torch, mkldnn=mkldnn)
     finally:
-        F.relu, F.max_pool2d = real_relu, real_pool
-    return g, loss, relu_calls, pool_calls
+        for fn, f in real.items():
+            setattr(F, fn, f)
+    return g, loss, relu_calls, pool_calls, kink_calls
 
 
 def recording_decisions(m, inputs, torch, mkldnn):
-    """PyTorch's float32 gradients with each ReLU's mask (output > 0) and each max-pool's indices,
-    in call order, as that run took them."""
+    """PyTorch's float32 gradients with each ReLU's mask (output > 0), each max-pool's indices and
+    each clip / hard_sigmoid / hard_swish call's pieces (own_piece of its float32 input: PyTorch's
+    backward rules), in call order, as that run took them."""
     import torch.nn.functional as F
-    real_relu, real_pool = F.relu, F.max_pool2d
     masks, indices = [], []
+    pieces = {kind: [] for kind in KINK_FNS}
+    real = {fn: getattr(F, fn) for fn in ("relu", "max_pool2d", "hardtanh", "relu6",
+                                          "hardsigmoid", "hardswish")}
 
     def relu(x, inplace=False):
-        y = real_relu(x, inplace=inplace)
+        y = real["relu"](x, inplace=inplace)
         masks.append((y > 0).detach().clone())
         return y
 
     def pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False):
-        y, idx = real_pool(x, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode,
-                           return_indices=True)
+        y, idx = real["max_pool2d"](x, kernel_size, stride, padding, dilation,
+                                    ceil_mode=ceil_mode, return_indices=True)
         indices.append(idx.detach().clone())
         return (y, idx) if return_indices else y
 
-    F.relu, F.max_pool2d = relu, pool
+    def record(kind, x, lo, hi):  # before the call: an in-place one overwrites x
+        with torch.no_grad():
+            pieces[kind].append(own_piece(kind, x.detach(), lo, hi))
+
+    def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+        record("clip", x, float(min_val), float(max_val))
+        return real["hardtanh"](x, min_val, max_val, inplace)
+
+    def relu6(x, inplace=False):
+        record("clip", x, 0.0, 6.0)
+        return real["relu6"](x, inplace)
+
+    def hardsigmoid(x, inplace=False):
+        record("hard_sigmoid", x, -3.0, 3.0)
+        return real["hardsigmoid"](x, inplace)
+
+    def hardswish(x, inplace=False):
+        record("hard_swish", x, -3.0, 3.0)
+        return real["hardswish"](x, inplace)
+
+    patched = {"relu": relu, "max_pool2d": pool, "hardtanh": hardtanh, "relu6": relu6,
+               "hardsigmoid": hardsigmoid, "hardswish": hardswish}
+    for fn, f in patched.items():
+        setattr(F, fn, f)
     try:
         g, _ = grads_of(m, inputs, torch.float32, torch, mkldnn=mkldnn)
     finally:
-        F.relu, F.max_pool2d = real_relu, real_pool
-    return g, masks, indices
+        for fn, f in real.items():
+            setattr(F, fn, f)
+    return g, masks, indices, pieces
+
+
+def onnx_calls(model):
+    """Per kind (relu, maxpool2d, clip, hard_sigmoid, hard_swish), the ONNX nodes in file order
+    whose export is one call of the matching torch.nn.functional function, and the names of the
+    nodes the first graph output depends on (RematLab imports only those), by first output. PyTorch 1.13 exports
+    F.hardswish at opset 13 as HardSigmoid(alpha 1/6, beta 1/2) whose only consumer is Mul(x,
+    that), which RematLab imports as one hard_swish (onnx_import.cpp); any other HardSigmoid is an
+    F.hardsigmoid. Nodes are told apart by their first output (names may be empty)."""
+    g = model.graph
+    consumers = {}
+    for n in g.node:
+        for v in n.input:
+            consumers.setdefault(v, []).append(n)
+    producer = {o: n for n in g.node for o in n.output}
+    needed, todo = set(), [g.output[0].name]
+    while todo:
+        n = producer.get(todo.pop())
+        if n is None or n.output[0] in needed:
+            continue
+        needed.add(n.output[0])
+        todo.extend(n.input)
+
+    def attr(n, key, default):
+        for a in n.attribute:
+            if a.name == key:
+                return a.f
+        return default
+
+    calls = {"relu": [], "maxpool2d": [], "clip": [], "hard_sigmoid": [], "hard_swish": []}
+    for n in g.node:
+        if n.op_type == "Relu":
+            calls["relu"].append(n)
+        elif n.op_type == "MaxPool":
+            calls["maxpool2d"].append(n)
+        elif n.op_type == "Clip":
+            calls["clip"].append(n)
+        elif n.op_type == "HardSigmoid":
+            use = consumers.get(n.output[0], [])
+            hsw = (abs(attr(n, "alpha", 0.2) - 1 / 6) < 1e-6 and abs(attr(n, "beta", 0.5) - 0.5)
+                   < 1e-6 and len(use) == 1 and use[0].op_type == "Mul"
+                   and sorted(use[0].input) == sorted([n.input[0], n.output[0]]))
+            calls["hard_swish" if hsw else "hard_sigmoid"].append(n)
+    return calls, needed
+
+
+def our_name_fits(kind, ours, onnx_name):
+    """Whether our node `ours` is the import of ONNX node `onnx_name`: the same name, except for
+    hard_swish, which RematLab names after the module of the HardSigmoid + Mul pair
+    ("/features/features.0/features.0.2/HardSigmoid" → "/features/features.0/features.0.2/
+    HardSwish"; onnx_import.cpp, module_of and hard_sigmoid), with "_2", … where taken."""
+    import re
+    if kind != "hard_swish":
+        return ours == onnx_name
+    slash = onnx_name.rfind("/")
+    module = onnx_name if slash <= 0 else onnx_name[:slash]
+    base = ("" if module == onnx_name else module) + "/HardSwish"
+    return ours == base or re.fullmatch(re.escape(base) + r"_\d+", ours) is not None
+
+
+def our_kink_piece(kind, x, y, lo, hi, alpha=None, beta=None):
+    """The piece our float32 kernels (engine/cpu/activations.cpp) put each element on, from our
+    dumped input x and output y (numpy float32), checked against y: clip is min(max(x, lo), hi),
+    its backward passes strictly inside (lo, hi); hard_swish is x·min(max(x + 3, 0), 6)/6, 0
+    below -3, x/3 + 1/2 on [-3, 3]; hard_sigmoid is min(max(a·x + b, 0), 1) with v = a·x + b
+    possibly contracted to one FMA by the compiler, so y itself decides (v ≤ 0, 0 < v < 1,
+    v ≥ 1: the forward's and the backward's test on the same v). Returns (pieces, None) or
+    (None, why the dump does not fit)."""
+    import numpy as np
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        if kind == "clip":
+            lo32, hi32 = f32(lo), f32(hi)
+            if not np.array_equal(np.minimum(np.maximum(x, lo32), hi32), y):
+                return None, f"is not min(max(x, {lo}), {hi}) of our dumped input"
+            p = np.ones(x.shape, np.int8)
+            p[x <= lo32] = 0
+            p[x >= hi32] = 2
+            return p, None
+        if kind == "hard_swish":
+            if not np.array_equal(x * np.minimum(np.maximum(x + f32(3), f32(0)), f32(6)) / f32(6),
+                                  y):
+                return None, "is not x·min(max(x + 3, 0), 6)/6 of our dumped input"
+            p = np.ones(x.shape, np.int8)
+            p[x < f32(-3)] = 0
+            p[x > f32(3)] = 2
+            return p, None
+        a, b = f32(alpha), f32(beta)
+        plain = np.minimum(np.maximum(a * x + b, f32(0)), f32(1))
+        fused = np.minimum(np.maximum((np.float64(a) * x.astype(np.float64) + np.float64(b))
+                                      .astype(f32), f32(0)), f32(1))
+        bad = int(((y != plain) & (y != fused)).sum())
+        if bad:
+            return None, (f"is not min(max({alpha:.6g}·x + {beta:.6g}, 0), 1) of our dumped input "
+                          f"at {bad} elements (with or without FMA)")
+        p = np.ones(x.shape, np.int8)
+        p[y <= 0] = 0
+        p[y >= 1] = 2
+        return p, None
 
 
 def matched_phase(name, d, threads):
-    """The decision-matched float64 reference: PyTorch's float64 gradients with every ReLU's
-    on/off decision (and max-pool window's choice of element) taken from our float32 run
-    (DIR/ours_acts, `rematlab-cli run --dump-activations --dump-activations-ops relu,maxpool2d`):
-    mask_k = (our k-th ReLU output > 0), k in ONNX node order; a pool's element is the first
-    maximum of our float32 input (our kernel's rule and PyTorch's), found from the dump of that
-    input, which must be a ReLU output (else the pool is left unmatched). Everything else is
-    computed in float64 by PyTorch. The same is done for PyTorch's own two float32 paths (the
-    float64 step with their decisions): their errors against that are what float32 rounding
-    alone does. Writes grads_matched.npz and matched.json (flipped decisions: where ours differ
-    from float64's own, and how close to the kink each was), or matched.json with "refused" and
-    why (no reference then)."""
+    """The decision-matched float64 reference: PyTorch's float64 gradients with every discrete
+    decision of a kinked op taken from our float32 run (DIR/ours_acts, `rematlab-cli run
+    --dump-activations`; see dump_ops_for): ReLU mask_k = (our k-th ReLU output > 0); a max-pool
+    window's element is the first maximum of our float32 input (our kernel's rule and PyTorch's),
+    found from the dump of that input (any producer's output, or a graph input); a clip (ReLU6),
+    hard_sigmoid or hard_swish element's linear piece is the one our kernel put it on
+    (our_kink_piece, from our dumped input and output). k runs over the ONNX nodes of each kind in
+    file order (the order PyTorch traced the calls); nodes off the first output, which RematLab
+    does not import (GoogLeNet's and Inception's auxiliary heads), keep float64's own decisions
+    and are counted. Everything else is computed in float64 by PyTorch. The same is done for
+    PyTorch's own two float32 paths (the float64 step with their decisions): their errors against
+    that are what float32 rounding alone does. Writes grads_matched.npz and matched.json (flipped
+    decisions per kind: where ours differ from float64's own, and how close to a kink each was),
+    or matched.json with "refused" and why (no reference then)."""
     import numpy as np
     import onnx
     import onnx.numpy_helper
@@ -447,15 +808,28 @@ def matched_phase(name, d, threads):
     try:
         with open(os.path.join(adir, "index.json")) as f:
             dumped = json.load(f)["nodes"]
-        relus = [n for n in dumped if n["op"] == "relu"]
-        pools = [n for n in dumped if n["op"] == "maxpool2d"]
         model = onnx.load(os.path.join(d, "model.onnx"))
-        for ours, op in ((relus, "Relu"), (pools, "MaxPool")):
-            theirs = [n.name for n in model.graph.node if n.op_type == op]
-            if [n["node"] for n in ours] != theirs:
-                raise Refused(f"our {len(ours)} dumped {op} outputs are not the ONNX file's "
-                              f"{len(theirs)} {op} nodes in the same order")
+        calls, needed = onnx_calls(model)
+        # For each kind, call k → our dumped node (None: off the first output, not imported).
+        ours, off = {}, {}
+        for kind, nodes in calls.items():
+            mine = [n for n in dumped if n["op"] == kind]
+            theirs = [n for n in nodes if n.output[0] in needed]
+            same = len(mine) == len(theirs) and all(
+                our_name_fits(kind, a["node"], b.name or b.output[0])  # as onnx_import names it
+                for a, b in zip(mine, theirs))
+            if not same:
+                raise Refused(f"our {len(mine)} dumped {kind} outputs are not the ONNX file's "
+                              f"{len(theirs)} {kind} nodes on the first output's path, in the "
+                              "same order")
+            it = iter(mine)
+            ours[kind] = [next(it) if n.output[0] in needed else None for n in nodes]
+            off[kind] = len(nodes) - len(theirs)
         by_output = {n["output"]: n for n in dumped}
+        hs_attrs = {}
+        for n in calls["hard_sigmoid"]:
+            a = {x.name: x.f for x in n.attribute}
+            hs_attrs[n.output[0]] = (a.get("alpha", 0.2), a.get("beta", 0.5))
         m, _, _ = build_model(name, torch)
         # The rebuilt model must be the exported one: its parameters are the file's initializers.
         inits = {t.name: t for t in model.graph.initializer}
@@ -473,9 +847,20 @@ def matched_phase(name, d, threads):
         inputs = {k: torch.from_numpy(np.load(os.path.join(d, k + ".npy")))
                   for k in meta["inputs"]}
 
-        def check_count(calls, what, n):
-            if len(calls) != n:
-                raise Refused(f"the float64 forward called {what} {len(calls)} times, but "
+        def our_input(node, what):
+            """Our float32 input of a dumped node: its producer's dumped output or a graph
+            input."""
+            v = node["inputs"][0]
+            src = by_output.get(v)
+            if src is not None:
+                return np.load(os.path.join(adir, src["file"]))
+            if v in meta["inputs"]:
+                return np.load(os.path.join(d, v + ".npy"))
+            raise Refused(f"{what} ({node['node']}): its input '{v}' was not dumped")
+
+        def check_count(got, what, n):
+            if len(got) != n:
+                raise Refused(f"the float64 forward called {what} {len(got)} times, but "
                               f"{n} were recorded")
 
         def mask_from(masks, who):
@@ -483,67 +868,150 @@ def matched_phase(name, d, threads):
                 if k >= len(masks):
                     raise Refused(f"the float64 forward calls relu more than the {len(masks)} "
                                   f"times {who} did")
+                if masks[k] is None:
+                    return None
                 if tuple(x.shape) != tuple(masks[k].shape):
                     raise Refused(f"ReLU call {k} has shape {list(x.shape)}, {who} "
                                   f"{list(masks[k].shape)}")
                 return masks[k]
             return f
 
+        def pieces_from(pieces, who):
+            def f(kind, k, x, lo, hi):
+                got = pieces[kind]
+                if k >= len(got):
+                    raise Refused(f"the float64 forward calls {kind} more than the {len(got)} "
+                                  f"times {who} did")
+                p = got[k]
+                if callable(p):
+                    p = p(x, lo, hi)
+                if p is None:
+                    return None
+                if tuple(x.shape) != tuple(p.shape):
+                    raise Refused(f"{kind} call {k} has shape {list(x.shape)}, {who} "
+                                  f"{list(p.shape)}")
+                return p
+            return f
+
         # Ours, from the dump.
         real_pool = F.max_pool2d
-        masks = [torch.from_numpy(np.load(os.path.join(adir, n["file"])) > 0) for n in relus]
+        masks = [None if n is None else
+                 torch.from_numpy(np.load(os.path.join(adir, n["file"])) > 0)
+                 for n in ours["relu"]]
 
         def our_pool(k, x, args):
-            if k >= len(pools):
-                raise Refused(f"the float64 forward calls max_pool2d more than our "
-                              f"{len(pools)} max-pools")
-            src = by_output.get(pools[k]["inputs"][0])
-            if src is None or src["op"] != "relu":
+            if k >= len(ours["maxpool2d"]):
+                raise Refused(f"the float64 forward calls max_pool2d more than the ONNX file's "
+                              f"{len(ours['maxpool2d'])} MaxPool nodes")
+            node = ours["maxpool2d"][k]
+            if node is None:
                 return None
-            x32 = torch.from_numpy(np.load(os.path.join(adir, src["file"])))
+            x32 = torch.from_numpy(our_input(node, f"max-pool call {k}"))
             if tuple(x.shape) != tuple(x32.shape):
-                raise Refused(f"max-pool call {k} ({pools[k]['node']}) has input shape "
+                raise Refused(f"max-pool call {k} ({node['node']}) has input shape "
                               f"{list(x.shape)}, our dump {list(x32.shape)}")
             y32, idx = real_pool(x32, return_indices=True, **args)  # F's is patched now
-            if not np.array_equal(y32.numpy(), np.load(os.path.join(adir, pools[k]["file"]))):
-                raise Refused(f"max-pool call {k} ({pools[k]['node']}): PyTorch's max-pool of "
+            if not np.array_equal(y32.numpy(), np.load(os.path.join(adir, node["file"]))):
+                raise Refused(f"max-pool call {k} ({node['node']}): PyTorch's max-pool of "
                               "our dumped input is not our dumped output")
             return idx
 
-        g, loss, rc, pc = with_decisions(m, inputs, torch.float64, torch,
-                                         mask_from(masks, "we"), our_pool)
+        def our_piece_of(kind, k, node):
+            def f(x, lo, hi):
+                x32 = our_input(node, f"{kind} call {k}")
+                y32 = np.load(os.path.join(adir, node["file"]))
+                if tuple(x.shape) != x32.shape or x32.shape != y32.shape:
+                    raise Refused(f"{kind} call {k} ({node['node']}) has input shape "
+                                  f"{list(x.shape)}, our dump {list(x32.shape)} → "
+                                  f"{list(y32.shape)}")
+                alpha = beta = None
+                if kind == "hard_sigmoid":
+                    alpha, beta = hs_attrs[calls["hard_sigmoid"][k].output[0]]
+                    if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
+                        raise Refused(f"hard_sigmoid call {k} ({node['node']}) has alpha "
+                                      f"{alpha}, beta {beta}; F.hardsigmoid's are 1/6, 1/2")
+                p, why = our_kink_piece(kind, x32, y32, lo, hi, alpha, beta)
+                if p is None:
+                    raise Refused(f"{kind} call {k} ({node['node']}): our dumped output {why}")
+                return torch.from_numpy(p)
+            return f
+
+        our_pieces = {kind: [None if n is None else our_piece_of(kind, k, n)
+                             for k, n in enumerate(ours[kind])] for kind in KINK_FNS}
+        g, loss, rc, pc, kc = with_decisions(m, inputs, torch.float64, torch,
+                                             mask_from(masks, "we"), our_pool,
+                                             pieces_from(our_pieces, "the ONNX file"))
         check_count(rc, "relu", len(masks))
-        check_count(pc, "max_pool2d", len(pools))
+        check_count(pc, "max_pool2d", len(ours["maxpool2d"]))
+        for kind, fns in KINK_FNS.items():
+            check_count(kc[kind], "/".join(fns), len(ours[kind]))
         np.savez(os.path.join(d, "grads_matched.npz"), **g)
-        res = {"relus": len(masks), "elements": sum(c[2] for c in rc),
-               "flipped": sum(c[0] for c in rc),
-               "flip_max_rel": max([c[1] for c in rc if c[0]], default=None),
-               "flipped_tensors": [{"node": relus[k]["node"], "flipped": c[0], "closest": c[1]}
-                                   for k, c in enumerate(rc) if c[0]],
+        res = {"relus": sum(c is not None for c in rc),
+               "relus_off_path": off["relu"],
+               "elements": sum(c[2] for c in rc if c),
+               "flipped": sum(c[0] for c in rc if c),
+               "flip_max_rel": max([c[1] for c in rc if c and c[0]], default=None),
+               "flipped_tensors": [{"node": ours["relu"][k]["node"], "op": "relu",
+                                    "flipped": c[0], "closest": c[1]}
+                                   for k, c in enumerate(rc) if c and c[0]],
                "loss_matched": loss,
-               "pools": len(pools), "pools_matched": sum(c is not None for c in pc),
+               "pools": len(pc), "pools_matched": sum(c is not None for c in pc),
                "pool_windows": sum(c[2] for c in pc if c),
                "pool_flipped": sum(c[0] for c in pc if c),
-               "pool_flip_max_rel": max([c[1] for c in pc if c and c[0]], default=None)}
+               "pool_flip_max_rel": max([c[1] for c in pc if c and c[0]], default=None),
+               "kinks": {}}
+        res["flipped_tensors"] += [{"node": ours["maxpool2d"][k]["node"], "op": "maxpool2d",
+                                    "flipped": c[0], "closest": c[1]}
+                                   for k, c in enumerate(pc) if c and c[0]]
+        for kind in KINK_FNS:
+            cs = kc[kind]
+            res["kinks"][kind] = {
+                "calls": len(cs), "matched": sum(c is not None for c in cs),
+                "off_path": off[kind], "elements": sum(c[2] for c in cs if c),
+                "flipped": sum(c[0] for c in cs if c),
+                "flip_max_rel": max([c[1] for c in cs if c and c[0]], default=None)}
+            res["flipped_tensors"] += [{"node": ours[kind][k]["node"], "op": kind,
+                                        "flipped": c[0], "closest": c[1]}
+                                       for k, c in enumerate(cs) if c and c[0]]
 
         # PyTorch's float32 paths against float64 with their own decisions.
         for key, mkldnn in (("torch", True), ("torch_no_onednn", False)):
-            g32, tmasks, tidx = recording_decisions(m, inputs, torch, mkldnn)
+            g32, tmasks, tidx, tpieces = recording_decisions(m, inputs, torch, mkldnn)
 
             def their_pool(k, x, args, tidx=tidx):
                 return tidx[k] if k < len(tidx) else None
 
-            gt, _, trc, tpc = with_decisions(m, inputs, torch.float64, torch,
-                                             mask_from(tmasks, "PyTorch float32"), their_pool)
+            gt, _, trc, tpc, tkc = with_decisions(m, inputs, torch.float64, torch,
+                                                  mask_from(tmasks, "PyTorch float32"),
+                                                  their_pool,
+                                                  pieces_from(tpieces, "PyTorch float32"))
             check_count(trc, "relu", len(tmasks))
             check_count(tpc, "max_pool2d", len(tidx))
-            res[key + "_flipped"] = sum(c[0] for c in trc) + sum(c[0] for c in tpc if c)
+            for kind, fns in KINK_FNS.items():
+                check_count(tkc[kind], "/".join(fns), len(tpieces[kind]))
+            res[key + "_flipped"] = (sum(c[0] for c in trc if c) + sum(c[0] for c in tpc if c)
+                                     + sum(c[0] for cs in tkc.values() for c in cs if c))
             res[key + "_err"] = {p: rel_err(g32[p], gt[p]) for p in gt}
     except Refused as e:
         res = {"refused": str(e)}
     with open(out_path, "w") as f:
         json.dump(res, f)
 
+
+def dump_ops_for(model_path):
+    """The --dump-activations-ops the decision-matched reference needs: relu and maxpool2d
+    outputs, and, where the model has clip / hard_sigmoid / hard_swish nodes or a max-pool whose
+    input is not a ReLU's output, the inputs of those too: every forward output ("all": which of
+    our op kinds produces those inputs is not known before the import)."""
+    import onnx
+    g = onnx.load(model_path, load_external_data=False).graph
+    relu_out = {o for n in g.node if n.op_type == "Relu" for o in n.output}
+    for n in g.node:
+        if n.op_type in ("Clip", "HardSigmoid", "HardSwish"):
+            return "all"
+        if n.op_type == "MaxPool" and n.input[0] not in relu_out:
+            return "all"
+    return "relu,maxpool2d"
 
 # --- our side ----------------------------------------------------------------------------------
 
@@ -601,24 +1069,27 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     for f in ("matched.json", "grads_matched.npz"):
         if os.path.exists(os.path.join(d, f)):
             os.remove(os.path.join(d, f))
-    # --dump-activations: our ReLU outputs, whose decisions the matched reference takes (copied
-    # in a separate step after the timed ones, so the times and peaks are not affected).
+    # --dump-activations: our outputs of kinked ops (and their inputs where needed), whose
+    # decisions the matched reference takes (copied in a separate step after the timed ones, so
+    # the times and peaks are not affected).
     rc, out, err = run_cli(cli, ["run", "--network", net, "--strategy", "none", "--threads",
                                  str(threads), "--repeat", "3", "--json", "--dump-grads", gdir,
                                  "--dump-activations", adir, "--dump-activations-ops",
-                                 "relu,maxpool2d"] + inputs, timeout)
+                                 dump_ops_for(net)] + inputs, timeout)
     if rc != 0:
         row["status"] = "refused: " + reason_of(err) if rc is not None else err
         return row
     j = json.loads(out)
     row.update(status="loaded", nodes=j.get("computes"), param_bytes=j.get("params"),
-               ours_ms=j.get("total_ms"), loss=j.get("loss"), loss64=meta.get("loss64"))
+               ours_ms=j.get("total_ms"), ours_cpu_ms=j.get("cpu_ms"), loss=j.get("loss"), loss64=meta.get("loss64"))
     g64 = np.load(os.path.join(d, "grads64.npz"))
     g32 = np.load(os.path.join(d, "grads32.npz"))
     g32n = np.load(os.path.join(d, "grads32_no_onednn.npz"))
     # The decision-matched float64 reference, by PyTorch in a child process.
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
-                        "--matched-phase", f"{name}={d}"], capture_output=True, text=True)
+                        "--matched-phase", f"{name}={d}"], capture_output=True, text=True,
+                       env=env_like(meta))
+    row["reference_blas"] = meta.get("torch_blas", {}).get("kind", "reference")
     mpath = os.path.join(d, "matched.json")
     if p.returncode != 0 or not os.path.exists(mpath):
         tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
@@ -704,6 +1175,55 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     return row
 
 
+def timing(name, d, cli, threads, timeout, rounds, row):
+    """Step times, ours and PyTorch's (float32, with and without oneDNN, TORCH_ENV's BLAS),
+    alternated: the first of ours is the main run's (`run --repeat 3`, median), then PyTorch's
+    (time_phase, in a fresh process: median of 3 steps after one warm-up each way), then for
+    each further round ours again
+    (`run --repeat 3`, no dumps) and PyTorch's. Returns the wall-clock medians per round
+    {"ours": [...], "torch": [...], "torch_no_onednn": [...], "cpu": the same in process CPU
+    time, "blas": what PyTorch's process found loaded} or {"error": why}."""
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)
+    inputs = []
+    for k in meta["inputs"]:
+        inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
+    ours, theirs, theirs_n, blas = [row["ours_ms"]], [], [], None
+    cpu = {"ours": [row.get("ours_cpu_ms")], "torch": [], "torch_no_onednn": []}
+    for r in range(rounds):
+        if r:
+            rc, out, err = run_cli(cli, ["run", "--network", os.path.join(d, "model.onnx"),
+                                         "--strategy", "none", "--threads", str(threads),
+                                         "--repeat", "3", "--json"] + inputs, timeout)
+            if rc != 0:
+                return {"error": "rematlab-cli run: " + reason_of(err)}
+            ours.append(json.loads(out)["total_ms"])
+            cpu["ours"].append(json.loads(out).get("cpu_ms"))
+        path = os.path.join(d, "torch_time.json")
+        if os.path.exists(path):
+            os.remove(path)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                            "--time-phase", f"{name}={d}"], capture_output=True, text=True,
+                           env=TORCH_ENV)
+        if p.returncode != 0 or not os.path.exists(path):
+            tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+            return {"error": "PyTorch timing failed: " + tail[:200]}
+        with open(path) as f:
+            t = json.load(f)
+        theirs.append(t["torch_ms"])
+        theirs_n.append(t["torch_no_onednn_ms"])
+        cpu["torch"].append(t["torch_cpu_ms"])
+        cpu["torch_no_onednn"].append(t["torch_no_onednn_cpu_ms"])
+        blas = t["blas"]
+    return {"ours": ours, "torch": theirs, "torch_no_onednn": theirs_n, "blas": blas,
+            "threads": threads, "cpu": cpu}
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 def fmt_e(v):
@@ -714,19 +1234,72 @@ def fmt_ms(v):
     return "–" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
 
 
+def fmt_times(r, key):
+    """A step-time cell: the median over the rounds, with the range when there are several."""
+    v = r.get("timing", {}).get(key)
+    if not v:
+        return fmt_ms(r.get(key + "_ms"))
+    t = fmt_ms(median(v))
+    t += f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else ""
+    c = [x for x in r["timing"].get("cpu", {}).get(key, []) if x is not None]
+    return t + (f", CPU {fmt_ms(median(c))}" if c else "")
+
+
+def torch_times(r):
+    if not r.get("timing", {}).get("torch_no_onednn"):
+        return fmt_times(r, "torch")
+    return fmt_times(r, "torch") + " / " + fmt_times(r, "torch_no_onednn")
+
+
+KINK_LABELS = {"clip": "clip/ReLU6", "hard_sigmoid": "hardsigmoid", "hard_swish": "hardswish"}
+
+
+def flips_text(mt):
+    """The flipped decisions of a decision-matched result, per op kind: ReLU elements, max-pool
+    windows, clip / hardsigmoid / hardswish elements (those the model has), each with the largest
+    distance to the kink over the tensor's rms among the flipped; calls off the first output
+    (left to float64's own decisions) are counted apart."""
+    def off(n):
+        return f", +{n} off the first output" if n else ""
+
+    if mt["relus"] or mt.get("relus_off_path"):
+        t = f"{mt['flipped']} of {mt['elements']:,} in {mt['relus']} ReLUs"
+        if mt["flipped"]:
+            t += f" ({mt['flip_max_rel']:.1e})"
+        t += off(mt.get("relus_off_path", 0))
+    else:
+        t = "no ReLU"
+    if mt.get("pools"):
+        t += (f"; max-pool {mt['pool_flipped']} of {mt['pool_windows']:,} windows in "
+              f"{mt['pools_matched']}/{mt['pools']} pools")
+        if mt["pool_flipped"]:
+            t += f" ({mt['pool_flip_max_rel']:.1e})"
+    for kind, k in mt.get("kinks", {}).items():
+        if not k["calls"]:
+            continue
+        t += (f"; {KINK_LABELS.get(kind, kind)} {k['flipped']} of {k['elements']:,} in "
+              f"{k['matched']}")
+        if k["flipped"]:
+            t += f" ({k['flip_max_rel']:.1e})"
+        t += off(k.get("off_path", 0))
+    return t
+
+
 def table(rows):
     head = ("| model | input | status | nodes | params | worst grad error (ours) | PyTorch f32 "
             "(oneDNN / without) | params within allowance | flipped decisions, ours (ReLU: largest "
-            "\\|x\\|/rms; max-pool: gap/rms) | worst grad error vs decision-matched f64 | "
-            "PyTorch f32 vs its own decision-matched f64 (oneDNN / without) | params within "
-            "allowance vs decision-matched (strict) | peak == (strategies) | bitwise "
-            "(strategies) | step ms ours | step ms PyTorch |")
+            "\\|x\\|/rms; max-pool: gap/rms; others: distance to the nearer kink/rms) | worst "
+            "grad error vs decision-matched f64 | PyTorch f32 vs its own decision-matched f64 "
+            "(oneDNN / without) | params within allowance vs decision-matched (strict) | "
+            "peak == (strategies) | bitwise "
+            "(strategies) | step ms ours (wall, CPU: medians) | step ms PyTorch (oneDNN / "
+            "without) |")
     lines = [head, "|" + "---|" * 16]
     for r in rows:
         st = r["status"]
         if st != "loaded":
             lines.append(f"| {r['model']} | {r.get('input', '')} | {st.replace('|', '/')} "
-                         f"| | | | | | | | | | | | | {fmt_ms(r.get('torch_ms'))} |")
+                         f"| | | | | | | | | | | | | {torch_times(r)} |")
             continue
         within = f"{r['grads_ok']}/{r['grads_n']}"
         if r.get("grads_missing_n"):
@@ -740,14 +1313,7 @@ def table(rows):
             flips = "refused: " + mt["refused"].replace("|", "/")
             m_err = m_torch = m_within = ""
         else:
-            flips = f"{mt['flipped']} of {mt['elements']} in {mt['relus']} ReLUs"
-            if mt["flipped"]:
-                flips += f" ({mt['flip_max_rel']:.1e})"
-            if mt.get("pools"):
-                flips += (f"; max-pool {mt['pool_flipped']} of {mt['pool_windows']} windows in "
-                          f"{mt['pools_matched']}/{mt['pools']} pools")
-                if mt["pool_flipped"]:
-                    flips += f" ({mt['pool_flip_max_rel']:.1e})"
+            flips = flips_text(mt)
             m_err = fmt_e(mt["grad_err"])
             m_torch = f"{fmt_e(mt['torch_err'])} / {fmt_e(mt['torch_err_no_onednn'])}"
             m_within = (f"{mt['grads_ok']}/{r['grads_n']} "
@@ -764,7 +1330,7 @@ def table(rows):
             f"{fmt_e(r['torch_err_no_onednn'])} | {within} | {flips} | {m_err} | {m_torch} | "
             f"{m_within} | "
             f"{peak} | {bit} | "
-            f"{fmt_ms(r.get('ours_ms'))} | {fmt_ms(r.get('torch_ms'))} |")
+            f"{fmt_times(r, 'ours')} | {torch_times(r)} |")
     return "\n".join(lines)
 
 
@@ -820,11 +1386,25 @@ def main():
                     help="a census: export (no PyTorch references) and only load each model "
                     "(rematlab-cli network); prints loaded or refused with the reason")
     ap.add_argument("--redo", action="store_true", help="recompute our results (not exports)")
+    ap.add_argument("--torch-blas", choices=("openblas", "reference"), default="openblas",
+                    help="the BLAS PyTorch's processes load (default openblas: Debian's "
+                    "libopenblas0-pthread, fetched with apt-get download and unpacked under "
+                    "--cache, nothing installed; the reference BLAS, with a warning, when that "
+                    "fails)")
+    ap.add_argument("--time-rounds", type=int, default=1,
+                    help="step-time rounds, ours and PyTorch's alternated (default 1); the "
+                    "table gives the median and, for several, the range")
     ap.add_argument("--write-doc", nargs="?", const=os.path.join(ROOT, "docs", "onnx.md"),
                     help="put the table into docs/onnx.md (or the given file)")
     ap.add_argument("--torch-phase", help=argparse.SUPPRESS)
     ap.add_argument("--matched-phase", help=argparse.SUPPRESS)
+    ap.add_argument("--time-phase", help=argparse.SUPPRESS)
     a = ap.parse_args()
+
+    if a.time_phase:
+        name, d = a.time_phase.split("=", 1)
+        time_phase(name, d, a.threads)
+        return 0
 
     if a.matched_phase:
         name, d = a.matched_phase.split("=", 1)
@@ -855,6 +1435,14 @@ def main():
         log(f"zoo-check: {a.cli} not found: build rematlab-cli first (scripts/build) or pass "
             "--cli")
         return 2
+    if a.time_rounds < 1:
+        log("zoo-check: --time-rounds must be at least 1")
+        return 2
+    if a.threads < 1:
+        log("zoo-check: --threads must be at least 1")
+        return 2
+    global TORCH_ENV
+    TORCH_ENV, blas_wanted = torch_env(a.cache, a.torch_blas, a.threads)
     cli_mtime = os.path.getmtime(a.cli)
     rows = []
     for name in models:
@@ -877,7 +1465,7 @@ def main():
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads",
                                 str(a.threads), "--torch-phase", f"{name}={d}"]
                                + (["--load-only"] if a.load_only else []),
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, env=TORCH_ENV)
             if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
                 tail = reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
                                  f"exit {p.returncode}")
@@ -893,7 +1481,7 @@ def main():
         res = os.path.join(d, "ours.json")
         if (not a.redo and os.path.exists(res) and os.path.getmtime(res) > cli_mtime
                 and (a.no_compare or "no_compare" not in json.load(open(res)))
-                and {"refused", "grads_ok_strict"} & set(json.load(open(res)).get("matched", {}))):
+                and {"refused", "kinks"} & set(json.load(open(res)).get("matched", {}))):
             with open(res) as f:
                 row = json.load(f)
         else:
@@ -901,6 +1489,23 @@ def main():
             row = our_phase(name, d, a.cli, a.threads, a.timeout, a.no_compare)
             if a.no_compare:
                 row["no_compare"] = True
+            with open(res, "w") as f:
+                json.dump(row, f)
+        tm = row.get("timing", {})
+        if row["status"] == "loaded" and (a.redo or tm.get("blas_wanted") != blas_wanted
+                                          or len(tm.get("torch_no_onednn", [])) < a.time_rounds
+                                          or "cpu" not in tm
+                                          or tm.get("threads") != a.threads):
+            log(f"{name}: timing ({a.time_rounds} round(s), PyTorch on {blas_wanted})…")
+            row["timing"] = timing(name, d, a.cli, a.threads, a.timeout, a.time_rounds, row)
+            row["timing"]["blas_wanted"] = blas_wanted
+            if "error" in row["timing"]:
+                log(f"    timing failed: {row['timing']['error']}")
+            else:
+                got = row["timing"]["blas"]["kind"]
+                if got != blas_wanted:
+                    log(f"zoo-check: WARNING: {name}: PyTorch was to run on {blas_wanted} but "
+                        f"loaded {blas_text(row['timing']['blas'])}")
             with open(res, "w") as f:
                 json.dump(row, f)
         rows.append(row)
@@ -913,10 +1518,11 @@ def main():
         if "refused" in mt:
             log(f"    decision-matched reference refused: {mt['refused']}")
         elif mt:
-            log(f"    decision-matched: {mt['flipped']} flipped ReLU decisions (largest |x|/rms "
-                f"{fmt_e(mt['flip_max_rel'])}), {mt.get('pool_flipped', 0)} flipped max-pool "
-                f"windows (largest gap/rms {fmt_e(mt.get('pool_flip_max_rel'))}); grads {mt['grads_ok']}/{row['grads_n']} within, "
-                f"worst {fmt_e(mt['grad_err'])}")
+            log(f"    decision-matched, flipped: {flips_text(mt)}; grads "
+                f"{mt['grads_ok']}/{row['grads_n']} within, worst {fmt_e(mt['grad_err'])}")
+            for t in mt.get("flipped_tensors", []):
+                log(f"      {t['op']} {t['node']}: {t['flipped']} flipped (closest "
+                    f"{t['closest']:.1e} of rms)")
             log(f"    strict (10 x PyTorch f32 vs its own decision-matched f64, worst "
                 f"{fmt_e(mt['torch_err'])}/{fmt_e(mt['torch_err_no_onednn'])}): "
                 f"{mt['grads_ok_strict']}/{row['grads_n']} within")
@@ -927,9 +1533,12 @@ def main():
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "scripts/zoo-check " + " ".join(sys.argv[1:])
+    blases = sorted({blas_text(r["timing"]["blas"]) for r in rows
+                     if r.get("timing", {}).get("blas")})
     head = (f"zoo-check, {when}, {machine()}; PyTorch "
             f"{__import__('torch').__version__}, torchvision {torchvision.__version__}, "
-            f"{a.threads} thread(s) each; `{cmd.strip()}`")
+            f"{a.threads} thread(s) each; PyTorch's step times on "
+            f"{' / '.join(blases) if blases else 'no BLAS measured'}; `{cmd.strip()}`")
     if a.load_only:
         text = head + "\n\n" + census_table(rows)
         print(text)
