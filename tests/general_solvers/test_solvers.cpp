@@ -202,6 +202,9 @@ TEST(GeneralSolvers, BudgetBelowAnyScheduleSaysSo) {
     const SolveResult r = solve_general(p, opt);
     EXPECT_FALSE(r.found);
     EXPECT_NE(r.message.find("no schedule exists"), std::string::npos) << r.message;
+    // Said at once: neither the MILP nor the search is tried on a budget nothing can meet.
+    EXPECT_FALSE(r.milp_attempted);
+    EXPECT_EQ(r.lns_windows, 0);
     opt.method = "nonsense";
     EXPECT_THROW((void)solve_general(p, opt), Error);
 }
