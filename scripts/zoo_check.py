@@ -38,6 +38,11 @@ reference BLAS here, so zoo-check fetches libopenblas0-pthread's package file (a
 download, nothing installed) into --cache, unpacks it there and puts it first on the children's
 LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded.
 
+Swin V2 is patched, for the export and the PyTorch references alike: its attention zeroes part
+of the qkv bias in place (`qkv_bias[length : 2 * length].zero_()`), which PyTorch 1.13 cannot
+export (aten::zero); zoo-check replaces that one statement by an out-of-place torch.cat that gives
+the same values and gradients bit for bit (patch_swin_v2_bias_zeroing).
+
 Everything expensive is cached under --cache (default .cache/zoo-check): the export, the input
 and the references per model, and our results (redone when rematlab-cli is newer). Interrupt it
 and run it again to resume.
@@ -217,8 +222,42 @@ def lm_models():
     return {"gpt2_tiny": (GPT2, gpt2_inputs), "bert_tiny": (Bert, bert_inputs)}
 
 
+SWIN_V2_ZEROING = "qkv_bias[length : 2 * length].zero_()"
+SWIN_V2_OUT_OF_PLACE = ("qkv_bias = torch.cat((qkv_bias[:length], "
+                        "torch.zeros_like(qkv_bias[length : 2 * length]), "
+                        "qkv_bias[2 * length :]))")
+
+
+def patch_swin_v2_bias_zeroing(torch):
+    """Swin V2's attention zeroes the key part of (a clone of) the qkv bias in place,
+    `qkv_bias[length : 2 * length].zero_()`, and aten::zero has no ONNX export (PyTorch 1.13, any
+    opset). Replace that one statement, in torchvision's shifted_window_attention, by the
+    out-of-place torch.cat of the query part, zeros and the value part: the same bias bit for bit
+    (zeros_like gives +0.0 as zero_() does), the same forward, and the same gradients (no gradient
+    reaches the key part either way). Used for the export and every PyTorch reference of
+    zoo-check, so both sides run the same model. Fails loudly if torchvision's source changed."""
+    import inspect
+    import textwrap
+    import torchvision.models.swin_transformer as st
+    f = st.shifted_window_attention
+    if getattr(f, "_zoo_check_patched", False):
+        return
+    src = textwrap.dedent(inspect.getsource(f))
+    if src.count(SWIN_V2_ZEROING) != 1:
+        raise RuntimeError("zoo-check: torchvision's shifted_window_attention no longer holds "
+                           f"'{SWIN_V2_ZEROING}' once; update patch_swin_v2_bias_zeroing")
+    src = src.replace(SWIN_V2_ZEROING, SWIN_V2_OUT_OF_PLACE)
+    ns = {}
+    exec(compile(src, inspect.getsourcefile(f) + " (zoo-check patch)", "exec"), st.__dict__, ns)
+    patched = ns["shifted_window_attention"]
+    patched._zoo_check_patched = True
+    st.shifted_window_attention = patched
+
+
 def prepare_torchvision(name, torch):
     import torchvision
+    if name.startswith("swin_v2"):
+        patch_swin_v2_bias_zeroing(torch)
     kwargs = {"weights": None, "num_classes": 10}
     m = torchvision.models.get_model(name, **kwargs)
     return m

@@ -3,6 +3,7 @@
 #include "engine/networks/onnx_import.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -307,6 +308,125 @@ class Importer {
                  std::to_string(opt_.max_tensor_bytes) + " bytes per tensor");
     }
 
+    // Bytes per element of a tensor's raw data; 0 for element types RematLab does not read.
+    static uint64_t raw_elem_bytes(int dt) {
+        switch (dt) {
+            case onnx::TensorProto::DOUBLE:
+            case onnx::TensorProto::INT64:
+                return 8;
+            case onnx::TensorProto::FLOAT:
+            case onnx::TensorProto::INT32:
+                return 4;
+            case onnx::TensorProto::INT16:
+                return 2;
+            case onnx::TensorProto::INT8:
+            case onnx::TensorProto::UINT8:
+            case onnx::TensorProto::BOOL:
+                return 1;
+            default:
+                return 0;
+        }
+    }
+
+    // The raw bytes of a tensor stored as external data (data_location EXTERNAL): `location`, a
+    // path relative to the model's folder, `offset` (default 0) and `length` (default: the rest
+    // of the file). What is read is exactly what raw_data would hold inline. Everything is
+    // checked before a byte is allocated: the location stays inside the model's folder, the file
+    // exists, the range lies within it and holds exactly shape × element size bytes.
+    std::string read_external(const onnx::TensorProto& t, const std::string& what, const Dims& dims,
+                              uint64_t numel) const {
+        std::string location;
+        std::optional<uint64_t> offset, length;
+        auto number = [&](const std::string& key, const std::string& text) {
+            uint64_t v = 0;
+            const char* end = text.data() + text.size();
+            const auto r = std::from_chars(text.data(), end, v);
+            if (text.empty() || r.ec != std::errc() || r.ptr != end)
+                fail(what + ": its external data has " + key + " '" + text +
+                     "', which is not a non-negative integer (a byte count); export the model "
+                     "again");
+            return v;
+        };
+        for (const auto& kv : t.external_data()) {
+            if (kv.key() == "location") location = kv.value();
+            if (kv.key() == "offset") offset = number("offset", kv.value());
+            if (kv.key() == "length") length = number("length", kv.value());
+        }
+        if (location.empty())
+            fail(what +
+                 " is stored as external data but names no file (its external_data has no "
+                 "'location'); export the model again");
+        const std::string named = "its external data file '" + location + "'";
+        if (opt_.model_dir.empty())
+            fail(what + " keeps its data in " + named +
+                 ", but the model was given as bytes with no folder to find that file in; "
+                 "open the .onnx file itself, with the data file beside it");
+        const std::filesystem::path rel(location);
+        if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+            fail(what + ": " + named +
+                 " is an absolute path; RematLab reads external data only from the model's "
+                 "folder, by a path relative to it (as torch.onnx.export and "
+                 "onnx.save_model(save_as_external_data=True) write it): move the file beside "
+                 "the model and save the model again");
+        const std::filesystem::path norm = rel.lexically_normal();
+        if (!norm.empty() && *norm.begin() == "..")
+            fail(what + ": " + named +
+                 " leads outside the model's folder ('..'), which RematLab refuses; keep the "
+                 "data file in the model's folder (or below it) and save the model again");
+        const uint64_t elem = raw_elem_bytes(t.data_type());
+        if (elem == 0)
+            fail(what + " has element type " + dtype_text(t.data_type()) +
+                 "; RematLab reads FLOAT, DOUBLE and integer tensors");
+        // As read_tensor charges it (float data as float32, integers as int64), saturating.
+        const bool is_float =
+            t.data_type() == onnx::TensorProto::FLOAT || t.data_type() == onnx::TensorProto::DOUBLE;
+        auto times = [](uint64_t a, uint64_t b) { return a > UINT64_MAX / b ? UINT64_MAX : a * b; };
+        check_tensor_bytes(times(numel, is_float ? 4 : 8), what);
+        const uint64_t want = times(numel, elem);
+        const std::filesystem::path file = std::filesystem::path(opt_.model_dir) / norm;
+        const std::string where = named + " ('" + file.string() + "')";
+        std::error_code ec;
+        const auto status = std::filesystem::status(file, ec);
+        if (ec || !std::filesystem::exists(status))
+            fail(what + " keeps its data in " + where +
+                 ", which does not exist; keep the data files torch.onnx.export wrote beside the "
+                 ".onnx file");
+        if (!std::filesystem::is_regular_file(status))
+            fail(what + " keeps its data in " + where + ", which is not a regular file");
+        const uint64_t size = std::filesystem::file_size(file, ec);
+        if (ec) fail(what + ": cannot read the size of " + where + ": " + ec.message());
+        const uint64_t off = offset.value_or(0);
+        if (off > size)
+            fail(what + ": " + where + " has " + std::to_string(size) +
+                 " bytes, but the tensor's data starts at offset " + std::to_string(off) +
+                 ", past its end; the data file is truncated or belongs to another export: "
+                 "export the model again");
+        const uint64_t len = length.value_or(size - off);
+        if (len != want)
+            fail(what + " has shape " + dims_text(dims) + " of " + dtype_text(t.data_type()) +
+                 " (" + std::to_string(want) + " bytes), but its data, in " + where + "," +
+                 (length ? " has length "
+                         : " is the rest of the file from offset " + std::to_string(off) + ", ") +
+                 std::to_string(len) +
+                 " bytes; the model and its data file do not belong "
+                 "together: export the model again");
+        if (len > size - off)
+            fail(what + ": " + where + " has " + std::to_string(size) +
+                 " bytes, but the tensor's data is bytes " + std::to_string(off) + " to " +
+                 std::to_string(off + len) +
+                 ", past its end; the data file is truncated or belongs to another export: "
+                 "export the model again");
+        std::ifstream in(file, std::ios::binary);
+        if (!in) fail(what + ": cannot open " + where);
+        std::string bytes(len, '\0');
+        in.seekg(static_cast<std::streamoff>(off));
+        in.read(bytes.data(), static_cast<std::streamsize>(len));
+        if (!in || static_cast<uint64_t>(in.gcount()) != len)
+            fail(what + ": reading " + std::to_string(len) + " bytes at offset " +
+                 std::to_string(off) + " of " + where + " failed");
+        return bytes;
+    }
+
     // Reads a TensorProto's data, refusing before copying anything that does not add up. NaN is
     // always refused; infinities only in initializers (a Constant may hold masked_fill's -inf).
     ConstPtr read_tensor(const onnx::TensorProto& t, const std::string& what,
@@ -314,13 +434,13 @@ class Importer {
         auto c = std::make_shared<Const>();
         c->dims.assign(t.dims().begin(), t.dims().end());
         const int64_t n = checked_const_numel(c->dims, what);
-        if (t.data_location() == onnx::TensorProto::EXTERNAL)
-            fail(what +
-                 " keeps its data in an external file; RematLab reads only weights stored inside "
-                 "the .onnx file (save the model without external data)");
         if (t.has_segment()) fail(what + " is segmented, which RematLab does not read");
         const auto un = static_cast<uint64_t>(n);
-        const std::string& raw = t.raw_data();
+        std::string external;
+        if (t.data_location() == onnx::TensorProto::EXTERNAL)
+            external = read_external(t, what, c->dims, un);
+        const std::string& raw =
+            t.data_location() == onnx::TensorProto::EXTERNAL ? external : t.raw_data();
         auto check_count = [&](uint64_t have, uint64_t elem) {
             if (have != un)
                 fail(what + " has shape " + dims_text(c->dims) + " (" + std::to_string(n) +
@@ -2874,15 +2994,19 @@ Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {
                     " bytes, more than the limit of " + std::to_string(opt.max_file_bytes) +
                     " bytes" +
                     (size > static_cast<uint64_t>(INT_MAX)
-                         ? " (protobuf reads at most 2 GiB; exporters save larger models with "
-                           "external data, which RematLab does not read)"
+                         ? " (protobuf reads at most 2 GiB; weights above 2 GiB must be saved "
+                           "as external data, which RematLab reads)"
                          : ""));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot open ONNX file '" + path + "'");
     std::ostringstream buf;
     buf << in.rdbuf();
     if (in.bad()) throw Error("reading ONNX file '" + path + "' failed");
-    return network_from_onnx(buf.str(), path, opt);
+    // External data is found relative to the model's folder.
+    OnnxImportOptions with_dir = opt;
+    const auto parent = std::filesystem::path(path).parent_path();
+    with_dir.model_dir = parent.empty() ? std::string(".") : parent.string();
+    return network_from_onnx(buf.str(), path, with_dir);
 }
 
 #endif

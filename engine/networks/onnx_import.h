@@ -37,8 +37,13 @@ enum class ImportLoss : uint8_t {
 
 struct OnnxImportOptions {
     // What protobuf reads in one message (2 GiB - 1): ViT-L's 1.2 GB file loads; a larger model
-    // must be saved with external data, which is refused by name.
+    // must be saved with external data, which is read (below).
     uint64_t max_file_bytes = (uint64_t{1} << 31) - 1;
+    // The folder that initializers stored as external data (data_location EXTERNAL) are found
+    // in, by their `location` relative to it; load_onnx_file sets it to the file's folder. Empty
+    // (a model given as bytes): external data is refused by name. A location that is absolute
+    // or leads outside this folder ('..') is always refused.
+    std::string model_dir;
     uint64_t max_tensor_bytes = uint64_t{4} << 30;  // any one initializer, input or activation
     ImportLoss loss = ImportLoss::SumSquares;
 };

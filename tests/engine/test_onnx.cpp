@@ -757,6 +757,212 @@ TEST(OnnxRefusals, MissingFile) {
     EXPECT_THROW(load_network(kFixtures.string() + "/"), Error);
 }
 
+// --- external data ---------------------------------------------------------------------------
+
+// Tensor fields for external data (onnx.proto): external_data = 13 (key 1, value 2),
+// data_location = 14 (EXTERNAL = 1).
+constexpr int kExternalData = 13, kDataLocation = 14;
+
+// Distinct values per tensor (a salt), so reading one tensor's bytes for another shows.
+std::string raw_floats(size_t count, float salt) {
+    std::string raw(count * 4, '\0');
+    for (size_t k = 0; k < count; ++k) {
+        const float v = std::sin(salt + 0.37f * static_cast<float>(k)) * 0.5f;
+        std::memcpy(raw.data() + 4 * k, &v, 4);
+    }
+    return raw;
+}
+
+Pb inline_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                 const std::string& raw) {
+    Pb t;
+    for (int64_t d : dims) t.i(tensor::kDims, d);
+    return t.i(tensor::kDataType, tensor::kFloat)
+        .bytes(tensor::kName, name)
+        .bytes(tensor::kRawData, raw);
+}
+
+// A FLOAT tensor whose data lies in `location`; offset and length only when given ("" = left
+// out, as exporters leave them out for a tensor alone in its file).
+Pb external_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                   const std::string& location, const std::string& offset = "",
+                   const std::string& length = "") {
+    Pb t;
+    for (int64_t d : dims) t.i(tensor::kDims, d);
+    t.i(tensor::kDataType, tensor::kFloat).bytes(tensor::kName, name);
+    t.msg(kExternalData, Pb().bytes(1, "location").bytes(2, location));
+    if (!offset.empty()) t.msg(kExternalData, Pb().bytes(1, "offset").bytes(2, offset));
+    if (!length.empty()) t.msg(kExternalData, Pb().bytes(1, "length").bytes(2, length));
+    return t.i(kDataLocation, 1);
+}
+
+struct ExternalDir {
+    fs::path path =
+        fs::temp_directory_path() /
+        ("rl-onnx-ext-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ExternalDir() {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~ExternalDir() { fs::remove_all(path); }
+    void write(const std::string& rel, const std::string& bytes) const {
+        fs::create_directories((path / rel).parent_path());
+        std::ofstream(path / rel, std::ios::binary) << bytes;
+    }
+};
+
+// x [4, 8] → Gemm(fc.weight [3, 8], fc.bias [3]) → Relu → Gemm(fc2.weight [2, 3], fc2.bias [2]).
+struct TwoLayer {
+    std::string w1 = raw_floats(24, 1), b1 = raw_floats(3, 2), w2 = raw_floats(6, 3),
+                b2 = raw_floats(2, 4);
+    static ModelBuilder with(const Pb& tw1, const Pb& tb1, const Pb& tw2, const Pb& tb2) {
+        ModelBuilder m;
+        m.input("x", {4, 8}).init(tw1).init(tb1).init(tw2).init(tb2);
+        m.add(make_node("Gemm", {"x", "fc.weight", "fc.bias"}, {"h"}, "/fc/Gemm",
+                        {int_attr("transB", 1)}));
+        m.add(make_node("Relu", {"h"}, {"r"}, "/act/Relu"));
+        m.add(make_node("Gemm", {"r", "fc2.weight", "fc2.bias"}, {"y"}, "/fc2/Gemm",
+                        {int_attr("transB", 1)}));
+        return m.output("y");
+    }
+    std::string inline_bytes() const {
+        return with(inline_tensor("fc.weight", {3, 8}, w1), inline_tensor("fc.bias", {3}, b1),
+                    inline_tensor("fc2.weight", {2, 3}, w2), inline_tensor("fc2.bias", {2}, b2))
+            .bytes();
+    }
+};
+
+std::string load_error(const fs::path& model) {
+    try {
+        load_onnx_file(model.string());
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+// Weights saved as external data (how exporters save models above 2 GiB) read exactly as the
+// same weights inline: the same parameter values, and a training step gives the same loss and
+// gradients, bit for bit. fc.weight and fc2.weight share one file, fc2.weight at a non-zero
+// offset after 4 bytes of padding; fc.bias is the whole of a file in a subfolder (no offset, no
+// length); fc2.bias stays inline.
+TEST(OnnxExternalData, ReadsExactlyWhatInlineDataHolds) {
+    REQUIRE_ONNX();
+    const TwoLayer t;
+    const ExternalDir dir;
+    dir.write("weights.bin", t.w1 + "pad!" + t.w2 + "tail");
+    dir.write("data/fc.bias", t.b1);
+    dir.write("model.onnx",
+              TwoLayer::with(external_tensor("fc.weight", {3, 8}, "weights.bin", "0", "96"),
+                             external_tensor("fc.bias", {3}, "data/fc.bias"),
+                             external_tensor("fc2.weight", {2, 3}, "weights.bin", "100", "24"),
+                             inline_tensor("fc2.bias", {2}, t.b2))
+                  .bytes());
+    const Graph ext = load_onnx_file((dir.path / "model.onnx").string());
+    const Graph inl = network_from_onnx(t.inline_bytes());
+    ASSERT_EQ(ext.num_params(), 4);
+    ASSERT_EQ(inl.num_params(), 4);
+    const RunData de = RunData::seeded(ext), di = RunData::seeded(inl);
+    for (ParamId p = 0; p < ext.num_params(); ++p) {
+        EXPECT_EQ(ext.param(p).name, inl.param(p).name);
+        EXPECT_EQ(ext.param(p).init, ParamInit::Given) << ext.param(p).name;
+        EXPECT_EQ(de.params[static_cast<size_t>(p)], di.params[static_cast<size_t>(p)])
+            << ext.param(p).name;
+    }
+    // The file's bytes, not only equal between the two: fc2.weight's first value is the one at
+    // byte 100 of weights.bin.
+    float first = 0;
+    std::memcpy(&first, t.w2.data(), 4);
+    int found = 0;
+    for (ParamId p = 0; p < ext.num_params(); ++p)
+        if (ext.param(p).name == "fc2.weight") {
+            EXPECT_EQ(de.params[static_cast<size_t>(p)][0], first);
+            ++found;
+        }
+    EXPECT_EQ(found, 1);
+
+    auto backend = make_cpu_backend(1);
+    const Execution re =
+        execute(ext, plan_with(ext, CostModel{}, Spec{"none", {}}).schedule, *backend, de);
+    const Execution ri =
+        execute(inl, plan_with(inl, CostModel{}, Spec{"none", {}}).schedule, *backend, di);
+    EXPECT_EQ(0, std::memcmp(&re.loss, &ri.loss, sizeof re.loss)) << re.loss << " vs " << ri.loss;
+    EXPECT_NE(re.loss, 0.0);
+    ASSERT_EQ(re.param_grads.size(), ri.param_grads.size());
+    for (size_t p = 0; p < re.param_grads.size(); ++p) {
+        ASSERT_EQ(re.param_grads[p].size(), ri.param_grads[p].size());
+        EXPECT_EQ(0, std::memcmp(re.param_grads[p].data(), ri.param_grads[p].data(),
+                                 re.param_grads[p].size() * sizeof(float)))
+            << ext.param(static_cast<ParamId>(p)).name;
+    }
+    // Moved away from its data, the same model is refused by name, not read as zeros.
+    fs::remove(dir.path / "data" / "fc.bias");
+    const std::string msg = load_error(dir.path / "model.onnx");
+    EXPECT_NE(msg.find("'fc.bias'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+}
+
+TEST(OnnxExternalData, BadLocationsRangesAndLengthsAreRefusedByName) {
+    REQUIRE_ONNX();
+    const TwoLayer t;
+    const ExternalDir dir;
+    dir.write("sub/weights.bin", t.w1);  // 96 bytes
+    dir.write("outside.bin", t.w1);
+    // A model in sub/ whose fc.weight is external as given; the rest inline.
+    auto refused = [&](const Pb& w1, std::vector<std::string> parts) {
+        const std::string bytes = TwoLayer::with(w1, inline_tensor("fc.bias", {3}, t.b1),
+                                                 inline_tensor("fc2.weight", {2, 3}, t.w2),
+                                                 inline_tensor("fc2.bias", {2}, t.b2))
+                                      .bytes();
+        dir.write("sub/model.onnx", bytes);
+        const std::string msg = load_error(dir.path / "sub" / "model.onnx");
+        parts.push_back("initializer 0 'fc.weight'");
+        parts.push_back("model.onnx");
+        for (const auto& part : parts)
+            EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+    };
+    // The model as given loads (the cases below differ from it in one thing each).
+    dir.write("sub/model.onnx", TwoLayer::with(external_tensor("fc.weight", {3, 8}, "weights.bin"),
+                                               inline_tensor("fc.bias", {3}, t.b1),
+                                               inline_tensor("fc2.weight", {2, 3}, t.w2),
+                                               inline_tensor("fc2.bias", {2}, t.b2))
+                                    .bytes());
+    EXPECT_EQ(load_error(dir.path / "sub" / "model.onnx"), "(no error)");
+
+    refused(external_tensor("fc.weight", {3, 8}, "missing.bin"),
+            {"'missing.bin'", "does not exist", "beside the .onnx file"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "200"),
+            {"'weights.bin'", "has 96 bytes", "offset 200", "past its end"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "8", "96"),
+            {"has 96 bytes", "bytes 8 to 104", "past its end"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "0", "92"),
+            {"shape [3,8]", "(96 bytes)", "has length 92 bytes", "export the model again"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "4"),  // the rest: 92 bytes
+            {"(96 bytes)", "rest of the file from offset 4", "92 bytes"});
+    refused(external_tensor("fc.weight", {3, 8}, (dir.path / "outside.bin").string()),
+            {"absolute path", "model's folder"});
+    refused(external_tensor("fc.weight", {3, 8}, "../outside.bin"),
+            {"'../outside.bin'", "outside the model's folder"});
+    refused(external_tensor("fc.weight", {3, 8}, "a/../../outside.bin"),
+            {"outside the model's folder"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "-4"),
+            {"offset '-4'", "not a non-negative integer"});
+    refused(external_tensor("fc.weight", {3, 8}, "weights.bin", "0", "96 "),
+            {"length '96 '", "not a non-negative integer"});
+    refused(external_tensor("fc.weight", {3, 8}, ""), {"names no file"});
+    refused(external_tensor("fc.weight", {3, 8}, "."), {"not a regular file"});
+
+    // The same model given as bytes has no folder to find the file in.
+    const std::string bytes = TwoLayer::with(external_tensor("fc.weight", {3, 8}, "weights.bin"),
+                                             inline_tensor("fc.bias", {3}, t.b1),
+                                             inline_tensor("fc2.weight", {2, 3}, t.w2),
+                                             inline_tensor("fc2.bias", {2}, t.b2))
+                                  .bytes();
+    EXPECT_REFUSED(bytes, "initializer 0 'fc.weight'", "'weights.bin'", "given as bytes",
+                   "open the .onnx file itself");
+}
+
 // --- the engine pieces the importer uses -----------------------------------------------------
 
 TEST(GivenParams, NamesAndValuesOverrideTheDefaults) {
