@@ -22,6 +22,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "engine/errors.h"
 #include "ui/evaluation.h"
 #include "ui/export_dialogs.h"
 #include "ui/memory_chart.h"
@@ -659,6 +660,15 @@ void MainWindow::run(const RunRequest& request) {
         run_when_ready_ = true;
         // (Re)load unless a load is about to start: a file that failed may have been fixed.
         if (!network_timer_.isActive()) loadNetworkNow();
+        return;
+    }
+    if (network_.plan_only) {
+        // Nothing to execute: the table already holds the plans' predicted figures.
+        message_->showMessage(MessageWidget::Kind::Warning,
+                              QString::fromUtf8(kPlanOnlyNoKernels) +
+                                  QStringLiteral(". The table and charts show the predicted "
+                                                 "figures of each strategy's plan."));
+        emit runCompleted();
         return;
     }
     run_request_ = request;
