@@ -629,12 +629,22 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
                 e.related.push_back(plan_.schedule.code[static_cast<size_t>(s)].target);
             }
             why += ".";
+        } else if (freed >= 0 && g_.plan_only()) {
+            // An abstract graph's node: no Backward instructions; its output stays live until
+            // the last computation that reads it (a forward or a backward node of the graph).
+            e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
+            if (last >= 0) {
+                why += "It stays live until its last reader, " +
+                       describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) + " (" +
+                       at_text(last) + "), and is freed right after it, at " + at_text(freed) + ".";
+                e.related.push_back(plan_.schedule.code[static_cast<size_t>(last)].target);
+            } else {
+                why += "Nothing reads it, so it is freed at once, at " + at_text(freed) + ".";
+            }
         } else if (freed >= 0) {
             e.claims.push_back({ClaimKind::NoBackwardReads, node.output, i, -1, false});
             e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
-            why += (g_.plan_only() ? "No later computation reads it, so it is freed at "
-                                   : "No backward reads it, so it is freed at ") +
-                   at_text(freed);
+            why += "No backward reads it, so it is freed at " + at_text(freed);
             if (last >= 0) {
                 why += " right after " +
                        describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) + " (" +

@@ -166,7 +166,7 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
     if (plan.budget) out << ", budget " << format_bytes(*plan.budget);
     if (plan.gap && *plan.gap > 0) {
         out << ", gap " << ms(100.0 * *plan.gap) << " % above the bound "
-            << ms(*plan.lower_bound_ms) << " ms";
+            << ms(*plan.lower_bound_ms) << (g.plan_only() ? " units" : " ms");
         if (!plan.bound_class.empty()) out << " (over the " << plan.bound_class << " class)";
     }
     out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"

@@ -185,6 +185,13 @@ TEST(AbstractNetwork, ExplanationsAndMatrixSpeakOfTheGraphsOwnNodes) {
         EXPECT_EQ(e.why.find("the backward of"), std::string::npos) << e.why;
         EXPECT_EQ(e.why.find("loss's backward"), std::string::npos) << e.why;
         EXPECT_EQ(e.why.find(" ms"), std::string::npos) << e.why;
+        // a is read last by ga (a backward node), so it stays live until then; probe has no
+        // reader and goes at once.
+        if (e.instruction.kind == InstrKind::Compute && e.node == 0)
+            EXPECT_NE(e.why.find("last reader, compute ga"), std::string::npos) << e.why;
+        if (e.instruction.kind == InstrKind::Compute && e.node == 1)
+            EXPECT_NE(e.why.find("Nothing reads it, so it is freed at once"), std::string::npos)
+                << e.why;
         if (e.instruction.kind == InstrKind::Compute && e.node == 4) {
             saw_backward_node = true;
             EXPECT_NE(e.why.find("a backward node of the graph"), std::string::npos) << e.why;
