@@ -118,13 +118,19 @@ TEST(AbstractNetwork, RefusesMalformedFilesNamingTheFile) {
 }
 
 TEST(AbstractNetwork, OptimalRunsTheGeneralSolversAndTheEngineAgrees) {
-    int planned = 0;
-    for (uint32_t seed : {3u, 7u}) {
-        const AbstractGraph a = general::testing::random_dag(40, seed);
+    // Training chains in Checkmate's shape (recomputing forward nodes for the backward ones
+    // meets these budgets) and a random DAG at its peak without recomputation (tighter budgets have
+    // no schedule on it: a node with its inputs needs nearly that much).
+    const std::vector<std::pair<AbstractGraph, double>> cases{
+        {general::testing::train_chain(12), 0.8},
+        {general::testing::train_chain(20, 16, 4), 0.7},
+        {general::testing::random_dag(40, 3), 1.0}};
+    for (const auto& [a, fraction] : cases) {
         const Graph g = network_from_abstract(a);
-        const uint64_t budget = general::budget_from_fraction(a, 0.8);
+        const uint64_t budget = general::budget_from_fraction(a, fraction);
+        int planned = 0;
         for (const char* method : {"auto", "greedy", "dtr"}) {
-            SCOPED_TRACE(std::string(method) + " seed " + std::to_string(seed));
+            SCOPED_TRACE(std::string(method) + " on " + a.name);
             Spec spec{
                 "optimal",
                 {{"budget", std::to_string(budget)}, {"method", method}, {"time_limit", "5"}}};
@@ -146,8 +152,8 @@ TEST(AbstractNetwork, OptimalRunsTheGeneralSolversAndTheEngineAgrees) {
             const CostModel costs = CostModel::analytic(g, DeviceRates{});
             EXPECT_NEAR(simulate(g, p.schedule, costs).total_ms(), gs.total_duration, 1e-6);
         }
+        EXPECT_GE(planned, 1) << a.name;  // auto at least
     }
-    EXPECT_GE(planned, 2);  // auto at least, on both graphs
 }
 
 TEST(AbstractNetwork, StrategiesThatNeedBackwardsRefuseAndNothingExecutes) {
@@ -187,11 +193,13 @@ TEST(AbstractNetwork, ExplanationsAndMatrixSpeakOfTheGraphsOwnNodes) {
         EXPECT_EQ(e.why.find(" ms"), std::string::npos) << e.why;
         // a is read last by ga (a backward node), so it stays live until then; probe has no
         // reader and goes at once.
-        if (e.instruction.kind == InstrKind::Compute && e.node == 0)
+        if (e.instruction.kind == InstrKind::Compute && e.node == 0) {
             EXPECT_NE(e.why.find("last reader, compute ga"), std::string::npos) << e.why;
-        if (e.instruction.kind == InstrKind::Compute && e.node == 1)
+        }
+        if (e.instruction.kind == InstrKind::Compute && e.node == 1) {
             EXPECT_NE(e.why.find("Nothing reads it, so it is freed at once"), std::string::npos)
                 << e.why;
+        }
         if (e.instruction.kind == InstrKind::Compute && e.node == 4) {
             saw_backward_node = true;
             EXPECT_NE(e.why.find("a backward node of the graph"), std::string::npos) << e.why;

@@ -41,7 +41,9 @@ TEST(UiAbstractNetwork, PlansPredictsAndRefusesToRun) {
     w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n")});
     QSignalSpy ready(&w, &MainWindow::networkReady);
     w.openFile(path);
-    if (!w.isNetworkReady()) ASSERT_TRUE(ready.wait(kWaitMs));
+    if (!w.isNetworkReady()) {
+        ASSERT_TRUE(ready.wait(kWaitMs));
+    }
     EXPECT_TRUE(w.network().plan_only);
     EXPECT_EQ(w.network().nodes, 5);
     EXPECT_EQ(w.network().none_peak_bytes, 17u);
@@ -58,7 +60,9 @@ TEST(UiAbstractNetwork, PlansPredictsAndRefusesToRun) {
 
     QSignalSpy done(&w, &MainWindow::runCompleted);
     w.startRun();
-    if (done.isEmpty()) ASSERT_TRUE(done.wait(kWaitMs));
+    if (done.isEmpty()) {
+        ASSERT_TRUE(done.wait(kWaitMs));
+    }
     EXPECT_TRUE(w.messageText().contains(QStringLiteral("no kernels")))
         << w.messageText().toStdString();
     EXPECT_FALSE(w.resultsModel()->result(0).executed);
