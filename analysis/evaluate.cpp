@@ -36,6 +36,8 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
     : g_(g), network_spec_(std::move(network_spec)), opt_(opt) {
     set_cpu_threads(opt_.threads);
     opt_.repeat = std::max(opt_.repeat, 1);
+    if (opt_.execute && g_.plan_only())
+        throw Error("network '" + network_spec_ + "': " + kPlanOnlyNoKernels);
     if (opt_.execute && g_.float_dtype() != DType::F32) f32_copy_ = g_.with_float_dtype(DType::F32);
     if (opt_.execute) {
         const Graph& g = executed();

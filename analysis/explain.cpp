@@ -125,6 +125,32 @@ ScheduleMatrix schedule_matrix(const Graph& g, const Schedule& s) {
         stage[static_cast<size_t>(i)] = st;
     }
     int total = backwards + 1;
+    // A plan-only network (an abstract benchmark graph) has no Backward instructions: its stages
+    // are the general problem's (Checkmate's R matrix): stage t ends with node t's first
+    // computation and the Frees right after it, so the first computations form the diagonal.
+    std::vector<std::string> first_names;
+    if (g.plan_only()) {
+        std::vector<uint8_t> seen(static_cast<size_t>(g.num_nodes()), 0);
+        int firsts = 0;
+        tail = false;
+        for (long i = 0; i < n; ++i) {
+            const Instruction& ins = s.code[static_cast<size_t>(i)];
+            int st = firsts;
+            if (ins.kind == InstrKind::Compute && !seen[static_cast<size_t>(ins.target)]) {
+                seen[static_cast<size_t>(ins.target)] = 1;
+                first_names.push_back("stage " + std::to_string(firsts) + ": " +
+                                      g.node(ins.target).name);
+                ++firsts;
+                tail = true;
+            } else if (ins.kind == InstrKind::Free && tail) {
+                st = firsts - 1;
+            } else {
+                tail = false;
+            }
+            stage[static_cast<size_t>(i)] = st;
+        }
+        total = std::max(firsts, 1);
+    }
     for (long i = 0; i < n; ++i)
         stage[static_cast<size_t>(i)] = std::min(stage[static_cast<size_t>(i)], total - 1);
     m.stages = total;
@@ -132,6 +158,8 @@ ScheduleMatrix schedule_matrix(const Graph& g, const Schedule& s) {
     m.stage_last.assign(static_cast<size_t>(total), -1);
     m.stage_node.assign(static_cast<size_t>(total), kNoId);
     m.stage_names.assign(static_cast<size_t>(total), "forward");
+    for (size_t k = 0; k < first_names.size() && k < m.stage_names.size(); ++k)
+        m.stage_names[k] = first_names[k];
     m.cells.assign(static_cast<size_t>(total) * static_cast<size_t>(m.nodes), 0);
     std::vector<uint8_t> live(static_cast<size_t>(g.num_values()), 0);
     std::vector<uint8_t> computed(static_cast<size_t>(m.nodes), 0);
@@ -394,6 +422,12 @@ ScheduleExplainer::ScheduleExplainer(const Graph& g, const Plan& plan, const Sim
 }
 
 std::string ScheduleExplainer::node_text(NodeId n) const {
+    // An abstract benchmark graph's node has no op to name; what it has is its role, a node of
+    // the forward pass or one of the backward pass the graph holds explicitly.
+    if (g_.plan_only())
+        return g_.node(n).name + (g_.node(n).has_tag("backward")
+                                      ? " (a backward node of the graph)"
+                                      : " (a forward node of the graph)");
     return g_.node(n).name + " (" + std::string(op_name(g_.node(n).op)) + ")";
 }
 
@@ -408,7 +442,11 @@ std::string ScheduleExplainer::at_text(long index) const {
 }
 
 std::string ScheduleExplainer::cost_text(double ms) const {
-    char buf[32];
+    char buf[48];
+    if (g_.plan_only()) {  // an abstract graph's durations, in the file's own units
+        std::snprintf(buf, sizeof buf, "%.6g time units", ms);
+        return buf;
+    }
     if (ms >= 10)
         std::snprintf(buf, sizeof buf, "%.1f ms", ms);
     else if (ms >= 0.1)
@@ -540,12 +578,14 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
     const auto& computes = computes_of_[static_cast<size_t>(n)];
     const bool first = computes.front() == i;
     const long freed = free_after(node.output, i);
-    const std::string size = format_type(out.dtype, out.shape) + ", " + format_bytes(out.bytes);
+    const std::string size =
+        g_.plan_only() ? format_bytes(out.bytes) + " of output"
+                       : format_type(out.dtype, out.shape) + ", " + format_bytes(out.bytes);
     std::string why;
     if (first) {
         e.what = "compute " + node.name;
-        why = "Forward of " + node_text(n) + " → " + size + ", " +
-              cost_text(costs_.size() ? costs_.forward_ms(n) : 0) + ". ";
+        why = (g_.plan_only() ? "First computation of " : "Forward of ") + node_text(n) + " → " +
+              size + ", " + cost_text(costs_.size() ? costs_.forward_ms(n) : 0) + ". ";
         const long direct = direct_[static_cast<size_t>(i)];
         const long again = compute_after(n, i);
         const long last = freed >= 0 ? last_read_before(node.output, freed, i) : -1;
@@ -589,6 +629,18 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
                 e.related.push_back(plan_.schedule.code[static_cast<size_t>(s)].target);
             }
             why += ".";
+        } else if (freed >= 0 && g_.plan_only()) {
+            // An abstract graph's node: no Backward instructions; its output stays live until
+            // the last computation that reads it (a forward or a backward node of the graph).
+            e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
+            if (last >= 0) {
+                why += "It stays live until its last reader, " +
+                       describe(g_, plan_.schedule.code[static_cast<size_t>(last)]) + " (" +
+                       at_text(last) + "), and is freed right after it, at " + at_text(freed) + ".";
+                e.related.push_back(plan_.schedule.code[static_cast<size_t>(last)].target);
+            } else {
+                why += "Nothing reads it, so it is freed at once, at " + at_text(freed) + ".";
+            }
         } else if (freed >= 0) {
             e.claims.push_back({ClaimKind::NoBackwardReads, node.output, i, -1, false});
             e.claims.push_back({ClaimKind::FreedAt, node.output, freed, last, false});
@@ -601,7 +653,8 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
             }
             why += ".";
         } else {
-            why += "Nothing frees it before the end of the step.";
+            why += g_.plan_only() ? "Nothing frees it before the end of the schedule."
+                                  : "Nothing frees it before the end of the step.";
         }
         return why;
     }
@@ -680,7 +733,8 @@ std::string ScheduleExplainer::explain_free(long i, Explanation& e) const {
               format_bytes(val.bytes) + " are released.";
     } else {
         why = "Nothing reads " + val.name + "'s output";
-        if (p != kNoId && p == g_.loss_node()) why += " (the loss's backward does not need it)";
+        if (p != kNoId && p == g_.loss_node() && !g_.plan_only())
+            why += " (the loss's backward does not need it)";
         why += ", so its " + format_bytes(val.bytes) + " are released at once.";
     }
     return why;

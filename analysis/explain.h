@@ -59,7 +59,8 @@ std::vector<NodeUse> node_uses(const Graph& g, const Schedule& s);
 //
 // Stage 0 is the forward (every instruction before the first Backward); stage k ≥ 1 is the k-th
 // Backward, the (re)computations just before it and the Frees just after it (the Frees of what
-// that Backward read last).
+// that Backward read last). On a plan-only network (no Backwards) stage t is the general
+// problem's: the (re)computations up to node t's first computation and the Frees right after it.
 struct ScheduleMatrix {
     enum Flag : uint8_t {
         Computed = 1,    // first computation of the node in this stage

@@ -94,8 +94,16 @@ CostModel CostModel::analytic(const Graph& g, const DeviceRates& rates) {
     const double flops_per_ms = rates.gflops * 1e6, bytes_per_ms = rates.gbps * 1e6;
     const double launch_ms = rates.launch_us * 1e-3;
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
-        const OpCost c = op_def(g.node(n).op).cost(g, g.node(n));
         const auto i = static_cast<size_t>(n);
+        if (g.node(n).op == OpKind::Opaque) {
+            // An abstract graph's node: its duration, in the file's own units (Moccasin's are
+            // abstract, Checkmate's are its cost_cpu), read as milliseconds; nothing else to run.
+            m.kind_ = "durations";
+            m.fwd_[i] = g.node(n).attrs.get_float("duration", 0);
+            m.bwd_[i] = 0;
+            continue;
+        }
+        const OpCost c = op_def(g.node(n).op).cost(g, g.node(n));
         m.fwd_[i] = std::max(c.fwd_flops / flops_per_ms, c.fwd_bytes / bytes_per_ms) + launch_ms;
         m.bwd_[i] = std::max(c.bwd_flops / flops_per_ms, c.bwd_bytes / bytes_per_ms) + launch_ms;
     }
@@ -189,6 +197,9 @@ std::string signature(const Graph& g, const Node& n) {
 }  // namespace
 
 CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
+    if (g.plan_only())
+        throw Error(std::string("cannot profile network '") + g.name() +
+                    "': " + kPlanOnlyNoKernels);
     CostModel m;
     m.kind_ = "profiled";
     m.fwd_.resize(static_cast<size_t>(g.num_nodes()));

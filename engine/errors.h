@@ -18,6 +18,19 @@ class Error : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A strategy that does not apply to a network (one that needs the forward/backward structure,
+// asked to plan a plan-only abstract graph). compare shows it as "not applicable", not a failure.
+class NotApplicable : public Error {
+  public:
+    using Error::Error;
+};
+
+// Why a plan-only network (Graph::plan_only: an abstract benchmark graph) cannot be executed;
+// every front-end that refuses to run one says this.
+inline constexpr const char* kPlanOnlyNoKernels =
+    "an abstract benchmark graph has no kernels, so it cannot be run; use plan, compare "
+    "(predicted figures only) or solve";
+
 // A schedule broke a liveness rule. `index` is the instruction's position in the schedule.
 class ScheduleError : public Error {
   public:

@@ -228,6 +228,16 @@ void Graph::finalize() {
     for (NodeId n = 0; n < num_nodes(); ++n) {
         const Node& node = nodes_[static_cast<size_t>(n)];
         const bool loss = op_def(node.op).is_loss;
+        if (plan_only_ && (loss || !node.params.empty()))
+            throw Error("node '" + node.name + "' (" + std::string(op_name(node.op)) +
+                        "): a plan-only network has no loss and no parameters");
+        if (plan_only_) {
+            for (ValueId in : node.inputs) {
+                auto& cons = values_[static_cast<size_t>(in)].consumers;
+                if (cons.empty() || cons.back() != n) cons.push_back(n);
+            }
+            continue;
+        }
         if (loss && n != loss_node())
             throw Error("node '" + node.name + "' is a loss (" + std::string(op_name(node.op)) +
                         ") but not the last node; a network has exactly one loss, at the end");
@@ -238,6 +248,12 @@ void Graph::finalize() {
             auto& cons = values_[static_cast<size_t>(in)].consumers;
             if (cons.empty() || cons.back() != n) cons.push_back(n);
         }
+    }
+    if (plan_only_) {  // no gradients: every node's output has requires_grad false
+        for (Value& v : values_) v.requires_grad = false;
+        check_total_bytes();
+        finalized_ = true;
+        return;
     }
     for (const Node& node : nodes_) {
         const Value& out = values_[static_cast<size_t>(node.output)];

@@ -118,6 +118,12 @@ class Graph {
     // exists) and computes consumers and requires_grad. Must be called before use.
     void finalize();
     bool finalized() const { return finalized_; }
+    // A plan-only network (an abstract benchmark graph, engine/networks/abstract_network.h): its
+    // nodes have no kernels and no parameters, and its backward is explicit in the DAG, so
+    // nothing needs a Backward instruction; finalize() then asks for no loss and no parameter,
+    // and lets several nodes end the graph. Set before finalize().
+    void set_plan_only(bool on) { plan_only_ = on; }
+    bool plan_only() const { return plan_only_; }
 
     // --- queries ---
     const std::string& name() const { return name_; }
@@ -162,6 +168,7 @@ class Graph {
     std::string name_;
     uint64_t seed_;
     bool finalized_ = false;
+    bool plan_only_ = false;
     std::vector<Node> nodes_;
     std::vector<Value> values_;
     std::vector<Param> params_;

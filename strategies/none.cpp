@@ -13,6 +13,8 @@ class NoneStrategy final : public Strategy {
         return "keep every activation the backward needs; free each after its last use";
     }
     ParamSchema schema() const override { return {}; }
+    // On a plan-only network: every node once in order, each output freed after its last read.
+    bool plans_abstract() const override { return true; }
     Plan plan(const Graph& g, const CostModel&, const ParamValues&) const override {
         Plan p;
         p.schedule = backprop_schedule(g);

@@ -1,6 +1,10 @@
 // `optimal:budget=BYTES[,method=auto|dp|rockmate|milp][,slots=N][,time_limit=S]` — the least
 // recompute under a byte budget (a bound on simulate()'s peak_bytes).
 //
+// On a plan-only network (an abstract benchmark graph) it solves the general problem instead
+// (strategies/abstract_plan.h): method auto or milp, or one of the general solvers' own (lns,
+// greedy, split, chen, ondemand, dtr), which only such graphs take.
+//
 // Methods:
 //  - dp ("rotor-dp"): Beaumont et al.'s dynamic program over the chain of blocks cut at the
 //    segment boundaries (solvers/rotor.h, which states the class of schedules it searches and
@@ -60,6 +64,7 @@
 #include "engine/units.h"
 #include "solvers/rockmate.h"
 #include "solvers/rotor.h"
+#include "strategies/abstract_plan.h"
 #include "strategies/builtin.h"
 #include "strategies/sweep_specs.h"
 
@@ -162,7 +167,8 @@ class OptimalStrategy final : public Strategy {
              ParamType::Bytes,
              "",
              "peak-memory budget in bytes (e.g. 64MiB); default: midway between the smallest "
-             "feasible budget and none's peak",
+             "feasible budget and none's peak (on an abstract benchmark graph: 0.9 x the peak "
+             "without recomputation)",
              {},
              1},
             {"method",
@@ -170,8 +176,12 @@ class OptimalStrategy final : public Strategy {
              "auto",
              "auto: the chain DP, then Rockmate's menus where blocks have inner structure, plus "
              "the MILP on small such networks; dp: Rotor's DP; rockmate: the chain DP over "
-             "menus of block schedules (Zhao et al. 2023); milp: Checkmate's MILP",
-             {"auto", "dp", "rockmate", "milp"}},
+             "menus of block schedules (Zhao et al. 2023); milp: Checkmate's MILP. On an "
+             "abstract benchmark graph (plan-only) the general problem's solvers "
+             "(solvers/general/solve.h): auto, milp, and for such graphs only lns, greedy, "
+             "split, chen, ondemand, dtr",
+             {"auto", "dp", "rockmate", "milp", "lns", "greedy", "split", "chen", "ondemand",
+              "dtr"}},
             {"slots",
              ParamType::Int,
              "500",
@@ -193,7 +203,28 @@ class OptimalStrategy final : public Strategy {
         };
     }
 
+    bool plans_abstract() const override { return true; }
+
     Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const override {
+        const std::string asked = params.get_string("method");
+        if (g.plan_only()) {
+            if (asked == "dp" || asked == "rockmate")
+                throw NotApplicable("optimal:method=" + asked +
+                                    " plans a chain of blocks with "
+                                    "Backward instructions; network '" +
+                                    g.name() +
+                                    "' is an abstract benchmark graph: use method=auto, milp, "
+                                    "lns, greedy, split, chen, ondemand or dtr");
+            return plan_abstract(g,
+                                 params.has("budget")
+                                     ? std::optional<uint64_t>(params.get_bytes("budget"))
+                                     : std::nullopt,
+                                 asked, params.get_float("time_limit"));
+        }
+        if (is_general_only_method(asked))
+            throw Error("optimal:method=" + asked +
+                        " solves the general problem of abstract benchmark graphs only; on "
+                        "this network use method=auto, dp, rockmate or milp");
         std::vector<NodeId> first;
         const RotorChain chain = rotor_chain(g, costs, &first);
         const uint64_t unit = rotor_unit(chain, static_cast<int32_t>(params.get_int("slots")));

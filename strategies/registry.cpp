@@ -65,6 +65,14 @@ Spec with_budget(Spec s, uint64_t budget) {
 Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec) {
     const Strategy& s = find_strategy(spec.name);
     const ParamValues params = ParamValues::resolve(s.schema(), spec);
+    if (g.plan_only() && !s.plans_abstract()) {
+        throw NotApplicable("strategy '" + std::string(s.name()) + "' does not apply to network '" +
+                            g.name() +
+                            "': it plans the Backward instructions of a network with kernels, "
+                            "and an abstract benchmark graph has its backward nodes explicit; "
+                            "use none, or optimal:method=auto|milp|lns|greedy|split|chen|"
+                            "ondemand|dtr (the general problem's solvers)");
+    }
     const auto t0 = std::chrono::steady_clock::now();
     Plan p = s.plan(g, costs, params);
     p.solve_ms =

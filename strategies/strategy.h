@@ -24,6 +24,11 @@ class Strategy {
     virtual std::string_view about() const = 0;
     virtual ParamSchema schema() const = 0;
     virtual Plan plan(const Graph& g, const CostModel& costs, const ParamValues& params) const = 0;
+    // Whether it plans plan-only networks (Graph::plan_only: abstract benchmark graphs, whose
+    // backward nodes are explicit and which have no Backward instructions). Strategies that
+    // reason about forward/backward structure (segments, residuals, a chain) do not; plan_with
+    // refuses them such a network with rl::NotApplicable.
+    virtual bool plans_abstract() const { return false; }
     // For a sweep of a strategy without a `budget` parameter: the parameter settings that trace
     // its own memory/compute trade-off on `g` (sqrt-n's segment counts, periodic's k, every
     // policy). Budgeted strategies are swept over budgets instead; the default is no range.
@@ -45,7 +50,8 @@ std::vector<const Strategy*> strategies();  // in registration order
 const Strategy& find_strategy(std::string_view name);
 
 // Parses "name:key=value,…", checks it against the strategy's schema, and plans. solve_ms is
-// filled in. Throws rl::Error for a bad spec.
+// filled in. Throws rl::Error for a bad spec, rl::NotApplicable for a strategy that does not
+// plan plan-only networks asked to plan one.
 Plan plan_with(const Graph& g, const CostModel& costs, const Spec& spec);
 
 }  // namespace rl

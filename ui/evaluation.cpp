@@ -43,6 +43,7 @@ NetworkSummary summarize(const Graph& g, const QString& spec) {
     const Plan none = plan_with(g, CostModel{}, Spec{"none", {}});
     s.none_peak_bytes = simulate(g, none.schedule, CostModel{}, so).peak_bytes;
     s.floor_bytes = s.param_bytes + s.input_bytes;
+    s.plan_only = g.plan_only();
     return s;
 }
 
@@ -233,6 +234,8 @@ StrategyResult evaluate_one(Evaluator& evaluator, const Graph& g, const QString&
         return to_result(g, evaluator.costs(), evaluator.evaluate(parsed), std::move(shared));
     } catch (const Cancelled&) {
         throw;
+    } catch (const NotApplicable& e) {  // e.g. sqrt-n on an abstract benchmark graph
+        return failure_result(spec, QStringLiteral("not applicable"), to_qstring(e.what()));
     } catch (const CapExceeded& e) {
         StrategyResult r =
             failure_result(spec, QStringLiteral("cap exceeded"), to_qstring(e.what()));
@@ -252,6 +255,8 @@ StrategyResult compared_result(const Graph& g, const CostModel& costs, const Com
     try {
         if (c.error) std::rethrow_exception(c.error);
         return to_result(g, costs, c.eval, std::move(shared));
+    } catch (const NotApplicable& e) {
+        return failure_result(spec, QStringLiteral("not applicable"), to_qstring(e.what()));
     } catch (const CapExceeded& e) {
         // The plan and its predicted timeline stay (they are what the cap was too small for);
         // the message names the instruction and the allocation that failed.
@@ -353,6 +358,9 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     eo.threads = request.threads;
     eo.cap = request.cap;
     eo.device = request.device.toStdString();
+    // A plan-only network (an abstract benchmark graph) has no kernels: its strategies are
+    // planned and simulated only, whatever was asked.
+    execute = execute && !g.plan_only();
     eo.execute = execute;
     eo.cancel = cancel;
     eo.repeat = request.repeats;

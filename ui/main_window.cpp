@@ -22,6 +22,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "engine/errors.h"
 #include "ui/evaluation.h"
 #include "ui/export_dialogs.h"
 #include "ui/memory_chart.h"
@@ -659,6 +660,27 @@ void MainWindow::run(const RunRequest& request) {
         run_when_ready_ = true;
         // (Re)load unless a load is about to start: a file that failed may have been fixed.
         if (!network_timer_.isActive()) loadNetworkNow();
+        return;
+    }
+    if (network_.plan_only) {
+        // Nothing to execute: Run shows the plans' predicted figures, once they are in the table
+        // (a plan in flight, or one not yet made for these strategies, is waited for once).
+        bool planned = static_cast<int>(request.strategies.size()) == model_->rowCount();
+        for (int i = 0; planned && i < model_->rowCount(); ++i)
+            planned = model_->result(i).spec == request.strategies[i];
+        const bool planning = plan_timer_.isActive() || controller_->busy();
+        if (planning || (!planned && !plan_only_waited_)) {
+            plan_only_waited_ = true;
+            run_when_ready_ = true;
+            if (!planning) planNow();
+            return;
+        }
+        plan_only_waited_ = false;
+        message_->showMessage(MessageWidget::Kind::Warning,
+                              QString::fromUtf8(kPlanOnlyNoKernels) +
+                                  QStringLiteral(". The table and charts show the predicted "
+                                                 "figures of each strategy's plan."));
+        emit runCompleted();
         return;
     }
     run_request_ = request;

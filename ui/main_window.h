@@ -211,6 +211,7 @@ class MainWindow : public QMainWindow {
     bool network_ready_ = false;
     bool network_pending_ = false;  // a load is scheduled or in flight
     bool run_when_ready_ = false;
+    bool plan_only_waited_ = false;  // Run on a plan-only network waited once for its plan
     NetworkSummary network_;
     QString loading_spec_;
     quint64 network_job_ = 0, plan_job_ = 0, run_job_ = 0, sweep_job_ = 0;

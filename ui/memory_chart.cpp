@@ -15,6 +15,7 @@
 #include "ui/memory_profiler.h"
 #include "ui/palette.h"
 #include "ui/schedule_palette.h"
+#include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
@@ -179,14 +180,24 @@ void MemoryChart::setInstructionAxis(bool on) {
     if (on == by_instruction_) return;
     by_instruction_ = on;
     for (Track& t : tracks_) applyAxis(t);
-    x_->setTitleText(on ? QStringLiteral("instruction")
-                        : QStringLiteral("time since the step began (ms)"));
+    x_->setTitleText(on ? QStringLiteral("instruction") : timeAxisTitle());
     placed_on_ = nullptr;  // the marks are placed again on the new axis
     placed_keep_.reset();
     resetZoom();
 }
 
+QString MemoryChart::timeAxisTitle() const {
+    return duration_units_
+               ? QStringLiteral("time since the step began (the graph's duration units)")
+               : QStringLiteral("time since the step began (ms)");
+}
+
 void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
+    duration_units_ = false;
+    for (const StrategyResult& r : results)
+        duration_units_ =
+            duration_units_ || (r.trace && r.trace->graph && r.trace->graph->plan_only());
+    if (!by_instruction_) x_->setTitleText(timeAxisTitle());
     for (Track& t : tracks_) {
         chart()->removeSeries(t.predicted_series);
         chart()->removeSeries(t.measured_series);

@@ -142,6 +142,9 @@ class MemoryChart : public QChartView {
     ByteUnit unit_;
     double x_max_ = 0, y_max_ = 0;  // axis maxima in ms and in unit_
     bool zoomed_ = false, show_predicted_ = true, show_measured_ = true, by_instruction_ = false;
+    // The results are of an abstract benchmark graph: times are its durations, in its own units.
+    bool duration_units_ = false;
+    QString timeAxisTitle() const;
     bool in_redraw_ = false;
     // The selected node's marks.
     int marks_track_ = -1;

@@ -400,6 +400,16 @@ void SetupPanel::setNetworkSpec(const QString& spec) {
 
 void SetupPanel::updateSummary() {
     const NetworkSummary& s = network_;
+    if (s.plan_only) {  // an abstract benchmark graph: no parameters, no FLOPs, no kernels
+        summary_->setText(QStringLiteral("<b>%1</b> — %2 nodes, an abstract benchmark graph "
+                                         "(plan-only: no kernels)<br>"
+                                         "outputs %3 · peak without recomputation %4")
+                              .arg(s.name.toHtmlEscaped())
+                              .arg(s.nodes)
+                              .arg(bytes_text(s.activation_bytes), bytes_text(s.none_peak_bytes)));
+        summary_->setToolTip(s.spec);
+        return;
+    }
     summary_->setText(QStringLiteral("<b>%1</b> — %2 nodes, %3 parameter tensors<br>"
                                      "parameters %4 · activations %5<br>"
                                      "forward %6 · plain backprop peak %7")

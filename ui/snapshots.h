@@ -35,6 +35,7 @@ struct NetworkSummary {
     double forward_flops = 0;
     uint64_t none_peak_bytes = 0;  // predicted peak of plain backprop: the budget slider's top
     uint64_t floor_bytes = 0;      // parameters + inputs: always live, the slider's bottom
+    bool plan_only = false;        // an abstract benchmark graph: no kernels, Run refuses it
 };
 
 struct StrategyResult {

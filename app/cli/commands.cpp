@@ -480,9 +480,14 @@ int compare_command(const CompareOptions& opt) {
     // The JSON lines come at the end, after the rounds, so a bar on a terminal's stderr cannot
     // interleave with them: compare draws it with --json too.
     auto bar = progress_bar(false);
-    Evaluator ev(g, opt.network, executing(g, opt, bar.get()));
+    // A plan-only network (an abstract benchmark graph) has no kernels: its strategies are
+    // planned and simulated, and the table shows predicted figures only.
+    const bool plan_only = g.plan_only();
+    EvaluateOptions eo = executing(g, opt, bar.get());
+    if (plan_only) eo.execute = false;
+    Evaluator ev(g, opt.network, eo);
     const ReportContext ctx =
-        context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);
+        context_for(g, opt.network, ev.costs(), opt.threads, plan_only ? 1 : opt.repeat, opt.cap);
 
     // The overhead column is relative to `none`; measure it with the others (last, so that the
     // listed ones keep their indices) even when it is not listed.
@@ -513,7 +518,9 @@ int compare_command(const CompareOptions& opt) {
     if (bar) bar->clear();
     const bool cancelled = cmp.cancelled;
     std::optional<Evaluation> hidden_baseline;
-    if (!none_listed && !cmp.strategies.back().error && cmp.strategies.back().eval.measured)
+    if (!none_listed && !cmp.strategies.back().error &&
+        (cmp.strategies.back().eval.measured ||
+         (plan_only && cmp.strategies.back().eval.plan.status != PlanStatus::Infeasible)))
         hidden_baseline = std::move(cmp.strategies.back().eval);
 
     // Ctrl-C stops between instructions; the rounds that every strategy completed are reported
@@ -535,6 +542,11 @@ int compare_command(const CompareOptions& opt) {
                 row.status = plan_status_name(c.eval.plan.status);
                 row.eval = std::move(c.eval);
             }
+        } catch (const NotApplicable& err) {
+            // Not a failure: the strategy has nothing to plan on this kind of network.
+            row.status = "not applicable";
+            row.message = err.what();
+            row.exit_code = kExitOk;
         } catch (const CapExceeded& err) {
             row.status = "cap exceeded";
             row.message = err.what();

@@ -9,6 +9,7 @@
 #include "analysis/plan_export.h"
 #include "cli/commands.h"
 #include "engine/atomic_file.h"
+#include "engine/errors.h"
 #include "engine/networks/presets.h"
 #include "engine/units.h"
 
@@ -17,6 +18,10 @@ namespace rl::cli {
 int export_plan_command(const ExportPlanOptions& opt) {
     const PlanFormat format = parse_plan_format(opt.format);
     Graph g = load_network(opt.network);
+    if (g.plan_only())
+        throw Error("export-plan: network '" + opt.network +
+                    "' is an abstract benchmark graph, with no framework modules or values to "
+                    "name in a PyTorch or JAX plan; `plan --json` prints its schedule");
     const Spec spec = parse_spec(opt.strategy);
     (void)ParamValues::resolve(find_strategy(spec.name).schema(), spec);
 

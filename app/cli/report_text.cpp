@@ -74,6 +74,49 @@ class Table {
     std::vector<std::vector<std::string>> rows_;
 };
 
+// compare on a plan-only network (an abstract benchmark graph): nothing executes, so the table
+// holds the predicted figures only; times are the graph's durations in its own units.
+std::string predicted_table(const ReportContext& ctx, const std::vector<CompareRow>& rows,
+                            const Evaluation* baseline) {
+    const Graph& g = ctx.graph;
+    std::ostringstream out;
+    out << ctx.network << ": " << g.num_nodes()
+        << " nodes, an abstract benchmark graph (plan-only: no kernels, so predicted figures "
+           "only); times are its durations, in the file's own units\n\n";
+    Table t({"strategy", "status", "computes", "recomputes", "pred. peak", "peak bytes", "fwd",
+             "recomp", "total", "TDI", "vs none peak"},
+            {true, true, false, false, false, false, false, false, false, false, false});
+    for (const CompareRow& r : rows) {
+        if (!r.eval) {
+            t.add({r.strategy, r.status, "-", "-", "-", "-", "-", "-", "-", "-", "-"});
+            continue;
+        }
+        const Simulation& sim = r.eval->predicted;
+        const double base = sim.forward_ms;
+        std::string vs = "-";
+        if (baseline && baseline->predicted.peak_bytes > 0)
+            vs = &*r.eval == baseline
+                     ? std::string("baseline")
+                     : fixed(100.0 * static_cast<double>(sim.peak_bytes) /
+                                 static_cast<double>(baseline->predicted.peak_bytes),
+                             1) +
+                           " %";
+        t.add({r.strategy, r.status, std::to_string(sim.computes), std::to_string(sim.recomputes),
+               format_bytes(sim.peak_bytes), std::to_string(sim.peak_bytes), ms(sim.forward_ms),
+               ms(sim.recompute_ms), ms(sim.total_ms()),
+               fixed(base > 0 ? 100.0 * sim.recompute_ms / base : 0.0, 2) + " %", vs});
+    }
+    out << t.render();
+    bool header = false;
+    for (const CompareRow& r : rows) {
+        if (r.message.empty()) continue;
+        if (!header) out << '\n';
+        header = true;
+        out << r.strategy << ": " << r.message << '\n';
+    }
+    return out.str();
+}
+
 }  // namespace
 
 bool schedule_valid(const Graph& g, const Schedule& s) {
@@ -109,15 +152,21 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
     const Plan& plan = e.plan;
     const Simulation& sim = e.predicted;
     std::ostringstream out;
-    out << "network      " << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
-        << format_bytes(g.param_bytes()) << ", inputs " << format_bytes(g.input_bytes()) << '\n';
+    if (g.plan_only())  // an abstract benchmark graph: no parameters, inputs or kernels
+        out << "network      " << ctx.network << ": " << g.num_nodes()
+            << " nodes, an abstract benchmark graph (plan-only: no kernels; times are its "
+               "durations, in the file's own units)\n";
+    else
+        out << "network      " << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
+            << format_bytes(g.param_bytes()) << ", inputs " << format_bytes(g.input_bytes())
+            << '\n';
     out << "strategy     " << e.strategy << " (" << plan_status_name(plan.status) << ", planned in "
         << ms(plan.solve_ms) << " ms";
     if (!plan.method.empty()) out << " by " << plan.method;
     if (plan.budget) out << ", budget " << format_bytes(*plan.budget);
     if (plan.gap && *plan.gap > 0) {
         out << ", gap " << ms(100.0 * *plan.gap) << " % above the bound "
-            << ms(*plan.lower_bound_ms) << " ms";
+            << ms(*plan.lower_bound_ms) << (g.plan_only() ? " units" : " ms");
         if (!plan.bound_class.empty()) out << " (over the " << plan.bound_class << " class)";
     }
     out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"
@@ -167,9 +216,16 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         out << "peak         predicted " << format_bytes(sim.peak_bytes) << " (" << sim.peak_bytes
             << " bytes), at " << describe_at(g, plan.schedule, sim.peak_instruction) << '\n';
         out << "activations  predicted peak " << format_bytes(sim.activation_peak_bytes()) << '\n';
-        out << "time (ms)    predicted forward " << ms(sim.forward_ms) << ", recompute "
-            << ms(sim.recompute_ms) << ", backward " << ms(sim.backward_ms) << ", total "
-            << ms(sim.total_ms()) << '\n';
+        if (g.plan_only()) {
+            const double base = sim.forward_ms;  // every node once
+            out << "time (units) predicted forward " << ms(sim.forward_ms) << ", recompute "
+                << ms(sim.recompute_ms) << ", total " << ms(sim.total_ms()) << " (TDI "
+                << fixed(base > 0 ? 100.0 * sim.recompute_ms / base : 0.0, 2) << " %)\n";
+        } else {
+            out << "time (ms)    predicted forward " << ms(sim.forward_ms) << ", recompute "
+                << ms(sim.recompute_ms) << ", backward " << ms(sim.backward_ms) << ", total "
+                << ms(sim.total_ms()) << '\n';
+        }
     }
     return out.str();
 }
@@ -177,6 +233,7 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
 std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow>& rows,
                           const Evaluation* baseline) {
     const Graph& g = ctx.graph;
+    if (g.plan_only()) return predicted_table(ctx, rows, baseline);
     std::ostringstream out;
     out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
         << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"

@@ -82,6 +82,8 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_forward, dropout_mask_backward};
     t[op_index(OpKind::Collective)] = {collective_forward, collective_backward};
+    // plan-only networks: no kernels (both throw)
+    t[op_index(OpKind::Opaque)] = {opaque_forward, opaque_backward};
     return t;
 }();
 

@@ -174,5 +174,8 @@ void dropout_mask_forward(const ForwardCall& c);
 void dropout_mask_backward(const BackwardCall& c);
 void collective_forward(const ForwardCall& c);
 void collective_backward(const BackwardCall& c);
+// opaque (plan-only networks): no kernels; both throw rl::Error (engine/cpu/opaque.cpp).
+void opaque_forward(const ForwardCall& c);
+void opaque_backward(const BackwardCall& c);
 
 }  // namespace rl::cpu

@@ -475,6 +475,16 @@ void collective_bwd(const Ctx& c, const BackwardCall& b) {
     }
 }
 
+// opaque (engine/ops/opaque.cpp): plan-only networks have no kernels; the Evaluator refuses to
+// execute one first, and these say so if one ever reaches the device.
+void opaque_fwd(const Ctx&, const ForwardCall& f) {
+    throw Error("node '" + f.node.name + "': " + kPlanOnlyNoKernels);
+}
+
+void opaque_bwd(const Ctx&, const BackwardCall& b) {
+    throw Error("node '" + b.node.name + "': " + kPlanOnlyNoKernels);
+}
+
 // --- losses -----------------------------------------------------------------------------------
 
 void sum_squares_fwd(const Ctx& c, const ForwardCall& f) {
@@ -820,6 +830,7 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     // large-model training: dropout masks, tensor-parallel collectives
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_fwd, dropout_mask_bwd};
     t[op_index(OpKind::Collective)] = {collective_fwd, collective_bwd};
+    t[op_index(OpKind::Opaque)] = {opaque_fwd, opaque_bwd};  // plan-only: both throw
     return t;
 }();
 

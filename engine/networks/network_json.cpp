@@ -13,6 +13,7 @@
 #include "engine/atomic_file.h"
 #include "engine/errors.h"
 #include "engine/json_text.h"
+#include "engine/networks/abstract_network.h"
 #include "engine/ops/op.h"
 
 namespace rl {
@@ -147,7 +148,8 @@ struct Reader {
         auto fmt = root.find("format");
         if (fmt == root.end() || !fmt->is_string() || fmt->get<std::string>() != kFormat)
             fail("", std::string("not a RematLab network file: it needs \"format\": \"") + kFormat +
-                         "\" (see docs/network-format.md)");
+                         "\" (see docs/network-format.md), and it is not a node-link benchmark "
+                         "graph either (those have arrays \"nodes\" and \"links\")");
         const int64_t version = int_value(field(root, "version", ""), "\"version\"", "");
         if (version > kVersion)
             fail("", "the file uses network format version " + std::to_string(version) +
@@ -231,6 +233,11 @@ struct Reader {
                 fail("", e.what());
             }
         }
+        // A network of opaque nodes (written by `rematlab-cli network` from a benchmark graph)
+        // is plan-only, as the benchmark graph it came from.
+        bool opaque = !g.nodes().empty();
+        for (const Node& node : g.nodes()) opaque = opaque && node.op == OpKind::Opaque;
+        g.set_plan_only(opaque);
         try {
             g.finalize();
         } catch (const Error& e) {
@@ -381,6 +388,11 @@ Graph network_from_json(const std::string& text, const std::string& origin) {
     } catch (const Json::exception& e) {
         throw Error(json_parse_failure(text, origin, e));
     }
+    // A node-link graph (Checkmate's or Moccasin's benchmark graphs) has no "format" but arrays
+    // "nodes" and "links": it loads as a plan-only network (abstract_network.h).
+    if (root.is_object() && !root.contains("format") && root.contains("nodes") &&
+        root["nodes"].is_array() && root.contains("links") && root["links"].is_array())
+        return network_from_abstract(general::abstract_graph_from_json(text, origin));
     try {
         return Reader{origin}.read(root);
     } catch (const Json::exception& e) {

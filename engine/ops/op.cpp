@@ -97,10 +97,12 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         // gpt preset: dropout masks and tensor-parallel collectives
         &ops::kDropoutMaskDef,
         &ops::kCollectiveDef,
+        // plan-only networks: abstract benchmark graphs
+        &ops::kOpaqueDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 37, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 38, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

@@ -55,5 +55,6 @@ extern const OpDef kEmbeddingDef, kSliceDef, kCausalMaskDef;   // indexing.cpp
 extern const OpDef kPadDef;                                    // indexing.cpp
 extern const OpDef kDropoutMaskDef;                            // tensor_ops.cpp
 extern const OpDef kCollectiveDef;                             // collective.cpp
+extern const OpDef kOpaqueDef;                                 // opaque.cpp
 
 }  // namespace rl::ops

@@ -53,6 +53,8 @@ enum class OpKind : uint8_t {
     // Large-model training (gpt preset).
     DropoutMask,  // the u8 keep-mask of dropout, hashed like Dropout's (one byte/element)
     Collective,   // tensor-parallel communication, no FLOPs (ops/collective.cpp)
+    // Plan-only networks (abstract benchmark graphs, engine/networks/abstract_network.h).
+    Opaque,  // a node known by its duration and output bytes only: no kernels (ops/opaque.cpp)
     Count
 };
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/networks/abstract_graph.h"
 #include "engine/schedule.h"
-#include "solvers/general/abstract_graph.h"
 
 namespace rl::general {
 

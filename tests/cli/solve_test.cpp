@@ -156,3 +156,60 @@ TEST_F(SolveCliTest, NodeLimitAndWindowCapMakeTheSearchRepeatItself) {
 }
 
 }  // namespace
+
+// The same graph as a network (`--network FILE`): plan-only, so plan and compare predict and run
+// refuses.
+TEST_F(SolveCliTest, PlanOnAnAbstractNetworkPredictsTheGeneralProblemsFigures) {
+    Result r = run({"plan", "--network", graph_, "--strategy", "none", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["predicted_peak_bytes"], 17);  // the order without recomputation (above)
+    EXPECT_EQ(j["backwards"], 0);
+    EXPECT_EQ(j["computes"], 5);
+    EXPECT_EQ(j["cost_model"], "durations");
+    EXPECT_NEAR(j["predicted_total_ms"].get<double>(), 10, 1e-9);  // the durations, once each
+
+    r = run({"plan", "--network", graph_, "--strategy",
+             "optimal:budget=15,method=milp,time_limit=20", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    j = json::parse(r.out);
+    EXPECT_EQ(j["predicted_peak_bytes"], 14);  // the optimum above: recompute a for ga
+    EXPECT_NEAR(j["predicted_total_ms"].get<double>(), 13, 1e-9);
+    EXPECT_EQ(j["recomputes"], 1);
+    EXPECT_EQ(j["status"], "optimal");
+
+    r = run({"plan", "--network", graph_, "--strategy", "sqrt-n"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("does not apply"), std::string::npos) << r.err;
+
+    r = run({"plan", "--network", graph_, "--strategy", "none"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("compute gb"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("backward "), std::string::npos) << r.out;
+}
+
+TEST_F(SolveCliTest, RunRefusesAnAbstractNetworkAndCompareShowsPredictionsOnly) {
+    Result r = run({"run", "--network", graph_, "--strategy", "none"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("no kernels"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(graph_), std::string::npos) << r.err;
+
+    r = run({"compare", "--network", graph_, "--strategies", "none;sqrt-n;optimal:budget=15"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("predicted figures only"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not applicable"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("meas. peak"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("grads=none"), std::string::npos) << r.out;
+
+    r = run({"compare", "--network", graph_, "--strategies", "none;sqrt-n;optimal:budget=15",
+             "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto lines = rl::test::lines_of(r.out);
+    ASSERT_EQ(lines.size(), 3u) << r.out;
+    const json none = json::parse(lines[0]), sqrt_n = json::parse(lines[1]),
+               optimal = json::parse(lines[2]);
+    EXPECT_EQ(none["predicted_peak_bytes"], 17);
+    EXPECT_FALSE(none.contains("measured_peak_bytes"));
+    EXPECT_EQ(sqrt_n["status"], "not applicable");
+    EXPECT_LE(optimal["predicted_peak_bytes"].get<uint64_t>(), 15u);
+}

@@ -520,7 +520,9 @@ TEST(CudaOpCases, CoverEveryOpKind) {
         covered.insert(h.n().op);
     }
     for (int k = 0; k < kNumOpKinds; ++k)
-        EXPECT_TRUE(covered.count(static_cast<OpKind>(k)))
+        // opaque (plan-only abstract graphs) has no kernels on any backend.
+        EXPECT_TRUE(static_cast<OpKind>(k) == OpKind::Opaque ||
+                    covered.count(static_cast<OpKind>(k)))
             << "no CUDA test case for op " << op_name(static_cast<OpKind>(k));
 }
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "solvers/general/abstract_graph.h"
+#include "engine/networks/abstract_graph.h"
 
 namespace rl::general::testing {
 

@@ -1,4 +1,4 @@
-#include "solvers/general/abstract_graph.h"
+#include "engine/networks/abstract_graph.h"
 
 #include <algorithm>
 #include <cmath>
