@@ -62,7 +62,9 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
     x_->setLabelFormat(QStringLiteral("%g"));
     set_axis(x_, AxisFit{});  // round steps from 0 (fit_axis)
     y_ = new QValueAxis;
-    y_->setTitleText(QStringLiteral("live memory (MiB)"));
+    // Titled with unit_ (bytes until data says otherwise): updateAxes() retitles only when the
+    // unit changes, so a title set apart from it would stay wrong for a network under 1 KiB.
+    y_->setTitleText(QStringLiteral("live memory (%1)").arg(QString::fromLatin1(unit_.name)));
     y_->setLabelFormat(QStringLiteral("%g"));
     set_axis(y_, AxisFit{});
     chart->addAxis(x_, Qt::AlignBottom);

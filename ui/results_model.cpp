@@ -9,6 +9,7 @@
 
 #include "strategies/strategy.h"
 #include "ui/palette.h"
+#include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
@@ -125,9 +126,22 @@ QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) cons
         "Re-\ncomputes", "Fwd\nms",       "Recomp\nms",  "Bwd\nms",     "Total\nms",
         "Overhead",      "Grads =\nnone", "Solve\nms",   "Budget"};
     if (section < 0 || section >= ColumnCount) return {};
-    if (role == Qt::DisplayRole) return QString::fromLatin1(shown[section]);
-    if (role == NameRole) return QString::fromLatin1(names[section]);
-    if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);
+    // An abstract benchmark graph's times are its durations, in the file's units (planning
+    // time, Solve, stays in ms).
+    const bool units = duration_units_ && section >= ForwardMs && section <= TotalMs;
+    auto in_units = [&](const char* text) {
+        QString t = QString::fromLatin1(text);
+        if (units) t.replace(QStringLiteral("ms"), QStringLiteral("units"));
+        return t;
+    };
+    if (role == Qt::DisplayRole) return in_units(shown[section]);
+    if (role == NameRole) return in_units(names[section]);
+    if (role == Qt::ToolTipRole)
+        return units ? QString::fromLatin1(tips[section]) +
+                           QStringLiteral(
+                               " (in the graph's duration units: an abstract "
+                               "benchmark graph is planned, never run)")
+                     : QString::fromLatin1(tips[section]);
     return {};
 }
 
@@ -306,7 +320,17 @@ void ResultsModel::setResults(std::vector<StrategyResult> results,
     baseline_ms_ = baseline_ms;
     baseline_spread_ = baseline_spread;
     updateInstances();
+    updateUnits();
     endResetModel();
+}
+
+void ResultsModel::updateUnits() {
+    bool units = false;
+    for (const StrategyResult& r : results_)
+        units = units || (r.trace && r.trace->graph && r.trace->graph->plan_only());
+    if (units == duration_units_) return;
+    duration_units_ = units;
+    emit headerDataChanged(Qt::Horizontal, ForwardMs, TotalMs);
 }
 
 void ResultsModel::updateInstances() {
@@ -326,10 +350,12 @@ void ResultsModel::setResult(int row, StrategyResult result) {
         results_[static_cast<size_t>(row)] = std::move(result);
         updateInstances();
         endInsertRows();
+        updateUnits();
         return;
     }
     results_[static_cast<size_t>(row)] = std::move(result);
     updateInstances();
+    updateUnits();
     emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
 }
 
@@ -398,6 +424,9 @@ QByteArray ResultsModel::toJson() const {
             o[QStringLiteral("predicted_backward_ms")] = r.predicted_backward_ms;
             o[QStringLiteral("predicted_total_ms")] = r.predicted_total_ms;
             o[QStringLiteral("cost_model")] = r.cost_model;
+            // Abstract benchmark graphs: the *_ms figures are the graph's durations, in its units.
+            o[QStringLiteral("time_unit")] =
+                duration_units_ ? QStringLiteral("graph duration units") : QStringLiteral("ms");
         }
         if (r.executed) {
             o[QStringLiteral("measured_peak_bytes")] = double(r.measured_peak);

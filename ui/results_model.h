@@ -61,17 +61,23 @@ class ResultsModel : public QAbstractTableModel {
     bool isBaseline(int row) const;  // the row is the run of none the overheads are against  // its
                                      // total's range overlaps none's (analysis/measure.h)
 
+    // The results are of an abstract benchmark graph (plan-only): its times are the graph's
+    // durations in the file's own units, not milliseconds, and the time columns say so.
+    bool durationUnits() const { return duration_units_; }
+
     // Every row and column, the raw figures (bytes, ms), a header line; RFC 4180 quoting.
     QString toCsv() const;
     QByteArray toJson() const;
 
   private:
     void updateInstances();
+    void updateUnits();
     std::vector<StrategyResult> results_;
     std::vector<int> instances_;   // per row: its instance of its strategy (colour shade)
     std::vector<QString> labels_;  // per row: what the Strategy column calls it (instance_labels)
     std::optional<double> baseline_ms_;
     std::optional<Spread> baseline_spread_;
+    bool duration_units_ = false;
 };
 
 }  // namespace rl::ui

@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -101,7 +102,7 @@ QWidget* SetupPanel::buildNetworkPanel() {
         preset_param_forms_.push_back(form);
         connect(form, &ParamForm::changed, this, [this] {
             if (!suppress_) {
-                file_spec_.clear();
+                showFile({});
                 emit networkEdited(300);
             }
         });
@@ -133,9 +134,10 @@ QWidget* SetupPanel::buildNetworkPanel() {
         preset_forms_->adjustSize();
     });
     connect(preset_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0 && i == fileItem()) return;  // the opened file, shown by showFile()
         if (i >= 0 && i < preset_forms_->count()) preset_forms_->setCurrentIndex(i);
         if (!suppress_) {
-            file_spec_.clear();
+            showFile({});
             emit networkEdited(0);
         }
     });
@@ -375,27 +377,53 @@ QString SetupPanel::networkSpec() const {
 
 void SetupPanel::setNetworkSpec(const QString& spec) {
     if (is_network_file(spec)) {
-        file_spec_ = spec;
+        showFile(spec);
     } else {
-        file_spec_.clear();
         suppress_ = true;
+        showFile({});
         try {
             const Spec parsed = parse_spec(spec.toStdString());
             const int i = preset_->findData(to_qstring(parsed.name));
-            if (i < 0) {
+            if (i < 0 || i == fileItem()) {
                 // Let the loader say what is wrong (it lists the presets).
-                file_spec_ = spec;
+                showFile(spec);
             } else {
                 preset_->setCurrentIndex(i);
                 preset_forms_->setCurrentIndex(i);
                 preset_param_forms_[static_cast<size_t>(i)]->setArgs(parsed.args);
             }
         } catch (const std::exception&) {
-            file_spec_ = spec;
+            showFile(spec);
         }
         suppress_ = false;
     }
     emit networkEdited(0);
+}
+
+int SetupPanel::fileItem() const {
+    const int i = static_cast<int>(preset_param_forms_.size());
+    return i < preset_->count() ? i : -1;
+}
+
+void SetupPanel::showFile(const QString& spec) {
+    file_spec_ = spec;
+    const bool saved = suppress_;
+    suppress_ = true;
+    if (spec.isEmpty()) {
+        if (fileItem() >= 0) preset_->removeItem(fileItem());
+        preset_forms_->setVisible(true);
+    } else {
+        const QFileInfo info(spec);
+        const QString shown = is_network_file(spec) ? info.fileName() : spec;
+        if (fileItem() < 0) preset_->addItem(QString());
+        const int i = fileItem();
+        preset_->setItemText(i, QStringLiteral("file: %1").arg(shown));
+        preset_->setItemData(i, spec, Qt::ToolTipRole);
+        preset_->setItemData(i, QString());  // not a preset's name
+        preset_->setCurrentIndex(i);
+        preset_forms_->setVisible(false);
+    }
+    suppress_ = saved;
 }
 
 void SetupPanel::updateSummary() {
@@ -633,7 +661,7 @@ void SetupPanel::showNotLoaded() {
 void SetupPanel::showMissingNetwork(const QString& path, const QString& name) {
     network_ready_ = false;
     reload_button_->setVisible(true);
-    file_spec_ = path;
+    showFile(path);
     summary_->setText(
         QStringLiteral("<span style='color:#b9770e'>Network file missing</span>"
                        "<br><i>%1</i><br>showing the copy saved in the session%2")

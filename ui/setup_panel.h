@@ -151,6 +151,11 @@ class SetupPanel : public QWidget {
     int stepAtLeast(uint64_t bytes) const;
     void updateBudgetLabel();
     void updateSummary();
+    // Shows the opened network file (spec) in the network box, or a preset when spec is empty:
+    // a file gets an item of its own after the presets, selected, with the preset forms hidden,
+    // so the box never shows a preset's parameters for a network that is not that preset.
+    void showFile(const QString& spec);
+    int fileItem() const;  // the index of that item, -1 when there is none
 
     QComboBox* preset_ = nullptr;
     QStackedWidget* preset_forms_ = nullptr;

@@ -57,6 +57,19 @@ TEST(UiAbstractNetwork, PlansPredictsAndRefusesToRun) {
     EXPECT_EQ(sqrt_n.status, QStringLiteral("not applicable"));
     EXPECT_TRUE(sqrt_n.message.contains(QStringLiteral("does not apply")))
         << sqrt_n.message.toStdString();
+    // Its times are the file's durations, not milliseconds: the time columns say so (the
+    // planning time stays in ms), as does the memory chart's axis.
+    const ResultsModel* m = w.resultsModel();
+    for (const int c : {ResultsModel::ForwardMs, ResultsModel::RecomputeMs,
+                        ResultsModel::BackwardMs, ResultsModel::TotalMs}) {
+        const QString name = m->headerData(c, Qt::Horizontal, ResultsModel::NameRole).toString();
+        EXPECT_TRUE(name.endsWith(QStringLiteral("units"))) << name.toStdString();
+        EXPECT_FALSE(m->headerData(c, Qt::Horizontal).toString().contains(QStringLiteral("ms")));
+    }
+    EXPECT_EQ(m->headerData(ResultsModel::SolveMs, Qt::Horizontal, ResultsModel::NameRole),
+              QStringLiteral("Solve ms"));
+    EXPECT_TRUE(m->toJson().contains("\"time_unit\": \"graph duration units\""));
+    EXPECT_EQ(none.predicted_total_ms, 3.0 + 1 + 1 + 2 + 3);  // the durations, summed
 
     QSignalSpy done(&w, &MainWindow::runCompleted);
     w.startRun();

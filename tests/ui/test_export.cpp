@@ -8,9 +8,11 @@
 #include <QLineSeries>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QValueAxis>
 #include <cmath>
 
 #include "ui/chart_export.h"
+#include "ui/chart_math.h"
 #include "ui/evaluation.h"
 #include "ui/memory_chart.h"
 
@@ -134,6 +136,35 @@ TEST(UiMemoryChart, HundredThousandPointsAreDecimatedToThePlotWidth) {
     for (const QPointF& p : chart.measuredSeries(0)->points()) top = std::max(top, p.y());
     EXPECT_NEAR(top * 1024 * 1024, 1e6 + 5e5 * std::sin(77.777) + 9e6, 1.0);  // the spike survives
     EXPECT_FALSE(chart.hoverText(500.0).isEmpty());
+}
+
+// The axis names the unit its numbers are in, for every size of network: a 772-byte network's
+// chart read "live memory (MiB)" over values in bytes, because the title was only rewritten when
+// the unit changed from the one the chart started with.
+TEST(UiMemoryChart, TheBytesAxisNamesTheUnitOfItsNumbers) {
+    for (const double peak : {772.0, 45.2 * 1024, 3.5 * 1024 * 1024, 40.0 * 1024 * 1024 * 1024}) {
+        auto tl = std::make_shared<Timeline>();
+        tl->points = {{0.0, 0.0}, {1.0, peak}, {2.0, 0.0}};
+        tl->instruction = {0, 1, 2};
+        StrategyResult r;
+        r.name = r.spec = QStringLiteral("none");
+        r.planned = r.executed = true;
+        r.measured_timeline = tl;
+        MemoryChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        chart.setResults({r});
+        chart.flush();
+        const ByteUnit unit = byte_unit_for(static_cast<uint64_t>(peak));
+        EXPECT_EQ(chart.bytesAxis()->titleText(),
+                  QStringLiteral("live memory (%1)").arg(QString::fromLatin1(unit.name)))
+            << peak;
+        double top = 0;
+        for (const QPointF& p : chart.measuredSeries(0)->points()) top = std::max(top, p.y());
+        EXPECT_NEAR(top * unit.divisor, peak, 1e-6 * peak) << peak;  // the numbers are in it
+        EXPECT_GE(top, 1.0) << peak;
+        EXPECT_LT(top, 1024.0) << peak;
+    }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -120,6 +121,43 @@ TEST(UiSetupPanel, RunEmitsTheRequestWithWhatThePanelShows) {
     EXPECT_EQ(r.cap, uint64_t(32) << 20);
     EXPECT_EQ(r.device, QStringLiteral("cpu"));
     EXPECT_EQ(r.strategies, p.panel.strategySpecs());
+}
+
+// An opened network file is what the network box shows: an item of its own, selected, with no
+// preset form under it (the box went on showing the last preset's depth, width and batch for an
+// ONNX model or a benchmark graph). Picking a preset again drops the item and shows its form.
+TEST(UiSetupPanel, AnOpenedFileIsShownAsTheNetworkNotAPresetsForm) {
+    SetupPanel panel;
+    panel.show();
+    panel.setNetworkSpec(kNet);
+    auto* preset = panel.findChild<QComboBox*>();
+    ASSERT_NE(preset, nullptr);
+    auto* forms = panel.findChild<QStackedWidget*>();
+    ASSERT_NE(forms, nullptr);
+    const int presets = preset->count();
+    EXPECT_EQ(preset->currentText(), QStringLiteral("mlp"));
+    EXPECT_TRUE(forms->isVisible());
+
+    const QString file = QStringLiteral("/models/resnet18.onnx");
+    panel.setNetworkSpec(file);
+    EXPECT_EQ(panel.networkSpec(), file);
+    EXPECT_EQ(preset->count(), presets + 1);
+    EXPECT_EQ(preset->currentText(), QStringLiteral("file: resnet18.onnx"));
+    EXPECT_EQ(preset->itemData(preset->currentIndex(), Qt::ToolTipRole).toString(), file);
+    EXPECT_FALSE(forms->isVisible());
+    // Another file replaces it rather than adding a second item.
+    panel.setNetworkSpec(QStringLiteral("/graphs/fcn.json"));
+    EXPECT_EQ(preset->count(), presets + 1);
+    EXPECT_EQ(preset->currentText(), QStringLiteral("file: fcn.json"));
+
+    QSignalSpy edited(&panel, &SetupPanel::networkEdited);
+    preset->setCurrentIndex(preset->findData(QStringLiteral("transformer")));
+    EXPECT_EQ(edited.count(), 1);
+    EXPECT_EQ(preset->count(), presets);
+    EXPECT_EQ(preset->currentText(), QStringLiteral("transformer"));
+    EXPECT_TRUE(forms->isVisible());
+    EXPECT_TRUE(panel.networkSpec().startsWith(QStringLiteral("transformer")))
+        << panel.networkSpec().toStdString();
 }
 
 TEST(UiSetupPanel, ABadCapIsReportedInsteadOfARequest) {
