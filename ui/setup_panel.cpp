@@ -647,6 +647,12 @@ void SetupPanel::setNetwork(const NetworkSummary& summary) {
     if (pending_budget_) {
         setBudget(pending_budget_);
         pending_budget_.reset();
+    } else if (summary.plan_only && !budget_chosen_ && summary.none_peak_bytes > 0) {
+        // An abstract benchmark graph starts at its benchmarks' budget, 0.9 of the peak without
+        // recomputation (Checkmate's and Moccasin's rule), not at the slider's middle: no
+        // strategy reports a smallest feasible budget there for the first plan to move to.
+        const auto b = static_cast<uint64_t>(0.9 * static_cast<double>(summary.none_peak_bytes));
+        budget_slider_->setValue(stepAtLeast(b));
     }
     suppress_ = false;
     updateBudgetLabel();

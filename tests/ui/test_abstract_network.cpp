@@ -9,6 +9,7 @@
 
 #include "ui/main_window.h"
 #include "ui/results_model.h"
+#include "ui/setup_panel.h"
 
 namespace rl::ui {
 namespace {
@@ -47,6 +48,10 @@ TEST(UiAbstractNetwork, PlansPredictsAndRefusesToRun) {
     EXPECT_TRUE(w.network().plan_only);
     EXPECT_EQ(w.network().nodes, 5);
     EXPECT_EQ(w.network().none_peak_bytes, 17u);
+    // It starts at the benchmarks' budget, 0.9 of that peak (floor 15), not the slider's middle.
+    ASSERT_TRUE(w.setupPanel()->budget());
+    EXPECT_GE(*w.setupPanel()->budget(), 15u);
+    EXPECT_LT(*w.setupPanel()->budget(), 17u);
     QSignalSpy plan(&w, &MainWindow::planReady);
     ASSERT_TRUE(plan.wait(kWaitMs));
     ASSERT_EQ(w.resultsModel()->rowCount(), 2);
