@@ -11,6 +11,17 @@ namespace rl::cli {
 
 namespace {
 
+// Each row's message (why it failed or does not apply), under the table after a blank line.
+void append_messages(std::ostream& out, const std::vector<CompareRow>& rows) {
+    bool header = false;
+    for (const CompareRow& r : rows) {
+        if (r.message.empty()) continue;
+        if (!header) out << '\n';
+        header = true;
+        out << r.strategy << ": " << r.message << '\n';
+    }
+}
+
 std::string fixed(double v, int decimals) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -107,13 +118,7 @@ std::string predicted_table(const ReportContext& ctx, const std::vector<CompareR
                fixed(base > 0 ? 100.0 * sim.recompute_ms / base : 0.0, 2) + " %", vs});
     }
     out << t.render();
-    bool header = false;
-    for (const CompareRow& r : rows) {
-        if (r.message.empty()) continue;
-        if (!header) out << '\n';
-        header = true;
-        out << r.strategy << ": " << r.message << '\n';
-    }
+    append_messages(out, rows);
     return out.str();
 }
 
@@ -292,13 +297,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
             any_mismatch = true;
     if (any_mismatch)
         out << "\n! measured peak differs from the predicted one (a bug: please report)\n";
-    bool header = false;
-    for (const CompareRow& r : rows) {
-        if (r.message.empty()) continue;
-        if (!header) out << '\n';
-        header = true;
-        out << r.strategy << ": " << r.message << '\n';
-    }
+    append_messages(out, rows);
     return out.str();
 }
 
