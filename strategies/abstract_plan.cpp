@@ -13,9 +13,10 @@
 namespace rl {
 
 bool is_general_only_method(const std::string& method) {
-    for (const char* m : {"lns", "greedy", "split", "chen", "ondemand", "dtr"})
-        if (method == m) return true;
-    return false;
+    // solve's methods, less the two optimal has on every network (auto, milp).
+    if (method == "auto" || method == "milp") return false;
+    const auto& all = general::solve_methods();
+    return std::find(all.begin(), all.end(), method) != all.end();
 }
 
 Plan plan_abstract(const Graph& g, const std::optional<uint64_t>& budget, const std::string& method,
