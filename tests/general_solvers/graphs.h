@@ -2,6 +2,7 @@
 // Small abstract graphs for the general-problem tests, written here (the published benchmark
 // graphs are GPL-3.0 inputs that stay outside the repository).
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -59,6 +60,28 @@ inline AbstractGraph train_chain(int k, uint64_t act_bytes = 10, uint64_t grad_b
         edges.emplace_back(b - 1, b);  // the gradient from b_(i+1) (or the loss)
     }
     return make_abstract_graph(numbered("train_chain", k), std::move(nodes), edges);
+}
+
+// The folder of Checkmate's and Moccasin's benchmark graphs (REMATLAB_REMAT_GRAPHS), or "" when
+// it is not set: the tests that read it skip then.
+inline std::string published_graphs_dir() {
+    const char* dir = std::getenv("REMATLAB_REMAT_GRAPHS");
+    return dir ? dir : "";
+}
+inline constexpr const char* kNoPublishedGraphs =
+    "REMATLAB_REMAT_GRAPHS is not set (the folder of Checkmate's and Moccasin's benchmark graphs)";
+
+// The peaks without recomputation listed in that folder's README (computed independently of
+// this project), by file.
+inline const std::vector<std::pair<std::string, uint64_t>>& listed_no_remat_peaks() {
+    static const std::vector<std::pair<std::string, uint64_t>> listed{
+        {"random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json", 46319},
+        {"random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14.json", 146840},
+        {"random_layered_n500_w0.36_nlv0.75_ed0.2_scd0.14.json", 284439},
+        {"random_layered_n1000_w0.31_nlv0.75_ed0.2_scd0.14.json", 608619},
+        {"ResNet50_mlsys_256_224x224x3_train_nx.json", 38059356160ull},
+        {"fcn_8_vgg_mlsys_32_416x608x3_train_nx.json", 13484795520ull}};
+    return listed;
 }
 
 }  // namespace rl::general::testing

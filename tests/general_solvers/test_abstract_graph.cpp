@@ -174,17 +174,9 @@ TEST(GeneralSimulator, RecomputationCostsDurationAndSavesMemory) {
 // The peaks listed in the benchmark folder's README (they reproduce Moccasin's published
 // budgets). The folder is GPL-3.0 input kept outside the repository.
 TEST(PublishedGraphs, NoRecomputePeaksMatchTheListedOnes) {
-    const char* dir = std::getenv("REMATLAB_REMAT_GRAPHS");
-    if (!dir || !*dir)
-        GTEST_SKIP() << "REMATLAB_REMAT_GRAPHS is not set (the folder of Checkmate's and "
-                        "Moccasin's benchmark graphs)";
-    const std::vector<std::pair<std::string, uint64_t>> listed{
-        {"random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json", 46319},
-        {"random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14.json", 146840},
-        {"random_layered_n500_w0.36_nlv0.75_ed0.2_scd0.14.json", 284439},
-        {"random_layered_n1000_w0.31_nlv0.75_ed0.2_scd0.14.json", 608619},
-        {"ResNet50_mlsys_256_224x224x3_train_nx.json", 38059356160ull},
-        {"fcn_8_vgg_mlsys_32_416x608x3_train_nx.json", 13484795520ull}};
+    const std::string dir = testing::published_graphs_dir();
+    if (dir.empty()) GTEST_SKIP() << testing::kNoPublishedGraphs;
+    const auto& listed = testing::listed_no_remat_peaks();
     for (const auto& [file, peak] : listed) {
         const AbstractGraph g = load_abstract_graph((std::filesystem::path(dir) / file).string());
         EXPECT_EQ(peak_no_remat(g), peak) << file;
