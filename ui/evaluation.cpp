@@ -380,4 +380,10 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     return summary;
 }
 
+bool in_duration_units(const std::vector<StrategyResult>& results) {
+    return std::any_of(results.begin(), results.end(), [](const StrategyResult& r) {
+        return r.trace && r.trace->graph && r.trace->graph->plan_only();
+    });
+}
+
 }  // namespace rl::ui

@@ -195,10 +195,7 @@ QString MemoryChart::timeAxisTitle() const {
 }
 
 void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
-    duration_units_ = false;
-    for (const StrategyResult& r : results)
-        duration_units_ =
-            duration_units_ || (r.trace && r.trace->graph && r.trace->graph->plan_only());
+    duration_units_ = in_duration_units(results);
     if (!by_instruction_) x_->setTitleText(timeAxisTitle());
     for (Track& t : tracks_) {
         chart()->removeSeries(t.predicted_series);

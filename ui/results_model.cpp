@@ -9,7 +9,6 @@
 
 #include "strategies/strategy.h"
 #include "ui/palette.h"
-#include "ui/schedule_trace.h"
 
 namespace rl::ui {
 
@@ -325,9 +324,7 @@ void ResultsModel::setResults(std::vector<StrategyResult> results,
 }
 
 void ResultsModel::updateUnits() {
-    bool units = false;
-    for (const StrategyResult& r : results_)
-        units = units || (r.trace && r.trace->graph && r.trace->graph->plan_only());
+    const bool units = in_duration_units(results_);
     if (units == duration_units_) return;
     duration_units_ = units;
     emit headerDataChanged(Qt::Horizontal, ForwardMs, TotalMs);

@@ -127,6 +127,10 @@ struct RunSummary {
     bool cancelled = false;
 };
 
+// The results are of an abstract benchmark graph (a plan-only network): their times are the
+// graph's durations in the file's own units, not milliseconds (ui/evaluation.cpp).
+bool in_duration_units(const std::vector<StrategyResult>& results);
+
 }  // namespace rl::ui
 
 Q_DECLARE_METATYPE(rl::ui::NetworkSummary)
