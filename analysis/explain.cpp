@@ -200,6 +200,16 @@ ScheduleMatrix schedule_matrix(const Graph& g, const Schedule& s) {
                 m.stage_node[static_cast<size_t>(st)] = ins.target;
                 m.stage_names[static_cast<size_t>(st)] = "backward " + g.node(ins.target).name;
                 break;
+            case InstrKind::Offload:
+            case InstrKind::Prefetch:
+                break;
+            case InstrKind::Wait: {  // the value leaves the device, or is back on it
+                auto& on_device = live[static_cast<size_t>(ins.target)];
+                on_device = !on_device;
+                const NodeId p = g.value(ins.target).producer;
+                if (!on_device && p != kNoId) cell(st, p) |= ScheduleMatrix::Freed;
+                break;
+            }
         }
     }
     // Stages without instructions (none in a valid schedule) take their neighbours' bounds so
@@ -399,6 +409,9 @@ ScheduleExplainer::ScheduleExplainer(const Graph& g, const Plan& plan, const Sim
     // Live bytes after each instruction: its last event in the simulation's timeline (or the
     // bytes before it, for an instruction without events).
     live_after_.assign(static_cast<size_t>(n), 0);
+    wait_stall_ms_.assign(static_cast<size_t>(n), 0.0);
+    for (const auto& [at, ms] : sim.stalls)
+        if (at >= 0 && at < n) wait_stall_ms_[static_cast<size_t>(at)] = ms;
     std::vector<uint8_t> has(static_cast<size_t>(n), 0);
     uint64_t before = 0;
     bool started = false;
@@ -740,6 +753,71 @@ std::string ScheduleExplainer::explain_free(long i, Explanation& e) const {
     return why;
 }
 
+// Offload, Prefetch and Wait: what moves where, what the copy costs on the cost model's link,
+// and, for an offload, what it replaces: recomputing the value's producer for its next reader.
+std::string ScheduleExplainer::explain_copy(long i, Explanation& e) const {
+    const ValueId v = e.instruction.target;
+    const Value& val = g_.value(v);
+    const auto& code = plan_.schedule.code;
+    const bool has_costs = costs_.size() > 0;
+    e.what = describe(g_, e.instruction);
+    auto find = [&](long from, long step, InstrKind k) {
+        for (long j = from; j >= 0 && j < size(); j += step)
+            if (code[static_cast<size_t>(j)].kind == k && code[static_cast<size_t>(j)].target == v)
+                return j;
+        return -1L;
+    };
+    const std::string size_text = format_bytes(val.bytes);
+    if (e.instruction.kind == InstrKind::Offload) {
+        const long back = find(i + 1, 1, InstrKind::Prefetch);
+        const double copy = has_costs ? costs_.transfer().copy_ms(val.bytes, true) : 0.0;
+        std::string why = "Copies " + val.name + " (" + size_text +
+                          ") to host memory on the copy stream, beside the kernels (" +
+                          cost_text(copy) + " on the link); its device buffer is released at " +
+                          "its wait";
+        if (back >= 0) {
+            why += ", and it comes back by the prefetch at " + at_text(back);
+            if (val.producer != kNoId)
+                why += ". Offloaded rather than recomputed: recomputing " +
+                       g_.node(val.producer).name + " would cost " +
+                       cost_text(has_costs ? costs_.forward_ms(val.producer) : 0) +
+                       " of compute (more if its inputs are gone too), while the copies only " +
+                       "cost the step the time the compute stream waits for them";
+        }
+        return why + ".";
+    }
+    if (e.instruction.kind == InstrKind::Prefetch) {
+        const double copy = has_costs ? costs_.transfer().copy_ms(val.bytes, false) : 0.0;
+        std::string why = "Copies " + val.name + " (" + size_text +
+                          ") back from host memory, taking its device buffer now; " +
+                          cost_text(copy) + " on the link";
+        for (long j = i + 1; j < size(); ++j) {
+            const Instruction& r = code[static_cast<size_t>(j)];
+            bool reads = false;
+            for_each_read(g_, tables_, r, [&](ValueId x) { reads = reads || x == v; });
+            if (!reads) continue;
+            why += "; it is read next by " + describe(g_, r) + " (" + at_text(j) + ")";
+            if (!targets_value(r.kind)) e.related.push_back(r.target);
+            break;
+        }
+        return why + ".";
+    }
+    // Wait
+    const long issued =
+        std::max(find(i - 1, -1, InstrKind::Offload), find(i - 1, -1, InstrKind::Prefetch));
+    const bool offload =
+        issued >= 0 && code[static_cast<size_t>(issued)].kind == InstrKind::Offload;
+    std::string why = "The compute stream waits for the " +
+                      std::string(offload ? "offload" : "prefetch") + " of " + val.name +
+                      (issued >= 0 ? " issued at " + at_text(issued) : std::string()) + "; then " +
+                      (offload ? "its device buffer (" + size_text + ") is released"
+                               : "it is readable on the device and its host copy is released");
+    const double stall = wait_stall_ms_.empty() ? 0.0 : wait_stall_ms_[static_cast<size_t>(i)];
+    why += stall > 0 ? ". The copy was not done yet: the step stalls here " + cost_text(stall)
+                     : ". The copy is already done: no stall";
+    return why + ".";
+}
+
 std::string ScheduleExplainer::explain_backward(long i, Explanation& e) const {
     const NodeId n = e.node;
     const Node& node = g_.node(n);
@@ -757,6 +835,14 @@ std::string ScheduleExplainer::explain_backward(long i, Explanation& e) const {
         } else {
             const bool again = computes_of_[static_cast<size_t>(val.producer)].front() != c;
             how = (again ? "recomputed at " : "kept since ") + at_text(c);
+            for (long j = i - 1; j > c && j >= 0; --j) {  // brought back from the host since?
+                const Instruction& x = plan_.schedule.code[static_cast<size_t>(j)];
+                if (x.kind == InstrKind::Prefetch && x.target == v) {
+                    how = (again ? "recomputed at " : "computed at ") + at_text(c) +
+                          ", offloaded, and prefetched at " + at_text(j);
+                    break;
+                }
+            }
         }
         reads.push_back((v == node.output ? "its own output" : "its input " + val.name) + " (" +
                         how + ")");
@@ -783,8 +869,8 @@ Explanation ScheduleExplainer::explain(long index) const {
     Explanation e;
     e.index = index;
     e.instruction = plan_.schedule.code[static_cast<size_t>(index)];
-    e.node = e.instruction.kind == InstrKind::Free ? g_.value(e.instruction.target).producer
-                                                   : e.instruction.target;
+    e.node = targets_value(e.instruction.kind) ? g_.value(e.instruction.target).producer
+                                               : e.instruction.target;
     switch (e.instruction.kind) {
         case InstrKind::Compute:
             e.why = explain_compute(index, e);
@@ -794,6 +880,11 @@ Explanation ScheduleExplainer::explain(long index) const {
             break;
         case InstrKind::Backward:
             e.why = explain_backward(index, e);
+            break;
+        case InstrKind::Offload:
+        case InstrKind::Prefetch:
+        case InstrKind::Wait:
+            e.why = explain_copy(index, e);
             break;
     }
     e.live_bytes = live_after_[static_cast<size_t>(index)];

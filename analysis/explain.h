@@ -203,6 +203,7 @@ class ScheduleExplainer {
     std::string reason_chain(long i, Explanation& e) const;
     std::string explain_compute(long i, Explanation& e) const;
     std::string explain_free(long i, Explanation& e) const;
+    std::string explain_copy(long i, Explanation& e) const;
     std::string explain_backward(long i, Explanation& e) const;
 
     const Graph& g_;
@@ -215,8 +216,9 @@ class ScheduleExplainer {
     std::vector<std::vector<long>> reads_of_;     // per value: instructions that read it
     std::vector<long> serves_;  // per Compute: the first Backward it is for (maybe through others)
     std::vector<long> direct_;  // per Compute: the first Backward that reads its output itself
-    std::vector<uint64_t> live_after_;  // per instruction
-    std::vector<uint8_t> checkpoint_;   // per node: in plan.checkpoints
+    std::vector<uint64_t> live_after_;   // per instruction
+    std::vector<double> wait_stall_ms_;  // per instruction: how long a Wait stalls (predicted)
+    std::vector<uint8_t> checkpoint_;    // per node: in plan.checkpoints
     long first_backward_ = -1;
 };
 

@@ -6,8 +6,8 @@
 
 namespace rl {
 
-TrackingAllocator::TrackingAllocator(Backend& backend, uint64_t cap)
-    : backend_(backend), cap_(cap), epoch_(std::chrono::steady_clock::now()) {}
+TrackingAllocator::TrackingAllocator(Backend& backend, uint64_t cap, bool host)
+    : backend_(backend), cap_(cap), host_(host), epoch_(std::chrono::steady_clock::now()) {}
 
 TrackingAllocator::~TrackingAllocator() = default;
 
@@ -24,7 +24,7 @@ void* TrackingAllocator::allocate(uint64_t bytes, Category c, int32_t instructio
                               format_bytes(live_ + bytes) + ", over the cap of " +
                               format_bytes(cap_) + " (" + std::to_string(cap_) + " bytes)",
                           CapExceeded::Details{instruction, bytes, live_, cap_, what, {}});
-    void* p = backend_.allocate(bytes);
+    void* p = host_ ? backend_.allocate_host(bytes) : backend_.allocate(bytes);
     if (!p)
         throw Error("out of memory: the " + backend_.name() + " backend could not allocate " +
                     format_bytes(bytes) + " for " + what);
@@ -42,7 +42,10 @@ void* TrackingAllocator::allocate(uint64_t bytes, Category c, int32_t instructio
 }
 
 void TrackingAllocator::release(void* p, uint64_t bytes, Category c, int32_t instruction) {
-    backend_.release(p);
+    if (host_)
+        backend_.release_host(p);
+    else
+        backend_.release(p);
     --outstanding_;
     live_ -= bytes;
     by_category_[static_cast<size_t>(c)] -= bytes;

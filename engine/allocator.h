@@ -18,7 +18,8 @@ class Backend;
 
 class TrackingAllocator {
   public:
-    explicit TrackingAllocator(Backend& backend, uint64_t cap = 0);
+    // `host`: the host pool of offloaded values (Backend::allocate_host) instead of the device.
+    explicit TrackingAllocator(Backend& backend, uint64_t cap = 0, bool host = false);
     ~TrackingAllocator();
     TrackingAllocator(const TrackingAllocator&) = delete;
     TrackingAllocator& operator=(const TrackingAllocator&) = delete;
@@ -48,6 +49,7 @@ class TrackingAllocator {
 
     Backend& backend_;
     uint64_t cap_;
+    bool host_;
     uint64_t live_ = 0, peak_ = 0;
     int32_t peak_instruction_ = -1;
     std::array<uint64_t, kNumCategories> by_category_{}, peak_by_category_{};

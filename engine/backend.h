@@ -58,9 +58,14 @@ struct BackwardCall {
     void* workspace;
 };
 
+class HostCopyEngine;
+
 class Backend {
   public:
-    virtual ~Backend() = default;
+    Backend();
+    virtual ~Backend();
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
     virtual std::string name() const = 0;  // "cpu"
     virtual void* allocate(uint64_t bytes) = 0;
     virtual void release(void* p) = 0;
@@ -87,6 +92,22 @@ class Backend {
     virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
     // Starts a new driver-peak window: min_free = current free, reserved_peak = reserved.
     virtual void reset_device_memory_peak() {}
+
+    // Offload (engine/schedule.h). Host memory for offloaded values (pinned on a GPU), and
+    // copies between it and device buffers on a copy stream beside the kernels, in issue
+    // order. copy_async() starts a copy after the kernels issued so far and returns its ticket;
+    // wait_copy() returns once that copy has completed, and kernels issued after it see the
+    // copied bytes; take_copy_ms() is the copy's duration once waited for. The defaults serve
+    // host backends: 64-byte aligned heap memory, and a worker thread that copies with memcpy
+    // (engine/copy_engine.h).
+    virtual void* allocate_host(uint64_t bytes);
+    virtual void release_host(void* p);
+    virtual uint64_t copy_async(void* dst, const void* src, uint64_t bytes, bool to_host);
+    virtual void wait_copy(uint64_t ticket);
+    virtual double take_copy_ms(uint64_t ticket);
+
+  private:
+    std::unique_ptr<HostCopyEngine> copies_;  // made at the first copy_async
 };
 
 // The CPU backend with `threads` OpenMP/Eigen threads (0: leave the current setting).

@@ -22,6 +22,20 @@ struct DeviceRates {
     static DeviceRates measure_cpu();
 };
 
+// The link between device and host memory that offloaded values cross (engine/schedule.h's
+// Offload and Prefetch): a copy of b bytes takes latency_us + b / bandwidth, one copy at a
+// time on the copy stream. The defaults are PCIe 4.0 x16 as achieved with pinned memory
+// (about 25 GB/s of its 31.5 GB/s each way, ~10 us per transfer).
+struct TransferRates {
+    double to_host_gbps = 25.0;    // device -> host (offload)
+    double to_device_gbps = 25.0;  // host -> device (prefetch)
+    double latency_us = 10.0;      // fixed cost per copy, each direction
+    double copy_ms(uint64_t bytes, bool to_host) const {
+        const double gbps = to_host ? to_host_gbps : to_device_gbps;
+        return latency_us * 1e-3 + (gbps > 0 ? static_cast<double>(bytes) / (gbps * 1e6) : 1e30);
+    }
+};
+
 class CostModel {
   public:
     CostModel() = default;
@@ -38,6 +52,10 @@ class CostModel {
     const std::string& kind() const { return kind_; }
     size_t size() const { return fwd_.size(); }
     double total_forward_ms() const;
+    // The copy link the simulator times offloads and prefetches with (settable: the lab's and
+    // the CLI's --bandwidth, or a measurement on the GPU backend).
+    const TransferRates& transfer() const { return transfer_; }
+    void set_transfer(const TransferRates& t) { transfer_ = t; }
 
     // Per-node forward costs (never negative) to plan with: this model when it covers `g`, else
     // an analytic one at nominal rates (callers that only want a schedule pass CostModel{}).
@@ -46,6 +64,7 @@ class CostModel {
   private:
     std::string kind_ = "none";
     std::vector<double> fwd_, bwd_;
+    TransferRates transfer_;
 };
 
 }  // namespace rl

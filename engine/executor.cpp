@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -130,16 +131,20 @@ double process_cpu_ms() {
 // Holds the buffers of a run; on an error midway its destructor returns what is still held.
 class RunVisitor final : public MemoryVisitor {
   public:
-    RunVisitor(const Graph& g, Backend& backend, TrackingAllocator& alloc, const RunData& data,
-               const Liveness& live, const ExecuteOptions& opt, Execution& result)
+    RunVisitor(const Graph& g, Backend& backend, TrackingAllocator& alloc,
+               TrackingAllocator& host_alloc, const RunData& data, const Liveness& live,
+               const ExecuteOptions& opt, Execution& result)
         : g_(g),
           backend_(backend),
           alloc_(alloc),
+          host_alloc_(host_alloc),
           data_(data),
           live_(live),
           opt_(opt),
           result_(result) {
         act_.assign(static_cast<size_t>(g.num_values()), nullptr);
+        host_.assign(static_cast<size_t>(g.num_values()), nullptr);
+        ticket_.assign(static_cast<size_t>(g.num_values()), 0);
         grad_.assign(static_cast<size_t>(g.num_values()), nullptr);
         par_.assign(static_cast<size_t>(g.num_params()), nullptr);
         pgrad_.assign(static_cast<size_t>(g.num_params()), nullptr);
@@ -167,6 +172,11 @@ class RunVisitor final : public MemoryVisitor {
     }
 
     ~RunVisitor() override {
+        // A copy still in flight (an error midway) must finish before its buffers go.
+        for (uint64_t t : ticket_)
+            if (t) backend_.wait_copy(t);
+        for (void* p : host_)
+            if (p) backend_.release_host(p);
         for (auto* table : {&act_, &grad_, &par_, &pgrad_})
             for (void* p : *table)
                 if (p) backend_.release(p);
@@ -210,6 +220,41 @@ class RunVisitor final : public MemoryVisitor {
         }
         alloc_.release(slot, bytes, b.category, instruction);
         slot = nullptr;
+    }
+
+    void host_allocate(ValueId v, uint64_t bytes) override {
+        host_[static_cast<size_t>(v)] =
+            host_alloc_.allocate(bytes, Category::Activations, instruction, g_.value(v).name);
+    }
+    void host_release(ValueId v, uint64_t bytes) override {
+        void*& slot = host_[static_cast<size_t>(v)];
+        host_alloc_.release(slot, bytes, Category::Activations, instruction);
+        slot = nullptr;
+    }
+    void begin_copy(const Instruction& ins, ValueId v, uint64_t bytes) override {
+        const auto vi = static_cast<size_t>(v);
+        const bool to_host = ins.kind == InstrKind::Offload;
+        if (to_host) {
+            ++result_.offloads;
+            result_.offloaded_bytes += bytes;
+        } else {
+            ++result_.prefetches;
+            result_.prefetched_bytes += bytes;
+        }
+        if (!opt_.run_kernels) return;
+        ticket_[vi] = to_host ? backend_.copy_async(host_[vi], act_[vi], bytes, true)
+                              : backend_.copy_async(act_[vi], host_[vi], bytes, false);
+    }
+    void wait_copy(const Instruction&, ValueId v) override {
+        uint64_t& t = ticket_[static_cast<size_t>(v)];
+        if (!t) return;
+        const auto t0 = std::chrono::steady_clock::now();
+        backend_.wait_copy(t);
+        result_.stall_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        result_.transfer_ms += backend_.take_copy_ms(t);
+        t = 0;
     }
 
     // The output takes over the input's buffer; run_kernel finds the input there
@@ -298,11 +343,14 @@ class RunVisitor final : public MemoryVisitor {
     const Graph& g_;
     Backend& backend_;
     TrackingAllocator& alloc_;
+    TrackingAllocator& host_alloc_;  // the host pool of offloaded values
     const RunData& data_;
     const Liveness& live_;
     const ExecuteOptions& opt_;
     Execution& result_;
     std::vector<void*> act_, grad_, par_, pgrad_;
+    std::vector<void*> host_;       // per value: its host buffer while offloaded
+    std::vector<uint64_t> ticket_;  // per value: its copy in flight (0: none)
     void* workspace_ = nullptr;
     std::vector<const void*> in_ptrs_;
     std::vector<float*> gin_ptrs_, par_ptrs_, pgrad_ptrs_;
@@ -325,8 +373,10 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     Execution result;
     TrackingAllocator alloc(backend, opt.cap);
     alloc.set_record_timeline(opt.record_timeline);
+    TrackingAllocator host_alloc(backend, 0, /*host=*/true);
+    host_alloc.set_record_timeline(false);
     Liveness live(g, t, s);
-    RunVisitor v(g, backend, alloc, data, live, opt, result);
+    RunVisitor v(g, backend, alloc, host_alloc, data, live, opt, result);
     v.residual_inputs = &t.residual_inputs;
     v.residual_output = &t.residual_output;
     v.bwd_op_workspace = &t.bwd_op_workspace;
@@ -393,6 +443,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     v.instruction = -1;
     live.end(static_cast<long>(s.size()), v);
     result.peak_bytes = alloc.peak_bytes();
+    result.host_peak_bytes = host_alloc.peak_bytes();
     result.peak_instruction = alloc.peak_instruction();
     for (int c = 0; c < kNumCategories; ++c)
         result.peak_by_category[static_cast<size_t>(c)] =

@@ -36,6 +36,11 @@ struct ExecuteOptions {
 
 struct Execution : MemoryPeak {
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
+    // Offload (measured): copies issued, bytes moved each way, the copy worker's busy time, and
+    // how long the step's thread waited for copies at Wait instructions.
+    long offloads = 0, prefetches = 0;
+    uint64_t offloaded_bytes = 0, prefetched_bytes = 0;
+    double transfer_ms = 0, stall_ms = 0;
     // CPU time of the process over the step (all threads): unlike total_ms, it does not grow
     // when other jobs take the CPU away, so it compares runs on a shared machine.
     double cpu_ms = 0;

@@ -87,6 +87,7 @@ Liveness::Liveness(const Graph& g, const LivenessTables& t, const Schedule& s, b
       grad_live_(static_cast<size_t>(g.num_values()), 0),
       backwarded_(static_cast<size_t>(g.num_nodes()), 0),
       handed_over_(static_cast<size_t>(g.num_values()), 0),
+      side_(static_cast<size_t>(g.num_values()), 0),
       computes_(static_cast<size_t>(g.num_nodes()), 0),
       pending_(t.grad_contributions),
       last_backward_(g.num_nodes()) {
@@ -160,6 +161,76 @@ std::string quoted(const std::string& s) {
 }
 }  // namespace
 
+std::string Liveness::not_readable(ValueId v) const {
+    switch (static_cast<Side>(side_[static_cast<size_t>(v)])) {
+        case Side::Host:
+            return ", which is offloaded to the host; prefetch it and wait for the copy first";
+        case Side::ToDevice:
+            return ", whose prefetch has not completed; wait for it first";
+        case Side::Device:
+        case Side::ToHost:
+            break;
+    }
+    return ", which is not live (never computed, or freed); compute or recompute it first";
+}
+
+void Liveness::step_copy(long index, const Instruction& ins, MemoryVisitor& v) {
+    const ValueId target = ins.target;
+    const char* verb = ins.kind == InstrKind::Offload    ? "offload "
+                       : ins.kind == InstrKind::Prefetch ? "prefetch "
+                                                         : "wait ";
+    if (target < 0 || target >= g_.num_values())
+        throw ScheduleError(index, std::string(verb) + "of value id " + std::to_string(target) +
+                                       ", which does not exist");
+    const Value& val = g_.value(target);
+    const auto ti = static_cast<size_t>(target);
+    const auto side = static_cast<Side>(side_[ti]);
+    const std::string what = verb + quoted(val.name);
+    if (val.is_input())
+        throw ScheduleError(index, what + ": graph inputs stay on the device for the whole step");
+    switch (ins.kind) {
+        case InstrKind::Offload:
+            if (side == Side::ToHost || side == Side::Host)
+                throw ScheduleError(index, what + ": it is already offloaded");
+            if (side == Side::ToDevice)
+                throw ScheduleError(index, what + ": its prefetch has not completed");
+            if (!act_live_[ti]) throw ScheduleError(index, what + ": it is not live on the device");
+            side_[ti] = static_cast<uint8_t>(Side::ToHost);
+            v.host_allocate(target, val.bytes);
+            v.begin_copy(ins, target, val.bytes);
+            return;
+        case InstrKind::Prefetch:
+            if (side != Side::Host)
+                throw ScheduleError(
+                    index, what + (side == Side::ToHost ? ": its offload has not completed; wait "
+                                                          "for it first"
+                                   : side == Side::ToDevice
+                                       ? ": it is already being prefetched"
+                                       : ": it is not on the host (never offloaded)"));
+            side_[ti] = static_cast<uint8_t>(Side::ToDevice);
+            v.allocate({Category::Activations, target}, val.bytes);
+            v.begin_copy(ins, target, val.bytes);
+            return;
+        case InstrKind::Wait:
+            if (side == Side::ToHost) {
+                v.wait_copy(ins, target);
+                side_[ti] = static_cast<uint8_t>(Side::Host);
+                act_live_[ti] = 0;
+                v.release({Category::Activations, target}, val.bytes);
+            } else if (side == Side::ToDevice) {
+                v.wait_copy(ins, target);
+                side_[ti] = static_cast<uint8_t>(Side::Device);
+                act_live_[ti] = 1;
+                v.host_release(target, val.bytes);
+            } else {
+                throw ScheduleError(index, what + ": no copy of it is in flight");
+            }
+            return;
+        default:
+            return;
+    }
+}
+
 void Liveness::step(long index, MemoryVisitor& v) {
     const Instruction& ins = s_.code[static_cast<size_t>(index)];
     const int32_t target = ins.target;
@@ -171,6 +242,23 @@ void Liveness::step(long index, MemoryVisitor& v) {
         if (val.is_input())
             throw ScheduleError(
                 index, "free " + quoted(val.name) + ": graph inputs stay live for the whole step");
+        const auto ti = static_cast<size_t>(target);
+        switch (static_cast<Side>(side_[ti])) {
+            case Side::Device:
+                break;
+            case Side::Host:
+                side_[ti] = 0;
+                v.host_release(target, val.bytes);
+                return;
+            case Side::ToHost:
+                throw ScheduleError(index, "free " + quoted(val.name) +
+                                               ": its offload has not completed; wait for it "
+                                               "(its Wait releases the device buffer)");
+            case Side::ToDevice:
+                throw ScheduleError(index, "free " + quoted(val.name) +
+                                               ": its prefetch has not completed; wait for it "
+                                               "first");
+        }
         if (handed_over_[static_cast<size_t>(target)]) {
             // Its buffer went to the output of the in-place Compute just before: nothing to free.
             handed_over_[static_cast<size_t>(target)] = 0;
@@ -186,6 +274,10 @@ void Liveness::step(long index, MemoryVisitor& v) {
         v.release({Category::Activations, target}, val.bytes);
         return;
     }
+    if (is_copy(ins.kind)) {
+        step_copy(index, ins, v);
+        return;
+    }
     if (target < 0 || target >= g_.num_nodes())
         throw ScheduleError(index, "node id " + std::to_string(target) + " does not exist");
     const Node& node = g_.node(target);
@@ -196,12 +288,15 @@ void Liveness::step(long index, MemoryVisitor& v) {
         for (ValueId in : node.inputs)
             if (!act_live_[static_cast<size_t>(in)])
                 throw ScheduleError(index, "compute " + quoted(node.name) + ": its input " +
-                                               quoted(g_.value(in).name) +
-                                               " is not live (never computed, or freed)");
+                                               quoted(g_.value(in).name) + not_readable(in));
         if (act_live_[static_cast<size_t>(node.output)])
             throw ScheduleError(index, "compute " + quoted(node.name) +
                                            ": its output is already live; free it before "
                                            "computing it again");
+        if (side_[static_cast<size_t>(node.output)] != 0)
+            throw ScheduleError(index, "compute " + quoted(node.name) +
+                                           ": its output is held on the host (offloaded) or in "
+                                           "flight; prefetch it, or free the host copy first");
         act_live_[static_cast<size_t>(node.output)] = 1;
         const int in_place = in_place_[static_cast<size_t>(index)];
         if (in_place >= 0) {
@@ -249,13 +344,11 @@ void Liveness::step(long index, MemoryVisitor& v) {
         const ValueId in = node.inputs[i];
         if (t_.reads_input(target, i) && !act_live_[static_cast<size_t>(in)])
             throw ScheduleError(index, "backward " + quoted(node.name) + " needs its input " +
-                                           quoted(g_.value(in).name) +
-                                           ", which is not live; recompute it first");
+                                           quoted(g_.value(in).name) + not_readable(in));
     }
     if (t_.residual_output[ni] && !act_live_[static_cast<size_t>(node.output)])
-        throw ScheduleError(index, "backward " + quoted(node.name) +
-                                       " needs its own output, which is not live; recompute "
-                                       "it first");
+        throw ScheduleError(index, "backward " + quoted(node.name) + " needs its own output " +
+                                       quoted(out.name) + not_readable(node.output));
 
     if (target == g_.loss_node()) {
         grad_live_[static_cast<size_t>(node.output)] = 1;
@@ -288,6 +381,14 @@ void Liveness::step(long index, MemoryVisitor& v) {
 }
 
 void Liveness::end(long index, MemoryVisitor& v) {
+    for (ValueId x = 0; x < g_.num_values(); ++x) {
+        const auto side = static_cast<Side>(side_[static_cast<size_t>(x)]);
+        if (side == Side::ToHost || side == Side::ToDevice)
+            throw ScheduleError(
+                index, "the schedule ends with the " +
+                           std::string(side == Side::ToHost ? "offload" : "prefetch") + " of " +
+                           quoted(g_.value(x).name) + " in flight; wait for it");
+    }
     if (backwards_done_ != t_.backward_count) {
         for (NodeId n = g_.num_nodes() - 1; n >= 0; --n)
             if (t_.needs_backward[static_cast<size_t>(n)] && !backwarded_[static_cast<size_t>(n)])
@@ -298,6 +399,11 @@ void Liveness::end(long index, MemoryVisitor& v) {
         if (act_live_[static_cast<size_t>(node.output)]) {
             act_live_[static_cast<size_t>(node.output)] = 0;
             v.release({Category::Activations, node.output}, g_.value(node.output).bytes);
+        }
+    for (ValueId x = 0; x < g_.num_values(); ++x)
+        if (side_[static_cast<size_t>(x)] == static_cast<uint8_t>(Side::Host)) {
+            side_[static_cast<size_t>(x)] = 0;
+            v.host_release(x, g_.value(x).bytes);
         }
     for (ParamId p = 0; p < g_.num_params(); ++p)
         if (backwarded_[static_cast<size_t>(g_.param(p).owner)])

@@ -31,6 +31,24 @@
 // piece (its activations, and the backwards already done with the gradients they left) is given,
 // and the same step() rules apply from there.
 //
+// Offload (two pools). Besides the device pool above, offloaded activations live in a host
+// pool, counted apart (MemoryPeak::host_peak_bytes; the device peak never includes them). A
+// value is on the device, on the host, or in flight between them:
+//   Offload(v)   v must be readable on the device and not already copied; its host buffer is
+//                taken (host_allocate) and the copy starts (begin_copy). v stays readable.
+//   Wait(v)      after an Offload: wait_copy, then v's device buffer is released; v is on the
+//                host only. After a Prefetch: wait_copy, then v's host buffer is released; v is
+//                readable on the device again.
+//   Prefetch(v)  v must be on the host only; its device buffer is taken (allocate, counted in
+//                the device peak from here) and the copy starts; v may not be read until its
+//                Wait.
+//   Free(v)      of a value on the host only releases the host buffer. A Free of a value in
+//                flight, a read of a value on the host or in flight to the device, a Compute of
+//                a value held on the host, and a step that ends with a copy in flight are errors.
+// Bytes change hands only at these instructions, never when a copy happens to finish, so the
+// predicted and the measured peaks of both pools agree to the byte; the copy's timing only
+// decides how long a Wait stalls the compute stream.
+//
 // Tied parameters. A parameter read by several nodes (Param::readers) has one gradient. Its
 // owner, the last reader, creates it at its Backward, which runs first (backwards run in
 // decreasing node order). Each earlier reader's kernel writes its share into scratch placed
@@ -39,6 +57,7 @@
 // bitwise equal across strategies. The scratch is counted in LivenessTables::bwd_workspace.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/graph.h"
@@ -73,6 +92,7 @@ struct MemoryPeak {
     uint64_t peak_bytes = 0;
     int32_t peak_instruction = -1;  // the instruction inside which it is reached (-1: none)
     std::array<uint64_t, kNumCategories> peak_by_category{};  // each category's own high-water mark
+    uint64_t host_peak_bytes = 0;  // the host pool's high-water mark (offloaded activations)
     uint64_t activation_peak_bytes() const {
         return peak_by_category[static_cast<size_t>(Category::Activations)];
     }
@@ -95,6 +115,14 @@ class MemoryVisitor {
     // An in-place Compute: `to` (the output) takes over `from`'s buffer (an input), before the
     // kernel runs; no bytes change hands (the simulator and the executor record a timeline event).
     virtual void hand_over(BufferRef /*from*/, BufferRef /*to*/, uint64_t /*bytes*/) {}
+    // The host pool (offload): value v's host buffer is taken or released.
+    virtual void host_allocate(ValueId /*v*/, uint64_t /*bytes*/) {}
+    virtual void host_release(ValueId /*v*/, uint64_t /*bytes*/) {}
+    // An Offload or Prefetch (`ins`) starts copying v's `bytes` on the copy stream, after both
+    // of its buffers are held.
+    virtual void begin_copy(const Instruction& /*ins*/, ValueId /*v*/, uint64_t /*bytes*/) {}
+    // A Wait: the compute stream waits for v's copy, before the side it left is released.
+    virtual void wait_copy(const Instruction& /*ins*/, ValueId /*v*/) {}
 };
 
 // Per-graph tables the rules need, computed once.
@@ -134,6 +162,8 @@ void for_each_read(const Graph& g, const LivenessTables& t, const Instruction& i
         for (ValueId in : g.node(ins.target).inputs) f(in);
     } else if (ins.kind == InstrKind::Backward) {
         for_each_residual(g, t, ins.target, f);
+    } else if (ins.kind == InstrKind::Offload) {
+        f(ins.target);  // the copy reads the device buffer
     }
 }
 
@@ -170,6 +200,9 @@ class Liveness {
     // During a Backward's run_kernel: whether input slot i's gradient accumulates.
     const std::vector<uint8_t>& accumulate_flags() const { return accumulate_; }
     int compute_count(NodeId n) const { return computes_[static_cast<size_t>(n)]; }
+    // Where value v is now (offload).
+    enum class Side : uint8_t { Device, ToHost, Host, ToDevice };
+    Side side(ValueId v) const { return static_cast<Side>(side_[static_cast<size_t>(v)]); }
     // During a Compute's run_kernel: the input slot whose buffer the output took, or -1.
     int in_place_input() const { return in_place_now_; }
     // The input slot instruction `index` (a Compute) runs in place over, or -1.
@@ -183,6 +216,9 @@ class Liveness {
     int in_place_now_ = -1;
     std::vector<uint8_t> act_live_, grad_live_, backwarded_;
     std::vector<uint8_t> handed_over_;  // per value: its buffer went to a consumer's output
+    std::vector<uint8_t> side_;         // per value: a Side (Device when not offloaded)
+    void step_copy(long index, const Instruction& ins, MemoryVisitor& v);
+    std::string not_readable(ValueId v) const;  // why v cannot be read now, for an error
     std::vector<int32_t> computes_, pending_;
     std::vector<uint8_t> accumulate_;
     NodeId last_backward_;

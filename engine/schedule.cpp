@@ -16,8 +16,18 @@ std::string describe(const Graph& g, const Instruction& ins) {
             return "free " + g.value(ins.target).name;
         case InstrKind::Backward:
             return "backward " + g.node(ins.target).name;
+        case InstrKind::Offload:
+            return "offload " + g.value(ins.target).name;
+        case InstrKind::Prefetch:
+            return "prefetch " + g.value(ins.target).name;
+        case InstrKind::Wait:
+            return "wait " + g.value(ins.target).name;
     }
     return "?";
+}
+
+NodeId node_of(const Graph& g, const Instruction& ins) {
+    return targets_value(ins.kind) ? g.value(ins.target).producer : ins.target;
 }
 
 std::string to_text(const Graph& g, const Schedule& s) {
@@ -44,6 +54,19 @@ Schedule ScheduleBuilder::finish() const {
     };
     for (size_t pos = seq_.size(); pos-- > 0;) {
         const Instruction& ins = seq_[pos];
+        if (ins.kind == InstrKind::Offload) {
+            // The device instance ends at the offload's Wait: no Free for it, and reads before
+            // the offload are not its last.
+            read_later[static_cast<size_t>(ins.target)] = 1;
+            continue;
+        }
+        if (ins.kind == InstrKind::Prefetch) {
+            // A new device instance starts here; earlier reads belong to the offloaded one. (An
+            // instance prefetched and never read is left to the end of the step.)
+            read_later[static_cast<size_t>(ins.target)] = 0;
+            continue;
+        }
+        if (ins.kind == InstrKind::Wait || ins.kind == InstrKind::Free) continue;
         const Node& n = g_.node(ins.target);
         if (ins.kind == InstrKind::Compute) {
             if (!read_later[static_cast<size_t>(n.output)]) frees_after[pos].push_back(n.output);

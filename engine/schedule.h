@@ -6,6 +6,15 @@
 //   Free(v)      release activation v (a node output)
 //   Backward(n)  consume n's output gradient and its residuals; accumulate the gradients of its
 //                inputs and write its parameter gradients; the output gradient dies here
+//   Offload(v)   start copying activation v from the device to host memory on the copy stream
+//                (the host buffer is taken now; the device buffer stays readable)
+//   Prefetch(v)  start copying offloaded v back to the device (the device buffer is taken now,
+//                and may not be read until the copy completes)
+//   Wait(v)      the compute stream waits until v's copy has completed; then the side the copy
+//                left is released (an offload frees v's device buffer, a prefetch its host one)
+//
+// So a value is on exactly one side, or in flight between the two, and the time a transfer
+// costs the step is only the compute stream's wait (engine/liveness.h has the rules).
 //
 // Every schedule issues its Backwards in one canonical order — decreasing node index, a reverse
 // topological order — so gradients accumulate in the same order under every strategy.
@@ -17,7 +26,16 @@
 
 namespace rl {
 
-enum class InstrKind : uint8_t { Compute, Free, Backward };
+enum class InstrKind : uint8_t { Compute, Free, Backward, Offload, Prefetch, Wait };
+
+// Whether an instruction of this kind names a value (Free and the copies) rather than a node.
+constexpr bool targets_value(InstrKind k) {
+    return k == InstrKind::Free || k == InstrKind::Offload || k == InstrKind::Prefetch ||
+           k == InstrKind::Wait;
+}
+constexpr bool is_copy(InstrKind k) {
+    return k == InstrKind::Offload || k == InstrKind::Prefetch || k == InstrKind::Wait;
+}
 
 struct Instruction {
     InstrKind kind;
@@ -47,6 +65,13 @@ class ScheduleBuilder {
     void backward(NodeId n) { seq_.push_back({InstrKind::Backward, n}); }
     Schedule finish() const;
 
+    // Offload and prefetch, placed by the strategy: the builder inserts no Free for a value
+    // whose device instance ends with an offload (its Wait releases it), and a prefetched
+    // instance is freed after its last read like a computed one.
+    void offload(ValueId v) { seq_.push_back({InstrKind::Offload, v}); }
+    void prefetch(ValueId v) { seq_.push_back({InstrKind::Prefetch, v}); }
+    void wait(ValueId v) { seq_.push_back({InstrKind::Wait, v}); }
+
   private:
     const Graph& g_;
     std::vector<Instruction> seq_;
@@ -56,9 +81,15 @@ class ScheduleBuilder {
 // order, each value freed after its last read.
 Schedule backprop_schedule(const Graph& g);
 
+// The node an instruction is about: its target, or for one naming a value the value's producer
+// (kNoId for a graph input).
+NodeId node_of(const Graph& g, const Instruction& ins);
+
 // Throws rl::ScheduleError (instruction index and reason) for an illegal schedule: an input not
 // live, a double compute or free, an incomplete gradient, a backward out of canonical order, a
-// residual not live, or a missing backward.
+// residual not live, a missing backward; and for the copies: a free or a second copy of a value
+// in flight, a read of a value on the host or still being prefetched, a wait with no copy, or a
+// schedule that ends with a copy in flight.
 void validate(const Graph& g, const Schedule& s);
 
 }  // namespace rl

@@ -1,5 +1,7 @@
 #include "engine/simulator.h"
 
+#include <algorithm>
+
 namespace rl {
 
 namespace {
@@ -11,6 +13,36 @@ class CountingVisitor final : public MemoryVisitor {
 
     int32_t instruction = -1;
 
+    void host_allocate(ValueId, uint64_t bytes) override {
+        host_live_ += bytes;
+        if (host_live_ > sim_.host_peak_bytes) sim_.host_peak_bytes = host_live_;
+    }
+    void host_release(ValueId, uint64_t bytes) override { host_live_ -= bytes; }
+    void begin_copy(const Instruction& ins, ValueId v, uint64_t bytes) override {
+        const bool to_host = ins.kind == InstrKind::Offload;
+        if (to_host) {
+            ++sim_.offloads;
+            sim_.offloaded_bytes += bytes;
+        } else {
+            ++sim_.prefetches;
+            sim_.prefetched_bytes += bytes;
+        }
+        const double ms = has_costs_ ? costs_.transfer().copy_ms(bytes, to_host) : 0.0;
+        const double start = std::max(sim_.total_ms(), copy_free_at_);
+        copy_free_at_ = start + ms;
+        if (copy_end_.size() <= static_cast<size_t>(v))
+            copy_end_.resize(static_cast<size_t>(v) + 1);
+        copy_end_[static_cast<size_t>(v)] = copy_free_at_;
+        sim_.transfer_ms += ms;
+    }
+    void wait_copy(const Instruction&, ValueId v) override {
+        const double now = sim_.total_ms();
+        const double end = copy_end_[static_cast<size_t>(v)];
+        if (end > now) {
+            sim_.stall_ms += end - now;
+            sim_.stalls.emplace_back(instruction, end - now);
+        }
+    }
     void allocate(BufferRef b, uint64_t bytes) override {
         live_ += bytes;
         auto& c = by_category_[static_cast<size_t>(b.category)];
@@ -52,8 +84,10 @@ class CountingVisitor final : public MemoryVisitor {
     Simulation& sim_;
     const CostModel& costs_;
     bool has_costs_, record_;
-    uint64_t live_ = 0;
+    uint64_t live_ = 0, host_live_ = 0;
     std::array<uint64_t, kNumCategories> by_category_{};
+    double copy_free_at_ = 0;       // when the copy stream is next idle (ms into the step)
+    std::vector<double> copy_end_;  // per value: when its latest copy ends
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // peak (inside instructions, not only between them) and times. No kernels, no allocation.
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/cost_model.h"
@@ -19,7 +20,13 @@ struct SimPoint {
 struct Simulation : MemoryPeak {
     long computes = 0, recomputes = 0, backwards = 0, frees = 0;
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0;
-    double total_ms() const { return forward_ms + recompute_ms + backward_ms; }
+    // Offload: copies issued, bytes moved each way, the copy stream's busy time, and how long
+    // the compute stream waited for copies (the only part of a transfer that costs step time).
+    long offloads = 0, prefetches = 0;
+    uint64_t offloaded_bytes = 0, prefetched_bytes = 0;
+    double transfer_ms = 0, stall_ms = 0;
+    std::vector<std::pair<int32_t, double>> stalls;  // (Wait instruction, ms) for each stall
+    double total_ms() const { return forward_ms + recompute_ms + backward_ms + stall_ms; }
     std::vector<SimPoint> timeline;  // one point per allocate/release event and in-place Compute
 };
 
@@ -27,7 +34,10 @@ struct SimulateOptions {
     bool record_timeline = true;
 };
 
-// Throws ScheduleError for an illegal schedule. `costs` may be empty (times are then 0).
+// Throws ScheduleError for an illegal schedule. `costs` may be empty (times are then 0, copies
+// included). Copies run on one copy stream beside the compute stream, in issue order: a copy
+// starts when it is issued or when the copy before it ends, whichever is later, and takes
+// costs.transfer().copy_ms(); a Wait stalls the compute stream until its copy's end.
 Simulation simulate(const Graph& g, const Schedule& s, const CostModel& costs,
                     const SimulateOptions& opt = {});
 // Shares tables across many simulations of the same graph (strategies searching budgets).

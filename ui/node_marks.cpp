@@ -23,7 +23,7 @@ std::vector<NodeMark> node_marks(const Schedule& s, NodeId node) {
     bool computed = false;
     for (size_t i = 0; i < s.code.size(); ++i) {
         const Instruction& ins = s.code[i];
-        if (ins.kind == InstrKind::Free || ins.target != node) continue;
+        if (targets_value(ins.kind) || ins.target != node) continue;
         NodeMark m;
         m.instruction = static_cast<long>(i);
         if (ins.kind == InstrKind::Backward) {
@@ -86,7 +86,7 @@ void place_marks(std::vector<NodeMark>& marks, const Timeline& t) {
 NodeId instruction_node(const Graph& g, const Schedule& s, long instruction) {
     if (instruction < 0 || size_t(instruction) >= s.code.size()) return -1;
     const Instruction& ins = s.code[size_t(instruction)];
-    if (ins.kind != InstrKind::Free) return ins.target;
+    if (!targets_value(ins.kind)) return ins.target;
     if (ins.target < 0 || ins.target >= static_cast<int32_t>(g.values().size())) return -1;
     const NodeId p = g.value(ins.target).producer;
     return p == kNoId ? -1 : p;
@@ -100,7 +100,7 @@ long next_instruction_of(const Schedule& s, NodeId node, long from) {
         const long lo = pass == 0 ? from : 0, hi = pass == 0 ? n : from;
         for (long i = lo; i < hi; ++i) {
             const Instruction& ins = s.code[size_t(i)];
-            if (ins.kind != InstrKind::Free && ins.target == node) return i;
+            if (!targets_value(ins.kind) && ins.target == node) return i;
         }
     }
     return -1;

@@ -300,8 +300,8 @@ void ScheduleMatrixView::paintEvent(QPaintEvent*) {
             p.drawRect(
                 QRect(grid_.left() - 1, left.top() - 1, grid_.width() + 1, left.height() + 1));
             const Instruction& ins = trace_->plan.schedule.code[size_t(current_)];
-            const NodeId n = ins.kind == InstrKind::Free ? trace_->graph->value(ins.target).producer
-                                                         : ins.target;
+            const NodeId n =
+                targets_value(ins.kind) ? trace_->graph->value(ins.target).producer : ins.target;
             if (n >= 0) {
                 p.setPen(QPen(sp::current(), 3));
                 p.drawRect(cellRect(s, n).adjusted(-1, -1, 1, 1));

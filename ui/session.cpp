@@ -102,6 +102,12 @@ const char* kind_name(InstrKind k) {
             return "free";
         case InstrKind::Backward:
             return "backward";
+        case InstrKind::Offload:
+            return "offload";
+        case InstrKind::Prefetch:
+            return "prefetch";
+        case InstrKind::Wait:
+            return "wait";
     }
     return "?";
 }
@@ -110,6 +116,9 @@ InstrKind kind_of(const std::string& name) {
     if (name == "compute") return InstrKind::Compute;
     if (name == "free") return InstrKind::Free;
     if (name == "backward") return InstrKind::Backward;
+    if (name == "offload") return InstrKind::Offload;
+    if (name == "prefetch") return InstrKind::Prefetch;
+    if (name == "wait") return InstrKind::Wait;
     throw Error("unknown instruction '" + name + "'");
 }
 
@@ -366,7 +375,7 @@ std::string schedule_json(const ScheduleTrace& trace) {
     long i = 0;
     for (const Instruction& ins : trace.plan.schedule.code) {
         json row = {{"index", i++}, {"op", kind_name(ins.kind)}};
-        if (ins.kind == InstrKind::Free) {
+        if (targets_value(ins.kind)) {
             row["target"] = g.value(ins.target).name;
         } else {
             row["target"] = g.node(ins.target).name;

@@ -878,6 +878,7 @@ class CudaBackend final : public Backend {
 
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_->get());
+        if (copy_stream_) cudaStreamSynchronize(copy_stream_->get());
         for (auto& [size, p] : cache_) cudaFree(p);
         for (auto& [p, size] : live_) cudaFree(p);
     }
@@ -988,6 +989,55 @@ class CudaBackend final : public Backend {
         reserved_peak_ = reserved_;
     }
 
+    // Offload: pinned host memory, and cudaMemcpyAsync on a second stream ordered after the
+    // compute stream's work so far by an event; each copy is bracketed by two events, which
+    // time it and tell when it completed.
+    void* allocate_host(uint64_t bytes) override {
+        void* p = nullptr;
+        const cudaError_t e = cudaMallocHost(&p, std::max<uint64_t>(bytes, 1));
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            throw Error("out of pinned host memory: cudaMallocHost of " + std::to_string(bytes) +
+                        " bytes for an offloaded value failed (" + cudaGetErrorName(e) +
+                        "); offload less, or raise the device budget");
+        }
+        return p;
+    }
+    void release_host(void* p) override { cudaFreeHost(p); }
+    uint64_t copy_async(void* dst, const void* src, uint64_t bytes, bool to_host) override {
+        if (!copy_stream_) copy_stream_ = std::make_unique<Stream>();
+        const uint64_t ticket = ++tickets_;
+        CopyEvents& c = copies_[ticket];
+        c.start = std::make_unique<Event>();
+        c.stop = std::make_unique<Event>();
+        Event ready;
+        ready.record(stream_->get());  // the value's producer has run
+        check(cudaStreamWaitEvent(copy_stream_->get(), ready.get(), 0), "cudaStreamWaitEvent");
+        c.start->record(copy_stream_->get());
+        if (bytes)
+            check(cudaMemcpyAsync(dst, src, bytes,
+                                  to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                                  copy_stream_->get()),
+                  to_host ? "cudaMemcpyAsync (offload)" : "cudaMemcpyAsync (prefetch)");
+        c.stop->record(copy_stream_->get());
+        return ticket;
+    }
+    void wait_copy(uint64_t ticket) override {
+        auto it = copies_.find(ticket);
+        if (it == copies_.end()) return;
+        // Later kernels on the compute stream run after the copy; the host learns it is done.
+        check(cudaStreamWaitEvent(stream_->get(), it->second.stop->get(), 0),
+              "cudaStreamWaitEvent");
+        it->second.stop->synchronize();
+    }
+    double take_copy_ms(uint64_t ticket) override {
+        auto it = copies_.find(ticket);
+        if (it == copies_.end()) return 0;
+        const double ms = it->second.stop->since(*it->second.start);
+        copies_.erase(it);
+        return ms;
+    }
+
   private:
     Ctx ctx() const { return {blas_->get(), stream_->get()}; }
 
@@ -1016,6 +1066,12 @@ class CudaBackend final : public Backend {
     std::unique_ptr<DeviceBlock> blas_workspace_;
     std::unique_ptr<CublasHandle> blas_;
     std::unique_ptr<Event> start_, stop_;
+    struct CopyEvents {
+        std::unique_ptr<Event> start, stop;
+    };
+    std::unique_ptr<Stream> copy_stream_;  // offload copies (made at the first)
+    std::unordered_map<uint64_t, CopyEvents> copies_;
+    uint64_t tickets_ = 0;
     std::multimap<uint64_t, void*> cache_;      // free blocks by size
     std::unordered_map<void*, uint64_t> live_;  // handed out, with their rounded size
     uint64_t reserved_ = 0, reserved_peak_ = 0;

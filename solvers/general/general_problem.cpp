@@ -65,6 +65,12 @@ GeneralSimulation simulate_general(const AbstractGraph& g, const Schedule& s,
                 throw ScheduleError(at,
                                     "a Backward instruction in a schedule of an abstract graph "
                                     "(its backward nodes are ordinary nodes: use Compute)");
+            case InstrKind::Offload:
+            case InstrKind::Prefetch:
+            case InstrKind::Wait:
+                throw ScheduleError(at,
+                                    "an offload instruction in a schedule of an abstract "
+                                    "graph: its problem (Checkmate's) has no host memory");
         }
     }
     if (static_cast<size_t>(frontier) < n)
