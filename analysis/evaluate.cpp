@@ -69,6 +69,7 @@ Evaluator::Evaluator(const Graph& g, std::string network_spec, EvaluateOptions o
         costs_ =
             CostModel::analytic(g, opt_.nominal_rates ? DeviceRates{} : DeviceRates::measure_cpu());
     }
+    if (opt_.link) costs_.set_transfer(*opt_.link);
 }
 
 void Evaluator::ensure_reference() {
@@ -169,7 +170,8 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
 
     // Per strategy, per timed round: forward, recompute, backward, total, cpu.
     std::vector<std::vector<std::array<double, 5>>> samples(n);
-    std::vector<uint64_t> odd_peak(n, 0);  // a measured peak that differs from the prediction
+    std::vector<uint64_t> odd_peak(n, 0);
+    std::vector<uint64_t> odd_host_peak(n, 0);  // the host pool's (offload)  // a measured peak that differs from the prediction
     try {
         ensure_reference();
         for (int round = 0; round <= opt_.repeat; ++round) {
@@ -183,6 +185,8 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
                     Execution e = run_step(ev, round == 1, round == 0);
                     if (e.peak_bytes != ev.prediction_of_run().peak_bytes)
                         odd_peak[i] = e.peak_bytes;
+                    if (e.host_peak_bytes != ev.prediction_of_run().host_peak_bytes)
+                        odd_host_peak[i] = e.host_peak_bytes + 1;  // +1: 0 is a measurement
                     if (round == 0) continue;  // the warm-up: checked, not timed
                     samples[i].push_back(
                         {e.forward_ms, e.recompute_ms, e.backward_ms, e.total_ms, e.cpu_ms});
@@ -222,6 +226,7 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
         m.total_ms = times.total.median;
         m.cpu_ms = times.cpu.median;
         if (odd_peak[i]) m.peak_bytes = odd_peak[i];  // shows the mismatch (a bug) in reports
+        if (odd_host_peak[i]) m.host_peak_bytes = odd_host_peak[i] - 1;
         ev.times = times;
     }
     return c;

@@ -30,6 +30,8 @@ struct EvaluateOptions {
     // Plan-only: predict with DeviceRates{} (fixed nominal rates) rather than this CPU's, so that
     // the parts of a sweep run on different machines price alike.
     bool nominal_rates = false;
+    // The host link offloads and prefetches cross (engine/cost_model.h), when not the default.
+    std::optional<TransferRates> link;
     // compare() stopped by a cancellation: each strategy keeps every timed step it completed,
     // the round cut short included, rather than only the rounds all of them completed (the
     // GUI's Cancel keeps what was measured, each row with its own repeat count). A strategy with

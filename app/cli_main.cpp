@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -36,6 +37,31 @@ const CLI::Validator kSize(
 uint64_t size_or_zero(const std::string& text) {
     return text.empty() ? 0 : rl::parse_bytes(text);
 }
+
+// --link-gbps and --link-latency-us: the host link offloads cross (engine/cost_model.h).
+struct LinkArgs {
+    double gbps = 0, latency_us = -1;
+    void add_to(CLI::App* cmd) {
+        const rl::TransferRates d;
+        cmd->add_option("--link-gbps", gbps,
+                        "bandwidth of the device-host link offloads and prefetches cross, in GB/s "
+                        "each way (default " +
+                            std::to_string(static_cast<int>(d.to_host_gbps)) +
+                            ", PCIe 4.0 x16 as achieved)")
+            ->check(CLI::PositiveNumber);
+        cmd->add_option("--link-latency-us", latency_us,
+                        "fixed cost of each copy on that link, in microseconds (default " +
+                            std::to_string(static_cast<int>(d.latency_us)) + ")")
+            ->check(CLI::NonNegativeNumber);
+    }
+    std::optional<rl::TransferRates> rates() const {
+        if (gbps <= 0 && latency_us < 0) return std::nullopt;
+        rl::TransferRates r;
+        if (gbps > 0) r.to_host_gbps = r.to_device_gbps = gbps;
+        if (latency_us >= 0) r.latency_us = latency_us;
+        return r;
+    }
+};
 
 }  // namespace
 
@@ -76,6 +102,8 @@ int main(int argc, char** argv) {
                     "none is usable)")
         ->capture_default_str();
     run->add_flag("--json", run_opt.json, "print one JSON object instead of the summary");
+    LinkArgs run_link, plan_link, cmp_link;
+    run_link.add_to(run);
     run->add_option("--dump-grads", run_opt.dump_grads,
                     "write each parameter's gradient to DIR/<parameter>.npy");
     run->add_option("--dump-weights", run_opt.dump_weights,
@@ -105,6 +133,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
     plan->add_flag("--json", plan_opt.json, "print one JSON object instead of the schedule");
+    plan_link.add_to(plan);
     plan->add_flag("--per-layer", plan_opt.per_layer,
                    "also the activation bytes each block keeps for the backward (JSON: "
                    "per_layer, per_layer_bytes)");
@@ -130,6 +159,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     compare->add_option("--cap", cmp_cap, "memory cap (e.g. 512MiB) for every run")->check(kSize);
     compare->add_flag("--json", cmp_opt.json, "print one JSON object per strategy, one per line");
+    cmp_link.add_to(compare);
     compare->add_option("--input,-i", cmp_opt.input,
                         "data for the network's input from a float32 .npy file (NAME=FILE.npy)");
 
@@ -250,6 +280,9 @@ int main(int argc, char** argv) {
     try {
         run_opt.cap = size_or_zero(run_cap);
         cmp_opt.cap = size_or_zero(cmp_cap);
+        run_opt.link = run_link.rates();
+        plan_opt.link = plan_link.rates();
+        cmp_opt.link = cmp_link.rates();
         if (run->parsed()) return run_command(run_opt);
         if (plan->parsed()) return plan_command(plan_opt);
         for (const auto& b : sweep_budgets) sweep_opt.budget_list.push_back(rl::parse_bytes(b));

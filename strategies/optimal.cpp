@@ -52,6 +52,7 @@
 // finite) or, with the portfolio, the smallest peak any of its fixed candidates reaches or any of
 // sqrt-n, min-cut and dtr reports as its own smallest feasible budget, whichever is lower.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -62,6 +63,7 @@
 #include "engine/liveness.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/offload_chain.h"
 #include "solvers/rockmate.h"
 #include "solvers/rotor.h"
 #include "strategies/abstract_plan.h"
@@ -149,6 +151,13 @@ struct Portfolio {
     }
 };
 
+std::string ms_text(double ms) {
+    std::ostringstream o;
+    o.precision(3);
+    o << std::fixed << ms << " ms";
+    return o.str();
+}
+
 std::string bytes_text(uint64_t b) {
     return format_bytes(b) + " (" + std::to_string(b) + " bytes)";
 }
@@ -191,6 +200,16 @@ class OptimalStrategy final : public Strategy {
              1,
              1000000},
             {"time_limit", ParamType::Float, "10", "MILP time limit in seconds", {}},
+            {"offload",
+             ParamType::Int,
+             "0",
+             "1: host memory as a third choice beside keep and recompute: on a chain network "
+             "(mlp, chain) the exact keep/offload/recompute DP (solvers/offload_chain.h, after "
+             "POFO, Beaumont et al. 2021) also plans, priced with the cost model's host link "
+             "(--link-gbps), and the plan of least recompute + stall time wins",
+             {},
+             0,
+             1},
             {"portfolio",
              ParamType::Int,
              "1",
@@ -279,6 +298,10 @@ class OptimalStrategy final : public Strategy {
                               : &best.schedule);
             adopt(g, costs, std::move(milp), method == "milp", "the MILP", best);
         }
+        if (params.get_int("offload") != 0) {
+            throw_if_cancelled();
+            plan_offload(g, costs, budget, best);
+        }
         best.budget = budget;
         return best;
     }
@@ -356,14 +379,74 @@ class OptimalStrategy final : public Strategy {
     }
 
     // Whether `a` is a better answer than `b`: feasible where b is not, or less recompute.
+    // Compared by what a plan adds to the step: recomputation, and the compute stream's waits
+    // for copies (0 without offload).
     static bool better(const Graph& g, const CostModel& costs, const Plan& a, const Plan& b) {
         if (a.status == PlanStatus::Infeasible) return false;
         if (b.status == PlanStatus::Infeasible) return true;
         SimulateOptions opt;
         opt.record_timeline = false;
-        const double ca = simulate(g, a.schedule, costs, opt).recompute_ms;
-        const double cb = simulate(g, b.schedule, costs, opt).recompute_ms;
+        const Simulation sa = simulate(g, a.schedule, costs, opt);
+        const Simulation sb = simulate(g, b.schedule, costs, opt);
+        const double ca = sa.recompute_ms + sa.stall_ms, cb = sb.recompute_ms + sb.stall_ms;
         return ca < cb - 1e-9 * std::max(1.0, cb);
+    }
+
+    // offload=1: the chain DP with offload (solvers/offload_chain.h) beside the plan so far.
+    static void plan_offload(const Graph& g, const CostModel& costs, uint64_t budget, Plan& best) {
+        std::string why;
+        const auto chain = offload_chain(g, costs, &why);
+        auto note = [&](const std::string& s) {
+            best.message += (best.message.empty() ? "" : "; ") + s;
+        };
+        if (!chain) {
+            note("offload=1: not planned with offload, since the offload DP plans chains and " +
+                 why);
+            return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto sol = solve_offload_chain(*chain, budget);
+        if (!sol) {
+            note("offload=1: no keep/offload/recompute assignment of the chain fits " +
+                 bytes_text(budget));
+            return;
+        }
+        Plan p;
+        p.schedule = offload_chain_schedule(g, *chain, sol->choices);
+        p.status = PlanStatus::Feasible;
+        p.budget = budget;
+        p.method = "offload-dp";
+        int kept = 0, offloaded = 0, recomputed = 0;
+        for (size_t i = 0; i < sol->choices.size(); ++i) {
+            const ValueChoice c = sol->choices[i];
+            kept += c == ValueChoice::Keep;
+            offloaded += c == ValueChoice::Offload;
+            recomputed += c == ValueChoice::Recompute;
+            if (c != ValueChoice::Recompute) p.checkpoints.push_back(static_cast<NodeId>(i));
+        }
+        p.solve_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        const Simulation sim = simulate(g, p.schedule, costs);
+        if (sim.peak_bytes > budget) {  // the model is an upper bound: never expected
+            note("offload=1: the offload DP's plan peaks at " + bytes_text(sim.peak_bytes) +
+                 ", over the budget; not used");
+            return;
+        }
+        p.message = "method: offload-dp (keep " + std::to_string(kept) + ", offload " +
+                    std::to_string(offloaded) + ", recompute " + std::to_string(recomputed) +
+                    " of the chain's values; exact within its class, solvers/offload_chain.h); "
+                    "predicted stall " +
+                    ms_text(sim.stall_ms) + " for " + format_bytes(sim.offloaded_bytes) +
+                    " offloaded in " + ms_text(sim.transfer_ms) + " of copies";
+        const std::string before = best.method;
+        if (better(g, costs, p, best)) {
+            best = std::move(p);
+        } else {
+            note("offload=1: the offload DP's best (" + std::to_string(offloaded) +
+                 " values offloaded) costs no less than " +
+                 (before.empty() ? std::string("this plan") : before) + "'s");
+        }
     }
 
     static Plan plan_milp(const Graph& g, const CostModel& costs, uint64_t budget,

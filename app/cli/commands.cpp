@@ -378,6 +378,7 @@ EvaluateOptions executing(const Graph& g, const Options& opt, ExecutionObserver*
     eo.cancel = cancel_on_interrupt();
     eo.inputs = given_inputs(g, opt.input);
     eo.device = opt.device;
+    eo.link = opt.link;
     return eo;
 }
 
@@ -445,6 +446,7 @@ int plan_command(const PlanOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = false;  // plan and simulate: nothing is allocated, so any size may be planned
+    eo.link = opt.link;
     // Ctrl-C stops planning at its next poll (a DP's memory level, a portfolio's candidate; a
     // MILP solve when CBC returns) and exits 130; CBC would otherwise swallow the signal.
     eo.cancel = cancel_on_interrupt();

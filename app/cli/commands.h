@@ -4,10 +4,12 @@
 // (a user error, exit 1), rl::CapExceeded (exit 4), cli::Infeasible (exit 3) or rl::Cancelled
 // (Ctrl-C during a run, exit 130).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/measure.h"
+#include "engine/cost_model.h"
 #include "engine/errors.h"
 
 namespace rl::cli {
@@ -37,6 +39,8 @@ struct RunOptions {
     std::string network;
     std::string strategy;
     int threads = 1;
+    // The host link for offload (--link-gbps, --link-latency-us); unset: the default.
+    std::optional<TransferRates> link;
     int repeat = kDefaultRepeats;  // timed steps after a warm-up (analysis/measure.h)
     uint64_t cap = 0;              // bytes, 0 = none
     bool json = false;
@@ -56,6 +60,8 @@ struct PlanOptions {
     std::string network;
     std::string strategy;
     int threads = 1;  // the cost model's rates are measured at this thread count
+    // The host link for offload (--link-gbps, --link-latency-us); unset: the default.
+    std::optional<TransferRates> link;
     bool json = false;
     bool per_layer = false;  // also the activation bytes each block keeps (analysis/per_layer.h)
 };
@@ -65,6 +71,8 @@ struct CompareOptions {
     std::string network = "mlp:depth=32,width=256,batch=1024";
     std::string strategies;  // "" = every registered strategy
     int threads = 1;
+    // The host link for offload (--link-gbps, --link-latency-us); unset: the default.
+    std::optional<TransferRates> link;
     int repeat = kDefaultRepeats;  // timed rounds after a warm-up round, strategies interleaved
     uint64_t cap = 0;
     bool json = false;

@@ -58,6 +58,12 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
     j["predicted_recompute_ms"] = sim.recompute_ms;
     j["predicted_backward_ms"] = sim.backward_ms;
     j["predicted_total_ms"] = sim.total_ms();
+    // Offload (engine/schedule.h): the host pool and the copies. Zero without offload.
+    j["host_peak_bytes"] = sim.host_peak_bytes;
+    j["offloaded_bytes"] = sim.offloaded_bytes;
+    j["prefetched_bytes"] = sim.prefetched_bytes;
+    j["predicted_transfer_ms"] = sim.transfer_ms;
+    j["predicted_stall_ms"] = sim.stall_ms;
     j["peak_instruction_index"] = sim.peak_instruction;
     j["peak_instruction"] = describe_at(g, plan.schedule, sim.peak_instruction);
     if (e.predicted_executed) {  // bf16/f16 network executed as its f32 copy
@@ -76,6 +82,10 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
         j["backward_ms"] = m.backward_ms;
         j["total_ms"] = m.total_ms;
         j["cpu_ms"] = m.cpu_ms;
+        j["measured_host_peak_bytes"] = m.host_peak_bytes;
+        j["measured_offloaded_bytes"] = m.offloaded_bytes;
+        j["transfer_ms"] = m.transfer_ms;
+        j["stall_ms"] = m.stall_ms;
         if (e.times) {  // the spread over the timed repeats (analysis/measure.h)
             const MeasuredTimes& t = *e.times;
             j["timed_repeats"] = t.total.samples;

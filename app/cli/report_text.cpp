@@ -197,6 +197,16 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
             << ", at " << describe_at(g, plan.schedule, m.peak_instruction) << '\n';
         out << "activations  peak predicted " << format_bytes(sim.activation_peak_bytes())
             << ", measured " << format_bytes(m.activation_peak_bytes()) << '\n';
+        if (sim.offloads > 0)
+            out << "host         peak predicted " << format_bytes(sim.host_peak_bytes)
+                << ", measured " << format_bytes(m.host_peak_bytes)
+                << (m.host_peak_bytes == sim.host_peak_bytes ? " (equal to the byte)"
+                                                              : " (DIFFERENT)")
+                << "; " << sim.offloads << " offloads, " << format_bytes(sim.offloaded_bytes)
+                << "\ncopies (ms)  transfer predicted " << ms(sim.transfer_ms) << ", measured "
+                << ms(m.transfer_ms) << " (the copy worker's memcpy); stall predicted "
+                << ms(sim.stall_ms) << ", measured " << ms(m.stall_ms) << " (--link-gbps sets "
+                << "the link the prediction assumes)\n";
         if (const auto& d = e.device_memory)  // the CUDA driver's view of the same run
             out << "device       " << d->device << ": driver peak +"
                 << format_bytes(d->driver_peak_delta()) << ", pool reserved "
@@ -221,6 +231,11 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         out << "peak         predicted " << format_bytes(sim.peak_bytes) << " (" << sim.peak_bytes
             << " bytes), at " << describe_at(g, plan.schedule, sim.peak_instruction) << '\n';
         out << "activations  predicted peak " << format_bytes(sim.activation_peak_bytes()) << '\n';
+        if (sim.offloads > 0)
+            out << "host         predicted peak " << format_bytes(sim.host_peak_bytes) << "; "
+                << sim.offloads << " offloads, " << format_bytes(sim.offloaded_bytes)
+                << "; copies " << ms(sim.transfer_ms) << " ms, of which the step waits "
+                << ms(sim.stall_ms) << " ms\n";
         if (g.plan_only()) {
             const double base = sim.forward_ms;  // every node once
             out << "time (units) predicted forward " << ms(sim.forward_ms) << ", recompute "
@@ -228,7 +243,8 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
                 << fixed(base > 0 ? 100.0 * sim.recompute_ms / base : 0.0, 2) << " %)\n";
         } else {
             out << "time (ms)    predicted forward " << ms(sim.forward_ms) << ", recompute "
-                << ms(sim.recompute_ms) << ", backward " << ms(sim.backward_ms) << ", total "
+                << ms(sim.recompute_ms) << ", backward " << ms(sim.backward_ms)
+                << (sim.stall_ms > 0 ? ", stall " + ms(sim.stall_ms) : std::string()) << ", total "
                 << ms(sim.total_ms()) << '\n';
         }
     }

@@ -1048,3 +1048,42 @@ TEST_F(CliTest, RunOfABf16NetworkReportsPlannedAndExecutedBytes) {
               j.at("predicted_executed_peak_bytes").get<uint64_t>());
     EXPECT_EQ(j.at("grads_bitwise_equal_to_none"), true);
 }
+
+namespace {
+
+// Offload as a user runs it: optimal with offload=1 on an mlp whose activations dominate, at a
+// budget below none's peak. A fast link: the offload DP's plan, executed with both pools
+// measured equal to the prediction and gradients equal to none's, and less predicted time than
+// recompute alone. A near-dead link: the recompute-only plan comes back unchanged.
+TEST_F(CliTest, OptimalOffloadRunsAndDegenerates) {
+    const std::string net = "mlp:depth=6,width=64,batch=2048";
+    const json none = run_json({"plan", "-n", net, "-s", "none", "--json"});
+    const uint64_t budget = none["predicted_peak_bytes"].get<uint64_t>() * 3 / 4;
+    const std::string b = std::to_string(budget);
+    const json fast = run_json({"run", "-n", net, "-s", "optimal:budget=" + b + ",offload=1",
+                                "--link-gbps", "1000", "--repeat", "1", "--json"});
+    EXPECT_EQ(fast["method"], "offload-dp");
+    EXPECT_GT(fast["offloaded_bytes"].get<uint64_t>(), 0u);
+    EXPECT_LE(fast["predicted_peak_bytes"].get<uint64_t>(), budget);
+    EXPECT_EQ(fast["measured_peak_bytes"], fast["predicted_peak_bytes"]);
+    EXPECT_EQ(fast["measured_host_peak_bytes"], fast["host_peak_bytes"]);
+    EXPECT_EQ(fast["measured_offloaded_bytes"], fast["offloaded_bytes"]);
+    EXPECT_TRUE(fast["grads_bitwise_equal_to_none"].get<bool>());
+    // Planned on the same (nominal) costs: with offload vs without, fast link and dead link.
+    auto plan = [&](const std::string& spec, const std::string& gbps) {
+        return run_json({"plan", "-n", net, "-s", spec, "--link-gbps", gbps, "--json"});
+    };
+    const json rec = plan("optimal:budget=" + b, "1000");
+    const json off = plan("optimal:budget=" + b + ",offload=1", "1000");
+    EXPECT_LT(off["predicted_recompute_ms"].get<double>() + off["predicted_stall_ms"].get<double>(),
+              rec["predicted_recompute_ms"].get<double>());
+    const json dead = plan("optimal:budget=" + b + ",offload=1", "0.000001");
+    EXPECT_EQ(dead["offloaded_bytes"], 0u);
+    EXPECT_NE(dead["method"], "offload-dp");
+    // Bad input: a link of zero bandwidth is refused with the option named.
+    const Result r = run({"plan", "-n", net, "-s", "none", "--link-gbps", "0"});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("--link-gbps"), std::string::npos) << r.err;
+}
+
+}  // namespace
