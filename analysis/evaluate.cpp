@@ -171,7 +171,8 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
     // Per strategy, per timed round: forward, recompute, backward, total, cpu.
     std::vector<std::vector<std::array<double, 5>>> samples(n);
     std::vector<uint64_t> odd_peak(n, 0);
-    std::vector<uint64_t> odd_host_peak(n, 0);  // the host pool's (offload)  // a measured peak that differs from the prediction
+    std::vector<uint64_t> odd_host_peak(
+        n, 0);  // the host pool's (offload)  // a measured peak that differs from the prediction
     try {
         ensure_reference();
         for (int round = 0; round <= opt_.repeat; ++round) {

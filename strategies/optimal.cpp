@@ -64,6 +64,7 @@
 #include "engine/simulator.h"
 #include "engine/units.h"
 #include "solvers/offload_chain.h"
+#include "solvers/offload_pass.h"
 #include "solvers/rockmate.h"
 #include "solvers/rotor.h"
 #include "strategies/abstract_plan.h"
@@ -300,7 +301,17 @@ class OptimalStrategy final : public Strategy {
         }
         if (params.get_int("offload") != 0) {
             throw_if_cancelled();
-            plan_offload(g, costs, budget, best);
+            // Where the chain DP with offload does not apply: plans that keep more, with their
+            // kept values offloaded down to the budget (solvers/offload_pass.h).
+            std::vector<Schedule> keep_more{backprop_schedule(g)};
+            if (budget < none_peak)
+                for (int k = 1; k <= 3; ++k) {
+                    const uint64_t b = budget + (none_peak - budget) * static_cast<uint64_t>(k) / 4;
+                    Plan p = plan_dp(g, costs, chain, first, dp, b, dp_min_budget);
+                    if (p.status != PlanStatus::Infeasible)
+                        keep_more.push_back(std::move(p.schedule));
+                }
+            plan_offload(g, costs, budget, keep_more, best);
         }
         best.budget = budget;
         return best;
@@ -393,15 +404,15 @@ class OptimalStrategy final : public Strategy {
     }
 
     // offload=1: the chain DP with offload (solvers/offload_chain.h) beside the plan so far.
-    static void plan_offload(const Graph& g, const CostModel& costs, uint64_t budget, Plan& best) {
+    static void plan_offload(const Graph& g, const CostModel& costs, uint64_t budget,
+                             const std::vector<Schedule>& keep_more, Plan& best) {
         std::string why;
         const auto chain = offload_chain(g, costs, &why);
         auto note = [&](const std::string& s) {
             best.message += (best.message.empty() ? "" : "; ") + s;
         };
         if (!chain) {
-            note("offload=1: not planned with offload, since the offload DP plans chains and " +
-                 why);
+            plan_offload_pass(g, costs, budget, keep_more, why, best);
             return;
         }
         const auto t0 = std::chrono::steady_clock::now();
@@ -447,6 +458,50 @@ class OptimalStrategy final : public Strategy {
                  " values offloaded) costs no less than " +
                  (before.empty() ? std::string("this plan") : before) + "'s");
         }
+    }
+
+    // Not a chain: each schedule of `keep_more` with its kept values offloaded down to the
+    // budget by the greedy pass; the cheapest that fits competes with the plan so far.
+    static void plan_offload_pass(const Graph& g, const CostModel& costs, uint64_t budget,
+                                  const std::vector<Schedule>& keep_more, const std::string& why,
+                                  Plan& best) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::optional<Plan> pick;
+        size_t offloaded = 0;
+        for (const Schedule& s : keep_more) {
+            throw_if_cancelled();
+            auto r = offload_to_budget(g, s, costs, budget);
+            if (!r || r->offloaded.empty()) continue;
+            Plan p;
+            p.schedule = std::move(r->schedule);
+            p.status = PlanStatus::Heuristic;
+            p.budget = budget;
+            p.method = "offload-pass";
+            if (!pick || better(g, costs, p, *pick)) {
+                pick = std::move(p);
+                offloaded = r->offloaded.size();
+            }
+        }
+        const std::string what = "offload=1 (" + why +
+                                 ", so no exact offload DP: the greedy offload pass of "
+                                 "solvers/offload_pass.h over plans that keep more)";
+        if (!pick) {
+            best.message += (best.message.empty() ? "" : "; ") + what +
+                            ": no plan with offloads fits the budget";
+            return;
+        }
+        const Simulation sim = simulate(g, pick->schedule, costs);
+        pick->solve_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        pick->message = "method: " + what + ": " + std::to_string(offloaded) +
+                        " values offloaded, " + format_bytes(sim.offloaded_bytes) +
+                        ", predicted stall " + ms_text(sim.stall_ms);
+        if (better(g, costs, *pick, best))
+            best = std::move(*pick);
+        else
+            best.message += (best.message.empty() ? "" : "; ") + what +
+                            ": its best costs no less than this plan";
     }
 
     static Plan plan_milp(const Graph& g, const CostModel& costs, uint64_t budget,

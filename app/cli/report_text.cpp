@@ -201,7 +201,7 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
             out << "host         peak predicted " << format_bytes(sim.host_peak_bytes)
                 << ", measured " << format_bytes(m.host_peak_bytes)
                 << (m.host_peak_bytes == sim.host_peak_bytes ? " (equal to the byte)"
-                                                              : " (DIFFERENT)")
+                                                             : " (DIFFERENT)")
                 << "; " << sim.offloads << " offloads, " << format_bytes(sim.offloaded_bytes)
                 << "\ncopies (ms)  transfer predicted " << ms(sim.transfer_ms) << ", measured "
                 << ms(m.transfer_ms) << " (the copy worker's memcpy); stall predicted "
@@ -233,9 +233,9 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         out << "activations  predicted peak " << format_bytes(sim.activation_peak_bytes()) << '\n';
         if (sim.offloads > 0)
             out << "host         predicted peak " << format_bytes(sim.host_peak_bytes) << "; "
-                << sim.offloads << " offloads, " << format_bytes(sim.offloaded_bytes)
-                << "; copies " << ms(sim.transfer_ms) << " ms, of which the step waits "
-                << ms(sim.stall_ms) << " ms\n";
+                << sim.offloads << " offloads, " << format_bytes(sim.offloaded_bytes) << "; copies "
+                << ms(sim.transfer_ms) << " ms, of which the step waits " << ms(sim.stall_ms)
+                << " ms\n";
         if (g.plan_only()) {
             const double base = sim.forward_ms;  // every node once
             out << "time (units) predicted forward " << ms(sim.forward_ms) << ", recompute "

@@ -16,6 +16,7 @@
 #include "engine/schedule.h"
 #include "engine/simulator.h"
 #include "solvers/offload_chain.h"
+#include "solvers/offload_pass.h"
 
 namespace rl {
 namespace {
@@ -286,6 +287,42 @@ TEST(OffloadSchedule, ValidatorRejectsUnsafeCopies) {
                            {InstrKind::Wait, act0}},
                           2);
         EXPECT_NO_THROW(validate(g, s)) << to_text(g, s);
+    }
+}
+
+// The offload pass (solvers/offload_pass.h) on networks that are not chains: every gap of
+// `none`'s schedule offloaded at once, executed with both pools as predicted and none's
+// gradients; and the greedy pass lowering the peak to a budget.
+TEST(OffloadPass, EveryGapOnPresets) {
+    for (const char* spec : {"transformer:layers=2,seq=32,batch=2",
+                             "resnet:depth=18,width=8,size=16", "mlp:depth=3,width=32,batch=64"}) {
+        const Graph g = build_preset(parse_spec(spec));
+        const Schedule none = backprop_schedule(g);
+        const auto gaps = offload_gaps(g, none);
+        ASSERT_FALSE(gaps.empty()) << spec;
+        const Schedule s = insert_offloads(g, none, gaps);
+        ASSERT_NO_THROW(validate(g, s)) << spec << "\n" << to_text(g, s);
+        const CostModel costs = costs_for(g, 25.0);
+        const Simulation sim = simulate(g, s, costs);
+        const Simulation base = simulate(g, none, costs);
+        EXPECT_EQ(sim.offloads, static_cast<long>(gaps.size()));
+        EXPECT_LT(sim.peak_bytes, base.peak_bytes) << spec;
+        Execution e;
+        const auto grads = grads_of(g, s, &e);
+        const auto reference = grads_of(g, none, nullptr);
+        EXPECT_EQ(e.peak_bytes, sim.peak_bytes) << spec;
+        EXPECT_EQ(e.host_peak_bytes, sim.host_peak_bytes) << spec;
+        for (size_t p = 0; p < grads.size(); ++p)
+            EXPECT_EQ(0, std::memcmp(grads[p].data(), reference[p].data(),
+                                     grads[p].size() * sizeof(float)))
+                << spec << " " << g.param(static_cast<ParamId>(p)).name;
+        // The greedy pass: a budget between the two peaks is met.
+        const uint64_t budget = (sim.peak_bytes + base.peak_bytes) / 2;
+        const auto r = offload_to_budget(g, none, costs, budget);
+        ASSERT_TRUE(r.has_value()) << spec;
+        EXPECT_LE(simulate(g, r->schedule, costs).peak_bytes, budget);
+        EXPECT_FALSE(r->offloaded.empty());
+        EXPECT_LT(r->offloaded.size(), gaps.size() + 1);
     }
 }
 

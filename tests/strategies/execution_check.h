@@ -26,6 +26,7 @@ inline void expect_runs_as_simulated(const Graph& g, const Schedule& s, const Si
                                      const std::vector<std::vector<float>>& reference) {
     const Execution run = execute(g, s, backend, data);
     EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
+    EXPECT_EQ(sim.host_peak_bytes, run.host_peak_bytes);  // offloaded values (engine/liveness.h)
     ASSERT_EQ(reference.size(), run.param_grads.size());
     for (size_t i = 0; i < reference.size(); ++i)
         EXPECT_EQ(0, std::memcmp(reference[i].data(), run.param_grads[i].data(),
