@@ -26,6 +26,7 @@
 #include "engine/liveness.h"
 #include "engine/ops/op.h"
 #include "engine/units.h"
+#include "solvers/offload_pass.h"
 #include "strategies/builtin.h"
 
 namespace rl {
@@ -63,6 +64,8 @@ enum class PolicyKind {
     AnyNamesBut,
     AnythingExcept,
     Both,
+    OffloadNames,  // save_and_offload_only_these_names
+    OffloadDots,   // offload_dot_with_no_batch_dims
 };
 
 struct PolicyName {
@@ -80,12 +83,16 @@ constexpr PolicyName kPolicies[] = {
     {"save_any_names_but_these", PolicyKind::AnyNamesBut},
     {"save_anything_except_these_names", PolicyKind::AnythingExcept},
     {"save_from_both_policies", PolicyKind::Both},
+    {"save_and_offload_only_these_names", PolicyKind::OffloadNames},
+    {"offload_dot_with_no_batch_dims", PolicyKind::OffloadDots},
 };
 
 std::vector<std::string> policy_choices(bool with_both) {
     std::vector<std::string> out;
     for (const PolicyName& p : kPolicies)
-        if (with_both || p.kind != PolicyKind::Both) out.emplace_back(p.name);
+        if (with_both || (p.kind != PolicyKind::Both && p.kind != PolicyKind::OffloadNames &&
+                          p.kind != PolicyKind::OffloadDots))
+            out.emplace_back(p.name);
     return out;
 }
 
@@ -98,7 +105,8 @@ PolicyKind policy_kind(const std::string& name) {
 struct Policy {
     PolicyKind kind = PolicyKind::Dots;
     std::vector<std::string> names;
-    std::vector<Policy> both;  // the two policies of save_from_both_policies
+    std::vector<std::string> offload_names;  // save_and_offload_only_these_names
+    std::vector<Policy> both;                // the two policies of save_from_both_policies
 };
 
 // JAX's dots_with_no_batch_dims_saveable saves a dot_general whose dimension numbers have no
@@ -129,14 +137,52 @@ bool saveable(const Policy& p, const Node& n) {
             return !has_any_tag(n, p.names);
         case PolicyKind::Both:
             return saveable(p.both[0], n) || saveable(p.both[1], n);
+        case PolicyKind::OffloadNames:  // saved on the device, or saved and offloaded
+            return has_any_tag(n, p.names) || has_any_tag(n, p.offload_names);
+        case PolicyKind::OffloadDots:
+            return dot_without_batch_dims(n);
     }
     return false;
+}
+
+// JAX's offload policies: which saved values go to host memory (offload_src "device",
+// offload_dst "pinned_host") rather than stay on the device.
+bool offloaded(const Policy& p, const Node& n) {
+    switch (p.kind) {
+        case PolicyKind::OffloadNames:
+            return has_any_tag(n, p.offload_names);
+        case PolicyKind::OffloadDots:
+            return dot_without_batch_dims(n);
+        default:
+            return false;
+    }
 }
 
 Policy make_policy(const Graph& g, const std::string& name, const std::string& names_key,
                    const ParamValues& params) {
     Policy p;
     p.kind = policy_kind(name);
+    if (p.kind == PolicyKind::OffloadNames) {
+        auto read = [&](const std::string& key) {
+            std::vector<std::string> out =
+                params.has(key) ? split_list(params.get_string(key)) : std::vector<std::string>{};
+            for (const std::string& t : out)
+                if (std::none_of(g.nodes().begin(), g.nodes().end(),
+                                 [&](const Node& n) { return n.has_tag(t); }))
+                    throw Error("policy: " + key + " names '" + t +
+                                "', but no node of this network carries that tag; see the tags "
+                                "with `rematlab-cli network --network SPEC`");
+            return out;
+        };
+        p.names = read("names");
+        p.offload_names = read("offload_names");
+        if (p.offload_names.empty())
+            throw Error("policy: " + name +
+                        " needs offload_names=a|b, the node tags whose values are saved in host "
+                        "memory (and names=a|b for those saved on the device), e.g. policy=" +
+                        name + ",offload_names=act");
+        return p;
+    }
     if (p.kind != PolicyKind::OnlyNames && p.kind != PolicyKind::AnyNamesBut &&
         p.kind != PolicyKind::AnythingExcept)
         return p;
@@ -342,7 +388,14 @@ class PolicyStrategy final : public Strategy {
                      "for save_from_both_policies: the second policy", policy_choices(false)};
         ParamSpec n1{"names1", ParamType::String, "", "names of policy1, a|b", {}};
         ParamSpec n2{"names2", ParamType::String, "", "names of policy2, a|b", {}};
-        return {regions, tags, policy, names, p1, p2, n1, n2};
+        ParamSpec off{"offload_names",
+                      ParamType::String,
+                      "",
+                      "for save_and_offload_only_these_names: node tags, a|b, whose values are "
+                      "saved in host memory (offloaded after their forward, prefetched for the "
+                      "backward; solvers/offload_pass.h places the copies)",
+                      {}};
+        return {regions, tags, policy, names, p1, p2, n1, n2, off};
     }
 
     // Every policy on the network: for each kind of region the network has (blocks when some
@@ -393,6 +446,21 @@ class PolicyStrategy final : public Strategy {
         for (const SavedResidual& r : saved_residuals(g, p.schedule).rows)
             if (r.source != ResidualSource::Argument)
                 if (auto n = g.find_node(r.value)) p.checkpoints.push_back(*n);
+        if (policy.kind == PolicyKind::OffloadNames || policy.kind == PolicyKind::OffloadDots) {
+            // The saved values the policy offloads, across their widest gap (forward to
+            // backward); one whose gap holds too few kernels to hide a copy stays on the device.
+            std::vector<OffloadGap> gaps;
+            for (const OffloadGap& gap : offload_gaps(g, p.schedule)) {
+                const NodeId n = g.value(gap.value).producer;
+                if (n != kNoId && offloaded(policy, g.node(n))) gaps.push_back(gap);
+            }
+            int asked = 0;
+            for (const Node& n : g.nodes()) asked += offloaded(policy, n) ? 1 : 0;
+            p.schedule = insert_offloads(g, p.schedule, gaps);
+            p.message = std::to_string(gaps.size()) + " of the " + std::to_string(asked) +
+                        " values the policy offloads are offloaded (the others have no gap "
+                        "between their reads wide enough to hide a copy)";
+        }
         return p;
     }
 };
@@ -432,7 +500,7 @@ SavedResiduals saved_residuals(const Graph& g, const Schedule& s, const Residual
     std::vector<uint8_t> backward_later(static_cast<size_t>(g.num_nodes()), 0);
     for (size_t i = cut; i < code.size(); ++i) {
         const Instruction& ins = code[i];
-        if (ins.kind == InstrKind::Free) continue;
+        if (targets_value(ins.kind)) continue;  // a Free, or a copy (offload)
         const Node& n = g.node(ins.target);
         const auto ni = static_cast<size_t>(ins.target);
         if (ins.kind == InstrKind::Compute) {
@@ -491,7 +559,7 @@ std::vector<std::string> checkpoint_names(const Spec& strategy) {
     std::vector<std::string> out;
     if (strategy.name != "policy") return out;
     for (const auto& [key, value] : strategy.args)
-        if (key == "names" || key == "names1" || key == "names2")
+        if (key == "names" || key == "names1" || key == "names2" || key == "offload_names")
             for (std::string& n : split_list(value))
                 if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
     return out;

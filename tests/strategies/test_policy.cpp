@@ -456,5 +456,45 @@ TEST(Policy, SaveAnythingExceptTheseNamesSavesUntaggedValuesToo) {
         EXPECT_EQ(std::find(list->begin(), list->end(), "fc0"), list->end());
 }
 
+// JAX's two offload policies: the same values saved as their device-only counterparts, so the
+// same recomputation, but the offloaded ones leave the device between forward and backward:
+// a lower device peak, host memory used, and the invariants on both pools and the gradients.
+TEST(PolicyOffload, SavesLikeItsCounterpartButOnTheHost) {
+    const Graph g = build_preset(parse_spec("transformer:layers=2,seq=64,batch=4"));
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    auto backend = make_cpu_backend(1);
+    const RunData data = RunData::seeded(g);
+    const Plan none = plan_with(g, costs, parse_spec("none"));
+    const auto reference = execute(g, none.schedule, *backend, data).param_grads;
+    const std::pair<const char*, const char*> pairs[] = {
+        {"policy:policy=offload_dot_with_no_batch_dims",
+         "policy:policy=dots_with_no_batch_dims_saveable"},
+        {"policy:policy=save_and_offload_only_these_names,names=attn,offload_names=mlp",
+         "policy:policy=save_only_these_names,names=attn|mlp"}};
+    for (const auto& [offload, device] : pairs) {
+        const Plan a = plan_with(g, costs, parse_spec(offload));
+        const Plan b = plan_with(g, costs, parse_spec(device));
+        const Simulation sa = simulate(g, a.schedule, costs), sb = simulate(g, b.schedule, costs);
+        EXPECT_EQ(sa.recomputes, sb.recomputes) << offload;
+        EXPECT_GT(sa.offloads, 0) << offload << ": " << a.message;
+        EXPECT_GT(sa.host_peak_bytes, 0u) << offload;
+        EXPECT_LT(sa.peak_bytes, sb.peak_bytes) << offload;
+        const Execution e = execute(g, a.schedule, *backend, data);
+        EXPECT_EQ(e.peak_bytes, sa.peak_bytes) << offload;
+        EXPECT_EQ(e.host_peak_bytes, sa.host_peak_bytes) << offload;
+        for (size_t p = 0; p < reference.size(); ++p)
+            EXPECT_EQ(0, std::memcmp(reference[p].data(), e.param_grads[p].data(),
+                                     reference[p].size() * sizeof(float)))
+                << offload << " " << g.param(static_cast<ParamId>(p)).name;
+    }
+    // Without offload_names the policy says what it needs.
+    try {
+        plan_with(g, costs, parse_spec("policy:policy=save_and_offload_only_these_names"));
+        ADD_FAILURE() << "accepted without offload_names";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("offload_names="), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace rl
