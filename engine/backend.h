@@ -14,9 +14,11 @@
 // - Reductions are deterministic (no order that depends on thread timing), so a recomputed
 //   value is bitwise equal to the first one, and gradients match across strategies.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "engine/graph.h"
 
@@ -107,7 +109,9 @@ class Backend {
     virtual double take_copy_ms(uint64_t ticket);
 
   private:
-    std::unique_ptr<HostCopyEngine> copies_;  // made at the first copy_async
+    std::unique_ptr<HostCopyEngine> copies_;          // made at the first copy_async
+    std::multimap<uint64_t, void*> host_cache_;       // released host buffers, by size
+    std::unordered_map<void*, uint64_t> host_sizes_;  // handed out, with their size
 };
 
 // The CPU backend with `threads` OpenMP/Eigen threads (0: leave the current setting).

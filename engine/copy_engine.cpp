@@ -68,20 +68,36 @@ void HostCopyEngine::run() {
 // --- Backend's host defaults -------------------------------------------------------------
 
 Backend::Backend() = default;
-Backend::~Backend() = default;
+Backend::~Backend() {
+    copies_.reset();  // no copy in flight into a buffer freed below
+    for (auto& [size, p] : host_cache_) std::free(p);
+}
 
+// Released host buffers are kept for reuse by exact size, as the CPU backend keeps its device
+// ones (cpu_backend.cpp): a step offloads the same sizes every time, and a fresh buffer's first
+// touch (page faults) would otherwise be timed as part of its copy.
 void* Backend::allocate_host(uint64_t bytes) {
     constexpr uint64_t kAlign = 64;
     const uint64_t size = std::max<uint64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    if (auto it = host_cache_.find(size); it != host_cache_.end()) {
+        void* p = it->second;
+        host_cache_.erase(it);
+        host_sizes_[p] = size;
+        return p;
+    }
     void* p = size >= bytes ? std::aligned_alloc(kAlign, size) : nullptr;
     if (!p)
         throw Error("out of host memory: could not allocate " + format_bytes(bytes) +
                     " for an offloaded value");
+    host_sizes_[p] = size;
     return p;
 }
 
 void Backend::release_host(void* p) {
-    std::free(p);
+    auto it = host_sizes_.find(p);
+    if (it == host_sizes_.end()) return;
+    host_cache_.emplace(it->second, p);
+    host_sizes_.erase(it);
 }
 
 uint64_t Backend::copy_async(void* dst, const void* src, uint64_t bytes, bool /*to_host*/) {

@@ -16,8 +16,12 @@ class CountingVisitor final : public MemoryVisitor {
     void host_allocate(ValueId, uint64_t bytes) override {
         host_live_ += bytes;
         if (host_live_ > sim_.host_peak_bytes) sim_.host_peak_bytes = host_live_;
+        if (record_) sim_.host_timeline.push_back({instruction, host_live_});
     }
-    void host_release(ValueId, uint64_t bytes) override { host_live_ -= bytes; }
+    void host_release(ValueId, uint64_t bytes) override {
+        host_live_ -= bytes;
+        if (record_) sim_.host_timeline.push_back({instruction, host_live_});
+    }
     void begin_copy(const Instruction& ins, ValueId v, uint64_t bytes) override {
         const bool to_host = ins.kind == InstrKind::Offload;
         if (to_host) {

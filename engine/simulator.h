@@ -28,6 +28,7 @@ struct Simulation : MemoryPeak {
     std::vector<std::pair<int32_t, double>> stalls;  // (Wait instruction, ms) for each stall
     double total_ms() const { return forward_ms + recompute_ms + backward_ms + stall_ms; }
     std::vector<SimPoint> timeline;  // one point per allocate/release event and in-place Compute
+    std::vector<SimPoint> host_timeline;  // the host pool's events (offload), bytes on the host
 };
 
 struct SimulateOptions {

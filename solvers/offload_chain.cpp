@@ -43,10 +43,11 @@ std::optional<OffloadChain> offload_chain(const Graph& g, const CostModel& costs
     OffloadChain c;
     c.n = n;
     c.link = costs.transfer();
-    uint64_t fixed = 0, param_grads = 0, ws_fwd = 0, ws_bwd = 0;
+    uint64_t fixed = 0, ws_fwd = 0, ws_bwd = 0;
+    c.param_grad_bytes.assign(static_cast<size_t>(n), 0);
     for (ParamId p = 0; p < g.num_params(); ++p) {
         fixed += g.param(p).bytes;
-        param_grads += g.param(p).bytes;
+        c.param_grad_bytes[static_cast<size_t>(g.param(p).owner)] += g.param(p).bytes;
     }
     for (ValueId in : g.inputs()) fixed += g.value(in).bytes;
     for (NodeId i = 0; i < n; ++i) {
@@ -67,7 +68,7 @@ std::optional<OffloadChain> offload_chain(const Graph& g, const CostModel& costs
         ws_bwd = std::max(ws_bwd, t.bwd_workspace[ii]);
     }
     c.const_fwd = fixed + ws_fwd;
-    c.const_bwd = fixed + param_grads + std::max(ws_fwd, ws_bwd);
+    c.const_bwd = fixed + std::max(ws_fwd, ws_bwd);
     return c;
 }
 
@@ -167,6 +168,7 @@ struct Walk {
     std::vector<uint8_t> live;  // per value, on the device
     std::vector<double> copy_end;
     uint64_t bytes = 0;
+    uint64_t param_grads = 0;  // of the backwards run so far
     int32_t grad_of = -1;
     double now = 0, copy_free = 0, stall = 0;
     uint64_t peak = 0;
@@ -181,7 +183,7 @@ struct Walk {
         return i == c.n - 1 ? c.bytes[static_cast<size_t>(i)]
                             : c.grad_bytes[static_cast<size_t>(i)];
     }
-    void note(uint64_t extra) { peak = std::max(peak, bytes + extra); }
+    void note(uint64_t extra) { peak = std::max(peak, bytes + param_grads + extra); }
     void set_live(int32_t i) {
         if (!live[static_cast<size_t>(i)]) bytes += c.bytes[static_cast<size_t>(i)];
         live[static_cast<size_t>(i)] = 1;
@@ -205,6 +207,7 @@ struct Walk {
                     drop(op.i);
                     break;
                 case InstrKind::Backward:
+                    param_grads += c.param_grad_bytes[ii];
                     note(grad(op.i) + grad(op.i - 1));
                     now += c.bwd_ms[ii];
                     grad_of = op.i - 1;
@@ -270,6 +273,8 @@ EdgeCost edge_cost(const OffloadChain& c, int32_t r, bool offload_r, int32_t b) 
         if (r >= 0 && !offload_r) w.set_live(r);
         if (c.reads_out[static_cast<size_t>(b)]) w.set_live(b);
         w.grad_of = b < c.n - 1 ? b : -1;
+        for (int32_t j = b + 1; j < c.n; ++j)
+            w.param_grads += c.param_grad_bytes[static_cast<size_t>(j)];
         w.note(w.grad_of >= 0 ? w.grad(w.grad_of) : 0);
         w.run(ops, 0, ops.size());
         e.bwd_peak = w.peak;

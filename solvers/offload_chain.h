@@ -24,13 +24,14 @@
 // everywhere between Kept values is Chen's segments.
 //
 // THE MEMORY MODEL, in bytes on the device, an upper bound of engine/liveness.h's rules for
-// these schedules: a constant — parameters, inputs and the largest forward workspace in the
-// forward; the same plus every parameter gradient and the largest backward workspace in the
-// backward — plus the live values of the schedule (an in-flight offload's device buffer
-// counted until its Wait, a prefetch's from its issue), plus, during node i's backward, the
-// gradients of v_i and v_{i-1} (before it, v_i's). In-place forwards (liveness.h) are ignored,
-// so the engine's peak is at most the model's. Inside an edge, the live values are the edge's
-// own plus the Kept boundaries below it (every one of them is live then), so
+// these schedules: a constant — parameters, inputs and the largest workspace — plus the live
+// values of the schedule (an in-flight offload's device buffer counted until its Wait, a
+// prefetch's from its issue), plus, during node i's backward, the gradients of v_i and v_{i-1}
+// (before it, v_i's), plus the parameter gradients of the backwards run so far (node i's from
+// its backward on). In-place forwards (liveness.h) are ignored, so the engine's peak is at most
+// the model's. Inside an edge, the live values are the edge's own plus the Kept boundaries
+// below it (every one of them is live then), and the parameter gradients at its backward's
+// start are those of the nodes above it, so
 //   peak = max over edges of (constant + Kept bytes below r + the edge's own peak),
 // and the program is exact for the model: over boundaries upwards, keeping for each (boundary,
 // mode) the Pareto set of (Kept bytes so far, time), with no rounding at all.
@@ -57,7 +58,8 @@ struct OffloadChain {
     std::vector<uint64_t> grad_bytes;    // the gradient of v_i (0 when it needs none)
     std::vector<double> fwd_ms, bwd_ms;  // per node
     std::vector<uint8_t> reads_in, reads_out, has_backward;  // per node
-    uint64_t const_fwd = 0, const_bwd = 0;                   // the model's constants (above)
+    std::vector<uint64_t> param_grad_bytes;  // per node: the parameter gradients its backward makes
+    uint64_t const_fwd = 0, const_bwd = 0;   // the model's constants (above)
     TransferRates link;
 };
 

@@ -63,6 +63,7 @@ std::vector<SweepCurve> sweep_for_export(const RunRequest& request, const RunSum
     eo.threads = request.threads;
     eo.cap = request.cap;
     eo.execute = executed;
+    eo.link = link_of(request.link_gbps);
     Evaluator evaluator(g, request.network.toStdString(), eo);
     SweepRequest sr;
     sr.network = request.network;
@@ -108,6 +109,12 @@ int export_mode(const QCommandLineParser& args) {
     request.threads = args.value(QStringLiteral("threads")).toInt(&ok);
     if (!ok || request.threads < 1)
         return fail(kExitUsage, QStringLiteral("--threads: expected a positive number"));
+    if (args.isSet(QStringLiteral("link-gbps"))) {
+        request.link_gbps = args.value(QStringLiteral("link-gbps")).toDouble(&ok);
+        if (!ok || !(request.link_gbps > 0))
+            return fail(kExitUsage,
+                        QStringLiteral("--link-gbps: expected a positive bandwidth in GB/s"));
+    }
     RunSummary summary;
     std::vector<SweepCurve> sweeps;
     try {
@@ -163,6 +170,16 @@ int screenshot_mode(const QCommandLineParser& args) {
         window.setStrategies(split_strategy_list(args.value(QStringLiteral("strategies"))));
     if (args.isSet(QStringLiteral("threads")))
         window.setThreads(args.value(QStringLiteral("threads")).toInt());
+    if (args.isSet(QStringLiteral("link-gbps"))) {
+        bool ok = false;
+        const double gbps = args.value(QStringLiteral("link-gbps")).toDouble(&ok);
+        if (!ok || !(gbps > 0)) {
+            std::fprintf(stderr,
+                         "rematlab: error: --link-gbps: expected a positive bandwidth in GB/s\n");
+            return kExitUsage;
+        }
+        window.setLinkGbps(gbps);
+    }
     window.show();
     if (args.isSet(QStringLiteral("open-session"))) {
         // A saved session, as it reopens (nothing is run): wait for its results to show.
@@ -267,6 +284,9 @@ int run_app(int argc, char** argv) {
         {QStringLiteral("threads"), QStringLiteral("CPU threads for the kernels"),
          QStringLiteral("N"), QStringLiteral("1")},
         {QStringLiteral("no-run"), QStringLiteral("--export: plan and predict only")},
+        {QStringLiteral("link-gbps"),
+         QStringLiteral("bandwidth of the device-host link offloads cross, GB/s each way"),
+         QStringLiteral("GBPS")},
         {QStringLiteral("sweep"),
          QStringLiteral("Pareto: also sweep each strategy over N budgets (and its own range) and "
                         "draw the curves and the optimal frontier"),

@@ -83,6 +83,10 @@ Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& 
         if (costs.size() > 0 && ins.kind == InstrKind::Backward) d = costs.backward_ms(ins.target);
         start[i + 1] = start[i] + d;
     }
+    // A Wait lasts as long as the compute stream stalls on its copy.
+    for (const auto& [at, ms] : sim.stalls)
+        if (at >= 0 && static_cast<size_t>(at) < n)
+            for (size_t j = static_cast<size_t>(at) + 1; j <= n; ++j) start[j] += ms;
     // Events per instruction, to spread them inside it.
     std::vector<int> count(n, 0);
     for (const SimPoint& p : sim.timeline)
@@ -106,6 +110,15 @@ Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& 
         }
         t.points.push_back({x, static_cast<double>(p.bytes)});
         t.instruction.push_back(p.instruction);
+    }
+    if (!sim.host_timeline.empty()) {
+        t.host.push_back({0.0, 0.0});
+        t.host_instruction.push_back(-1);
+        for (const SimPoint& p : sim.host_timeline) {
+            const size_t i = p.instruction < 0 ? n : static_cast<size_t>(p.instruction);
+            t.host.push_back({start[std::min(i, n)], static_cast<double>(p.bytes)});
+            t.host_instruction.push_back(p.instruction);
+        }
     }
     return t;
 }
@@ -159,6 +172,8 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
     r.predicted_recompute_ms = sim.recompute_ms;
     r.predicted_backward_ms = sim.backward_ms;
     r.predicted_total_ms = sim.total_ms();
+    r.predicted_host_peak = sim.host_peak_bytes;
+    r.predicted_stall_ms = sim.stall_ms;
     r.predicted_timeline =
         std::make_shared<Timeline>(predicted_timeline(g, e.plan.schedule, costs, sim));
     if (e.measured) {
@@ -171,6 +186,8 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
         r.recompute_ms = m.recompute_ms;
         r.backward_ms = m.backward_ms;
         r.total_ms = m.total_ms;
+        r.measured_host_peak = m.host_peak_bytes;
+        r.stall_ms = m.stall_ms;
         r.times = e.times;
         r.loss = m.loss;
         r.grads_equal = e.grads_bitwise_equal_to_none;
@@ -358,6 +375,7 @@ RunSummary evaluate_all(const RunRequest& request, bool execute, const std::atom
     eo.threads = request.threads;
     eo.cap = request.cap;
     eo.device = request.device.toStdString();
+    eo.link = link_of(request.link_gbps);
     // A plan-only network (an abstract benchmark graph) has no kernels: its strategies are
     // planned and simulated only, whatever was asked.
     execute = execute && !g.plan_only();

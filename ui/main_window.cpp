@@ -245,6 +245,9 @@ void MainWindow::setBudget(std::optional<uint64_t> bytes) {
 void MainWindow::setThreads(int threads) {
     setup_->setThreads(threads);
 }
+void MainWindow::setLinkGbps(double gbps) {
+    setup_->setLinkGbps(gbps);
+}
 void MainWindow::setCap(const QString& text) {
     setup_->setCap(text);
 }
@@ -533,7 +536,8 @@ std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult>
         return planned;
     }
     if (now.network != measured_with_.network || now.threads != measured_with_.threads ||
-        now.cap != measured_with_.cap || now.device != measured_with_.device)
+        now.cap != measured_with_.cap || now.device != measured_with_.device ||
+        now.link_gbps != measured_with_.link_gbps)
         return planned;
     const auto& old = model_->results();
     std::vector<bool> used(old.size(), false);
@@ -565,6 +569,8 @@ std::vector<StrategyResult> MainWindow::keepMeasured(std::vector<StrategyResult>
             p.recompute_ms = m.recompute_ms;
             p.backward_ms = m.backward_ms;
             p.total_ms = m.total_ms;
+            p.measured_host_peak = m.measured_host_peak;
+            p.stall_ms = m.stall_ms;
             p.times = m.times;
             p.loss = m.loss;
             p.grads_equal = m.grads_equal;
@@ -911,6 +917,7 @@ void MainWindow::startSweep() {
         r.threads = base.threads;
         r.cap = base.cap;
         r.device = base.device;
+        r.link_gbps = base.link_gbps;
     } catch (const std::exception& e) {
         message_->showMessage(
             MessageWidget::Kind::Error,
@@ -1065,6 +1072,7 @@ void MainWindow::applyTourStep(const TourStep& step) {
         s.measured_with = measured_with_;
         s.teaching = schedule_->teachModeShown();
         s.page = results_->currentPage();
+        s.link_gbps = setup_->linkGbps();
         before_tour_ = std::move(s);
         restore_after_tour_.reset();
         cancel_action_->setEnabled(true);  // Esc leaves the tour
@@ -1086,6 +1094,7 @@ void MainWindow::applyTourStep(const TourStep& step) {
     });
     setNetworkSpec(step.network);
     setStrategies(step.strategies);
+    if (step.link_gbps > 0) setup_->setLinkGbps(step.link_gbps);
     // The tour's strategies plan with their own parameters, not under the user's budget (its
     // words describe those plans).
     setBudget(std::nullopt);
@@ -1103,6 +1112,7 @@ void MainWindow::endTour() {
     setNetworkSpec(s.network);
     setStrategies(s.strategies);
     setBudget(s.budget);
+    setup_->setLinkGbps(s.link_gbps);
     restore_after_tour_ = std::move(s);
     schedulePlan();
 }

@@ -62,6 +62,7 @@ class MainWindow : public QMainWindow {
     int strategyBoxCount(const QString& name) const;
     void setBudget(std::optional<uint64_t> bytes);
     void setThreads(int threads);
+    void setLinkGbps(double gbps);  // the host link offloads cross (Setup's "Host link")
     void setCap(const QString& text);
 
     QString networkSpec() const;
@@ -229,6 +230,7 @@ class MainWindow : public QMainWindow {
         // The view: teach mode's dock (a tour opens it) and the results page on show.
         bool teaching = false;
         int page = 0;
+        double link_gbps = TransferRates{}.to_host_gbps;  // Setup's host link (a tour may set it)
     };
     std::optional<UserSession> before_tour_;         // during a tour
     std::optional<UserSession> restore_after_tour_;  // until the restored plan arrives

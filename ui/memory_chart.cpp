@@ -175,6 +175,16 @@ void MemoryChart::applyAxis(Track& t) const {
     t.predicted = on_axis(t.predicted_ms);
     t.measured = on_axis(t.measured_ms);
     t.predicted_steps = t.predicted ? stepped(t.predicted->points) : std::vector<XY>{};
+    t.host_steps.clear();
+    if (t.predicted_ms && !t.predicted_ms->host.empty()) {
+        std::vector<XY> host = t.predicted_ms->host;
+        if (by_instruction_) {
+            const std::vector<double> x =
+                instruction_axis(t.predicted_ms->host_instruction, t.instructions);
+            for (size_t i = 0; i < host.size() && i < x.size(); ++i) host[i].x = x[i];
+        }
+        t.host_steps = stepped(host);
+    }
     t.measured_steps = t.measured ? stepped(t.measured->points) : std::vector<XY>{};
 }
 
@@ -200,8 +210,10 @@ void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
     for (Track& t : tracks_) {
         chart()->removeSeries(t.predicted_series);
         chart()->removeSeries(t.measured_series);
+        chart()->removeSeries(t.host_series);
         delete t.predicted_series;
         delete t.measured_series;
+        delete t.host_series;
     }
     tracks_.clear();
     tracks_.resize(results.size());
@@ -228,14 +240,23 @@ void MemoryChart::setResults(const std::vector<StrategyResult>& results) {
         dashed.setWidthF(1.5);
         dashed.setStyle(Qt::DashLine);
         t.predicted_series->setPen(dashed);
-        for (QLineSeries* s : {t.predicted_series, t.measured_series}) {
+        t.host_series = new QLineSeries;
+        t.host_series->setName(QStringLiteral("host memory, dotted: ") + t.label);
+        QPen dotted(c.darker(120));
+        dotted.setWidthF(2.0);
+        dotted.setStyle(Qt::DotLine);
+        t.host_series->setPen(dotted);
+        for (QLineSeries* s : {t.predicted_series, t.measured_series, t.host_series}) {
             chart()->addSeries(s);
             s->attachAxis(x_);
             s->attachAxis(y_);
         }
-        // One legend entry per strategy, in its colour.
+        // One legend entry per strategy, in its colour; a second, dotted, for its host memory
+        // when it offloads.
         for (QLegendMarker* m : chart()->legend()->markers(t.predicted_series))
             m->setVisible(false);
+        for (QLegendMarker* m : chart()->legend()->markers(t.host_series))
+            m->setVisible(!t.host_steps.empty());
     }
     // The node marks above the lines (series paint in the order they were added).
     for (QScatterSeries* m : mark_series_) {
@@ -327,6 +348,7 @@ void MemoryChart::updateAxes() {
         if (show_predicted_ && t.predicted)
             xm = std::max(xm, max_x(t.predicted->points)),
             ym = std::max(ym, max_y(t.predicted->points));
+        if (show_predicted_ && !t.host_steps.empty()) ym = std::max(ym, max_y(t.host_steps));
         if (show_measured_) {
             const auto& m = t.measured ? t.measured->points : t.liveOn(by_instruction_);
             xm = std::max(xm, max_x(m));
@@ -402,6 +424,11 @@ void MemoryChart::redraw() {
         } else {
             t.predicted_series->clear();
         }
+        if (show_predicted_ && !t.host_steps.empty())
+            t.host_series->replace(
+                to_points(decimate_min_max(t.host_steps, x0, x1, cols), unit_.divisor));
+        else
+            t.host_series->clear();
     }
     if (budget_bytes_) {
         const double y = static_cast<double>(*budget_bytes_) / unit_.divisor;

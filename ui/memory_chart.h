@@ -119,6 +119,8 @@ class MemoryChart : public QChartView {
         std::shared_ptr<const std::vector<QString>> texts;
         QLineSeries* predicted_series = nullptr;
         QLineSeries* measured_series = nullptr;
+        QLineSeries* host_series = nullptr;  // offloaded values on the host (predicted, dotted)
+        std::vector<XY> host_steps;
         bool predicted_dense = false;  // drawn solid and thin: see redraw()
         QColor color;                  // its strategy's colour, shaded per instance
     };

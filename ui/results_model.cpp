@@ -100,9 +100,10 @@ bool ResultsModel::withinNoise(int row) const {
 
 QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) const {
     if (o != Qt::Horizontal) return {};
-    static const char* const names[] = {
-        "Strategy",  "Status", "Pred. peak", "Meas. peak", "Act. peak",    "Recomputes", "Fwd ms",
-        "Recomp ms", "Bwd ms", "Total ms",   "Overhead",   "Grads = none", "Solve ms",   "Budget"};
+    static const char* const names[] = {"Strategy",  "Status",     "Pred. peak", "Meas. peak",
+                                        "Act. peak", "Recomputes", "Fwd ms",     "Recomp ms",
+                                        "Bwd ms",    "Total ms",   "Overhead",   "Grads = none",
+                                        "Solve ms",  "Budget",     "Host peak",  "Stall ms"};
     static const char* const tips[] = {
         "Strategy spec as planned (name:key=value,…)",
         "optimal / feasible / heuristic; or why it failed (hover for the message)",
@@ -118,12 +119,16 @@ QVariant ResultsModel::headerData(int section, Qt::Orientation o, int role) cons
         "two min–max ranges overlap",
         "Parameter gradients bitwise equal to those of plain backprop",
         "Time the strategy took to plan",
-        "The byte budget the strategy was given"};
+        "The byte budget the strategy was given",
+        "Peak of host memory holding offloaded values (measured when run, else predicted; equal "
+        "on CPU)",
+        "Time the step waited for offload and prefetch copies (measured when run; predicted from "
+        "the host link's bandwidth)"};
     // Two lines in the table's header, so columns are as wide as their figures, not their titles.
     static const char* const shown[] = {
-        "Strategy",      "Status",        "Pred.\npeak", "Meas.\npeak", "Act.\npeak",
-        "Re-\ncomputes", "Fwd\nms",       "Recomp\nms",  "Bwd\nms",     "Total\nms",
-        "Overhead",      "Grads =\nnone", "Solve\nms",   "Budget"};
+        "Strategy",  "Status",     "Pred.\npeak", "Meas.\npeak", "Act.\npeak", "Re-\ncomputes",
+        "Fwd\nms",   "Recomp\nms", "Bwd\nms",     "Total\nms",   "Overhead",   "Grads =\nnone",
+        "Solve\nms", "Budget",     "Host\npeak",  "Stall\nms"};
     if (section < 0 || section >= ColumnCount) return {};
     // An abstract benchmark graph's times are its durations, in the file's units (planning
     // time, Solve, stays in ms).
@@ -188,6 +193,11 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
                 return r.solve_ms;
             case Budget:
                 return r.budget ? QVariant(qulonglong(*r.budget)) : QVariant();
+            case HostPeak:
+                if (run) return qulonglong(r.measured_host_peak);
+                return r.planned ? QVariant(qulonglong(r.predicted_host_peak)) : QVariant();
+            case StallMs:
+                return time(r.stall_ms, r.predicted_stall_ms);
             default:
                 return {};
         }
@@ -208,7 +218,10 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
             case MeasuredPeak:
             case ActivationPeak:
             case Budget:
+            case HostPeak:
                 return v.isValid() ? bytes_text(v.toULongLong()) : QStringLiteral("—");
+            case StallMs:
+                return v.isValid() ? ms_text(v.toDouble()) : QStringLiteral("—");
             case Recomputes:
                 return v.isValid() ? QString::number(v.toLongLong()) : QStringLiteral("—");
             case ForwardMs:

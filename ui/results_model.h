@@ -32,6 +32,8 @@ class ResultsModel : public QAbstractTableModel {
         GradsEqual,
         SolveMs,
         Budget,
+        HostPeak,  // offload: the host pool's peak (measured when run, else predicted)
+        StallMs,   // offload: the compute stream's waits for copies
         ColumnCount
     };
     // The raw value behind a cell (bytes, ms, a fraction): what sorting and the charts use. Empty

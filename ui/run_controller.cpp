@@ -150,6 +150,7 @@ class RunWorker : public QObject {
             r.threads = request.threads;
             r.cap = request.cap;
             r.device = request.device;
+            r.link_gbps = request.link_gbps;
             r.repeats = 1;  // a sweep's measured points: one timed run each after the warm-up
             // Predict with the cost model of the figures on screen: the profiled one of the last
             // run when asked (or when executing), else the analytic one of the plans.
@@ -202,8 +203,9 @@ class RunWorker : public QObject {
     // One evaluator per (threads, cap, execute) on the current graph: it keeps the profiled cost
     // model and none's reference gradients between runs.
     Evaluator& evaluator(const RunRequest& request, bool execute) {
-        const auto key = std::make_tuple(request.threads, request.cap, execute,
-                                         request.device.toStdString(), request.repeats);
+        const auto key =
+            std::make_tuple(request.threads, request.cap, execute, request.device.toStdString(),
+                            request.repeats, request.link_gbps);
         auto it = evaluators_.find(key);
         if (it == evaluators_.end()) {
             EvaluateOptions eo;
@@ -214,6 +216,7 @@ class RunWorker : public QObject {
             eo.repeat = request.repeats;
             eo.cancel = &shared_->stop;
             eo.keep_partial_rounds = true;  // Cancel keeps each strategy's completed repeats
+            eo.link = link_of(request.link_gbps);
             if (!observer_)
                 observer_ = std::make_unique<ThrottledObserver>(
                     [this](ProgressSnapshot&& p) { emit progress(obs_job_, p); });
@@ -229,7 +232,7 @@ class RunWorker : public QObject {
     std::shared_ptr<RunController::Shared> shared_;
     std::shared_ptr<const Graph> graph_;
     QString graph_spec_;
-    std::map<std::tuple<int, uint64_t, bool, std::string, int>, std::unique_ptr<Evaluator>>
+    std::map<std::tuple<int, uint64_t, bool, std::string, int, double>, std::unique_ptr<Evaluator>>
         evaluators_;
     std::unique_ptr<ThrottledObserver> observer_;
     quint64 obs_job_ = 0;

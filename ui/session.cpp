@@ -196,6 +196,10 @@ json result_json(const StrategyResult& r) {
               {"loss", r.loss},
               {"grads_equal", r.grads_equal},
               {"max_grad_diff", r.max_grad_diff},
+              {"predicted_host_peak", r.predicted_host_peak},
+              {"measured_host_peak", r.measured_host_peak},
+              {"predicted_stall_ms", r.predicted_stall_ms},
+              {"stall_ms", r.stall_ms},
               {"predicted_timeline", timeline_json(r.predicted_timeline)},
               {"measured_timeline", timeline_json(r.measured_timeline)},
               {"times", times_json(r.times)},
@@ -248,6 +252,11 @@ StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& grap
     r.loss = j.at("loss").get<double>();
     r.grads_equal = j.at("grads_equal").get<bool>();
     r.max_grad_diff = j.at("max_grad_diff").get<double>();
+    // Offload's figures (absent from sessions saved before it: none offloaded then).
+    r.predicted_host_peak = j.value("predicted_host_peak", uint64_t{0});
+    r.measured_host_peak = j.value("measured_host_peak", uint64_t{0});
+    r.predicted_stall_ms = j.value("predicted_stall_ms", 0.0);
+    r.stall_ms = j.value("stall_ms", 0.0);
     r.predicted_timeline = timeline_of(j.at("predicted_timeline"));
     r.measured_timeline = timeline_of(j.at("measured_timeline"));
     // Kept since the spreads and stale marks are saved; older sessions have neither.

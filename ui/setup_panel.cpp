@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -343,6 +344,20 @@ QWidget* SetupPanel::buildRunPanel() {
     form->addRow(QStringLiteral("Threads"), threads_);
     form->addRow(QStringLiteral("Repeats"), repeats_);
     form->addRow(QStringLiteral("Memory cap"), cap_);
+    link_ = new QDoubleSpinBox;
+    link_->setObjectName(QStringLiteral("linkGbps"));
+    link_->setRange(0.001, 10000);
+    link_->setDecimals(3);
+    link_->setValue(TransferRates{}.to_host_gbps);
+    link_->setSuffix(QStringLiteral(" GB/s"));
+    link_->setToolTip(QStringLiteral(
+        "Bandwidth of the device-host link that offloaded values cross, each way (default: PCIe "
+        "4.0 x16 as achieved). Strategies with offload plan with it, and the predicted stall "
+        "time comes from it"));
+    form->addRow(QStringLiteral("Host link"), link_);
+    connect(link_, &QDoubleSpinBox::valueChanged, this, [this] {
+        if (!suppress_) emit planInputsChanged();
+    });
     auto* buttons = new QHBoxLayout;
     run_button_ = new QPushButton(QStringLiteral("Run"));
     run_button_->setObjectName(QStringLiteral("runButton"));
@@ -609,6 +624,12 @@ void SetupPanel::setRepeats(int repeats) {
 int SetupPanel::repeats() const {
     return repeats_->value();
 }
+void SetupPanel::setLinkGbps(double gbps) {
+    link_->setValue(gbps);
+}
+double SetupPanel::linkGbps() const {
+    return link_->value();
+}
 void SetupPanel::setCap(const QString& text) {
     cap_->setText(text);
 }
@@ -619,6 +640,7 @@ RunRequest SetupPanel::request() const {
     r.strategies = strategySpecs();
     r.threads = threads_->value();
     r.repeats = repeats_->value();
+    r.link_gbps = link_->value();
     r.device = device_->currentIndex() == 1 ? QStringLiteral("cuda") : QStringLiteral("cpu");
     const QString cap = cap_->text().trimmed();
     r.cap = cap.isEmpty() ? 0 : parse_bytes(cap.toStdString());

@@ -25,6 +25,7 @@ class QLineEdit;
 class QPushButton;
 class QSettings;
 class QSlider;
+class QDoubleSpinBox;
 class QSpinBox;
 class QStackedWidget;
 class QVBoxLayout;
@@ -103,6 +104,9 @@ class SetupPanel : public QWidget {
     // Timed rounds of a run after its warm-up round (RunRequest::repeats).
     void setRepeats(int repeats);
     int repeats() const;
+    // The host link offloads cross, GB/s (RunRequest::link_gbps).
+    void setLinkGbps(double gbps);
+    double linkGbps() const;
     void setCap(const QString& text);
     QString capText() const;
     // What a run of the ticked strategies would be given. Throws rl::Error for a memory cap that
@@ -174,6 +178,7 @@ class SetupPanel : public QWidget {
     QComboBox* device_ = nullptr;
     QSpinBox* threads_ = nullptr;
     QSpinBox* repeats_ = nullptr;
+    QDoubleSpinBox* link_ = nullptr;  // the host link, GB/s (offload)
     QLineEdit* cap_ = nullptr;
     QPushButton* run_button_ = nullptr;
     QPushButton* cancel_button_ = nullptr;

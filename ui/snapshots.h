@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/measure.h"
+#include "engine/cost_model.h"
 #include "ui/chart_math.h"
 
 namespace rl::ui {
@@ -22,6 +23,10 @@ struct ScheduleTrace;  // ui/schedule_trace.h
 struct Timeline {
     std::vector<XY> points;
     std::vector<int32_t> instruction;
+    // The host pool (offloaded values), predicted: bytes on the host at each of its events, on
+    // the same x axis, with the instruction of each. Empty without offload.
+    std::vector<XY> host;
+    std::vector<int32_t> host_instruction;
 };
 
 struct NetworkSummary {
@@ -55,6 +60,9 @@ struct StrategyResult {
     long instructions = 0, computes = 0, recomputes = 0;
     double predicted_forward_ms = 0, predicted_recompute_ms = 0, predicted_backward_ms = 0;
     double predicted_total_ms = 0;
+    // Offload (engine/schedule.h): the host pool and the compute stream's waits for copies.
+    uint64_t predicted_host_peak = 0, measured_host_peak = 0;
+    double predicted_stall_ms = 0, stall_ms = 0;
     QString cost_model;  // "profiled" or "analytic"
 
     bool executed = false;  // measured figures valid
@@ -115,7 +123,15 @@ struct RunRequest {
     QString device = QStringLiteral("cpu");  // "cpu" or "cuda" (rl::make_backend)
     // Timed rounds after a warm-up round, the strategies interleaved (Evaluator::compare).
     int repeats = kDefaultRepeats;
+    // The host link offloads cross, GB/s each way (engine/cost_model.h's TransferRates).
+    double link_gbps = TransferRates{}.to_host_gbps;
 };
+// The EvaluateOptions::link of a request's link_gbps.
+inline TransferRates link_of(double gbps) {
+    TransferRates t;
+    t.to_host_gbps = t.to_device_gbps = gbps;
+    return t;
+}
 
 struct RunSummary {
     std::vector<StrategyResult> results;

@@ -48,6 +48,7 @@ struct SweepRequest {
     uint64_t cap = 0;
     QString device = QStringLiteral("cpu");  // where "Run each point" executes
     bool use_run_costs = false;              // predict with the profiled cost model of the last run
+    double link_gbps = TransferRates{}.to_host_gbps;  // RunRequest::link_gbps
 };
 
 struct SweepSummary {

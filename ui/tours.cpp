@@ -60,6 +60,59 @@ const char* kChain = "chain:l=8,width=64,batch=128";
 const char* kPolicyNet = "resmlp:depth=2,width=64,batch=64";
 const char* kWholeNet = "mlp:depth=4,width=256,batch=256";
 const char* kWhole = "policy:regions=model,policy=nothing_saveable";
+const char* kOffloadNet = "mlp:depth=6,width=256,batch=2048";
+const char* kRecomputeOnly = "optimal:budget=14MiB";
+const char* kWithOffload = "optimal:budget=14MiB,offload=1";
+
+// One step of "offload or recompute?": the same budget planned with recompute alone and with
+// offload as a third choice, on a host link of `gbps`; the words compare the two rows.
+TourStep offload_step(QString title, double gbps) {
+    TourStep st;
+    st.title = std::move(title);
+    st.network = QString::fromLatin1(kOffloadNet);
+    st.strategies = {QStringLiteral("none"), QString::fromLatin1(kRecomputeOnly),
+                     QString::fromLatin1(kWithOffload)};
+    st.teach_left = 2;
+    st.teach_right = 1;
+    st.teach_at = QStringLiteral("start");
+    st.view = TourView::Memory;
+    st.link_gbps = gbps;
+    st.text = [gbps](const TourShown& s) {
+        const StrategyResult &rec = need(s, kRecomputeOnly), &off = need(s, kWithOffload);
+        const double a = rec.predicted_recompute_ms + rec.predicted_stall_ms;
+        const double b2 = off.predicted_recompute_ms + off.predicted_stall_ms;
+        QString text =
+            QStringLiteral(
+                "<p>Host link: <b>%1 GB/s</b> each way (Setup's <i>Host link</i>). Both plans "
+                "meet the same budget. Recompute alone (<i>optimal</i>) peaks at %2 and pays "
+                "%3 recomputations, %4 ms.</p>")
+                .arg(gbps, 0, 'g', 4)
+                .arg(b(rec.predicted_peak))
+                .arg(rec.recomputes)
+                .arg(ms_text(rec.predicted_recompute_ms));
+        if (off.predicted_host_peak == 0) {
+            text += QStringLiteral(
+                        "<p>With offload allowed, the planner still chose <b>no offload</b>: at "
+                        "this bandwidth a copy costs more waiting than recomputing, so "
+                        "<i>offload=1</i> gives back the recompute-only plan (%1 ms added).</p>")
+                        .arg(ms_text(b2));
+        } else {
+            text += QStringLiteral(
+                        "<p>With offload allowed, it keeps up to %1 in host memory (the dotted "
+                        "line), recomputes %2 times and waits %3 ms for copies: %4 ms added "
+                        "against %5 ms. The copies run beside the kernels, so only the wait "
+                        "costs time.</p>")
+                        .arg(b(off.predicted_host_peak))
+                        .arg(off.recomputes)
+                        .arg(ms_text(off.predicted_stall_ms), ms_text(b2), ms_text(a));
+        }
+        text += QStringLiteral("<p>%1</p>")
+                    .arg(b2 < a ? QStringLiteral("Here <b>offload wins</b>.")
+                                : QStringLiteral("Here <b>recompute wins</b> (or ties)."));
+        return text;
+    };
+    return st;
+}
 
 }  // namespace
 
@@ -343,6 +396,15 @@ std::vector<Tour> build() {
                  .arg(b(none.predicted_peak), b(all.predicted_peak), b(sq.predicted_peak));
          }});
     out.push_back(std::move(wh));
+
+    // ---- offload or recompute? ----
+    Tour off{QStringLiteral("offload"), QStringLiteral("Offload or recompute?"), {}};
+    off.steps.push_back(
+        offload_step(QStringLiteral("A fast link: offloading is nearly free"), 1000));
+    off.steps.push_back(
+        offload_step(QStringLiteral("PCIe 4.0: copies hide behind the kernels"), 25));
+    off.steps.push_back(offload_step(QStringLiteral("A slow link: recomputing is cheaper"), 0.05));
+    out.push_back(std::move(off));
     return out;
 }
 

@@ -53,6 +53,8 @@ struct TourStep {
     // HTML, from the figures the window shows for this step; throws when a row it quotes is
     // missing (the panel then says the step could not compute its figures).
     std::function<QString(const TourShown&)> text;
+    // > 0: the step sets Setup's host link (GB/s) for offload; 0 leaves it as it is.
+    double link_gbps = 0;
 };
 
 struct Tour {

@@ -38,6 +38,7 @@ std::string evaluation_json(const ReportContext& ctx, const Evaluation& e,
     if (plan.budget) j["budget"] = *plan.budget;
     if (plan.min_feasible_budget) j["min_feasible_budget"] = *plan.min_feasible_budget;
     if (!plan.method.empty()) j["method"] = plan.method;
+    if (!plan.message.empty()) j["plan_message"] = plan.message;  // how it was found, or not
     if (plan.lower_bound_ms) j["lower_bound_ms"] = *plan.lower_bound_ms;
     if (plan.lower_bound_ms && !plan.bound_class.empty()) j["bound_class"] = plan.bound_class;
     if (plan.gap) j["gap"] = *plan.gap;

@@ -39,6 +39,7 @@ OffloadChain random_chain(int32_t n, uint32_t seed, double gbps) {
         c.reads_in.push_back(i > 0 && (coin(rng) || i == n - 1) ? 1 : 0);
         c.reads_out.push_back(i < n - 1 ? static_cast<uint8_t>(coin(rng)) : 0);
         c.has_backward.push_back(1);
+        c.param_grad_bytes.push_back(1024u * static_cast<uint64_t>(size(rng)));
     }
     c.const_fwd = 10000;
     c.const_bwd = 20000;
@@ -104,7 +105,7 @@ TEST(OffloadChain, ProgramEqualsExhaustiveSearch) {
             }
         }
     }
-    EXPECT_GT(compared, 250);
+    EXPECT_GT(compared, 200);
     EXPECT_GT(offloading, 0);  // the search did exercise offloading
 }
 
