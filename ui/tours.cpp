@@ -94,20 +94,23 @@ TourStep offload_step(QString title, double gbps) {
             text += QStringLiteral(
                         "<p>With offload allowed, the planner still chose <b>no offload</b>: at "
                         "this bandwidth a copy costs more waiting than recomputing, so "
-                        "<i>offload=1</i> gives back the recompute-only plan (%1 ms added).</p>")
-                        .arg(ms_text(b2));
+                        "<i>offload=1</i> gives back the recompute-only plan (%1 recomputations, "
+                        "%2 ms).</p>")
+                        .arg(off.recomputes)
+                        .arg(ms_text(off.predicted_recompute_ms));
         } else {
             text += QStringLiteral(
                         "<p>With offload allowed, it keeps up to %1 in host memory (the dotted "
-                        "line), recomputes %2 times and waits %3 ms for copies: %4 ms added "
-                        "against %5 ms. The copies run beside the kernels, so only the wait "
-                        "costs time.</p>")
+                        "line), recomputes %2 times (%3 ms) and waits %4 ms for copies (the "
+                        "table's Stall column). The copies run beside the kernels, so only the "
+                        "wait costs time.</p>")
                         .arg(b(off.predicted_host_peak))
                         .arg(off.recomputes)
-                        .arg(ms_text(off.predicted_stall_ms), ms_text(b2), ms_text(a));
+                        .arg(ms_text(off.predicted_recompute_ms), ms_text(off.predicted_stall_ms));
         }
         text += QStringLiteral("<p>%1</p>")
-                    .arg(b2 < a ? QStringLiteral("Here <b>offload wins</b>.")
+                    .arg(b2 < a ? QStringLiteral("Recomputation plus waiting is less than "
+                                                 "recomputation alone: here <b>offload wins</b>.")
                                 : QStringLiteral("Here <b>recompute wins</b> (or ties)."));
         return text;
     };

@@ -186,6 +186,7 @@ OnScreen on_screen(const MainWindow& w) {
         if (!r.planned || !r.trace) continue;
         o.bytes.insert(bytes_text(r.predicted_peak));
         o.bytes.insert(bytes_text(r.predicted_activation_peak));
+        o.bytes.insert(bytes_text(r.predicted_host_peak));  // the Host peak column
         for (const StrategyResult& q : rows)
             if (q.planned && q.predicted_peak > r.predicted_peak)
                 o.bytes.insert(bytes_text(q.predicted_peak - r.predicted_peak));
@@ -195,7 +196,7 @@ OnScreen on_screen(const MainWindow& w) {
         o.counts.insert(r.recomputes);
         o.counts.insert(long(r.trace->plan.checkpoints.size()));
         for (double ms : {r.predicted_forward_ms, r.predicted_recompute_ms, r.predicted_backward_ms,
-                          r.predicted_total_ms})
+                          r.predicted_total_ms, r.predicted_stall_ms})
             o.ms.push_back(ms);
         o.shares.emplace_back(r.predicted_activation_peak, r.predicted_peak);
     }
