@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #endif
 
 namespace rl {
@@ -997,25 +998,23 @@ class Importer {
 
     // Whether a gradient would reach `tensor` from the graph's output: some path to the output
     // goes only through inputs that carry one (not a Slice's starts, a Where's condition, an
-    // Equal's operands, a Reshape's shape, ...).
+    // Equal's operands, a Reshape's shape, ...). One sweep over the nodes in reverse topological
+    // order, on first use (no recursion: a long chain must not exhaust the stack).
     bool carries_gradient(const std::string& tensor) {
-        if (tensor == output_) return true;
-        if (auto it = carries_gradient_.find(tensor); it != carries_gradient_.end())
-            return it->second;
-        carries_gradient_[tensor] = false;
-        bool r = false;
-        if (auto it = consumers_.find(tensor); it != consumers_.end()) {
-            for (int c : it->second) {
-                bool through = false;
-                for (int k = 0; k < num_inputs(c) && !through; ++k)
-                    through = in_name(c, k) == tensor && differentiable_input(c, k);
-                for (int o = 0; through && !r && o < gp_.node(c).output_size(); ++o)
-                    r = !gp_.node(c).output(o).empty() && carries_gradient(gp_.node(c).output(o));
-                if (r) break;
+        if (!gradient_swept_) {
+            gradient_swept_ = true;
+            carries_gradient_.insert(output_);
+            for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+                const auto& node = gp_.node(*it);
+                bool out = false;
+                for (const auto& o : node.output()) out = out || carries_gradient_.count(o);
+                if (!out) continue;
+                for (int k = 0; k < node.input_size(); ++k)
+                    if (!node.input(k).empty() && differentiable_input(*it, k))
+                        carries_gradient_.insert(node.input(k));
             }
         }
-        carries_gradient_[tensor] = r;
-        return r;
+        return carries_gradient_.count(tensor) > 0;
     }
 
     bool differentiable_input(int idx, int k) const {
@@ -3121,7 +3120,8 @@ class Importer {
     std::vector<int> order_;
     std::vector<bool> done_;
     std::unordered_map<std::string, ValueId> materialized_;  // constants read as tensors
-    std::unordered_map<std::string, bool> carries_gradient_;
+    std::unordered_set<std::string> carries_gradient_;       // see carries_gradient()
+    bool gradient_swept_ = false;
     std::string output_;
 };
 
