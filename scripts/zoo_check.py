@@ -728,7 +728,11 @@ def onnx_calls(model):
     nodes the first graph output depends on (RematLab imports only those), by first output. PyTorch 1.13 exports
     F.hardswish at opset 13 as HardSigmoid(alpha 1/6, beta 1/2) whose only consumer is Mul(x,
     that), which RematLab imports as one hard_swish (onnx_import.cpp); any other HardSigmoid is an
-    F.hardsigmoid. Nodes are told apart by their first output (names may be empty)."""
+    F.hardsigmoid. A Clip is an F.hardtanh/F.relu6 call only where its input depends on the
+    graph's input and is not a ReduceL2's output: F.normalize's clamp_min is part of RematLab's
+    l2_normalize, and a clamp of a value computed from parameters alone (Swin V2's logit scale)
+    is torch.clamp; those are returned in `other` (by kind, their names), not as calls. Nodes
+    are told apart by their first output (names may be empty)."""
     g = model.graph
     consumers = {}
     for n in g.node:
@@ -749,21 +753,33 @@ def onnx_calls(model):
                 return a.f
         return default
 
+    inits = {t.name for t in g.initializer}
+    dynamic = {i.name for i in g.input if i.name not in inits}
+    for n in g.node:  # ONNX lists nodes in topological order
+        if any(v in dynamic for v in n.input):
+            dynamic.update(n.output)
+
     calls = {"relu": [], "maxpool2d": [], "clip": [], "hard_sigmoid": [], "hard_swish": []}
+    other = {k: [] for k in calls}
     for n in g.node:
         if n.op_type == "Relu":
             calls["relu"].append(n)
         elif n.op_type == "MaxPool":
             calls["maxpool2d"].append(n)
         elif n.op_type == "Clip":
-            calls["clip"].append(n)
+            src = producer.get(n.input[0])
+            fused = src is not None and src.op_type == "ReduceL2"
+            if fused or n.input[0] not in dynamic:
+                other["clip"].append(n.name or n.output[0])
+            else:
+                calls["clip"].append(n)
         elif n.op_type == "HardSigmoid":
             use = consumers.get(n.output[0], [])
             hsw = (abs(attr(n, "alpha", 0.2) - 1 / 6) < 1e-6 and abs(attr(n, "beta", 0.5) - 0.5)
                    < 1e-6 and len(use) == 1 and use[0].op_type == "Mul"
                    and sorted(use[0].input) == sorted([n.input[0], n.output[0]]))
             calls["hard_swish" if hsw else "hard_sigmoid"].append(n)
-    return calls, needed
+    return calls, needed, other
 
 
 def our_name_fits(kind, ours, onnx_name):
@@ -848,11 +864,12 @@ def matched_phase(name, d, threads):
         with open(os.path.join(adir, "index.json")) as f:
             dumped = json.load(f)["nodes"]
         model = onnx.load(os.path.join(d, "model.onnx"))
-        calls, needed = onnx_calls(model)
+        calls, needed, other = onnx_calls(model)
         # For each kind, call k → our dumped node (None: off the first output, not imported).
         ours, off = {}, {}
         for kind, nodes in calls.items():
-            mine = [n for n in dumped if n["op"] == kind]
+            mine = [n for n in dumped if n["op"] == kind and
+                    not any(our_name_fits(kind, n["node"], o) for o in other[kind])]
             theirs = [n for n in nodes if n.output[0] in needed]
             same = len(mine) == len(theirs) and all(
                 our_name_fits(kind, a["node"], b.name or b.output[0])  # as onnx_import names it

@@ -84,6 +84,12 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Collective)] = {collective_forward, collective_backward};
     // plan-only networks: no kernels (both throw)
     t[op_index(OpKind::Opaque)] = {opaque_forward, opaque_backward};
+    // Swin V2 (ONNX import)
+    t[op_index(OpKind::Exp)] = {exp_forward, exp_backward};
+    t[op_index(OpKind::L2Normalize)] = {l2_normalize_forward, l2_normalize_backward};
+    t[op_index(OpKind::Gather)] = {gather_forward, gather_backward};
+    t[op_index(OpKind::Parameter)] = {parameter_forward, parameter_backward};
+    t[op_index(OpKind::Constant)] = {constant_forward, constant_backward};
     return t;
 }();
 

@@ -96,6 +96,17 @@ void sigmoid_backward(const BackwardCall& c) {
                    [](const auto& dy, const auto& y) { return dy * y * (1.0f - y); });
 }
 
+void exp_forward(const ForwardCall& c) {
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    for_chunks(numel_out(c),
+               [&](int64_t s, int64_t n) { ArrMap(y + s, n) = ConstArrMap(x + s, n).exp(); });
+}
+
+void exp_backward(const BackwardCall& c) {
+    unary_backward(c, as_f32(c.output), [](const auto& dy, const auto& y) { return dy * y; });
+}
+
 // sin and cos as plain std:: loops: Eigen's AVX-512 sin/cos packets trip a false GCC 12
 // -Wuninitialized inside <avx512fintrin.h>, and these ops are not on any hot path.
 template <class F>

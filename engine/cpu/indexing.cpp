@@ -1,4 +1,4 @@
-// embedding and slice.
+// embedding, slice and gather.
 #include <cstring>
 #include <limits>
 
@@ -67,6 +67,59 @@ void embedding_backward(const BackwardCall& c) {
         for (int64_t k = 0; k < l.count; ++k) {
             float* dst = dw + rows(k) * l.dim;
             const float* src = dy + k * l.dim;
+            for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+        }
+    });
+}
+
+// gather: output row k is input row indices[k] (a row being everything past axis 0).
+namespace {
+
+struct GatherLayout {
+    const std::vector<int64_t>* indices;
+    int64_t rows, row;  // input rows (axis 0) and elements per row
+};
+
+GatherLayout gather_layout(const Graph& g, const Node& n) {
+    const Shape& x = input_shape(g, n, 0);
+    const auto* ind = std::get_if<std::vector<int64_t>>(n.attrs.find("indices"));
+    if (!ind) throw Error("gather '" + n.name + "' has no attribute indices");
+    for (size_t k = 0; k < ind->size(); ++k)  // checked when the graph was built; guards memory
+        if ((*ind)[k] < 0 || (*ind)[k] >= x[0])
+            throw Error("gather '" + n.name + "': index " + std::to_string((*ind)[k]) +
+                        " is out of range for its input's " + std::to_string(x[0]) + " rows");
+    return {ind, x[0], x.numel() / x[0]};
+}
+
+}  // namespace
+
+void gather_forward(const ForwardCall& c) {
+    const GatherLayout l = gather_layout(c.graph, c.node);
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    const auto count = static_cast<int64_t>(l.indices->size());
+    parallel_for(count, l.row, [&](int64_t k) {
+        std::memcpy(y + k * l.row, x + (*l.indices)[static_cast<size_t>(k)] * l.row,
+                    static_cast<size_t>(l.row) * sizeof(float));
+    });
+}
+
+// dX (cleared unless accumulating) gets dY's rows added in index order, parallel over blocks of
+// columns: each element's sum has one order, whatever the thread count.
+void gather_backward(const BackwardCall& c) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const GatherLayout l = gather_layout(c.graph, c.node);
+    const float* dy = c.grad_output;
+    const auto count = static_cast<int64_t>(l.indices->size());
+    if (!c.accumulate[0]) std::memset(dx, 0, static_cast<size_t>(l.rows * l.row) * sizeof(float));
+    constexpr int64_t kCols = 64;
+    const int64_t blocks = (l.row + kCols - 1) / kCols;
+    parallel_for(blocks, count * kCols, [&](int64_t b) {
+        const int64_t j0 = b * kCols, j1 = std::min(l.row, j0 + kCols);
+        for (int64_t k = 0; k < count; ++k) {
+            float* dst = dx + (*l.indices)[static_cast<size_t>(k)] * l.row;
+            const float* src = dy + k * l.row;
             for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
         }
     });

@@ -174,6 +174,16 @@ void dropout_mask_forward(const ForwardCall& c);
 void dropout_mask_backward(const BackwardCall& c);
 void collective_forward(const ForwardCall& c);
 void collective_backward(const BackwardCall& c);
+void exp_forward(const ForwardCall& c);  // elementwise.cpp
+void exp_backward(const BackwardCall& c);
+void l2_normalize_forward(const ForwardCall& c);  // norm.cpp
+void l2_normalize_backward(const BackwardCall& c);
+void gather_forward(const ForwardCall& c);  // indexing.cpp
+void gather_backward(const BackwardCall& c);
+void parameter_forward(const ForwardCall& c);  // sources.cpp
+void parameter_backward(const BackwardCall& c);
+void constant_forward(const ForwardCall& c);
+void constant_backward(const BackwardCall& c);
 // opaque (plan-only networks): no kernels; both throw rl::Error (engine/cpu/opaque.cpp).
 void opaque_forward(const ForwardCall& c);
 void opaque_backward(const BackwardCall& c);

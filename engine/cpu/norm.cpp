@@ -115,4 +115,63 @@ void softmax_backward(const BackwardCall& c) {
     });
 }
 
+// l2_normalize: y = x / max(‖x‖, eps) per row, as F.normalize (norm, clamp_min, divide). Each
+// row's norm is summed in double in element order, the same code forward and backward, so the
+// backward's recomputed norm is bitwise the forward's.
+namespace {
+
+double row_norm(const float* x, int64_t d) {
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j) s += static_cast<double>(x[j]) * x[j];
+    return std::sqrt(s);
+}
+
+}  // namespace
+
+void l2_normalize_forward(const ForwardCall& c) {
+    const Rows rd = rows_of(input_shape(c.graph, c.node, 0));
+    const int64_t rows = rd.rows, d = rd.d;
+    const double eps = c.node.attrs.get_float("eps", 1e-12);
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    parallel_for(rows, d, [&](int64_t r) {
+        const auto denom = static_cast<float>(std::max(row_norm(x + r * d, d), eps));
+        ArrMap(y + r * d, d) = ConstArrMap(x + r * d, d) / denom;
+    });
+}
+
+// With n = ‖x‖: where n >= eps, dX = (dY - x·(Σ dY·x)/n²)/n; below eps the denominator is the
+// constant eps (clamp_min passes no gradient there, as PyTorch's), so dX = dY/eps.
+void l2_normalize_backward(const BackwardCall& c) {
+    float* dx = c.grad_inputs[0];
+    if (!dx) return;
+    const Rows rd = rows_of(input_shape(c.graph, c.node, 0));
+    const int64_t rows = rd.rows, d = rd.d;
+    const double eps = c.node.attrs.get_float("eps", 1e-12);
+    const float* x = as_f32(c.inputs[0]);
+    const float* dy = c.grad_output;
+    const bool acc = c.accumulate[0];
+    parallel_for(rows, d, [&](int64_t r) {
+        const float* xr = x + r * d;
+        const float* dyr = dy + r * d;
+        float* dxr = dx + r * d;
+        const double n = row_norm(xr, d);
+        if (n < eps) {
+            const double inv = 1.0 / eps;
+            for (int64_t j = 0; j < d; ++j) {
+                const auto v = static_cast<float>(dyr[j] * inv);
+                dxr[j] = acc ? dxr[j] + v : v;
+            }
+            return;
+        }
+        double dot = 0;
+        for (int64_t j = 0; j < d; ++j) dot += static_cast<double>(dyr[j]) * xr[j];
+        const double k = dot / (n * n);
+        for (int64_t j = 0; j < d; ++j) {
+            const auto v = static_cast<float>((dyr[j] - xr[j] * k) / n);
+            dxr[j] = acc ? dxr[j] + v : v;
+        }
+    });
+}
+
 }  // namespace rl::cpu

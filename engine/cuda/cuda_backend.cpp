@@ -485,6 +485,44 @@ void opaque_bwd(const Ctx&, const BackwardCall& b) {
     throw Error("node '" + b.node.name + "': " + kPlanOnlyNoKernels);
 }
 
+// --- nodes without inputs: parameter, constant (ops/sources.cpp) ----------------------------
+
+void parameter_fwd(const Ctx& c, const ForwardCall& f) {
+    const uint64_t bytes = f.graph.value(f.node.output).bytes;
+    check(cudaMemcpyAsync(f.output, f.params[0], bytes, cudaMemcpyDeviceToDevice, c.s),
+          "cudaMemcpyAsync");
+}
+
+void parameter_bwd(const Ctx& c, const BackwardCall& b) {
+    unary_backward(Unary::Copy, nullptr, b.grad_output, b.grad_params[0], false,
+                   numel_out(b.graph, b.node), c.s);
+}
+
+// From pageable memory: the call returns once the host buffer has been read.
+void constant_fwd(const Ctx& c, const ForwardCall& f) {
+    std::vector<float> host(static_cast<size_t>(numel_out(f.graph, f.node)));
+    binary_constant_values(f.node, host.data());
+    check(cudaMemcpyAsync(f.output, host.data(), host.size() * sizeof(float),
+                          cudaMemcpyHostToDevice, c.s),
+          "copying a constant");
+}
+
+void constant_bwd(const Ctx&, const BackwardCall&) {}  // no gradient: never scheduled
+
+// gather and l2_normalize have CPU kernels only, so far (Swin V2's import, docs/onnx.md).
+constexpr const char* kCpuOnly =
+    "this op has no CUDA kernel yet; run this network on the CPU (--device cpu)";
+
+void cpu_only_fwd(const Ctx&, const ForwardCall& f) {
+    throw Error("node '" + f.node.name + "' (" + std::string(op_name(f.node.op)) +
+                "): " + kCpuOnly);
+}
+
+void cpu_only_bwd(const Ctx&, const BackwardCall& b) {
+    throw Error("node '" + b.node.name + "' (" + std::string(op_name(b.node.op)) +
+                "): " + kCpuOnly);
+}
+
 // --- losses -----------------------------------------------------------------------------------
 
 void sum_squares_fwd(const Ctx& c, const ForwardCall& f) {
@@ -831,6 +869,12 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::DropoutMask)] = {dropout_mask_fwd, dropout_mask_bwd};
     t[op_index(OpKind::Collective)] = {collective_fwd, collective_bwd};
     t[op_index(OpKind::Opaque)] = {opaque_fwd, opaque_bwd};  // plan-only: both throw
+    // Swin V2 (ONNX import)
+    t[op_index(OpKind::Exp)] = {unary_fwd<Unary::Exp>, unary_bwd<Unary::Exp, true>};
+    t[op_index(OpKind::L2Normalize)] = {cpu_only_fwd, cpu_only_bwd};
+    t[op_index(OpKind::Gather)] = {cpu_only_fwd, cpu_only_bwd};
+    t[op_index(OpKind::Parameter)] = {parameter_fwd, parameter_bwd};
+    t[op_index(OpKind::Constant)] = {constant_fwd, constant_bwd};
     return t;
 }();
 

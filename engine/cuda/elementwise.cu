@@ -21,6 +21,7 @@ __device__ __forceinline__ float apply(float x) {
     if constexpr (F == Unary::Sigmoid) return 1.0f / (1.0f + expf(-x));
     if constexpr (F == Unary::Sin) return sinf(x);
     if constexpr (F == Unary::Cos) return cosf(x);
+    if constexpr (F == Unary::Exp) return expf(x);
     return x;
 }
 
@@ -36,6 +37,7 @@ __device__ __forceinline__ float derivative(float r) {
     if constexpr (F == Unary::Cos) return -sinf(r);
     if constexpr (F == Unary::Times) return r;
     if constexpr (F == Unary::NegTimes) return -r;
+    if constexpr (F == Unary::Exp) return r;
     return 1.0f;
 }
 
@@ -142,6 +144,9 @@ void unary_forward(Unary f, const float* x, float* y, int64_t n, cudaStream_t s)
         case Unary::Cos:
             launch_fwd<Unary::Cos>(x, y, n, s);
             break;
+        case Unary::Exp:
+            launch_fwd<Unary::Exp>(x, y, n, s);
+            break;
         case Unary::Copy:
         case Unary::Times:  // backward-only: a forward of either is a copy
         case Unary::NegTimes:
@@ -171,6 +176,9 @@ void unary_backward(Unary f, const float* r, const float* dy, float* dx, bool ac
             break;
         case Unary::Cos:
             launch_bwd<Unary::Cos>(r, dy, dx, acc, n, s);
+            break;
+        case Unary::Exp:
+            launch_bwd<Unary::Exp>(r, dy, dx, acc, n, s);
             break;
         case Unary::Copy:
             launch_bwd<Unary::Copy>(r, dy, dx, acc, n, s);

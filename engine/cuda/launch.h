@@ -17,11 +17,11 @@ namespace rl::cuda {
 
 // --- pointwise (elementwise.cu) ---------------------------------------------------------------
 // Times / NegTimes: dX = dY · (±r), for sin / cos with a derivative input (r = cos x / sin x).
-enum class Unary : int { Relu, Gelu, Tanh, Sigmoid, Sin, Cos, Copy, Times, NegTimes };
+enum class Unary : int { Relu, Gelu, Tanh, Sigmoid, Sin, Cos, Copy, Times, NegTimes, Exp };
 // y = f(x)
 void unary_forward(Unary f, const float* x, float* y, int64_t n, cudaStream_t s);
-// dx (+)= dy · f'(r), r the residual: relu/tanh/sigmoid read the output, gelu/sin/cos the input,
-// Copy ignores it (dx (+)= dy).
+// dx (+)= dy · f'(r), r the residual: relu/tanh/sigmoid/exp read the output, gelu/sin/cos the
+// input, Copy ignores it (dx (+)= dy).
 void unary_backward(Unary f, const float* r, const float* dy, float* dx, bool acc, int64_t n,
                     cudaStream_t s);
 void add_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);

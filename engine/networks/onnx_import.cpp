@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #endif
 
 namespace rl {
@@ -48,6 +49,7 @@ const char* const kSupportedOps[] = {
     "Einsum",
     "Equal",
     "Erf",
+    "Exp",
     "Expand",
     "Flatten",
     "Gather",
@@ -67,6 +69,7 @@ const char* const kSupportedOps[] = {
     "Pow",
     "Range",
     "Reciprocal",
+    "ReduceL2",
     "ReduceMean",
     "Relu",
     "Reshape",
@@ -182,7 +185,7 @@ class Importer {
         // that the patterns below see the constants that follow their first node in the file.
         for (int idx : order_) {
             if (op_of(idx) == "Shape" || !foldable(op_of(idx)) || !all_inputs_known_const(idx) ||
-                table_gather(idx))
+                table_gather(idx) || slices_parameter(idx))
                 continue;
             define(idx, 0, Entry{kNoId, fold(idx)});
             done_[static_cast<size_t>(idx)] = true;
@@ -787,14 +790,48 @@ class Importer {
         return it != env_.end() && it->second.c;
     }
 
-    ValueId act(int idx, int k) const {
+    ValueId act(int idx, int k) {
         if (!has_input(idx, k)) fail_node(idx, "input " + std::to_string(k) + " is missing");
         const Entry& e = entry(idx, k);
-        if (e.c)
-            fail_node(idx, "input " + std::to_string(k) + " ('" + in_name(idx, k) +
-                               "') is a constant, but RematLab imports this op only on tensors "
-                               "computed from the network's input");
+        if (e.c) return materialize(idx, k, *e.c);
         return e.value;
+    }
+
+    // A constant read where an op takes a tensor, as a node without inputs: a float initializer
+    // becomes a `parameter` node (its value is the parameter, its gradient flows back into it,
+    // e.g. Swin V2's logit_scale under Clip → Exp), a folded float tensor a `constant` node (no
+    // gradient, e.g. the zeros in Swin V2's qkv bias). One node per ONNX tensor, shared by its
+    // readers. ONNX does not say which initializers are trained: an initializer read as a tensor
+    // is a parameter, as one read as a weight or an operand is (a PyTorch buffer read this way,
+    // Swin V2's relative_coords_table, gets a gradient that PyTorch does not compute).
+    ValueId materialize(int idx, int k, const Const& c) {
+        const std::string& tensor = in_name(idx, k);
+        if (auto it = materialized_.find(tensor); it != materialized_.end()) return it->second;
+        const std::string what = "input " + std::to_string(k) + " ('" + tensor + "') ";
+        if (!c.is_float)
+            fail_node(idx, what +
+                               "is a constant of integers, read here as a tensor; RematLab "
+                               "imports integer constants as shapes, axes and indices only");
+        if (c.f.empty()) fail_node(idx, what + "is an empty constant " + dims_text(c.dims));
+        for (float v : c.f)
+            if (!std::isfinite(v))
+                fail_node(idx, what + "is a constant holding a value that is not finite");
+        ValueId v = kNoId;
+        if (!c.initializer.empty()) {
+            const std::vector<ParamSource> params{param_from(idx, c, c.f)};
+            v = add(idx, c.initializer, OpKind::Parameter, {}, {{"shape", c.dims}}, params);
+        } else {
+            std::vector<int64_t> bits(c.f.size());
+            for (size_t j = 0; j < c.f.size(); ++j) {
+                uint32_t u;
+                std::memcpy(&u, &c.f[j], sizeof(u));
+                bits[j] = u;
+            }
+            v = add(idx, tensor, OpKind::Constant, {},
+                    {{"constant_shape", c.dims}, {"constant_bits", std::move(bits)}});
+        }
+        materialized_[tensor] = v;
+        return v;
     }
 
     const Const& cst(int idx, int k, const char* what) const {
@@ -946,6 +983,56 @@ class Importer {
             // Swin's shifted-window mask, built in its forward from aranges and slice writes
             "Range", "Mod", "Not", "ScatterND"};
         return ops.count(op) > 0;
+    }
+
+    // A Slice of a float initializer that a gradient flows through (Swin V2's qkv bias with its
+    // key part zeroed: Concat(Slice(qkv.bias), zeros, Slice(qkv.bias)), added to the qkv
+    // projection) is imported as ops on the parameter, not folded: folded, the parameter would
+    // silently get no gradient. One that no gradient reaches (a causal-mask buffer sliced and
+    // compared, GPT-2's bias[:, :, :T, :T] == 0) is still folded into a constant.
+    bool slices_parameter(int idx) {
+        if (op_of(idx) != "Slice" || !is_const(idx, 0)) return false;
+        const Const& c = *entry(idx, 0).c;
+        return c.is_float && !c.initializer.empty() && carries_gradient(out_name(idx));
+    }
+
+    // Whether a gradient would reach `tensor` from the graph's output: some path to the output
+    // goes only through inputs that carry one (not a Slice's starts, a Where's condition, an
+    // Equal's operands, a Reshape's shape, ...). One sweep over the nodes in reverse topological
+    // order, on first use (no recursion: a long chain must not exhaust the stack).
+    bool carries_gradient(const std::string& tensor) {
+        if (!gradient_swept_) {
+            gradient_swept_ = true;
+            carries_gradient_.insert(output_);
+            for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+                const auto& node = gp_.node(*it);
+                bool out = false;
+                for (const auto& o : node.output()) out = out || carries_gradient_.count(o);
+                if (!out) continue;
+                for (int k = 0; k < node.input_size(); ++k)
+                    if (!node.input(k).empty() && differentiable_input(*it, k))
+                        carries_gradient_.insert(node.input(k));
+            }
+        }
+        return carries_gradient_.count(tensor) > 0;
+    }
+
+    bool differentiable_input(int idx, int k) const {
+        static const std::set<std::string> none = {"Equal",           "Not",   "Shape",
+                                                   "ConstantOfShape", "Range", "Mod"};
+        static const std::set<std::string> data_only = {
+            "Slice",      "Reshape",  "Expand", "Gather",   "Unsqueeze",
+            "Squeeze",    "Pad",      "Resize", "Upsample", "Split",
+            "ReduceMean", "ReduceL2", "Clip",   "Dropout",  "ScatterND"};
+        const std::string& op = op_of(idx);
+        if (none.count(op)) return false;
+        if (op == "Cast") {
+            const int64_t to = attr_int(idx, "to", onnx::TensorProto::FLOAT);
+            return to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE;
+        }
+        if (op == "Where") return k > 0;
+        if (data_only.count(op)) return k == 0 || (op == "ScatterND" && k == 2);
+        return true;
     }
 
     bool all_inputs_known_const(int idx) const {
@@ -1546,7 +1633,7 @@ class Importer {
             define(idx, 0, Entry{kNoId, std::move(c)});
             return;
         }
-        if (foldable(op) && all_inputs_const(idx) && !table_gather(idx)) {
+        if (foldable(op) && all_inputs_const(idx) && !table_gather(idx) && !slices_parameter(idx)) {
             define(idx, 0, Entry{kNoId, fold(idx)});
             return;
         }
@@ -1557,6 +1644,8 @@ class Importer {
         if (op == "Where") return where_mask(idx);
         if (op == "Identity") return define(idx, 0, Entry{act(idx, 0), nullptr});
         if (op == "Relu") return unary(idx, OpKind::Relu);
+        if (op == "Exp") return unary(idx, OpKind::Exp);
+        if (op == "ReduceL2") return l2_normalize(idx);
         if (op == "Tanh") return unary(idx, OpKind::Tanh);
         if (op == "Sigmoid") return unary(idx, OpKind::Sigmoid);
         if (op == "Gelu") {
@@ -2386,6 +2475,69 @@ class Importer {
         define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs)), {}});
     }
 
+    // F.normalize(x, dim=-1, eps) as PyTorch exports it: ReduceL2(x, axes [-1], keepdims 1) →
+    // Clip(min ε) → Expand(to x's shape) → Div(x, ·), one l2_normalize node (Swin V2's cosine
+    // attention normalises its queries and keys so).
+    void l2_normalize(int idx) {
+        const ValueId x = act(idx, 0);
+        const Shape xs = shape_of(x);
+        const std::string form =
+            "ReduceL2 is imported only as F.normalize over the last axis: ReduceL2(x, axes=[-1], "
+            "keepdims=1) → Clip(min=ε) → Expand → Div(x, ·); ";
+        const auto axes = axes_of(idx);
+        if (!axes || axes->size() != 1 || xs.rank() == 0 ||
+            axis_in(idx, (*axes)[0], xs.rank()) != xs.rank() - 1 ||
+            attr_int(idx, "keepdims", 1) == 0)
+            fail_node(idx, form + "here its axes or keepdims differ");
+        const int clip = sole_consumer(out_name(idx));
+        if (clip < 0 || op_of(clip) != "Clip")
+            fail_node(idx, form + "here its output is not read by one Clip alone");
+        double eps = 0;
+        if (opset_ >= 11) {
+            if (!has_input(clip, 1) || has_input(clip, 2))
+                fail_node(idx, form + "here " + label(clip) + " does not clip at a minimum alone");
+            const Const& m = cst(clip, 1, "min");
+            if (!m.scalar_like()) fail_node(clip, "min must hold one value");
+            eps = m.at(0);
+        } else {
+            if (!find_attr(gp_.node(clip), "min") || find_attr(gp_.node(clip), "max"))
+                fail_node(idx, form + "here " + label(clip) + " does not clip at a minimum alone");
+            eps = attr_float(clip, "min", 0);
+        }
+        if (!(eps > 0))
+            fail_node(idx, form + "here ε (the Clip's minimum) is " + std::to_string(eps) +
+                               "; it must be > 0");
+        int expand = -1, div = sole_consumer(out_name(clip));
+        if (div >= 0 && op_of(div) == "Expand") {
+            expand = div;
+            div = sole_consumer(out_name(expand));
+        }
+        const std::string& denom = out_name(expand >= 0 ? expand : clip);
+        if (div < 0 || op_of(div) != "Div" || num_inputs(div) != 2 ||
+            in_name(div, 0) != in_name(idx, 0) || in_name(div, 1) != denom)
+            fail_node(idx, form + "here the clipped norm is not what x is divided by");
+        if (expand >= 0) {
+            // Expand to x's own shape: its shape input is Shape(x), or a constant equal to it.
+            const auto it = producer_.find(in_name(expand, 1));
+            const bool shape_of_x = it != producer_.end() && op_of(it->second) == "Shape" &&
+                                    num_inputs(it->second) == 1 &&
+                                    in_name(it->second, 0) == in_name(idx, 0) &&
+                                    !find_attr(gp_.node(it->second), "start") &&
+                                    !find_attr(gp_.node(it->second), "end");
+            const bool same = is_const(expand, 1) && !cst(expand, 1, "shape").is_float &&
+                              cst(expand, 1, "shape").i == xs.dims;
+            if (!shape_of_x && !same)
+                fail_node(idx, form + "here " + label(expand) + " does not expand to x's shape " +
+                                   format_dims(xs));
+            done_[static_cast<size_t>(expand)] = true;
+        }
+        done_[static_cast<size_t>(clip)] = true;
+        done_[static_cast<size_t>(div)] = true;
+        const ValueId y = add(div, module_of(node_base(idx)) + "/normalize", OpKind::L2Normalize,
+                              {x}, {{"eps", eps}});
+        define(div, 0, {y, {}});
+    }
+
     void reduce_mean(int idx) {
         const ValueId x = act(idx, 0);
         Attrs attrs{{"keepdims", attr_int(idx, "keepdims", 1) != 0 ? int64_t{1} : int64_t{0}}};
@@ -2562,11 +2714,22 @@ class Importer {
         }
         bool contiguous = !k.empty() && ind.dims.size() <= 1;
         for (size_t j = 1; j < k.size(); ++j) contiguous = contiguous && k[j] == k[0] + int64_t(j);
-        if (!contiguous)
-            fail_node(idx,
-                      "Gather on a computed tensor is imported for one index (x[:, 0]) or a "
-                      "contiguous 1-D range of indices");
         const std::string base = node_base(idx);
+        if (!contiguous) {
+            // Any constant indices along axis 0 (Swin V2: its position-bias MLP's output
+            // indexed by relative_position_index).
+            if (axis != 0)
+                fail_node(idx,
+                          "Gather on a computed tensor is imported along axis 0 (any constant "
+                          "indices), or for one index (x[:, 0]) or a contiguous 1-D range "
+                          "of indices along other axes; here it gathers axis " +
+                              std::to_string(axis) + " of " + format_dims(xs) +
+                              ": transpose that axis to the front first");
+            return define(
+                idx, 0,
+                {add(idx, base, OpKind::Gather, {x}, {{"indices", k}, {"index_shape", ind.dims}}),
+                 {}});
+        }
         ValueId y = xs[static_cast<int>(axis)] == static_cast<int64_t>(k.size())
                         ? x
                         : add(idx, base, OpKind::Slice, {x},
@@ -2956,6 +3119,9 @@ class Importer {
     std::map<std::string, std::shared_ptr<const std::vector<float> > > param_values_;
     std::vector<int> order_;
     std::vector<bool> done_;
+    std::unordered_map<std::string, ValueId> materialized_;  // constants read as tensors
+    std::unordered_set<std::string> carries_gradient_;       // see carries_gradient()
+    bool gradient_swept_ = false;
     std::string output_;
 };
 

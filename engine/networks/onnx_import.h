@@ -9,14 +9,25 @@
 //   MatMul of two computed tensors (· or / by a scalar after it) -> matmul (alpha)
 //   Div(x, √2) → Erf → Add 1 → Mul x → Mul 0.5     -> gelu     (PyTorch ≤ 1.13's exact GELU)
 //   ReduceMean → Sub → Pow 2 → ReduceMean → Add ε → Sqrt → Div → Mul w → Add b -> layernorm
+//   ReduceL2 (last axis) → Clip(min ε) → Expand → Div(x, ·)     -> l2_normalize (F.normalize)
+//   Gather of a computed tensor by constant indices (axis 0)  -> gather
+//   a constant read where an op takes a tensor                -> a node without inputs:
+//                                                   `parameter` for a float initializer (its
+//                                                   gradient flows back into it: Swin V2's
+//                                                   logit_scale under Clip → Exp), `constant` for
+//                                                   a folded tensor (no gradient)
 //   Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization, Concat, Flatten, Reshape,
 //   Transpose, Resize/Upsample (nearest, integer scales), Softmax (last axis), Relu, Tanh,
-//   Sigmoid, Gelu, LayerNormalization, Dropout, Identity
+//   Sigmoid, Exp, Gelu, LayerNormalization, Dropout, Identity
 // Shape arithmetic on constants (Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Cast, and
-// elementwise ops on constants) is evaluated at import time. Parameters keep their initializer
-// names and values (ParamInit::Given). The network's first output gets the loss (sum_squares by
-// default). BatchNormalization is always imported in training mode (batch statistics): RematLab
-// runs training steps, and the running statistics in the file affect no gradient.
+// elementwise ops on constants) is evaluated at import time, except a Slice of a float
+// initializer that a gradient flows through (Swin V2's qkv bias with its key part zeroed), which
+// is imported as ops on the parameter. ONNX does not mark which initializers are trained: one
+// read as a weight, an operand or a tensor is a parameter (a PyTorch buffer read so, Swin V2's
+// relative_coords_table, too). Parameters keep their initializer names and values
+// (ParamInit::Given). The network's first output gets the loss (sum_squares by default).
+// BatchNormalization is always imported in training mode (batch statistics): RematLab runs
+// training steps, and the running statistics in the file affect no gradient.
 //
 // Everything is checked before anything is allocated: the file size, protobuf's limits, every
 // dimension (positive, product within 2^62), each tensor against `max_tensor_bytes`, dangling

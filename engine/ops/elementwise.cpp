@@ -79,6 +79,7 @@ const OpDef kGeluDef =
     unary("gelu", "x·Φ(x), the exact (erf) form", input_residual, unary_cost<20, 30>);
 const OpDef kTanhDef = unary("tanh", "hyperbolic tangent", output_residual, unary_cost<10, 3>);
 const OpDef kSigmoidDef = unary("sigmoid", "1 / (1 + exp(-x))", output_residual, unary_cost<6, 3>);
+const OpDef kExpDef = unary("exp", "e^x", output_residual, unary_cost<10, 1>);
 const OpDef kSinDef =
     sin_cos("sin", "sine; an optional second input cos(x) is what the backward reads");
 const OpDef kCosDef =

@@ -1,4 +1,5 @@
-// embedding and slice: reading rows of a table by integer index, and a range of one axis.
+// embedding, slice and gather: reading rows of a table by integer index, a range of one axis,
+// and rows of a computed tensor by constant indices.
 #include "engine/ops/layout.h"
 #include "engine/ops/op_defs.h"
 
@@ -100,6 +101,38 @@ OpCost embedding_cost(const Graph& g, const Node& n) {
     // fwd: read the rows and the indices, write the output; bwd: clear the table gradient, then
     // read dY and add it into the rows.
     return {0, e, 8 * e, 4 * table + 12 * e};
+}
+
+// gather: rows of a computed tensor by constant indices (Swin V2's continuous position bias,
+// the MLP's output indexed by the relative position index). Output index_shape ++ x.shape[1:].
+Inferred gather_infer(const Graph& g, const Node& n) {
+    require_f32(g, n);
+    require_rank_at_least(g, n, 0, 1);
+    require_known_attrs(n, {"indices", "index_shape"});
+    const Shape& x = in_shape(g, n, 0);
+    if (!n.attrs.has("indices") || !n.attrs.has("index_shape"))
+        throw Error("gather needs attributes indices and index_shape");
+    const Shape s(n.attrs.get_ints("index_shape"));
+    const int64_t count = checked_numel(s, "attribute 'index_shape'");
+    const auto* ind = std::get_if<std::vector<int64_t>>(n.attrs.find("indices"));
+    if (!ind) throw Error("attribute 'indices' must be a list of integers");
+    if (static_cast<int64_t>(ind->size()) != count)
+        throw Error("attribute 'indices' holds " + std::to_string(ind->size()) +
+                    " values but index_shape " + format_dims(s) + " has " + std::to_string(count) +
+                    " lookups");
+    for (size_t k = 0; k < ind->size(); ++k)
+        if ((*ind)[k] < 0 || (*ind)[k] >= x[0])
+            throw Error("attribute 'indices': index " + std::to_string((*ind)[k]) +
+                        " at position " + std::to_string(k) + " is out of range for axis 0 of " +
+                        "input 0 " + format_dims(x));
+    Shape out = s;
+    for (int d = 1; d < x.rank(); ++d) out.dims.push_back(x[d]);
+    return {DType::F32, out, {}};
+}
+
+OpCost gather_cost(const Graph& g, const Node& n) {
+    const double e = numel_d(g.value(n.output).shape), in = numel_d(in_shape(g, n, 0));
+    return {0, e, 8 * e, 4 * in + 12 * e};  // bwd: clear dX, then add dY into its rows
 }
 
 Inferred slice_infer(const Graph& g, const Node& n) {
@@ -246,6 +279,21 @@ const OpDef kSliceDef{
     .fwd_workspace = nullptr,
     .bwd_workspace = nullptr,
     .cost = slice_cost,
+};
+
+// The indices are attributes, so the backward reads nothing of the forward.
+const OpDef kGatherDef{
+    .name = "gather",
+    .about = "rows of input 0 (axis 0) by constant indices (attrs: indices, index_shape)",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .is_loss = false,
+    .is_dot = false,
+    .infer = gather_infer,
+    .residuals = no_residuals,
+    .fwd_workspace = nullptr,
+    .bwd_workspace = nullptr,
+    .cost = gather_cost,
 };
 
 }  // namespace rl::ops

@@ -47,6 +47,21 @@ Residuals output_residual(const Graph&, const Node&) {
     return {0, true};
 }
 
+Inferred l2_normalize_infer(const Graph& g, const Node& n) {
+    require_f32(g, n);
+    require_rank_at_least(g, n, 0, 1);
+    require_known_attrs(n, {"eps"});
+    const double eps = n.attrs.get_float("eps", 1e-12);
+    if (!(eps > 0)) throw Error("attribute 'eps' is " + std::to_string(eps) + "; it must be > 0");
+    return {DType::F32, in_shape(g, n, 0), {}};
+}
+
+OpCost l2_normalize_cost(const Graph& g, const Node& n) {
+    const double e = numel_d(in_shape(g, n, 0));
+    // fwd: the row's sum of squares, then a division; bwd: the norm again, Σ dY·x, then dX.
+    return {3 * e, 7 * e, 8 * e, 12 * e};
+}
+
 OpCost softmax_cost(const Graph& g, const Node& n) {
     const double e = numel_d(in_shape(g, n, 0));
     return {5 * e, 4 * e, 8 * e, 12 * e};
@@ -80,6 +95,21 @@ const OpDef kSoftmaxDef{
     .fwd_workspace = nullptr,
     .bwd_workspace = nullptr,
     .cost = softmax_cost,
+};
+
+// The backward recomputes each row's norm from the input (as layernorm its statistics).
+const OpDef kL2NormalizeDef{
+    .name = "l2_normalize",
+    .about = "x / max(‖x‖₂, eps) over the last axis, F.normalize (attr: eps=1e-12)",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .is_loss = false,
+    .is_dot = false,
+    .infer = l2_normalize_infer,
+    .residuals = input_residual,
+    .fwd_workspace = nullptr,
+    .bwd_workspace = nullptr,
+    .cost = l2_normalize_cost,
 };
 
 }  // namespace rl::ops

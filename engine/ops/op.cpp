@@ -99,10 +99,16 @@ const std::array<const OpDef*, kNumOpKinds>& table() {
         &ops::kCollectiveDef,
         // plan-only networks: abstract benchmark graphs
         &ops::kOpaqueDef,
+        // Swin V2: cosine attention, the logit scale, the continuous position bias
+        &ops::kExpDef,
+        &ops::kL2NormalizeDef,
+        &ops::kGatherDef,
+        &ops::kParameterDef,
+        &ops::kConstantDef,
     };
     return t;
 }
-static_assert(kNumOpKinds == 38, "add the new op's OpDef to table() in op.cpp");
+static_assert(kNumOpKinds == 43, "add the new op's OpDef to table() in op.cpp");
 
 }  // namespace
 

@@ -56,5 +56,9 @@ extern const OpDef kPadDef;                                    // indexing.cpp
 extern const OpDef kDropoutMaskDef;                            // tensor_ops.cpp
 extern const OpDef kCollectiveDef;                             // collective.cpp
 extern const OpDef kOpaqueDef;                                 // opaque.cpp
+extern const OpDef kExpDef;                                    // elementwise.cpp
+extern const OpDef kL2NormalizeDef;                            // norm.cpp
+extern const OpDef kGatherDef;                                 // indexing.cpp
+extern const OpDef kParameterDef, kConstantDef;                // sources.cpp
 
 }  // namespace rl::ops

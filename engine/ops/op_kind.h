@@ -55,6 +55,13 @@ enum class OpKind : uint8_t {
     Collective,   // tensor-parallel communication, no FLOPs (ops/collective.cpp)
     // Plan-only networks (abstract benchmark graphs, engine/networks/abstract_network.h).
     Opaque,  // a node known by its duration and output bytes only: no kernels (ops/opaque.cpp)
+    // Swin V2 (ONNX import): cosine attention and its logit scale.
+    Exp,          // elementwise e^x; the backward reads the output
+    L2Normalize,  // x / max(‖x‖₂, eps) over the last axis (F.normalize); the backward reads x
+    Gather,       // rows of input 0 (axis 0) by constant indices (attrs indices, index_shape)
+    // Values computed from parameters and constants alone (ops/sources.cpp): no inputs.
+    Parameter,  // the node's parameter itself (attr shape); its backward is dParam = dY
+    Constant,   // a constant tensor (attrs constant_shape, constant_bits); no gradient
     Count
 };
 

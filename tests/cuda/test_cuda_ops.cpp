@@ -303,6 +303,26 @@ std::vector<OpCaseSpec> op_cases() {
                            {"indices", ind}});
                  },
                  0, true});
+    // Swin V2: exp; a parameter read as a value and a constant (copies: bitwise).
+    c.push_back({"exp", [](OpHarness& h) { h.op(OpKind::Exp, {h.input("x", Shape{7, 33})}); }});
+    c.push_back({"parameter",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Parameter, {}, {{"shape", Ints{3, 1, 5}}});
+                 },
+                 0, true});
+    c.push_back(
+        {"constant",
+         [](OpHarness& h) {
+             Ints bits;
+             for (int k = 0; k < 12; ++k) {
+                 const float v = 0.25f * static_cast<float>(k) - 1.0f;
+                 uint32_t u;
+                 std::memcpy(&u, &v, 4);
+                 bits.push_back(u);
+             }
+             h.op(OpKind::Constant, {}, {{"constant_shape", Ints{3, 4}}, {"constant_bits", bits}});
+         },
+         0, true});
     c.push_back({"slice_middle_axis",
                  [](OpHarness& h) {
                      h.op(OpKind::Slice, {h.input("x", Shape{3, 17, 29})},
@@ -519,11 +539,27 @@ TEST(CudaOpCases, CoverEveryOpKind) {
         c.build(h);
         covered.insert(h.n().op);
     }
+    // opaque (plan-only abstract graphs) has no kernels on any backend; gather and l2_normalize
+    // (Swin V2) have CPU kernels only so far, and say so (CudaOpErrors below).
+    const std::set<OpKind> without = {OpKind::Opaque, OpKind::Gather, OpKind::L2Normalize};
     for (int k = 0; k < kNumOpKinds; ++k)
-        // opaque (plan-only abstract graphs) has no kernels on any backend.
-        EXPECT_TRUE(static_cast<OpKind>(k) == OpKind::Opaque ||
-                    covered.count(static_cast<OpKind>(k)))
+        EXPECT_TRUE(without.count(static_cast<OpKind>(k)) || covered.count(static_cast<OpKind>(k)))
             << "no CUDA test case for op " << op_name(static_cast<OpKind>(k));
+}
+
+// The CPU-only ops refuse to run on the GPU with a message that says what to do.
+TEST(CudaOpErrors, CpuOnlyOpsSaySo) {
+    RL_REQUIRE_GPU(gpu);
+    OpHarness h(11, "gpu_ops");
+    h.op(OpKind::L2Normalize, {h.input("x", Shape{4, 3})});
+    try {
+        gpu_forward(*gpu, h);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no CUDA kernel yet; run this network on the CPU"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 // Labels outside the logits' columns are refused with the CPU's message, not read out of bounds.

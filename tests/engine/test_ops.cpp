@@ -56,7 +56,7 @@ TEST(OpRegistry, NamesRoundTrip) {
         "batchnorm, upsample_nearest2d, concat, flatten, dropout, sub, mul, div, clip, "
         "hard_sigmoid, hard_swish, gelu_tanh, reduce_mean, embedding, slice, causal_mask, pad, "
         "dropout_mask, "
-        "collective, opaque");
+        "collective, opaque, exp, l2_normalize, gather, parameter, constant");
 }
 
 TEST(OpRegistry, FlagsAndResiduals) {
