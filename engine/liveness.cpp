@@ -159,8 +159,13 @@ namespace {
 std::string quoted(const std::string& s) {
     return "'" + s + "'";
 }
+std::string or_else(std::string why, const char* otherwise) {
+    return why.empty() ? std::string(otherwise) : why;
+}
 }  // namespace
 
+// Why v cannot be read now when it is on the host or in flight; "" otherwise (the caller says
+// why then).
 std::string Liveness::not_readable(ValueId v) const {
     switch (static_cast<Side>(side_[static_cast<size_t>(v)])) {
         case Side::Host:
@@ -171,7 +176,7 @@ std::string Liveness::not_readable(ValueId v) const {
         case Side::ToHost:
             break;
     }
-    return ", which is not live (never computed, or freed); compute or recompute it first";
+    return {};
 }
 
 void Liveness::step_copy(long index, const Instruction& ins, MemoryVisitor& v) {
@@ -288,7 +293,10 @@ void Liveness::step(long index, MemoryVisitor& v) {
         for (ValueId in : node.inputs)
             if (!act_live_[static_cast<size_t>(in)])
                 throw ScheduleError(index, "compute " + quoted(node.name) + ": its input " +
-                                               quoted(g_.value(in).name) + not_readable(in));
+                                               quoted(g_.value(in).name) +
+                                               or_else(not_readable(in),
+                                                       " is not live (never computed, or "
+                                                       "freed)"));
         if (act_live_[static_cast<size_t>(node.output)])
             throw ScheduleError(index, "compute " + quoted(node.name) +
                                            ": its output is already live; free it before "
@@ -343,12 +351,15 @@ void Liveness::step(long index, MemoryVisitor& v) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
         const ValueId in = node.inputs[i];
         if (t_.reads_input(target, i) && !act_live_[static_cast<size_t>(in)])
-            throw ScheduleError(index, "backward " + quoted(node.name) + " needs its input " +
-                                           quoted(g_.value(in).name) + not_readable(in));
+            throw ScheduleError(
+                index, "backward " + quoted(node.name) + " needs its input " +
+                           quoted(g_.value(in).name) +
+                           or_else(not_readable(in), ", which is not live; recompute it first"));
     }
     if (t_.residual_output[ni] && !act_live_[static_cast<size_t>(node.output)])
-        throw ScheduleError(index, "backward " + quoted(node.name) + " needs its own output " +
-                                       quoted(out.name) + not_readable(node.output));
+        throw ScheduleError(index, "backward " + quoted(node.name) + " needs its own output" +
+                                       or_else(not_readable(node.output),
+                                               ", which is not live; recompute it first"));
 
     if (target == g_.loss_node()) {
         grad_live_[static_cast<size_t>(node.output)] = 1;
