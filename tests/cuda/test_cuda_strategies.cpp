@@ -16,6 +16,7 @@
 #include "engine/executor.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
+#include "solvers/offload_pass.h"
 #include "strategies/strategy.h"
 
 namespace rl {
@@ -50,6 +51,8 @@ std::vector<Case> all_cases() {
     for (const Strategy* s : strategies()) specs.emplace_back(s->name());
     specs.push_back("sqrt-n:segments=2");
     specs.push_back("periodic:k=3");
+    // Offload: copies to pinned host memory on the copy stream (engine/schedule.h).
+    specs.push_back("policy:policy=offload_dot_with_no_batch_dims");
     std::vector<Case> cases;
     for (const auto& n : networks())
         for (const auto& s : specs) cases.push_back({n, s});
@@ -76,6 +79,8 @@ TEST_P(GpuInvariants, PredictedPeakEqualsMeasuredAndGradientsMatchNone) {
     const Simulation sim = simulate(g, plan.schedule, costs);
     const Execution run = execute(g, plan.schedule, *gpu, data);
     EXPECT_EQ(sim.peak_bytes, run.peak_bytes);
+    EXPECT_EQ(sim.host_peak_bytes, run.host_peak_bytes);
+    EXPECT_EQ(sim.offloaded_bytes, run.offloaded_bytes);
     EXPECT_EQ(sim.peak_instruction, run.peak_instruction);
     ASSERT_EQ(sim.timeline.size(), run.timeline.size());
     for (size_t i = 0; i < sim.timeline.size(); ++i)
@@ -179,6 +184,33 @@ TEST(GpuMemory, UnpooledBackendGivesTheSameGradients) {
     ASSERT_EQ(a.param_grads.size(), b.param_grads.size());
     for (size_t p = 0; p < a.param_grads.size(); ++p) EXPECT_EQ(a.param_grads[p], b.param_grads[p]);
     EXPECT_EQ(unpooled->device_memory()->reserved, 0u);  // everything went back
+}
+
+// Every gap of none's schedule offloaded (solvers/offload_pass.h), run on the GPU: pinned host
+// memory and cudaMemcpyAsync on the copy stream. Both pools as predicted, none's gradients, and
+// copies that were timed by their events.
+TEST(GpuOffload, EveryGapOffloadedRunsAsPredicted) {
+    RL_REQUIRE_GPU(gpu);
+    for (const char* spec : {"mlp:depth=6,width=64,batch=16",
+                             "transformer:layers=2,d_model=32,heads=2,seq=8,batch=2,vocab=16"}) {
+        const Graph g = load_network(spec);
+        const RunData data = RunData::seeded(g);
+        const CostModel costs = CostModel::analytic(g, DeviceRates{});
+        const Schedule none = backprop_schedule(g);
+        const Schedule s = insert_offloads(g, none, offload_gaps(g, none));
+        const Simulation sim = simulate(g, s, costs);
+        ASSERT_GT(sim.offloads, 0) << spec;
+        const Execution run = execute(g, s, *gpu, data);
+        EXPECT_EQ(sim.peak_bytes, run.peak_bytes) << spec;
+        EXPECT_EQ(sim.host_peak_bytes, run.host_peak_bytes) << spec;
+        EXPECT_EQ(sim.offloads, run.offloads) << spec;
+        EXPECT_GT(run.transfer_ms, 0.0) << spec;
+        const auto reference = execute(g, none, *gpu, data).param_grads;
+        for (size_t p = 0; p < reference.size(); ++p)
+            EXPECT_EQ(0, std::memcmp(reference[p].data(), run.param_grads[p].data(),
+                                     reference[p].size() * sizeof(float)))
+                << spec << ": " << g.param(static_cast<ParamId>(p)).name;
+    }
 }
 
 }  // namespace
