@@ -324,6 +324,7 @@ std::optional<ChainSolution> solve_offload_chain(const OffloadChain& c, uint64_t
     struct Entry {
         uint64_t below;
         double ms;
+        uint64_t peak;     // the model's peak so far (ties in time go to the lower)
         int32_t from_r;    // the previous boundary (-2: the start)
         int32_t from_m;    // its mode index
         int32_t from_idx;  // its entry
@@ -331,11 +332,13 @@ std::optional<ChainSolution> solve_offload_chain(const OffloadChain& c, uint64_t
     const int modes = allow_offload ? 2 : 1;  // 0 Keep, 1 Offload
     auto state = [&](int32_t r, int m) { return static_cast<size_t>((r + 1) * 2 + m); };
     std::vector<std::vector<Entry>> sets(static_cast<size_t>((n + 1) * 2));
-    sets[state(-1, 0)].push_back({0, 0.0, -2, 0, -1});
+    sets[state(-1, 0)].push_back({0, 0.0, 0, -2, 0, -1});
     auto insert = [](std::vector<Entry>& set, const Entry& e) {
         for (const Entry& x : set)
-            if (x.below <= e.below && x.ms <= e.ms) return;  // dominated (or equal)
-        std::erase_if(set, [&](const Entry& x) { return e.below <= x.below && e.ms <= x.ms; });
+            if (x.below <= e.below && x.ms <= e.ms && x.peak <= e.peak) return;  // dominated
+        std::erase_if(set, [&](const Entry& x) {
+            return e.below <= x.below && e.ms <= x.ms && e.peak <= x.peak;
+        });
         set.push_back(e);
     };
     std::optional<Entry> best;
@@ -352,10 +355,15 @@ std::optional<ChainSolution> solve_offload_chain(const OffloadChain& c, uint64_t
                     if (c.const_fwd + x.below + e.fwd_peak > budget ||
                         c.const_bwd + x.below + e.bwd_peak > budget)
                         continue;
-                    const Entry next{x.below + own, x.ms + e.ms, r, m, static_cast<int32_t>(k)};
+                    const uint64_t peak = std::max({x.peak, c.const_fwd + x.below + e.fwd_peak,
+                                                    c.const_bwd + x.below + e.bwd_peak});
+                    const Entry next{x.below + own,          x.ms + e.ms, peak, r, m,
+                                     static_cast<int32_t>(k)};
                     if (b == n - 1) {
-                        if (!best || next.ms < best->ms ||
-                            (next.ms == best->ms && next.below < best->below))
+                        // Least time; within rounding of it, the lower peak.
+                        const double tol = 1e-12 * std::max(1.0, best ? best->ms : 0.0);
+                        if (!best || next.ms < best->ms - tol ||
+                            (next.ms <= best->ms + tol && next.peak < best->peak))
                             best = next;
                         continue;
                     }

@@ -80,8 +80,8 @@ struct ChainSolution {
     std::vector<ValueChoice> choices;
     ChainCost cost;
 };
-// The assignment of least time whose model peak is at most `budget` (ties: fewer bytes kept,
-// then the first found); nullopt when none fits. `allow_offload` false: Keep and Recompute only.
+// The assignment of least time whose model peak is at most `budget` (ties, within rounding:
+// the lower model peak); nullopt when none fits. `allow_offload` false: Keep and Recompute only.
 std::optional<ChainSolution> solve_offload_chain(const OffloadChain& c, uint64_t budget,
                                                  bool allow_offload = true);
 // The smallest model peak any assignment reaches (every value offloaded or recomputed varies;
