@@ -167,6 +167,7 @@ struct Walk {
     const OffloadChain& c;
     std::vector<uint8_t> live;  // per value, on the device
     std::vector<double> copy_end;
+    std::vector<uint8_t> copy_to_host;  // per value: its latest copy is an offload
     uint64_t bytes = 0;
     uint64_t param_grads = 0;  // of the backwards run so far
     int32_t grad_of = -1;
@@ -176,7 +177,8 @@ struct Walk {
     explicit Walk(const OffloadChain& chain)
         : c(chain),
           live(static_cast<size_t>(chain.n), 0),
-          copy_end(static_cast<size_t>(chain.n), 0.0) {}
+          copy_end(static_cast<size_t>(chain.n), 0.0),
+          copy_to_host(static_cast<size_t>(chain.n), 0) {}
 
     uint64_t grad(int32_t i) const {
         if (i < 0) return 0;
@@ -222,6 +224,7 @@ struct Walk {
                     const double start = std::max(now, copy_free);
                     copy_free = start + c.link.copy_ms(c.bytes[ii], to_host);
                     copy_end[ii] = copy_free;
+                    copy_to_host[ii] = to_host ? 1 : 0;
                     break;
                 }
                 case InstrKind::Wait: {
@@ -229,22 +232,13 @@ struct Walk {
                         stall += copy_end[ii] - now;
                         now = copy_end[ii];
                     }
+                    // An offload's Wait releases the device buffer; a prefetch's keeps it (now
+                    // readable).
+                    if (copy_to_host[ii]) drop(op.i);
                     break;
                 }
             }
-            // An offload's Wait releases the device buffer; a prefetch's keeps it (now
-            // readable). Which one: the value is live and its latest copy went to the host iff
-            // the Wait follows an Offload — tracked by the caller's program order.
-            if (op.kind == InstrKind::Wait && offloading(ops, k)) drop(op.i);
         }
-    }
-    // Whether the Wait at ops[k] waits for an offload (the latest copy of its value before k).
-    static bool offloading(const std::vector<Op>& ops, size_t k) {
-        for (size_t j = k; j-- > 0;)
-            if (ops[j].i == ops[k].i &&
-                (ops[j].kind == InstrKind::Offload || ops[j].kind == InstrKind::Prefetch))
-                return ops[j].kind == InstrKind::Offload;
-        return false;
     }
 };
 

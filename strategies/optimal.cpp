@@ -54,6 +54,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -302,15 +303,19 @@ class OptimalStrategy final : public Strategy {
         if (params.get_int("offload") != 0) {
             throw_if_cancelled();
             // Where the chain DP with offload does not apply: plans that keep more, with their
-            // kept values offloaded down to the budget (solvers/offload_pass.h).
-            std::vector<Schedule> keep_more{backprop_schedule(g)};
-            if (budget < none_peak)
-                for (int k = 1; k <= 3; ++k) {
-                    const uint64_t b = budget + (none_peak - budget) * static_cast<uint64_t>(k) / 4;
-                    Plan p = plan_dp(g, costs, chain, first, dp, b, dp_min_budget);
-                    if (p.status != PlanStatus::Infeasible)
-                        keep_more.push_back(std::move(p.schedule));
-                }
+            // kept values offloaded down to the budget (solvers/offload_pass.h). Made only then.
+            auto keep_more = [&] {
+                std::vector<Schedule> out{backprop_schedule(g)};
+                if (budget < none_peak)
+                    for (int k = 1; k <= 3; ++k) {
+                        const uint64_t b =
+                            budget + (none_peak - budget) * static_cast<uint64_t>(k) / 4;
+                        Plan p = plan_dp(g, costs, chain, first, dp, b, dp_min_budget);
+                        if (p.status != PlanStatus::Infeasible)
+                            out.push_back(std::move(p.schedule));
+                    }
+                return out;
+            };
             plan_offload(g, costs, budget, keep_more, best);
         }
         best.budget = budget;
@@ -405,14 +410,14 @@ class OptimalStrategy final : public Strategy {
 
     // offload=1: the chain DP with offload (solvers/offload_chain.h) beside the plan so far.
     static void plan_offload(const Graph& g, const CostModel& costs, uint64_t budget,
-                             const std::vector<Schedule>& keep_more, Plan& best) {
+                             const std::function<std::vector<Schedule>()>& keep_more, Plan& best) {
         std::string why;
         const auto chain = offload_chain(g, costs, &why);
         auto note = [&](const std::string& s) {
             best.message += (best.message.empty() ? "" : "; ") + s;
         };
         if (!chain) {
-            plan_offload_pass(g, costs, budget, keep_more, why, best);
+            plan_offload_pass(g, costs, budget, keep_more(), why, best);
             return;
         }
         const auto t0 = std::chrono::steady_clock::now();

@@ -75,18 +75,18 @@ Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& 
                             const Simulation& sim) {
     (void)g;
     const size_t n = s.size();
+    // A Wait lasts as long as the compute stream stalls on its copy.
+    std::vector<double> stall(n, 0.0);
+    for (const auto& [at, ms] : sim.stalls)
+        if (at >= 0 && static_cast<size_t>(at) < n) stall[static_cast<size_t>(at)] = ms;
     std::vector<double> start(n + 1, 0.0);
     for (size_t i = 0; i < n; ++i) {
         const Instruction& ins = s.code[i];
-        double d = 0;
+        double d = stall[i];
         if (costs.size() > 0 && ins.kind == InstrKind::Compute) d = costs.forward_ms(ins.target);
         if (costs.size() > 0 && ins.kind == InstrKind::Backward) d = costs.backward_ms(ins.target);
         start[i + 1] = start[i] + d;
     }
-    // A Wait lasts as long as the compute stream stalls on its copy.
-    for (const auto& [at, ms] : sim.stalls)
-        if (at >= 0 && static_cast<size_t>(at) < n)
-            for (size_t j = static_cast<size_t>(at) + 1; j <= n; ++j) start[j] += ms;
     // Events per instruction, to spread them inside it.
     std::vector<int> count(n, 0);
     for (const SimPoint& p : sim.timeline)
