@@ -10,7 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/solve.h"
+#include "engine/backend.h"
 #include "engine/errors.h"
+#include "engine/gemm.h"
 #include "engine/units.h"
 
 namespace {
@@ -71,7 +73,18 @@ int main(int argc, char** argv) {
         "RematLab: gradient checkpointing strategies planned, simulated and run for real.\n"
         "Exit codes: 0 ok, 1 error, 2 usage, 3 infeasible budget, 4 memory cap exceeded.",
         kProgram};
-    app.set_version_flag("--version", std::string(kProgram) + " " + REMATLAB_VERSION);
+    // The version names the GEMM library this machine runs (choosing it, so a first --version may
+    // take the calibration's second).
+    app.set_version_flag("--version", [] {
+        std::string v = std::string(kProgram) + " " + REMATLAB_VERSION;
+        try {
+            rl::set_cpu_threads(1);  // every command's default
+            v += "\nGEMM " + rl::gemm_choice().summary();
+        } catch (const rl::Error& e) {
+            v += std::string("\nGEMM: ") + e.what();
+        }
+        return v;
+    });
     app.require_subcommand(1);
     app.fallthrough(false);
 
@@ -267,7 +280,27 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
 
+    GemmOptions gemm_opt;
+    auto* gemm = app.add_subcommand(
+        "gemm",
+        "the GEMM libraries this machine has (Eigen, OpenBLAS, BLIS), the one the kernels use "
+        "and why; --calibrate times each now");
+    gemm->add_flag("--calibrate", gemm_opt.calibrate,
+                   "time every available library now on the calibration shapes");
+    gemm->add_option("--threads,-t", gemm_opt.threads, "CPU threads, as every command takes")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    gemm->add_flag("--json", gemm_opt.json, "one JSON object instead of text");
+
     const SubcommandHandle solve = add_solve_command(app);
+
+    // Every command takes --gemm: the library behind the kernels' GEMMs for this process.
+    std::string gemm_library;
+    for (CLI::App* sub : app.get_subcommands({}))
+        sub->add_option("--gemm", gemm_library,
+                        "GEMM library: auto (the calibrated fastest, the default), eigen, "
+                        "openblas or blis; also REMATLAB_GEMM")
+            ->check(CLI::IsMember({"auto", "eigen", "openblas", "blis"}));
 
     try {
         app.parse(argc, argv);
@@ -278,6 +311,7 @@ int main(int argc, char** argv) {
     }
 
     try {
+        if (!gemm_library.empty()) rl::select_gemm(gemm_library);
         run_opt.cap = size_or_zero(run_cap);
         cmp_opt.cap = size_or_zero(cmp_cap);
         run_opt.link = run_link.rates();
@@ -298,6 +332,7 @@ int main(int argc, char** argv) {
         if (network->parsed()) return network_command(net_opt);
         if (exp->parsed()) return export_command(exp_opt);
         if (export_plan->parsed()) return export_plan_command(xp_opt);
+        if (gemm->parsed()) return gemm_command(gemm_opt);
         if (solve.app->parsed()) return solve.run();
         print_error("no command given; run '" + std::string(kProgram) + " --help'");
         return kExitUsage;

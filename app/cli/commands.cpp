@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "engine/atomic_file.h"
+#include "engine/gemm.h"
 #include "engine/networks/network_json.h"
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
@@ -347,7 +349,9 @@ std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::stri
 
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
                           int threads, int repeat, uint64_t cap) {
-    return ReportContext{g, network, costs.kind(), threads, repeat, cap};
+    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}};
+    if (!g.plan_only()) ctx.gemm = gemm_library_name(gemm_choice().library);
+    return ctx;
 }
 
 void print_line(const std::string& s) {
@@ -602,6 +606,57 @@ int strategies_command() {
     }
     std::cout << "A strategy SPEC is 'name' or 'name:key=value,key=value'; sizes accept units "
                  "(512MiB, 1.5GiB, 64KB).\n";
+    return kExitOk;
+}
+
+int gemm_command(const GemmOptions& opt) {
+    if (opt.threads > 0) set_cpu_threads(opt.threads);
+    const int threads = cpu_threads();
+    const GemmChoice& choice = gemm_choice();
+    std::vector<GemmRate> rates;
+    if (opt.calibrate) rates = calibrate_gemm(threads);
+    auto rate_of = [&](GemmLibrary lib) -> std::optional<double> {
+        for (const GemmRate& r : rates)
+            if (r.library == lib) return r.gflops;
+        return std::nullopt;
+    };
+    if (opt.json) {
+        nlohmann::json j;
+        j["chosen"] = gemm_library_name(choice.library);
+        j["how"] = choice.how;
+        j["threads"] = threads;
+        if (!choice.cache_note.empty()) j["cache"] = choice.cache_note;
+        for (const GemmLibraryInfo& i : gemm_libraries()) {
+            nlohmann::json l = {{"name", gemm_library_name(i.library)}, {"available", i.available}};
+            if (i.available) l["version"] = i.version;
+            if (!i.path.empty()) l["path"] = i.path;
+            if (!i.available) l["why_not"] = i.why_not;
+            if (auto r = rate_of(i.library)) l["gflops"] = *r;
+            j["libraries"].push_back(l);
+        }
+        std::cout << j.dump() << '\n';
+        return kExitOk;
+    }
+    std::cout << "GEMM library: " << choice.summary() << '\n';
+    if (!choice.cache_note.empty()) std::cout << "  (" << choice.cache_note << ")\n";
+    for (const GemmLibraryInfo& i : gemm_libraries()) {
+        std::cout << "  " << (i.library == choice.library ? "* " : "  ") << std::left
+                  << std::setw(9) << gemm_library_name(i.library);
+        if (!i.available) {
+            std::cout << "not available: " << i.why_not << '\n';
+            continue;
+        }
+        std::cout << i.version;
+        if (!i.path.empty()) std::cout << " (" << i.path << ")";
+        if (auto r = rate_of(i.library))
+            std::cout << ": " << std::fixed << std::setprecision(1) << *r << " GFLOP/s";
+        std::cout << '\n';
+    }
+    if (opt.calibrate)
+        std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
+                  << ": geometric mean over the calibration shapes (engine/cpu/gemm.cpp), best "
+                     "of 4 rounds alternating the libraries, after a warm-up round; the choice "
+                     "above stays until its cache entry is deleted\n";
     return kExitOk;
 }
 

@@ -147,6 +147,14 @@ int plan_command(const PlanOptions& opt);
 int compare_command(const CompareOptions& opt);
 int strategies_command();
 int networks_command();
+
+// `gemm`: the GEMM libraries this machine has, the one chosen and why; --calibrate times each.
+struct GemmOptions {
+    int threads = 1;
+    bool calibrate = false;
+    bool json = false;
+};
+int gemm_command(const GemmOptions& opt);
 int network_command(const NetworkOptions& opt);
 // Returns only when the GUI binary cannot be started (it replaces this process otherwise).
 int export_command(const ExportOptions& opt);

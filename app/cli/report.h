@@ -19,6 +19,7 @@ struct ReportContext {
     int threads = 1;
     int repeat = 1;
     uint64_t cap = 0;
+    std::string gemm;  // the GEMM library that ran the kernels (engine/gemm.h); "" plan-only
 };
 
 // One strategy's outcome in `compare`: an evaluation, or why there is none.

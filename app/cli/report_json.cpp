@@ -16,6 +16,7 @@ nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
     j["repeat"] = ctx.repeat;
     j["cap"] = ctx.cap;
     j["cost_model"] = ctx.cost_model;
+    if (!ctx.gemm.empty()) j["gemm"] = ctx.gemm;
     return j;
 }
 

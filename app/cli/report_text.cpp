@@ -175,7 +175,9 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
         if (!plan.bound_class.empty()) out << " (over the " << plan.bound_class << " class)";
     }
     out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"
-        << (ctx.threads == 1 ? "" : "s") << ")\n";
+        << (ctx.threads == 1 ? "" : "s");
+    if (!ctx.gemm.empty()) out << ", GEMM " << ctx.gemm;
+    out << ")\n";
     out << "schedule     " << plan.schedule.size() << " instructions: " << sim.computes
         << " computes (" << sim.recomputes << " recomputes), " << sim.backwards << " backwards, "
         << sim.frees << " frees; " << (schedule_valid(g, plan.schedule) ? "valid" : "INVALID")
@@ -259,6 +261,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
     out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
         << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s") << ", cost model " << ctx.cost_model;
+    if (!ctx.gemm.empty()) out << ", GEMM " << ctx.gemm;
     out << ", times are medians of " << ctx.repeat << " timed run" << (ctx.repeat == 1 ? "" : "s")
         << " after a warm-up, strategies interleaved round by round; total with its min-max "
            "range";

@@ -116,17 +116,18 @@ def grad_check(ours_dir, torch_dir, f64_dir):
     }
 
 
-def our_blas(cli):
-    """Ours: Eigen, with OpenBLAS behind its GEMM when the CLI links it (cmake/OpenBLAS.cmake),
-    and the flags the CLI was built with."""
-    info = "Eigen"
+def our_blas(cli, threads=1):
+    """Ours: the GEMM library the CLI chose for this machine (`rematlab-cli gemm --json`,
+    engine/gemm.h: Eigen, OpenBLAS or BLIS, by calibration unless REMATLAB_GEMM says), and the
+    flags the CLI was built with."""
+    info = "?"
     try:
-        with open("/usr/include/eigen3/Eigen/src/Core/util/Macros.h") as f:
-            text = f.read()
-        v = [re.search(rf"#define EIGEN_{k}_VERSION (\d+)", text).group(1)
-             for k in ("WORLD", "MAJOR", "MINOR")]
-        info += " " + ".".join(v)
-    except (OSError, AttributeError):
+        out = subprocess.run([cli, "gemm", "--json", "--threads", str(threads)],
+                             capture_output=True, text=True, check=True).stdout
+        j = json.loads(out)
+        lib = next(l for l in j["libraries"] if l["name"] == j["chosen"])
+        info = "GEMM %s (%s; %s)" % (j["chosen"], lib.get("version", "?"), j["how"])
+    except (OSError, subprocess.CalledProcessError, ValueError, StopIteration, KeyError):
         pass
     cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
     try:
@@ -134,19 +135,8 @@ def our_blas(cli):
             text = f.read()
         native = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", text)
         btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", text)
-        # OpenBLAS may be loaded anyway (CBC's LAPACK): what counts is whether the engine calls
-        # sgemm_ (cmake/OpenBLAS.cmake, REMATLAB_OPENBLAS=ON).
-        gemm = "own GEMM kernels"
-        lib = re.search(r"REMATLAB_OPENBLAS_LIBRARY:FILEPATH=(\S+)", text)
-        try:
-            syms = subprocess.run(["nm", "-D", "--undefined-only", cli], capture_output=True,
-                                  text=True).stdout
-            if re.search(r"\bsgemm_\b", syms):
-                gemm = "GEMM by OpenBLAS: " + (os.path.realpath(lib.group(1)) if lib else "?")
-        except OSError:
-            pass
-        info += " (%s, %s, %s)" % (
-            gemm, btype.group(1) if btype else "?",
+        info += " (%s, %s)" % (
+            btype.group(1) if btype else "?",
             "-O3 -march=native -mtune=generic" if native and native.group(1) == "ON"
             else "-O3 -march=x86-64-v3")
     except OSError:

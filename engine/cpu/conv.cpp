@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
+#include "engine/gemm.h"
 #include "engine/ops/window.h"
 
 namespace rl::cpu {
@@ -299,16 +300,11 @@ void conv2d_forward(const ForwardCall& c) {
                 im2col(xg, g, col);
                 cols = col;
             }
-            ConstMatMap wg(wt + gi * og * k, og, k);
-            MatMap out(yg, og, plane);
-            if (b) {
-                // Seed with the bias; the GEMM adds into it.
+            if (b)  // seed with the bias; the GEMM adds into it
                 for (int64_t o = 0; o < og; ++o)
                     std::fill(yg + o * plane, yg + (o + 1) * plane, b[gi * og + o]);
-                out.noalias() += wg * ConstMatMap(cols, k, plane);
-            } else {
-                out.noalias() = wg * ConstMatMap(cols, k, plane);
-            }
+            sgemm(false, false, og, plane, k, 1.f, wt + gi * og * k, k, cols, plane, b ? 1.f : 0.f,
+                  yg, plane);  // Y = W·cols
         }
 }
 
@@ -333,23 +329,24 @@ void conv2d_backward(const BackwardCall& c) {
     for (int64_t n = 0; n < g.n; ++n)
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const float* xg = x + (n * g.c + gi * cg) * g.h * g.w;
-            ConstMatMap dyg(dy + (n * g.out_c + gi * og) * plane, og, plane);
-            ConstMatMap wg(wt + gi * og * k, og, k);
+            const float* dyg = dy + (n * g.out_c + gi * og) * plane;
+            const float* wg = wt + gi * og * k;
             if (dw) {
                 const float* cols = xg;
                 if (!g.pointwise()) {
                     im2col(xg, g, col);
                     cols = col;
                 }
-                gemm(MatMap(dw + gi * og * k, og, k), dyg * ConstMatMap(cols, k, plane).transpose(),
-                     n > 0);
+                sgemm(false, true, og, k, plane, 1.f, dyg, plane, cols, plane, n > 0 ? 1.f : 0.f,
+                      dw + gi * og * k, k);  // dW += dY·colsᵀ
             }
             if (!dx) continue;
             float* dxg = dx + (n * g.c + gi * cg) * g.h * g.w;
-            if (g.pointwise()) {
-                gemm(MatMap(dxg, cg, plane), wg.transpose() * dyg, acc);
-            } else {
-                MatMap(col, k, plane).noalias() = wg.transpose() * dyg;
+            if (g.pointwise()) {  // dX = Wᵀ·dY (k == cg)
+                sgemm(true, false, cg, plane, og, 1.f, wg, k, dyg, plane, acc ? 1.f : 0.f, dxg,
+                      plane);
+            } else {  // cols = Wᵀ·dY, folded back
+                sgemm(true, false, k, plane, og, 1.f, wg, k, dyg, plane, 0.f, col, plane);
                 col2im(col, g, dxg, acc);
             }
         }

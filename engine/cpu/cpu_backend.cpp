@@ -11,15 +11,11 @@
 
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
+#include "engine/gemm.h"
 #include "engine/kernel_table.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
-#endif
-
-#ifdef REMATLAB_HAVE_OPENBLAS
-// OpenBLAS's own entry point (cblas-openblas.h declares it too, with the whole CBLAS API).
-extern "C" void openblas_set_num_threads(int);
 #endif
 
 namespace rl {
@@ -95,14 +91,12 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
 
 static_assert(table_complete(kTable), "every OpKind needs a CPU forward and backward kernel");
 
-// With OpenBLAS behind Eigen (cmake/OpenBLAS.cmake): its OpenMP build takes its thread count
-// from the calling thread's OpenMP setting at every GEMM, so a kernel run from a worker thread
-// (the GUI's) first gets ours; a no-op when it already has it. Without OpenBLAS, nothing to do.
+// OpenBLAS's and BLIS's OpenMP builds (engine/gemm.h) take their team size from the calling
+// thread's OpenMP setting, so a kernel run from a worker thread (the GUI's) first gets ours; a
+// no-op when it already has it.
 inline void match_blas_threads() {
-#ifdef REMATLAB_HAVE_OPENBLAS
     const int n = Eigen::nbThreads();
     if (omp_get_max_threads() != n) omp_set_num_threads(n);
-#endif
 }
 
 // Released host buffers are kept for reuse, by exact size. A step frees and allocates the same
@@ -241,6 +235,7 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
     keep_freed_memory();
     Eigen::initParallel();
     if (threads > 0) set_cpu_threads(threads);
+    gemm_choice();  // chosen before the first kernel: a bad REMATLAB_GEMM is an error here
     return std::make_unique<cpu::CpuBackend>();
 }
 
@@ -250,17 +245,12 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
 void set_cpu_threads(int threads) {
     if (threads <= 0) {
         Eigen::setNbThreads(0);  // back to the OpenMP default
-#ifdef REMATLAB_HAVE_OPENBLAS
-        openblas_set_num_threads(Eigen::nbThreads());
-#endif
-        return;
+    } else {
+        Eigen::setNbThreads(threads);
+        omp_set_num_threads(threads);
     }
-    Eigen::setNbThreads(threads);
-    omp_set_num_threads(threads);
-#ifdef REMATLAB_HAVE_OPENBLAS
-    // Process-wide in OpenBLAS; at 1 it stays single-threaded whatever OpenMP says.
-    openblas_set_num_threads(threads);
-#endif
+    // Process-wide in OpenBLAS and BLIS; at 1 they stay single-threaded whatever OpenMP says.
+    set_gemm_threads(Eigen::nbThreads());
 }
 
 int cpu_threads() {

@@ -1,5 +1,7 @@
-// linear and matmul: Eigen GEMMs straight on the caller's buffers.
+// linear and matmul: GEMMs straight on the caller's buffers, through the one entry point
+// (engine/gemm.h) and whichever library serves it.
 #include "engine/cpu/kernels.h"
+#include "engine/gemm.h"
 
 namespace rl::cpu {
 namespace {
@@ -19,30 +21,28 @@ LinearDims linear_dims(const Graph& g, const Node& n) {
 
 void linear_forward(const ForwardCall& c) {
     const LinearDims d = linear_dims(c.graph, c.node);
-    ConstMatMap x(as_f32(c.inputs[0]), d.rows, d.in);
-    ConstMatMap w(c.params[0], d.out, d.in);
-    MatMap y(as_f32(c.output), d.rows, d.out);
-    if (!d.bias) {
-        y.noalias() = x * w.transpose();
-        return;
+    const float* x = as_f32(c.inputs[0]);
+    float* y = as_f32(c.output);
+    if (d.bias) {
+        // Seed Y with the bias and let the GEMM add into it: the same one pass over Y that a
+        // plain `Y = X·Wᵀ` spends on zeroing it.
+        const float* b = c.params[1];
+        parallel_for(d.rows, d.out,
+                     [&](int64_t r) { ArrMap(y + r * d.out, d.out) = ConstArrMap(b, d.out); });
     }
-    // Seed Y with the bias and let the GEMM add into it: the same one pass over Y that a plain
-    // `Y = X·Wᵀ` spends on zeroing it.
-    const float* b = c.params[1];
-    parallel_for(d.rows, d.out,
-                 [&](int64_t r) { ArrMap(y.data() + r * d.out, d.out) = ConstArrMap(b, d.out); });
-    y.noalias() += x * w.transpose();
+    sgemm(false, true, d.rows, d.out, d.in, 1.f, x, d.in, c.params[0], d.in, d.bias ? 1.f : 0.f, y,
+          d.out);
 }
 
 void linear_backward(const BackwardCall& c) {
     const LinearDims d = linear_dims(c.graph, c.node);
-    ConstMatMap dy(c.grad_output, d.rows, d.out);
-    ConstMatMap w(c.params[0], d.out, d.in);
-    if (c.grad_inputs[0]) gemm(MatMap(c.grad_inputs[0], d.rows, d.in), dy * w, c.accumulate[0]);
-    if (c.grad_params[0]) {
-        ConstMatMap x(as_f32(c.inputs[0]), d.rows, d.in);
-        MatMap(c.grad_params[0], d.out, d.in).noalias() = dy.transpose() * x;
-    }
+    const float* dy = c.grad_output;
+    if (c.grad_inputs[0])  // dX = dY·W
+        sgemm(false, false, d.rows, d.in, d.out, 1.f, dy, d.out, c.params[0], d.in,
+              c.accumulate[0] ? 1.f : 0.f, c.grad_inputs[0], d.in);
+    if (c.grad_params[0])  // dW = dYᵀ·X
+        sgemm(true, false, d.out, d.in, d.rows, 1.f, dy, d.out, as_f32(c.inputs[0]), d.in, 0.f,
+              c.grad_params[0], d.in);
     if (d.bias && c.grad_params[1]) column_sums(c.grad_output, d.rows, d.out, c.grad_params[1]);
 }
 
@@ -83,13 +83,9 @@ void matmul_forward(const ForwardCall& c) {
     const float* a = as_f32(c.inputs[0]);
     const float* b = as_f32(c.inputs[1]);
     float* y = as_f32(c.output);
-    for_batches(d, [&](int64_t i) {
-        ConstMatMap ai(a + i * d.m * d.k, d.m, d.k);
-        MatMap yi(y + i * d.m * d.n, d.m, d.n);
-        if (d.transpose_b)
-            yi.noalias() = d.alpha * ai * ConstMatMap(b + i * d.n * d.k, d.n, d.k).transpose();
-        else
-            yi.noalias() = d.alpha * ai * ConstMatMap(b + i * d.k * d.n, d.k, d.n);
+    for_batches(d, [&](int64_t i) {  // Y = α·A·B, or α·A·Bᵀ with B [N, K]
+        sgemm(false, d.transpose_b, d.m, d.n, d.k, d.alpha, a + i * d.m * d.k, d.k,
+              b + i * d.k * d.n, d.transpose_b ? d.k : d.n, 0.f, y + i * d.m * d.n, d.n);
     });
 }
 
@@ -98,28 +94,28 @@ void matmul_backward(const BackwardCall& c) {
     const float* a = as_f32(c.inputs[0]);
     const float* b = as_f32(c.inputs[1]);
     const float* dy = c.grad_output;
-    auto a_at = [&](int64_t i) { return ConstMatMap(a + i * d.m * d.k, d.m, d.k); };
-    auto dy_at = [&](int64_t i) { return ConstMatMap(dy + i * d.m * d.n, d.m, d.n); };
+    const int64_t sa = d.m * d.k, sb = d.k * d.n, sy = d.m * d.n;  // per-batch strides
     // matmul(x, x) passes one buffer in both slots: all of dA is written before dB accumulates.
     if (float* da = c.grad_inputs[0]) {
+        const float beta = c.accumulate[0] ? 1.f : 0.f;
         for_batches(d, [&](int64_t i) {
-            MatMap dai(da + i * d.m * d.k, d.m, d.k);
             if (d.transpose_b)  // dA = α·dY·B, B [N, K]
-                gemm(dai, d.alpha * dy_at(i) * ConstMatMap(b + i * d.n * d.k, d.n, d.k),
-                     c.accumulate[0]);
+                sgemm(false, false, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb, d.k, beta,
+                      da + i * sa, d.k);
             else  // dA = α·dY·Bᵀ, B [K, N]
-                gemm(dai, d.alpha * dy_at(i) * ConstMatMap(b + i * d.k * d.n, d.k, d.n).transpose(),
-                     c.accumulate[0]);
+                sgemm(false, true, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb, d.n, beta,
+                      da + i * sa, d.k);
         });
     }
     if (float* db = c.grad_inputs[1]) {
+        const float beta = c.accumulate[1] ? 1.f : 0.f;
         for_batches(d, [&](int64_t i) {
             if (d.transpose_b)  // dB = α·dYᵀ·A, [N, K]
-                gemm(MatMap(db + i * d.n * d.k, d.n, d.k), d.alpha * dy_at(i).transpose() * a_at(i),
-                     c.accumulate[1]);
+                sgemm(true, false, d.n, d.k, d.m, d.alpha, dy + i * sy, d.n, a + i * sa, d.k, beta,
+                      db + i * sb, d.k);
             else  // dB = α·Aᵀ·dY, [K, N]
-                gemm(MatMap(db + i * d.k * d.n, d.k, d.n), d.alpha * a_at(i).transpose() * dy_at(i),
-                     c.accumulate[1]);
+                sgemm(true, false, d.k, d.n, d.m, d.alpha, a + i * sa, d.k, dy + i * sy, d.n, beta,
+                      db + i * sb, d.n);
         });
     }
 }

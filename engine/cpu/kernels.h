@@ -4,8 +4,9 @@
 // they share. cpu_backend.cpp dispatches to them through a table indexed by OpKind.
 //
 // Every kernel works on Eigen Maps over the caller's buffers (row-major) with noalias() and
-// lazy array expressions, so nothing is allocated. Parallel loops split independent output rows
-// or columns statically; no reduction's order depends on the thread count or on timing, so a
+// lazy array expressions, so nothing is allocated; GEMMs go through rl::sgemm (engine/gemm.h),
+// which runs whichever library was chosen for the process. Parallel loops split independent output
+// rows or columns statically; no reduction's order depends on the thread count or on timing, so a
 // kernel gives bitwise the same result every time (for most kernels, for any thread count).
 // One caveat: Eigen's vectorised loops over dynamic Maps peel scalar elements up to the first
 // 64-byte boundary, and the scalar and packet paths of exp/tanh/erf and of sums round
@@ -52,15 +53,6 @@ inline void store(Dst&& dst, const Expr& e, bool accumulate) {
         dst += e;
     else
         dst = e;
-}
-
-// dst = p or dst += p for a GEMM product; noalias() keeps Eigen from making a temporary.
-template <class Dst, class Product>
-inline void gemm(Dst&& dst, const Product& p, bool accumulate) {
-    if (accumulate)
-        dst.noalias() += p;
-    else
-        dst.noalias() = p;
 }
 
 // Runs body(i) for i in [0, n), split statically over the CPU threads when the total work

@@ -1087,3 +1087,85 @@ TEST_F(CliTest, OptimalOffloadRunsAndDegenerates) {
 }
 
 }  // namespace
+
+// `gemm` and --gemm (engine/gemm.h): the first process of a machine calibrates and caches, the
+// next reads the cache, a damaged cache is calibrated again, and every run names its library.
+TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
+    const fs::path cache = dir_ / "cache";
+    ASSERT_EQ(setenv("XDG_CACHE_HOME", cache.c_str(), 1), 0);
+    ASSERT_EQ(unsetenv("REMATLAB_GEMM"), 0);
+    Result r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json first = json::parse(r.out);
+    EXPECT_EQ(first["how"], "calibrated now") << r.out;
+    const fs::path file = cache / "rematlab" / "gemm-calibration.json";
+    ASSERT_TRUE(fs::exists(file));
+    const json cached = json::parse(read_file(file));
+    ASSERT_EQ(cached["entries"].size(), 1u);
+    EXPECT_EQ(cached["entries"][0]["library"], first["chosen"]);
+    int available = 0;
+    for (const json& l : first["libraries"]) {
+        if (!l["available"]) {
+            EXPECT_NE(l["why_not"].get<std::string>().find("apt-get install"), std::string::npos);
+            continue;
+        }
+        ++available;
+        EXPECT_TRUE(cached["entries"][0]["gflops"].contains(l["name"])) << l;
+    }
+    EXPECT_GE(available, 1);
+
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    json second = json::parse(r.out);
+    EXPECT_EQ(second["chosen"], first["chosen"]);
+    EXPECT_EQ(second["how"].get<std::string>().rfind("cached calibration of ", 0), 0u) << r.out;
+
+    // Another thread count is another machine configuration: calibrated apart, kept beside.
+    r = run({"gemm", "--json", "--threads", "2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["how"], "calibrated now");
+    EXPECT_EQ(json::parse(read_file(file))["entries"].size(), 2u);
+
+    write_file(file, "{ not json");
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["how"], "calibrated now");
+    json rewritten;
+    EXPECT_NO_THROW(rewritten = json::parse(read_file(file)));
+    EXPECT_EQ(rewritten["entries"].size(), 1u);
+
+    // A run reports the library that served it, in JSON and in the text report.
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], first["chosen"]);
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1"});
+    EXPECT_NE(r.out.find("GEMM " + first["chosen"].get<std::string>()), std::string::npos) << r.out;
+    r = run({"--version"});
+    EXPECT_NE(r.out.find("GEMM " + first["chosen"].get<std::string>()), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, GemmOverridesAndBadNames) {
+    ASSERT_EQ(setenv("XDG_CACHE_HOME", (dir_ / "cache").c_str(), 1), 0);
+    ASSERT_EQ(unsetenv("REMATLAB_GEMM"), 0);
+    Result r =
+        run({"run", "--network", kSmallMlp, "--strategy", "sqrt-n", "--gemm", "eigen", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], "eigen");
+    EXPECT_FALSE(fs::exists(dir_ / "cache" / "rematlab" / "gemm-calibration.json"))
+        << "--gemm eigen must not calibrate";
+
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--gemm", "mkl"});
+    EXPECT_CLEAN_FAILURE(r, 2);
+    EXPECT_NE(r.err.find("--gemm"), std::string::npos) << r.err;
+
+    ASSERT_EQ(setenv("REMATLAB_GEMM", "mkl", 1), 0);
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("REMATLAB_GEMM"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("eigen, openblas, blis or auto"), std::string::npos) << r.err;
+    // --gemm wins over the environment.
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--gemm", "eigen", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], "eigen");
+    ASSERT_EQ(unsetenv("REMATLAB_GEMM"), 0);
+}

@@ -1,0 +1,641 @@
+// The GEMM entry point (engine/gemm.h): Eigen, or OpenBLAS / BLIS loaded with dlopen, chosen
+// once per process by request, environment, cached calibration or a calibration run.
+#include "engine/gemm.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "engine/atomic_file.h"
+#include "engine/backend.h"
+#include "engine/cpu/kernels.h"
+#include "engine/errors.h"
+
+#ifndef REMATLAB_MULTIARCH_LIBDIR
+#define REMATLAB_MULTIARCH_LIBDIR "/usr/lib/x86_64-linux-gnu"
+#endif
+
+namespace rl {
+namespace {
+
+// ---- the BLAS libraries, loaded at run time ------------------------------------------------
+
+// CBLAS (OpenBLAS): int is its blasint in Debian's LP64 build.
+using CblasSgemm = void (*)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                            int ldc);
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+// BLIS's typed API: dim_t and inc_t are its gint_t (64-bit in Debian's build, checked at load),
+// trans_t an enum whose BLIS_NO_TRANSPOSE is 0; transposes are passed as strides instead.
+using BliSgemm = void (*)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* alpha,
+                          const float* a, int64_t rsa, int64_t csa, const float* b, int64_t rsb,
+                          int64_t csb, const float* beta, float* c, int64_t rsc, int64_t csc);
+
+// BLIS 0.9's rntm_t (blis.h), for its expert interface: the thread count per call, so a small
+// product or one inside our own parallel region runs on one thread without touching the global
+// setting other threads read. Used only when the library says it is 0.9.x.
+struct BliRntm09 {
+    bool auto_factor = true;
+    int64_t num_threads = -1;
+    int64_t thrloop[6] = {-1, -1, -1, -1, -1, -1};
+    bool pack_a = false, pack_b = false, l3_sup = true;
+    void* sba_pool = nullptr;
+    void* pba = nullptr;
+};
+using BliSgemmEx = void (*)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* alpha,
+                            const float* a, int64_t rsa, int64_t csa, const float* b, int64_t rsb,
+                            int64_t csb, const float* beta, float* c, int64_t rsc, int64_t csc,
+                            void* cntx, BliRntm09* rntm);
+
+struct Loaded {
+    std::vector<GemmLibraryInfo> infos;
+    CblasSgemm openblas_sgemm = nullptr;
+    void (*openblas_threads)(int) = nullptr;
+    BliSgemm blis_sgemm = nullptr;
+    BliSgemmEx blis_sgemm_ex = nullptr;  // BLIS 0.9.x only (BliRntm09)
+    void (*blis_threads)(int64_t) = nullptr;
+};
+
+void* open_first(const std::vector<std::string>& paths, std::string* opened, std::string* err) {
+    for (const std::string& p : paths) {
+        if (void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+            *opened = p;
+            return h;
+        }
+        if (const char* e = dlerror()) *err = e;
+    }
+    return nullptr;
+}
+
+template <class F>
+F symbol(void* h, const char* name) {
+    return reinterpret_cast<F>(dlsym(h, name));
+}
+
+GemmLibraryInfo load_openblas(Loaded& l) {
+    GemmLibraryInfo info;
+    info.library = GemmLibrary::OpenBLAS;
+    const std::string dir = REMATLAB_MULTIARCH_LIBDIR;
+    std::string err;
+    // The OpenMP build first: it shares our OpenMP thread pool (the pthread build would run its
+    // own threads beside it).
+    void* h = open_first({dir + "/openblas-openmp/libopenblas.so.0"}, &info.path, &err);
+    if (!h) {
+        info.why_not = "not found (" + err +
+                       "); install Debian's libopenblas0-openmp (apt-get install "
+                       "libopenblas0-openmp)";
+        return info;
+    }
+    l.openblas_sgemm = symbol<CblasSgemm>(h, "cblas_sgemm");
+    l.openblas_threads = symbol<void (*)(int)>(h, "openblas_set_num_threads");
+    auto config = symbol<const char* (*)()>(h, "openblas_get_config");
+    auto core = symbol<const char* (*)()>(h, "openblas_get_corename");
+    if (!l.openblas_sgemm || !l.openblas_threads) {
+        info.why_not = info.path + " lacks cblas_sgemm or openblas_set_num_threads";
+        l.openblas_sgemm = nullptr;
+        return info;
+    }
+    info.available = true;
+    info.version = config ? config() : "OpenBLAS";
+    if (core) info.version += std::string(", ") + core() + " kernels";
+    return info;
+}
+
+// BLIS 0.9 (Debian 12) knows CPUs up to Zen 3 and Ice Lake and runs its slow generic C kernels
+// on anything newer: on a Zen 5 EPYC with AVX-512 it reached 27 GFLOP/s where its skx kernels
+// reach 150. Unless the user set BLIS_ARCH_TYPE, pick the kernels from what the CPU supports
+// (skx for AVX-512 F/DQ/BW/VL, zen3 or haswell for AVX2 + FMA), before BLIS initialises. Returns
+// a note for the version string, or "" when nothing was set.
+std::string choose_blis_kernels(const char* (*arch_name)(int)) {
+#if defined(__x86_64__)
+    if (std::getenv("BLIS_ARCH_TYPE") || !arch_name) return "";
+    __builtin_cpu_init();
+    const char* want = nullptr;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        want = "skx";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = __builtin_cpu_is("amd") ? "zen3" : "haswell";
+    if (!want) return "";
+    for (int id = 0; id < 64; ++id) {  // the table ends with "generic"
+        const char* name = arch_name(id);
+        if (!name) break;
+        if (std::string(name) == want) {
+            ::setenv("BLIS_ARCH_TYPE", std::to_string(id).c_str(), 0);
+            return "set from the CPU's flags";
+        }
+        if (std::string(name) == "generic") break;
+    }
+#else
+    (void)arch_name;
+#endif
+    return "";
+}
+
+GemmLibraryInfo load_blis(Loaded& l) {
+    GemmLibraryInfo info;
+    info.library = GemmLibrary::BLIS;
+    const std::string dir = REMATLAB_MULTIARCH_LIBDIR;
+    std::string err;
+    void* h = open_first({dir + "/blis-openmp/libblis.so.4"}, &info.path, &err);
+    if (!h) {
+        info.why_not = "not found (" + err +
+                       "); install Debian's libblis4-openmp (apt-get install "
+                       "libblis4-openmp)";
+        return info;
+    }
+    auto init = symbol<void (*)()>(h, "bli_init");
+    auto int_size = symbol<int64_t (*)()>(h, "bli_info_get_int_type_size");
+    auto version = symbol<const char* (*)()>(h, "bli_info_get_version_str");
+    auto arch_id = symbol<int (*)()>(h, "bli_arch_query_id");
+    auto arch_name = symbol<const char* (*)(int)>(h, "bli_arch_string");
+    l.blis_sgemm = symbol<BliSgemm>(h, "bli_sgemm");
+    l.blis_threads = symbol<void (*)(int64_t)>(h, "bli_thread_set_num_threads");
+    if (!l.blis_sgemm || !l.blis_threads || !int_size || !init) {
+        info.why_not = info.path +
+                       " lacks bli_sgemm, bli_thread_set_num_threads or "
+                       "bli_info_get_int_type_size";
+        l.blis_sgemm = nullptr;
+        return info;
+    }
+    if (int_size() != 64) {
+        info.why_not = info.path + " is built with " + std::to_string(int_size()) +
+                       "-bit integers; RematLab calls BLIS with 64-bit ones";
+        l.blis_sgemm = nullptr;
+        return info;
+    }
+    const std::string forced = choose_blis_kernels(arch_name);
+    init();  // detects the CPU, or takes BLIS_ARCH_TYPE
+    info.available = true;
+    info.version = std::string("BLIS ") + (version ? version() : "?");
+    if (info.version.rfind("BLIS 0.9.", 0) == 0)
+        l.blis_sgemm_ex = symbol<BliSgemmEx>(h, "bli_sgemm_ex");
+    if (arch_id && arch_name) info.version += std::string(", ") + arch_name(arch_id()) + " kernels";
+    if (!forced.empty()) info.version += " (" + forced + ")";
+    return info;
+}
+
+Loaded& loaded() {
+    static Loaded l = [] {
+        Loaded x;
+        GemmLibraryInfo eigen;
+        eigen.library = GemmLibrary::Eigen;
+        eigen.available = true;
+        eigen.version = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                        std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                        std::to_string(EIGEN_MINOR_VERSION);
+        x.infos.push_back(eigen);
+        x.infos.push_back(load_openblas(x));
+        x.infos.push_back(load_blis(x));
+        // BLIS starts single-threaded and OpenBLAS at the core count: both take ours.
+        const int threads = Eigen::nbThreads();
+        if (x.openblas_threads) x.openblas_threads(threads);
+        if (x.blis_threads) x.blis_threads(threads);
+        return x;
+    }();
+    return l;
+}
+
+// ---- the three implementations -------------------------------------------------------------
+
+using Stride = Eigen::OuterStride<>;
+using CMap = Eigen::Map<const cpu::RowMat, 0, Stride>;
+using MMap = Eigen::Map<cpu::RowMat, 0, Stride>;
+
+template <class A, class B>
+void eigen_product(MMap& c, const A& a, const B& b, float alpha, float beta) {
+    if (beta == 0) {
+        if (alpha == 1)
+            c.noalias() = a * b;
+        else
+            c.noalias() = alpha * a * b;
+    } else {
+        if (alpha == 1)
+            c.noalias() += a * b;
+        else
+            c.noalias() += alpha * a * b;
+    }
+}
+
+void eigen_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    MMap cm(c, m, n, Stride(ldc));
+    const CMap am(a, ta ? k : m, ta ? m : k, Stride(lda));
+    const CMap bm(b, tb ? n : k, tb ? k : n, Stride(ldb));
+    if (!ta && !tb) eigen_product(cm, am, bm, alpha, beta);
+    if (!ta && tb) eigen_product(cm, am, bm.transpose(), alpha, beta);
+    if (ta && !tb) eigen_product(cm, am.transpose(), bm, alpha, beta);
+    if (ta && tb) eigen_product(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+constexpr int64_t kIntMax = 2147483647;
+
+void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // the libraries agree on this, but say it once here
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.f : c[i * ldc + j];
+        return;
+    }
+    const Loaded& l = loaded();
+    if (lib == GemmLibrary::OpenBLAS && std::max({m, n, k, lda, ldb, ldc}) <= kIntMax) {
+        l.openblas_sgemm(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans,
+                         tb ? kCblasTrans : kCblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                         static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+                         static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+        return;
+    }
+    if (lib == GemmLibrary::BLIS) {
+        // op(A)[i][p]: row stride, column stride of the stored A as op(A) sees it.
+        const int64_t rsa = ta ? 1 : lda, csa = ta ? lda : 1, rsb = tb ? 1 : ldb,
+                      csb = tb ? ldb : 1;
+        if (l.blis_sgemm_ex) {
+            // BLIS threads every product it is given (OpenBLAS and Eigen keep small ones on
+            // one thread); a product under kSmallMacs, or one run inside our own parallel
+            // region, runs on one.
+            constexpr int64_t kSmallMacs = int64_t{1} << 21;
+            BliRntm09 rntm;
+            rntm.num_threads = omp_in_parallel() || m * n * k < kSmallMacs ? 1 : cpu_threads();
+            l.blis_sgemm_ex(0, 0, m, n, k, &alpha, a, rsa, csa, b, rsb, csb, &beta, c, ldc, 1,
+                            nullptr, &rntm);
+        } else {
+            l.blis_sgemm(0, 0, m, n, k, &alpha, a, rsa, csa, b, rsb, csb, &beta, c, ldc, 1);
+        }
+        return;
+    }
+    eigen_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// ---- calibration ---------------------------------------------------------------------------
+
+struct Shape3 {
+    bool ta, tb;
+    int64_t m, n, k, repeat;
+};
+
+// The shapes our layers run: a linear layer's forward (X·Wᵀ) and weight gradient (dYᵀ·X), a
+// 3×3 convolution's forward (W·cols: 64 filters, 56×56 plane, 576 = 64·3·3 patch) and its input
+// gradient (Wᵀ·dY), and small attention products (repeated, as batched heads run them).
+const std::vector<Shape3>& calibration_shapes() {
+    static const std::vector<Shape3> s = {{false, true, 1024, 1024, 1024, 1},
+                                          {true, false, 512, 512, 2048, 1},
+                                          {false, false, 64, 3136, 576, 2},
+                                          {true, false, 576, 3136, 64, 2},
+                                          {false, true, 128, 128, 64, 32}};
+    return s;
+}
+
+// One shape's operands, and the time of one run of it on a library.
+struct Operands {
+    std::vector<float> a, b, c;
+    explicit Operands(const Shape3& s)
+        : a(static_cast<size_t>(s.m * s.k)),
+          b(static_cast<size_t>(s.k * s.n)),
+          c(static_cast<size_t>(s.m * s.n)) {
+        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
+        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 13) * 0.01f - 0.06f;
+    }
+};
+
+double seconds_of(GemmLibrary lib, const Shape3& s, Operands& o) {
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t r = 0; r < s.repeat; ++r)
+        library_sgemm(lib, s.ta, s.tb, s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f,
+                      o.c.data(), s.n);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string today_utc() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+    return buf;
+}
+
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) {
+                std::string s = line.substr(colon + 1);
+                s.erase(0, s.find_first_not_of(' '));
+                return s;
+            }
+        }
+    return "unknown CPU";
+}
+
+// What makes a calibration valid: the CPU, the instruction set this build's Eigen uses, every
+// library's version and the thread count.
+std::string calibration_key(int threads) {
+    std::string key = cpu_model();
+#if defined(__AVX512F__)
+    key += " | build avx512";
+#elif defined(__AVX2__)
+    key += " | build avx2";
+#else
+    key += " | build sse";
+#endif
+    for (const GemmLibraryInfo& i : gemm_libraries())
+        key += " | " + (i.available ? i.version
+                                    : std::string(gemm_library_name(i.library)) + " unavailable");
+    key += " | threads " + std::to_string(threads);
+    return key;
+}
+
+std::string cache_dir(std::string* why) {
+    std::string base;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+        base = x;
+    else if (const char* h = std::getenv("HOME"); h && *h)
+        base = std::string(h) + "/.cache";
+    else {
+        *why = "not cached: neither XDG_CACHE_HOME nor HOME is set";
+        return "";
+    }
+    const std::string dir = base + "/rematlab";
+    ::mkdir(base.c_str(), 0755);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        *why = "not cached: cannot create " + dir;
+        return "";
+    }
+    return dir;
+}
+
+GemmLibrary best_of(const std::vector<GemmRate>& rates) {
+    GemmLibrary best = GemmLibrary::Eigen;
+    double best_rate = -1;
+    for (const GemmRate& r : rates)
+        if (r.gflops > best_rate) {
+            best_rate = r.gflops;
+            best = r.library;
+        }
+    return best;
+}
+
+std::optional<GemmLibrary> library_by_name(const std::string& name) {
+    for (GemmLibrary l : {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS})
+        if (name == gemm_library_name(l)) return l;
+    return std::nullopt;
+}
+
+const GemmLibraryInfo& info_of(GemmLibrary lib) {
+    for (const GemmLibraryInfo& i : gemm_libraries())
+        if (i.library == lib) return i;
+    return gemm_libraries().front();
+}
+
+// Reads this key's entry from the cache, or calibrates and writes it, under a file lock.
+GemmChoice calibrated_choice() {
+    GemmChoice ch;
+    ch.threads = std::max(1, cpu_threads());
+    const std::string key = calibration_key(ch.threads);
+    std::string why;
+    const std::string dir = cache_dir(&why);
+    const std::string path = dir.empty() ? "" : dir + "/gemm-calibration.json";
+    int lock_fd = -1;
+    if (!path.empty()) {
+        lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+        if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+    }
+    nlohmann::json doc = nlohmann::json::object();
+    if (!path.empty()) {
+        std::ifstream f(path);
+        if (f) {
+            try {
+                doc = nlohmann::json::parse(f);
+            } catch (const std::exception&) {
+                doc = nlohmann::json::object();  // unreadable: calibrate again and rewrite it
+            }
+        }
+    }
+    if (!doc.is_object()) doc = nlohmann::json::object();
+    bool found = false;
+    if (doc.contains("entries") && doc["entries"].is_array()) {
+        for (const auto& e : doc["entries"]) {
+            if (!e.is_object() || e.value("key", "") != key) continue;
+            const auto lib = library_by_name(e.value("library", ""));
+            if (!lib || !info_of(*lib).available || !e.contains("gflops")) continue;
+            for (const auto& [name, rate] : e["gflops"].items())
+                if (auto l = library_by_name(name); l && rate.is_number())
+                    ch.rates.push_back({*l, rate.get<double>()});
+            ch.library = *lib;
+            ch.how = "cached calibration of " + e.value("date", std::string("?"));
+            found = true;
+            break;
+        }
+    }
+    if (!found) {
+        ch.rates = calibrate_gemm(ch.threads);
+        ch.library = best_of(ch.rates);
+        ch.how = "calibrated now";
+        if (!path.empty()) {
+            nlohmann::json entry = {{"key", key},
+                                    {"library", gemm_library_name(ch.library)},
+                                    {"date", today_utc()},
+                                    {"threads", ch.threads}};
+            for (const GemmRate& r : ch.rates)
+                entry["gflops"][gemm_library_name(r.library)] = std::round(r.gflops * 10) / 10;
+            nlohmann::json entries = nlohmann::json::array();
+            if (doc.contains("entries") && doc["entries"].is_array())
+                for (const auto& e : doc["entries"])
+                    if (e.is_object() && e.value("key", "") != key) entries.push_back(e);
+            entries.push_back(entry);
+            doc = {{"about",
+                    "RematLab's GEMM calibration per machine (engine/gemm.h); delete this file "
+                    "to calibrate again"},
+                   {"entries", entries}};
+            try {
+                write_file_atomically(path, {doc.dump(2), "\n"});
+            } catch (const Error& e) {
+                why = std::string("not cached: ") + e.what();
+            }
+        }
+    }
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the lock
+    ch.cache_note = path.empty() ? why : (why.empty() ? "cached in " + path : why);
+    return ch;
+}
+
+struct State {
+    std::mutex mu;
+    std::optional<GemmChoice> choice;
+    std::string requested;  // select_gemm's name, "" when none
+    std::atomic<int> library{-1};
+    std::atomic<bool> used{false};
+};
+
+State& state() {
+    static State s;
+    return s;
+}
+
+GemmChoice choose(const std::string& requested, const std::string& how) {
+    if (requested.empty() || requested == "auto") return calibrated_choice();
+    const auto lib = library_by_name(requested);
+    if (!lib)
+        throw Error("unknown GEMM library '" + requested + "' (from " + how +
+                    "); use eigen, openblas, blis or auto");
+    const GemmLibraryInfo& info = info_of(*lib);
+    if (!info.available)
+        throw Error("GEMM library '" + requested + "' (from " + how +
+                    ") is not available here: " + info.why_not);
+    GemmChoice ch;
+    ch.library = *lib;
+    ch.how = "set by " + how;
+    ch.threads = 0;
+    return ch;
+}
+
+}  // namespace
+
+const char* gemm_library_name(GemmLibrary lib) {
+    switch (lib) {
+        case GemmLibrary::Eigen:
+            return "eigen";
+        case GemmLibrary::OpenBLAS:
+            return "openblas";
+        case GemmLibrary::BLIS:
+            return "blis";
+    }
+    return "?";
+}
+
+const std::vector<GemmLibraryInfo>& gemm_libraries() {
+    return loaded().infos;
+}
+
+std::vector<GemmRate> calibrate_gemm(int threads) {
+    const int saved = cpu_threads();
+    if (threads > 0 && threads != saved) set_cpu_threads(threads);
+    std::vector<GemmLibrary> libs;
+    for (const GemmLibraryInfo& info : gemm_libraries())
+        if (info.available) libs.push_back(info.library);
+    const std::vector<Shape3>& shapes = calibration_shapes();
+    std::vector<Operands> operands;
+    for (const Shape3& s : shapes) operands.emplace_back(s);
+    // Rounds alternate the libraries, so a busy moment of the machine lands on all of them; the
+    // first round is a warm-up (packing buffers, page faults, thread start), then the best of
+    // the rest per library and shape.
+    // On a busy machine a round can take seconds (a multi-threaded GEMM waits for every thread),
+    // so the rounds stop after kBudget once two (warm-up and one timed) are done.
+    constexpr int kRounds = 5;
+    constexpr double kBudget = 3.0;
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::vector<double>> best(libs.size(), std::vector<double>(shapes.size(), 1e30));
+    for (int round = 0; round < kRounds; ++round) {
+        if (round >= 2 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+                kBudget)
+            break;
+        for (size_t li = 0; li < libs.size(); ++li)
+            for (size_t si = 0; si < shapes.size(); ++si) {
+                const double sec = seconds_of(libs[li], shapes[si], operands[si]);
+                if (round > 0) best[li][si] = std::min(best[li][si], sec);
+            }
+    }
+    std::vector<GemmRate> rates;
+    for (size_t li = 0; li < libs.size(); ++li) {
+        double log_sum = 0;
+        for (size_t si = 0; si < shapes.size(); ++si) {
+            const Shape3& s = shapes[si];
+            log_sum += std::log(2.0 * static_cast<double>(s.m * s.n * s.k * s.repeat) /
+                                best[li][si] * 1e-9);
+        }
+        rates.push_back({libs[li], std::exp(log_sum / static_cast<double>(shapes.size()))});
+    }
+    if (threads > 0 && threads != saved) set_cpu_threads(saved);
+    return rates;
+}
+
+std::string GemmChoice::summary() const {
+    std::ostringstream o;
+    o << gemm_library_name(library) << " (" << version << "), " << how;
+    if (!rates.empty()) {
+        o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
+        for (size_t i = 0; i < rates.size(); ++i)
+            o << (i ? "," : "") << " " << gemm_library_name(rates[i].library) << " "
+              << std::lround(rates[i].gflops) << " GFLOP/s";
+    }
+    return o.str();
+}
+
+void select_gemm(const std::string& name) {
+    if (name != "auto" && !library_by_name(name)) (void)choose(name, "--gemm");  // says why
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.choice && s.used) {
+        const bool same = name == "auto" ? s.requested.empty() || s.requested == "auto"
+                                         : name == gemm_library_name(s.choice->library);
+        if (same) return;
+        throw Error("the GEMM library is chosen once per process and " +
+                    std::string(gemm_library_name(s.choice->library)) +
+                    " has already run; pass --gemm before anything runs");
+    }
+    GemmChoice ch = choose(name, "--gemm");
+    ch.version = info_of(ch.library).version;
+    s.requested = name;
+    s.choice = std::move(ch);
+    s.library = static_cast<int>(s.choice->library);
+}
+
+const GemmChoice& gemm_choice() {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.choice) {
+        const char* env = std::getenv("REMATLAB_GEMM");
+        GemmChoice ch = env && *env ? choose(env, "REMATLAB_GEMM") : calibrated_choice();
+        ch.version = info_of(ch.library).version;
+        s.choice = std::move(ch);
+        s.library = static_cast<int>(s.choice->library);
+    }
+    return *s.choice;
+}
+
+void set_gemm_threads(int threads) {
+    const Loaded& l = loaded();
+    if (l.openblas_threads) l.openblas_threads(threads);
+    if (l.blis_threads) l.blis_threads(threads);
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    State& s = state();
+    int lib = s.library.load(std::memory_order_acquire);
+    if (lib < 0) lib = static_cast<int>(gemm_choice().library);
+    if (!s.used.load(std::memory_order_relaxed)) s.used.store(true, std::memory_order_relaxed);
+    library_sgemm(static_cast<GemmLibrary>(lib), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                  beta, c, ldc);
+}
+
+void sgemm_on(GemmLibrary lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc) {
+    if (!info_of(lib).available)
+        throw Error(std::string("GEMM library '") + gemm_library_name(lib) +
+                    "' is not available here: " + info_of(lib).why_not);
+    library_sgemm(lib, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace rl

@@ -1,0 +1,83 @@
+#pragma once
+// The one float GEMM entry point of the CPU backend, and the choice of library behind it.
+//
+// Three libraries can serve it: Eigen (built in, always there), OpenBLAS (Debian's OpenMP build,
+// libopenblas0-openmp) and BLIS (libblis4-openmp). The two BLAS libraries are loaded at run time
+// with dlopen, so one binary runs on a machine that has either, both or neither, and neither is a
+// build dependency. Which one serves a process is decided once, before its first GEMM, in this
+// order:
+//   1. select_gemm(name) (rematlab-cli --gemm, the app's --gemm);
+//   2. the REMATLAB_GEMM environment variable (eigen, openblas, blis or auto);
+//   3. the cached calibration for this machine (CPU, instruction set of the build, library
+//      versions, thread count) in $XDG_CACHE_HOME/rematlab/gemm-calibration.json;
+//   4. a calibration run now (about a second): each available library times the shapes our
+//      layers run, best of several, and the fastest by geometric mean wins; the result is cached.
+// Processes calibrating at once take a file lock, so every process of a machine agrees.
+// The choice never changes within a process: each library is deterministic at a fixed thread
+// count (static partitioning, its own packing), so gradients stay bitwise equal across
+// strategies whichever library serves them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rl {
+
+enum class GemmLibrary { Eigen, OpenBLAS, BLIS };
+
+const char* gemm_library_name(GemmLibrary lib);  // "eigen", "openblas", "blis"
+
+struct GemmLibraryInfo {
+    GemmLibrary library = GemmLibrary::Eigen;
+    bool available = false;
+    std::string version;  // "Eigen 3.4.0", "OpenBLAS 0.3.21 … Haswell", "BLIS 0.9.0"
+    std::string path;     // the shared object loaded; empty for Eigen
+    std::string why_not;  // when not available: what is missing and how to install it
+};
+
+// Every library, available or not (loading the BLAS ones on first call).
+const std::vector<GemmLibraryInfo>& gemm_libraries();
+
+struct GemmRate {
+    GemmLibrary library = GemmLibrary::Eigen;
+    double gflops = 0;  // geometric mean over the calibration shapes
+};
+
+struct GemmChoice {
+    GemmLibrary library = GemmLibrary::Eigen;
+    std::string version;
+    std::string how;  // "--gemm", "REMATLAB_GEMM", "calibrated now", "cached calibration (date)"
+    int threads = 1;  // the thread count of the calibration (0 when not calibrated)
+    std::vector<GemmRate> rates;  // the calibration's figures, when one decided
+    std::string cache_note;       // where the calibration is cached, or why it is not
+    std::string summary() const;  // one line for --version and reports
+};
+
+// Asks for a library by name ("eigen", "openblas", "blis", or "auto" for the steps above).
+// Throws rl::Error for an unknown name, for a library not available here (saying how to install
+// it), or when another library already served a GEMM in this process.
+void select_gemm(const std::string& name);
+
+// The library serving this process, choosing it now if nothing has yet.
+const GemmChoice& gemm_choice();
+
+// Times every available library now at `threads` threads (0: the current setting) on the
+// calibration shapes; does not change the choice or the cache.
+std::vector<GemmRate> calibrate_gemm(int threads = 0);
+
+// C[m, n] = alpha · op(A) · op(B) + beta · C, every matrix row-major with the given leading
+// dimension; op(X) is X or Xᵀ. A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k]).
+// beta is 0 or 1: with beta 0, C is only written. Runs on the chosen library with the CPU thread
+// count, single-threaded inside an OpenMP parallel region.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same product on `lib`, whatever the process's choice: for tests and benchmarks that set
+// the libraries side by side. Throws rl::Error when `lib` is not available.
+void sgemm_on(GemmLibrary lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc);
+
+// Passes the CPU thread count on to the BLAS libraries loaded (set_cpu_threads calls it).
+void set_gemm_threads(int threads);
+
+}  // namespace rl

@@ -1,0 +1,166 @@
+// The GEMM entry point (engine/gemm.h): every library available here against a float64
+// reference on every transpose, leading dimension, alpha and beta the kernels use; bitwise
+// repeatability; the choice's rules. The strategies' invariants under each library are the
+// GemmLibrary.* ctest entries (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/errors.h"
+#include "engine/gemm.h"
+
+namespace rl {
+namespace {
+
+std::vector<GemmLibrary> available() {
+    std::vector<GemmLibrary> libs;
+    for (const GemmLibraryInfo& i : gemm_libraries())
+        if (i.available) libs.push_back(i.library);
+    return libs;
+}
+
+struct Case {
+    bool ta, tb;
+    int64_t m, n, k, pad;
+    float alpha, beta;
+};
+
+// C = alpha·op(A)·op(B) + beta·C in float64, from the same float inputs.
+std::vector<double> reference(const Case& c, const std::vector<float>& a, int64_t lda,
+                              const std::vector<float>& b, int64_t ldb,
+                              const std::vector<float>& c0, int64_t ldc) {
+    std::vector<double> out(static_cast<size_t>(c.m * ldc));
+    for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < c.k; ++p) {
+                const double av = c.ta ? a[p * lda + i] : a[i * lda + p];
+                const double bv = c.tb ? b[j * ldb + p] : b[p * ldb + j];
+                s += av * bv;
+            }
+            out[i * ldc + j] = c.alpha * s + (c.beta == 0 ? 0.0 : c.beta * c0[i * ldc + j]);
+        }
+    return out;
+}
+
+TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::uniform_int_distribution<int> dim(1, 70), pad(0, 5);
+    std::vector<Case> cases;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (float alpha : {1.f, 0.375f})
+                for (float beta : {0.f, 1.f})
+                    for (int rep = 0; rep < 3; ++rep)
+                        cases.push_back(
+                            {ta, tb, dim(rng), dim(rng), dim(rng), pad(rng), alpha, beta});
+    cases.push_back({false, true, 257, 129, 513, 0, 1.f, 0.f});  // past one cache block
+    cases.push_back({true, false, 64, 3136, 576, 3, 1.f, 1.f});  // a convolution's shape
+    ASSERT_FALSE(available().empty());
+    for (GemmLibrary lib : available())
+        for (const Case& c : cases) {
+            const int64_t lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad,
+                          ldc = c.n + c.pad;
+            std::vector<float> a(static_cast<size_t>((c.ta ? c.k : c.m) * lda)),
+                b(static_cast<size_t>((c.tb ? c.n : c.k) * ldb)),
+                c0(static_cast<size_t>(c.m * ldc));
+            for (float& x : a) x = u(rng);
+            for (float& x : b) x = u(rng);
+            for (float& x : c0) x = u(rng);
+            std::vector<float> out = c0;
+            if (c.beta == 0)  // beta 0 must not read C: garbage there must not reach the result
+                for (int64_t i = 0; i < c.m; ++i)
+                    for (int64_t j = 0; j < c.n; ++j)
+                        out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+            const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
+            sgemm_on(lib, c.ta, c.tb, c.m, c.n, c.k, c.alpha, a.data(), lda, b.data(), ldb, c.beta,
+                     out.data(), ldc);
+            double worst = 0;
+            for (int64_t i = 0; i < c.m; ++i)
+                for (int64_t j = 0; j < c.n; ++j)
+                    worst = std::max(worst, std::abs(out[i * ldc + j] - ref[i * ldc + j]));
+            // |op(A)·op(B)| ≤ k for entries in [-1, 1]; float32 sums err by ~k·2⁻²⁴ of that.
+            EXPECT_LT(worst, 1e-5 * static_cast<double>(c.k) + 1e-6)
+                << gemm_library_name(lib) << " ta=" << c.ta << " tb=" << c.tb << " " << c.m << "x"
+                << c.n << "x" << c.k << " pad " << c.pad << " alpha " << c.alpha << " beta "
+                << c.beta;
+            // The padding between rows is not C's: left alone.
+            for (int64_t i = 0; i < c.m; ++i)
+                for (int64_t j = c.n; j < ldc; ++j)
+                    ASSERT_EQ(out[i * ldc + j], c0[i * ldc + j]) << gemm_library_name(lib);
+        }
+}
+
+// The bitwise invariant rests on this: the same product, run again, gives the same bits, at the
+// thread count the suite runs with and at two threads, on every library.
+TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const int64_t m = 300, n = 280, k = 310;
+    std::vector<float> a(m * k), b(k * n);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    const int saved = cpu_threads();
+    for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        for (GemmLibrary lib : available()) {
+            std::vector<float> first(m * n), again(m * n);
+            sgemm_on(lib, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, first.data(),
+                     n);
+            for (int rep = 0; rep < 3; ++rep) {
+                sgemm_on(lib, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f,
+                         again.data(), n);
+                ASSERT_EQ(first, again) << gemm_library_name(lib) << " at " << threads;
+            }
+        }
+    }
+    set_cpu_threads(saved);
+}
+
+TEST(Gemm, UnknownNamesAreRefusedWithTheChoices) {
+    try {
+        select_gemm("mkl");
+        FAIL() << "mkl accepted";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("unknown GEMM library 'mkl'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("eigen, openblas, blis or auto"), std::string::npos) << msg;
+    }
+    for (const GemmLibraryInfo& i : gemm_libraries()) {
+        if (i.available) continue;
+        try {
+            select_gemm(gemm_library_name(i.library));
+            FAIL() << gemm_library_name(i.library) << " accepted though not available";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("apt-get install"), std::string::npos) << e.what();
+        }
+    }
+}
+
+// Once a GEMM has run, another library would change results within the process: refused.
+TEST(Gemm, TheChoiceIsFixedOnceAGemmHasRun) {
+    const std::vector<GemmLibrary> libs = available();
+    if (libs.size() < 2) GTEST_SKIP() << "only one GEMM library here";
+    select_gemm(gemm_library_name(libs[0]));
+    select_gemm(gemm_library_name(libs[1]));  // nothing has run yet: allowed
+    EXPECT_EQ(gemm_choice().library, libs[1]);
+    float a = 2, b = 3, c = 0;
+    sgemm(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1);
+    EXPECT_EQ(c, 6.f);
+    select_gemm(gemm_library_name(libs[1]));  // the same one again: fine
+    try {
+        select_gemm(gemm_library_name(libs[0]));
+        FAIL() << "switched after a GEMM ran";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("once per process"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(gemm_choice().library, libs[1]);
+}
+
+}  // namespace
+}  // namespace rl
