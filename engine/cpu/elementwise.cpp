@@ -47,11 +47,21 @@ void relu_backward(const BackwardCall& c) {
     const float* dy = c.grad_output;
     const bool acc = c.accumulate[0];
     for_chunks(numel_out(c), [&](int64_t s, int64_t n) {
-        // Plain loops: the compiler vectorises these into blends.
+        // dY is loaded whatever the sign: written `y > 0 ? dy[i] : 0`, the load is conditional,
+        // GCC keeps a branch per element (taken half the time on random signs) and the loop ran
+        // at 2.4 GB/s against the forward's 70 (bench_roofline). Loaded first, it becomes a
+        // vector blend. A select, not dy·(y > 0): an infinite or NaN dY stays out where y ≤ 0,
+        // as in PyTorch's threshold_backward.
         if (acc)
-            for (int64_t i = s; i < s + n; ++i) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+            for (int64_t i = s; i < s + n; ++i) {
+                const float g = dy[i];
+                dx[i] += y[i] > 0.0f ? g : 0.0f;
+            }
         else
-            for (int64_t i = s; i < s + n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+            for (int64_t i = s; i < s + n; ++i) {
+                const float g = dy[i];
+                dx[i] = y[i] > 0.0f ? g : 0.0f;
+            }
     });
 }
 

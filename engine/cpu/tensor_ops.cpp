@@ -71,7 +71,10 @@ void dropout_forward(const ForwardCall& c) {
     if (c.node.inputs.size() == 2) {  // the mask a dropout_mask node drew
         const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
         for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-            for (int64_t i = s; i < s + n; ++i) y[i] = keep[i] ? x[i] * m.scale : 0.0f;
+            for (int64_t i = s; i < s + n; ++i) {  // x loaded unconditionally: a blend
+                const float v = x[i] * m.scale;
+                y[i] = keep[i] ? v : 0.0f;
+            }
         });
         return;
     }
@@ -92,7 +95,8 @@ void dropout_backward(const BackwardCall& c) {
         const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
         for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
             for (int64_t i = s; i < s + n; ++i) {
-                const float g = keep[i] ? dy[i] * m.scale : 0.0f;
+                const float v = dy[i] * m.scale;  // loaded unconditionally: a blend
+                const float g = keep[i] ? v : 0.0f;
                 dx[i] = acc ? dx[i] + g : g;
             }
         });
