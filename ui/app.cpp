@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engine/errors.h"
+#include "engine/gemm.h"
 #include "engine/networks/presets.h"
 #include "ui/chart_export.h"
 #include "ui/evaluation.h"
@@ -293,11 +294,22 @@ int run_app(int argc, char** argv) {
          QStringLiteral("N")},
         {QStringLiteral("sweep-measure"),
          QStringLiteral("--sweep: run every point too and draw the measured curves")},
+        {QStringLiteral("gemm"),
+         QStringLiteral("GEMM library for the kernels: auto (the calibrated fastest), eigen, "
+                        "openblas or blis; also REMATLAB_GEMM (rematlab-cli gemm lists them)"),
+         QStringLiteral("NAME")},
     });
     if (!args.parse(QApplication::arguments()))
         return fail(kExitUsage, args.errorText() + QStringLiteral("; run 'rematlab --help'"));
     if (args.isSet(QStringLiteral("help"))) args.showHelp(0);
     if (args.isSet(QStringLiteral("version"))) args.showVersion();
+    if (args.isSet(QStringLiteral("gemm"))) {
+        try {
+            rl::select_gemm(args.value(QStringLiteral("gemm")).toStdString());
+        } catch (const rl::Error& e) {
+            return fail(kExitUsage, QStringLiteral("--gemm: ") + QString::fromStdString(e.what()));
+        }
+    }
 
     if (args.isSet(QStringLiteral("export"))) return export_mode(args);
     if (args.isSet(QStringLiteral("screenshot"))) return screenshot_mode(args);

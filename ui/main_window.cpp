@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "engine/errors.h"
+#include "engine/gemm.h"
 #include "ui/evaluation.h"
 #include "ui/export_dialogs.h"
 #include "ui/memory_chart.h"
@@ -1151,9 +1152,11 @@ void MainWindow::about() {
         QStringLiteral("<h3>RematLab %1</h3>"
                        "<p>A lab for gradient checkpointing: plan strategies as schedules, predict "
                        "their memory, run them for real and compare.</p>"
-                       "<p>Qt %2 (built with %3) · Eigen %4</p>")
+                       "<p>Qt %2 (built with %3) · Eigen %4</p>"
+                       "<p>GEMM: %5</p>")
             .arg(QStringLiteral(REMATLAB_VERSION), QString::fromLatin1(qVersion()),
-                 QStringLiteral(QT_VERSION_STR), QStringLiteral(EIGEN_VERSION_TEXT)));
+                 QStringLiteral(QT_VERSION_STR), QStringLiteral(EIGEN_VERSION_TEXT),
+                 QString::fromStdString(gemm_choice().summary()).toHtmlEscaped()));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -18,17 +18,6 @@
 namespace rl::cpu {
 namespace {
 
-// The output columns [lo, hi) whose window tap at input column offset `off` (= j·dw - pad_left)
-// lands inside [0, w): 0 <= ow·s + off < w.
-struct Span {
-    int64_t lo, hi;
-};
-Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
-    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
-    const int64_t hi = w - off <= 0 ? 0 : std::min(out, (w - off + s - 1) / s);
-    return {std::min(lo, hi), hi};
-}
-
 // The row loops of the direct kernels, over the output columns ow in span `s` of a window tap at
 // input column ow·stride + off. Stride 1 is the common case and runs contiguously (vectorised).
 void axpy_from(float* y, const float* x_row, int64_t off, int64_t stride, Span s, float k) {

@@ -66,6 +66,17 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& body) {
     for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// The output columns [lo, hi) whose window tap at input column offset `off` (= j·dw - pad_left)
+// lands inside [0, w): 0 <= ow·s + off < w. Shared by the direct convolutions and the pools.
+struct Span {
+    int64_t lo, hi;
+};
+inline Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
+    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    const int64_t hi = w - off <= 0 ? 0 : std::min(out, (w - off + s - 1) / s);
+    return {std::min(lo, hi), hi};
+}
+
 // Runs body(begin, length) over fixed chunks of [0, n), for elementwise kernels.
 template <class F>
 void for_chunks(int64_t n, F&& body) {

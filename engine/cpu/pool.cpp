@@ -1,6 +1,7 @@
 // maxpool2d, avgpool2d and upsample_nearest2d on NCHW float32: one (image, channel) plane per
 // task, windows scanned in a fixed order, so the results do not depend on the thread count.
 #include <algorithm>
+#include <cstdint>
 
 #include "engine/cpu/kernels.h"
 #include "engine/ops/window.h"
@@ -24,14 +25,41 @@ void for_window(const Pool2dGeometry& g, int64_t oh, int64_t ow, F&& tap) {
     }
 }
 
-// The first maximum of window (oh, ow) in scan order, or -1 when the window holds only
-// padding. Forward and backward share it, so the backward routes to the forward's choice.
-int64_t window_argmax(const float* x, const Pool2dGeometry& g, int64_t oh, int64_t ow) {
-    int64_t best = -1;
-    for_window(g, oh, ow, [&](int64_t k) {
-        if (best < 0 || x[k] > x[best]) best = k;
-    });
-    return best;
+// Max-pool's choice for output row oh, columns [c0, c0 + n): the first maximum of each window
+// in scan order (rows, then columns) into bi (its index in the plane; -1 for a window of padding
+// only) and bv (its value). Taps outer, columns inner: the columns are independent, so nothing
+// chains through a running maximum. Scanning one window at a time was latency-bound (compare,
+// select, compare … per tap) and ran at 2-3 % of max-pool's memory roofline (bench_roofline).
+// Forward and backward share it, so the backward routes to the forward's choice.
+constexpr int64_t kCols = 256;
+
+void row_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int64_t c0, int64_t n,
+                float* __restrict bv, int64_t* __restrict bi) {
+    // Locals, not g's fields: stores through bi could alias them, and GCC reloaded them per tap.
+    const Window2d w = g.win;
+    const int64_t width = g.w, height = g.h, outs = g.ow;
+    std::fill(bi, bi + n, int64_t{-1});
+    std::fill(bv, bv + n, 0.0f);
+    for (int64_t i = 0; i < w.kh; ++i) {
+        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+        if (ih < 0 || ih >= height) continue;
+        const float* __restrict xr = xp + ih * width;
+        const int64_t base = ih * width;
+        for (int64_t j = 0; j < w.kw; ++j) {
+            const int64_t off = j * w.dw - w.pad_left;
+            const Span s = valid_span(off, w.sw, width, outs);
+            const int64_t lo = std::max(s.lo, c0) - c0, hi = std::min(s.hi, c0 + n) - c0;
+            const float* __restrict xs = xr + c0 * w.sw + off;  // column t's tap: xs[t·sw]
+            const int64_t sw = w.sw, first = base + c0 * w.sw + off;
+            for (int64_t t = lo; t < hi; ++t) {  // both sides loaded and stored: a blend
+                const float v = xs[t * sw], cur = bv[t];
+                const int64_t ci = bi[t];
+                const bool take = (ci < 0) | (v > cur);
+                bv[t] = take ? v : cur;
+                bi[t] = take ? first + t * sw : ci;
+            }
+        }
+    }
 }
 
 // avgpool's divisor: the taps inside the input, or with count_include_pad the taps inside the
@@ -70,14 +98,19 @@ void maxpool2d_forward(const ForwardCall& c) {
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         float* yp = y + q * out_plane;
+        float bv[kCols];
+        int64_t bi[kCols];
         for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const int64_t k = window_argmax(xp, g, oh, ow);
-                yp[oh * g.ow + ow] = k < 0 ? 0.0f : xp[k];
+            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols) {
+                const int64_t n = std::min(kCols, g.ow - c0);
+                row_argmax(xp, g, oh, c0, n, bv, bi);
+                for (int64_t t = 0; t < n; ++t) yp[oh * g.ow + c0 + t] = bi[t] < 0 ? 0.0f : bv[t];
             }
     });
 }
 
+// Each output's gradient goes to the input its forward chose, outputs in (oh, ow) order, so
+// overlapping windows add in a fixed order.
 void maxpool2d_backward(const BackwardCall& c) {
     float* dx = c.grad_inputs[0];
     if (!dx) return;
@@ -91,10 +124,14 @@ void maxpool2d_backward(const BackwardCall& c) {
         const float* dyp = dy + q * out_plane;
         float* dxp = dx + q * in_plane;
         if (!acc) std::fill(dxp, dxp + in_plane, 0.0f);
+        float bv[kCols];
+        int64_t bi[kCols];
         for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const int64_t k = window_argmax(xp, g, oh, ow);
-                if (k >= 0) dxp[k] += dyp[oh * g.ow + ow];
+            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols) {
+                const int64_t n = std::min(kCols, g.ow - c0);
+                row_argmax(xp, g, oh, c0, n, bv, bi);
+                for (int64_t t = 0; t < n; ++t)
+                    if (bi[t] >= 0) dxp[bi[t]] += dyp[oh * g.ow + c0 + t];
             }
     });
 }
