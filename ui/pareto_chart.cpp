@@ -17,9 +17,21 @@ namespace rl::ui {
 
 namespace {
 
-QString point_text(const QString& title, double ms, double bytes) {
-    return QStringLiteral("<b>%1</b><br>peak %2 · recompute %3 ms")
-        .arg(title.toHtmlEscaped(), bytes_text(static_cast<uint64_t>(bytes)), ms_text(ms));
+QString point_text(const QString& title, double ms, double bytes, uint64_t host = 0) {
+    QString t =
+        QStringLiteral("<b>%1</b><br>peak %2 · recompute %3 ms")
+            .arg(title.toHtmlEscaped(), bytes_text(static_cast<uint64_t>(bytes)), ms_text(ms));
+    if (host)
+        t += QStringLiteral("<br>host memory %1 (offloaded; the dot's area)").arg(bytes_text(host));
+    return t;
+}
+
+// A strategy that offloads draws its dots larger, by area in proportion to its host peak
+// against the largest host peak on the chart; one that keeps everything on the device keeps
+// the plain size.
+qreal marker_size(qreal base, uint64_t host, uint64_t max_host) {
+    if (!host || !max_host) return base;
+    return base + 14.0 * std::sqrt(static_cast<double>(host) / static_cast<double>(max_host));
 }
 
 }  // namespace
@@ -163,6 +175,7 @@ void ParetoChart::rebuild() {
         bool executed;
         double pred_x, pred_y, meas_x, meas_y;
         std::optional<Spread> x_spread;  // the measured recompute time's min–max (error bar)
+        uint64_t pred_host = 0, meas_host = 0;  // host peaks of an offloading plan
     };
     std::vector<Row> rows;
     double xmax = 0, ymax = 0;
@@ -184,7 +197,9 @@ void ParetoChart::rebuild() {
                     static_cast<double>(r.predicted_peak),
                     r.recompute_ms,
                     static_cast<double>(r.measured_peak),
-                    std::nullopt};
+                    std::nullopt,
+                    r.predicted_host_peak,
+                    r.executed ? r.measured_host_peak : 0};
             if (r.executed && r.times && r.times->recompute.samples > 1)
                 row.x_spread = r.times->recompute;
             xmax = std::max({xmax, row.pred_x, row.executed ? row.meas_x : 0.0,
@@ -302,29 +317,34 @@ void ParetoChart::rebuild() {
         }
         curves_.push_back(k);
     }
+    uint64_t max_host = 0;
+    for (const Row& row : rows) max_host = std::max({max_host, row.pred_host, row.meas_host});
+    x_->setTitleText(max_host ? QStringLiteral("recompute time (ms)   ● measured   ○ predicted   · "
+                                               " larger dot: more host memory (offload)")
+                              : QStringLiteral("recompute time (ms)   ● measured   ○ predicted"));
     for (const Row& row : rows) {
         const QColor col = instance_color(row.name, row.instance);
         auto* pred = new QScatterSeries;
         pred->setName(row.label + QStringLiteral(" (predicted)"));
         pred->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-        pred->setMarkerSize(13);
+        pred->setMarkerSize(marker_size(13, row.pred_host, max_host));
         pred->setBrush(Qt::NoBrush);
         pred->setPen(QPen(col, 2));
         pred->append(row.pred_x, row.pred_y / divisor_);
-        hover_.push_back(
-            {QPointF(row.pred_x, row.pred_y / divisor_),
-             point_text(row.label + QStringLiteral(" (predicted)"), row.pred_x, row.pred_y)});
+        hover_.push_back({QPointF(row.pred_x, row.pred_y / divisor_),
+                          point_text(row.label + QStringLiteral(" (predicted)"), row.pred_x,
+                                     row.pred_y, row.pred_host)});
         auto* meas = new QScatterSeries;
         meas->setName(row.label);
         meas->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-        meas->setMarkerSize(10);
+        meas->setMarkerSize(marker_size(10, row.meas_host, max_host));
         meas->setBrush(col);
         meas->setPen(QPen(col.darker(130), 1));
         if (row.executed) {
             meas->append(row.meas_x, row.meas_y / divisor_);
-            hover_.push_back(
-                {QPointF(row.meas_x, row.meas_y / divisor_),
-                 point_text(row.label + QStringLiteral(" (measured)"), row.meas_x, row.meas_y)});
+            hover_.push_back({QPointF(row.meas_x, row.meas_y / divisor_),
+                              point_text(row.label + QStringLiteral(" (measured)"), row.meas_x,
+                                         row.meas_y, row.meas_host)});
         }
         if (row.x_spread) {
             // The spread of the measured recompute time over the timed runs, as an error bar
