@@ -1106,7 +1106,10 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     int available = 0;
     for (const json& l : first["libraries"]) {
         if (!l["available"]) {
-            EXPECT_NE(l["why_not"].get<std::string>().find("apt-get install"), std::string::npos);
+            const std::string why = l["why_not"];  // install it, or why it is left out
+            EXPECT_TRUE(why.find("apt-get install") != std::string::npos ||
+                        why.find("AddressSanitizer") != std::string::npos)
+                << why;
             continue;
         }
         ++available;

@@ -283,8 +283,13 @@ TEST_P(OnnxFixture, GradientsMatchPyTorchFloat64Reference) {
             scale = std::max(scale, static_cast<double>(std::fabs(ref[k])));
             worst = std::max(worst, static_cast<double>(std::fabs(ref[k] - got[k])));
         }
-        // float32 arithmetic against a float64 reference: a few ulps of the tensor's scale.
-        EXPECT_LE(worst, 2e-6 * std::max(scale, 1.0)) << par.name << " (scale " << scale << ")";
+        // float32 arithmetic against a float64 reference: a few ulps of the tensor's scale. A
+        // gradient that vanishes in exact arithmetic (a bias before a batchnorm: scale ~1e-15)
+        // is float32 cancellation noise, sized by the O(1) gradients it sums rather than by its
+        // own scale, and moved by the summation order of the GEMM library (engine/gemm.h):
+        // 2.6e-6 with OpenBLAS in the sanitizer build. It gets 1e-5.
+        const double bound = scale < 1e-10 ? 1e-5 : 2e-6 * std::max(scale, 1.0);
+        EXPECT_LE(worst, bound) << par.name << " (scale " << scale << ")";
     }
     // Parameters keep their PyTorch (initializer) names, and every one was imported.
     expected.insert(buffers.begin(), buffers.end());
