@@ -43,8 +43,7 @@ struct GemmRate {
 };
 
 struct GemmChoice {
-    GemmLibrary library = GemmLibrary::Eigen;
-    std::string version;
+    GemmLibrary library = GemmLibrary::Eigen;  // its version: gemm_libraries()
     std::string how;  // "--gemm", "REMATLAB_GEMM", "calibrated now", "cached calibration (date)"
     int threads = 1;  // the thread count of the calibration (0 when not calibrated)
     std::vector<GemmRate> rates;  // the calibration's figures, when one decided

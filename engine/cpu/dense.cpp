@@ -65,8 +65,8 @@ MatMulDims matmul_dims(const Graph& g, const Node& n) {
             static_cast<float>(n.attrs.get_float("alpha", 1.0))};
 }
 
-// Runs body(batch) over the batch. Many small products run one per thread (Eigen then stays
-// single-threaded inside each); large ones run in order, each using Eigen's own threads.
+// Runs body(batch) over the batch. Many small products run one per thread (the GEMM library
+// then stays single-threaded inside each); large ones run in order, each on all the threads.
 template <class F>
 void for_batches(const MatMulDims& d, F&& body) {
     const int threads = cpu_threads();

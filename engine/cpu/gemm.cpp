@@ -70,14 +70,17 @@ struct Loaded {
     void (*blis_threads)(int64_t) = nullptr;
 };
 
-void* open_first(const std::vector<std::string>& paths, std::string* opened, std::string* err) {
-    for (const std::string& p : paths) {
-        if (void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-            *opened = p;
-            return h;
-        }
-        if (const char* e = dlerror()) *err = e;
+// Opens Debian's build of a library from its multiarch directory; on failure says what to
+// install in info.why_not.
+void* open_library(const std::string& relative, const char* package, GemmLibraryInfo& info) {
+    const std::string path = std::string(REMATLAB_MULTIARCH_LIBDIR) + "/" + relative;
+    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        info.path = path;
+        return h;
     }
+    const char* err = dlerror();
+    info.why_not = std::string("not found (") + (err ? err : path.c_str()) +
+                   "); install Debian's " + package + " (apt-get install " + package + ")";
     return nullptr;
 }
 
@@ -89,17 +92,10 @@ F symbol(void* h, const char* name) {
 GemmLibraryInfo load_openblas(Loaded& l) {
     GemmLibraryInfo info;
     info.library = GemmLibrary::OpenBLAS;
-    const std::string dir = REMATLAB_MULTIARCH_LIBDIR;
-    std::string err;
-    // The OpenMP build first: it shares our OpenMP thread pool (the pthread build would run its
-    // own threads beside it).
-    void* h = open_first({dir + "/openblas-openmp/libopenblas.so.0"}, &info.path, &err);
-    if (!h) {
-        info.why_not = "not found (" + err +
-                       "); install Debian's libopenblas0-openmp (apt-get install "
-                       "libopenblas0-openmp)";
-        return info;
-    }
+    // The OpenMP build: it shares our OpenMP thread pool (the pthread build would run its own
+    // threads beside it).
+    void* h = open_library("openblas-openmp/libopenblas.so.0", "libopenblas0-openmp", info);
+    if (!h) return info;
     l.openblas_sgemm = symbol<CblasSgemm>(h, "cblas_sgemm");
     l.openblas_threads = symbol<void (*)(int)>(h, "openblas_set_num_threads");
     auto config = symbol<const char* (*)()>(h, "openblas_get_config");
@@ -158,15 +154,8 @@ GemmLibraryInfo load_blis(Loaded& l) {
         "after BLIS's OpenMP threads); a normal build loads it";
     return info;
 #endif
-    const std::string dir = REMATLAB_MULTIARCH_LIBDIR;
-    std::string err;
-    void* h = open_first({dir + "/blis-openmp/libblis.so.4"}, &info.path, &err);
-    if (!h) {
-        info.why_not = "not found (" + err +
-                       "); install Debian's libblis4-openmp (apt-get install "
-                       "libblis4-openmp)";
-        return info;
-    }
+    void* h = open_library("blis-openmp/libblis.so.4", "libblis4-openmp", info);
+    if (!h) return info;
     auto init = symbol<void (*)()>(h, "bli_init");
     auto int_size = symbol<int64_t (*)()>(h, "bli_info_get_int_type_size");
     auto version = symbol<const char* (*)()>(h, "bli_info_get_version_str");
@@ -257,9 +246,9 @@ void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int6
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
     if (m == 0 || n == 0) return;
-    if (k == 0) {  // the libraries agree on this, but say it once here
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.f : c[i * ldc + j];
+    if (k == 0) {  // C = beta·C with beta 0 or 1; the libraries agree, but say it once here
+        if (beta == 0)
+            for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
         return;
     }
     const Loaded& l = loaded();
@@ -493,6 +482,10 @@ struct State {
     std::string requested;  // select_gemm's name, "" when none
     std::atomic<int> library{-1};
     std::atomic<bool> used{false};
+    void adopt(GemmChoice ch) {
+        choice = std::move(ch);
+        library = static_cast<int>(choice->library);
+    }
 };
 
 State& state() {
@@ -500,18 +493,26 @@ State& state() {
     return s;
 }
 
+// The library `name` names (not "auto"), or an error saying which names there are.
+GemmLibrary library_named(const std::string& name, const std::string& how) {
+    const auto lib = library_by_name(name);
+    if (!lib)
+        throw Error("unknown GEMM library '" + name + "' (from " + how +
+                    "); use eigen, openblas, blis or auto");
+    return *lib;
+}
+
+// The choice `requested` ("" or "auto": the calibrated one) makes; throws for a library that is
+// unknown or not available here.
 GemmChoice choose(const std::string& requested, const std::string& how) {
     if (requested.empty() || requested == "auto") return calibrated_choice();
-    const auto lib = library_by_name(requested);
-    if (!lib)
-        throw Error("unknown GEMM library '" + requested + "' (from " + how +
-                    "); use eigen, openblas, blis or auto");
-    const GemmLibraryInfo& info = info_of(*lib);
+    const GemmLibrary lib = library_named(requested, how);
+    const GemmLibraryInfo& info = info_of(lib);
     if (!info.available)
         throw Error("GEMM library '" + requested + "' (from " + how +
                     ") is not available here: " + info.why_not);
     GemmChoice ch;
-    ch.library = *lib;
+    ch.library = lib;
     ch.how = "set by " + how;
     ch.threads = 0;
     return ch;
@@ -580,7 +581,7 @@ std::vector<GemmRate> calibrate_gemm(int threads) {
 
 std::string GemmChoice::summary() const {
     std::ostringstream o;
-    o << gemm_library_name(library) << " (" << version << "), " << how;
+    o << gemm_library_name(library) << " (" << info_of(library).version << "), " << how;
     if (!rates.empty()) {
         o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
         for (size_t i = 0; i < rates.size(); ++i)
@@ -591,7 +592,7 @@ std::string GemmChoice::summary() const {
 }
 
 void select_gemm(const std::string& name) {
-    if (name != "auto" && !library_by_name(name)) (void)choose(name, "--gemm");  // says why
+    if (name != "auto") library_named(name, "--gemm");  // an unknown name says so first
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.choice && s.used) {
@@ -602,11 +603,8 @@ void select_gemm(const std::string& name) {
                     std::string(gemm_library_name(s.choice->library)) +
                     " has already run; pass --gemm before anything runs");
     }
-    GemmChoice ch = choose(name, "--gemm");
-    ch.version = info_of(ch.library).version;
+    s.adopt(choose(name, "--gemm"));
     s.requested = name;
-    s.choice = std::move(ch);
-    s.library = static_cast<int>(s.choice->library);
 }
 
 const GemmChoice& gemm_choice() {
@@ -614,10 +612,7 @@ const GemmChoice& gemm_choice() {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.choice) {
         const char* env = std::getenv("REMATLAB_GEMM");
-        GemmChoice ch = env && *env ? choose(env, "REMATLAB_GEMM") : calibrated_choice();
-        ch.version = info_of(ch.library).version;
-        s.choice = std::move(ch);
-        s.library = static_cast<int>(s.choice->library);
+        s.adopt(choose(env ? env : "", "REMATLAB_GEMM"));
     }
     return *s.choice;
 }
