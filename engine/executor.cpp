@@ -234,13 +234,7 @@ class RunVisitor final : public MemoryVisitor {
     void begin_copy(const Instruction& ins, ValueId v, uint64_t bytes) override {
         const auto vi = static_cast<size_t>(v);
         const bool to_host = ins.kind == InstrKind::Offload;
-        if (to_host) {
-            ++result_.offloads;
-            result_.offloaded_bytes += bytes;
-        } else {
-            ++result_.prefetches;
-            result_.prefetched_bytes += bytes;
-        }
+        result_.count(ins.kind, bytes);
         if (!opt_.run_kernels) return;
         ticket_[vi] = to_host ? backend_.copy_async(host_[vi], act_[vi], bytes, true)
                               : backend_.copy_async(act_[vi], host_[vi], bytes, false);

@@ -34,12 +34,10 @@ struct ExecuteOptions {
     std::vector<unsigned char> keep_outputs = {};
 };
 
-struct Execution : MemoryPeak {
+struct Execution : MemoryPeak, CopyCounts {
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0, total_ms = 0;
-    // Offload (measured): copies issued, bytes moved each way, the copy worker's busy time, and
-    // how long the step's thread waited for copies at Wait instructions.
-    long offloads = 0, prefetches = 0;
-    uint64_t offloaded_bytes = 0, prefetched_bytes = 0;
+    // Offload (measured): copies issued and bytes moved each way (CopyCounts), the copy worker's
+    // busy time, and how long the step's thread waited for copies at Wait instructions.
     double transfer_ms = 0, stall_ms = 0;
     // CPU time of the process over the step (all threads): unlike total_ms, it does not grow
     // when other jobs take the CPU away, so it compares runs on a shared machine.

@@ -98,6 +98,22 @@ struct MemoryPeak {
     }
 };
 
+// Offload: the copies a step issues and the bytes they move each way, counted alike by the
+// simulator (Simulation) and the executor (Execution) at each Offload and Prefetch.
+struct CopyCounts {
+    long offloads = 0, prefetches = 0;
+    uint64_t offloaded_bytes = 0, prefetched_bytes = 0;
+    void count(InstrKind kind, uint64_t bytes) {
+        if (kind == InstrKind::Offload) {
+            ++offloads;
+            offloaded_bytes += bytes;
+        } else {
+            ++prefetches;
+            prefetched_bytes += bytes;
+        }
+    }
+};
+
 // Which buffer an event is about. `id` is a ValueId (Inputs, Activations, ActivationGrads), a
 // ParamId (Parameters, ParamGrads) or the node id (Workspace).
 struct BufferRef {

@@ -52,8 +52,27 @@ Schedule ScheduleBuilder::finish() const {
         read_later[static_cast<size_t>(v)] = 1;
         frees_after[pos].push_back(v);
     };
+    // Which Waits close an offload: walking backwards from one, the device instance ends there,
+    // so reads between the Offload and its Wait (the device buffer stays readable) are not last.
+    std::vector<uint8_t> closes_offload(seq_.size(), 0);
+    {
+        std::vector<uint8_t> offloading(static_cast<size_t>(g_.num_values()), 0);
+        for (size_t pos = 0; pos < seq_.size(); ++pos) {
+            const Instruction& ins = seq_[pos];
+            if (!is_copy(ins.kind)) continue;
+            auto& o = offloading[static_cast<size_t>(ins.target)];
+            if (ins.kind == InstrKind::Wait)
+                closes_offload[pos] = o;
+            else
+                o = ins.kind == InstrKind::Offload;
+        }
+    }
     for (size_t pos = seq_.size(); pos-- > 0;) {
         const Instruction& ins = seq_[pos];
+        if (ins.kind == InstrKind::Wait && closes_offload[pos]) {
+            read_later[static_cast<size_t>(ins.target)] = 1;
+            continue;
+        }
         if (ins.kind == InstrKind::Offload) {
             // The device instance ends at the offload's Wait: no Free for it, and reads before
             // the offload are not its last.

@@ -66,8 +66,9 @@ class ScheduleBuilder {
     Schedule finish() const;
 
     // Offload and prefetch, placed by the strategy: the builder inserts no Free for a value
-    // whose device instance ends with an offload (its Wait releases it), and a prefetched
-    // instance is freed after its last read like a computed one.
+    // whose device instance ends with an offload (its Wait releases it; reads between the
+    // Offload and that Wait are allowed), and a prefetched instance is freed after its last read
+    // like a computed one.
     void offload(ValueId v) { seq_.push_back({InstrKind::Offload, v}); }
     void prefetch(ValueId v) { seq_.push_back({InstrKind::Prefetch, v}); }
     void wait(ValueId v) { seq_.push_back({InstrKind::Wait, v}); }

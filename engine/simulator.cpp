@@ -24,13 +24,7 @@ class CountingVisitor final : public MemoryVisitor {
     }
     void begin_copy(const Instruction& ins, ValueId v, uint64_t bytes) override {
         const bool to_host = ins.kind == InstrKind::Offload;
-        if (to_host) {
-            ++sim_.offloads;
-            sim_.offloaded_bytes += bytes;
-        } else {
-            ++sim_.prefetches;
-            sim_.prefetched_bytes += bytes;
-        }
+        sim_.count(ins.kind, bytes);
         const double ms = has_costs_ ? costs_.transfer().copy_ms(bytes, to_host) : 0.0;
         const double start = std::max(sim_.total_ms(), copy_free_at_);
         copy_free_at_ = start + ms;

@@ -17,13 +17,12 @@ struct SimPoint {
     uint64_t bytes;       // live bytes after the event
 };
 
-struct Simulation : MemoryPeak {
+struct Simulation : MemoryPeak, CopyCounts {
     long computes = 0, recomputes = 0, backwards = 0, frees = 0;
     double forward_ms = 0, recompute_ms = 0, backward_ms = 0;
-    // Offload: copies issued, bytes moved each way, the copy stream's busy time, and how long
-    // the compute stream waited for copies (the only part of a transfer that costs step time).
-    long offloads = 0, prefetches = 0;
-    uint64_t offloaded_bytes = 0, prefetched_bytes = 0;
+    // Offload: copies issued and bytes moved each way (CopyCounts), the copy stream's busy time,
+    // and how long the compute stream waited for copies (the only part of a transfer that costs
+    // step time).
     double transfer_ms = 0, stall_ms = 0;
     std::vector<std::pair<int32_t, double>> stalls;  // (Wait instruction, ms) for each stall
     double total_ms() const { return forward_ms + recompute_ms + backward_ms + stall_ms; }

@@ -85,6 +85,38 @@ TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
     EXPECT_EQ(sim.computes, 6);
 }
 
+// A value read while its offload is in flight (the device buffer stays readable until the Wait):
+// the builder frees neither it nor its prefetched instance early, and releases the offloaded
+// instance only at its Wait.
+TEST(ScheduleBuilder, ReadsBetweenAnOffloadAndItsWaitAreNotLast) {
+    const Graph g = small_chain();
+    const ValueId r0 = g.node(1).output;
+    ScheduleBuilder b(g);
+    b.compute(0);
+    b.compute(1);
+    b.offload(r0);  // r0 leaves while fc1 still reads it
+    b.compute(2);
+    b.wait(r0);
+    b.compute(3);
+    b.backward(3);
+    b.prefetch(r0);
+    b.wait(r0);
+    b.backward(2);
+    b.backward(1);
+    b.backward(0);
+    const Schedule s = b.finish();
+    ASSERT_NO_THROW(validate(g, s)) << to_text(g, s);
+    const Instruction O{InstrKind::Offload, r0}, P{InstrKind::Prefetch, r0}, W{InstrKind::Wait, r0};
+    // values: 0 x, 1 fc0, 2 r0, 3 fc1, 4 loss.
+    const std::vector<Instruction> expected = {C(0), C(1), F(1), O, C(2), W,    C(3), F(4),
+                                               B(3), F(3), P,    W, B(2), B(1), F(2), B(0)};
+    EXPECT_EQ(s.code, expected) << to_text(g, s);
+    const Simulation sim = simulate(g, s, CostModel{});
+    EXPECT_EQ(sim.offloads, 1);
+    EXPECT_EQ(sim.prefetches, 1);
+    EXPECT_EQ(sim.host_peak_bytes, g.value(r0).bytes);
+}
+
 TEST(Validator, NamesTheInstructionAndTheReason) {
     const Graph g = small_chain();
     EXPECT_EQ(error_of(g, {C(1)}),
