@@ -18,6 +18,9 @@ namespace rl {
 namespace {
 
 constexpr int kNone = -1;
+// The objective's price of one copy (ms) besides its stall: a tie-breaker, far below any kernel's
+// time, taken back out of CheckmateStats::model_ms.
+constexpr double kCopyTieMs = 1e-6;
 constexpr int kBackwardPos = -1;  // FREE position: after the stage's Backward
 
 // One stage of the MILP. Nodes 0..max_node may be (re)computed or kept in it: after the
@@ -117,16 +120,23 @@ class Milp : public MilpModel {
 class Formulation {
   public:
     Formulation(const Graph& g, const LivenessTables& t, const CostModel* costs,
-                std::vector<Stage> stages, double unit_bytes, double budget_units, bool peak_mode)
+                std::vector<Stage> stages, double unit_bytes, double budget_units, bool peak_mode,
+                bool offload = false)
         : g_(g), stages_(std::move(stages)) {
         const int n = g.num_nodes();
         const auto T = stages_.size();
         R_.assign(T, std::vector<int>(static_cast<size_t>(n), kNone));
         S_.assign(T, std::vector<int>(static_cast<size_t>(n), kNone));
+        OFF_ = PF_ = H_ = S_;
+        stall_.assign(T, kNone);
         auto bytes = [&](NodeId i) {
             return static_cast<double>(g.output_of(i).bytes) / unit_bytes;
         };
-        auto fwd_ms = [&](NodeId i) { return costs && costs->size() ? costs->forward_ms(i) : 0.0; };
+        const bool timed = costs && costs->size();
+        auto fwd_ms = [&](NodeId i) { return timed ? costs->forward_ms(i) : 0.0; };
+        // Among plans of equal time, the one with fewest copies: a copy that hides entirely
+        // behind compute costs nothing in the model, but it takes the link and a host buffer.
+        const double copy_tie = peak_mode ? 0.0 : kCopyTieMs;
 
         for (size_t s = 0; s < T; ++s) {
             const Stage& st = stages_[s];
@@ -138,8 +148,20 @@ class Formulation {
                 const bool can_be_kept =
                     s > 0 && i <= stages_[s - 1].max_node && !st.whole_forward && st.first != i;
                 if (can_be_kept) S_[s][static_cast<size_t>(i)] = m_.add_col(0, 1, 0, true);
+                // Offload (checkmate.h): a value that could be kept may be on the host instead
+                // (H), and one kept into the stage may leave for the host during it (OFF).
+                if (offload && can_be_kept && g.output_of(i).bytes > 0) {
+                    H_[s][static_cast<size_t>(i)] = m_.add_col(0, 1, 0, true);
+                    OFF_[s][static_cast<size_t>(i)] = m_.add_col(0, 1, copy_tie, true);
+                }
             }
         }
+        // PF[s][i]: a value on the host comes back during stage s, for stage s + 1.
+        for (size_t s = 0; s + 1 < T; ++s)
+            for (NodeId i = 0; i <= stages_[s].max_node; ++i)
+                if (H_[s][static_cast<size_t>(i)] != kNone &&
+                    S_[s + 1][static_cast<size_t>(i)] != kNone)
+                    PF_[s][static_cast<size_t>(i)] = m_.add_col(0, 1, copy_tie, true);
         if (peak_mode) peak_ = m_.add_col(0, m_infinity(), 1, false);
 
         for (size_t s = 0; s < T; ++s) {
@@ -162,14 +184,38 @@ class Formulation {
             // A Backward needs its residuals.
             for (NodeId r : st.residuals)
                 m_.add_row({{at(S, r), 1}, {at(R, r), 1}}, 1, m_infinity());
-            // Keeping needs the value: S[s+1][i] <= S[s][i] + R[s][i]. Recomputing a value that
-            // is already live never helps (every read of it in the stage comes after its
-            // recomputation), so S + R <= 1 is a valid cut.
+            // Keeping needs the value: S[s+1][i] <= S[s][i] + R[s][i] (+ PF[s][i], a prefetch
+            // completed in the stage). Recomputing a value that is already live never helps
+            // (every read of it in the stage comes after its recomputation), so S + R <= 1 is a
+            // valid cut.
+            const auto& OFF = OFF_[s];
+            const auto& PF = PF_[s];
+            const auto& H = H_[s];
             for (NodeId i = 0; i <= st.max_node; ++i) {
-                if (s + 1 < T && at(S_[s + 1], i) != kNone)
-                    m_.add_row({{at(S_[s + 1], i), 1}, {at(S, i), -1}, {at(R, i), -1}},
+                const int next = s + 1 < T ? at(S_[s + 1], i) : kNone;
+                if (next != kNone)
+                    m_.add_row({{next, 1}, {at(S, i), -1}, {at(R, i), -1}, {at(PF, i), -1}},
                                -m_infinity(), 0);
                 if (at(S, i) != kNone) m_.add_row({{at(S, i), 1}, {at(R, i), 1}}, -m_infinity(), 1);
+                // H[s+1] = H[s] + OFF[s] - PF[s]; absent columns are 0, so H[s+1] = 0 where
+                // the value could neither be on the host nor leave for it in this stage.
+                if (s + 1 < T && at(H_[s + 1], i) != kNone)
+                    m_.add_row(
+                        {{at(H_[s + 1], i), 1}, {at(H, i), -1}, {at(OFF, i), -1}, {at(PF, i), 1}},
+                        0, 0);
+                if (at(H, i) == kNone) continue;
+                // A value is on one side: not live nor recomputed while on the host (it comes
+                // back only by a prefetch). OFF needs it live entering the stage and not kept
+                // into the next (it is on the host then); PF needs it on the host and keeps it
+                // into the next stage.
+                m_.add_row({{at(S, i), 1}, {at(H, i), 1}}, -m_infinity(), 1);
+                m_.add_row({{at(R, i), 1}, {at(H, i), 1}}, -m_infinity(), 1);
+                m_.add_row({{at(OFF, i), 1}, {at(S, i), -1}}, -m_infinity(), 0);
+                if (next != kNone) m_.add_row({{at(OFF, i), 1}, {next, 1}}, -m_infinity(), 1);
+                if (at(PF, i) != kNone) {
+                    m_.add_row({{at(PF, i), 1}, {at(H, i), -1}}, -m_infinity(), 0);
+                    m_.add_row({{at(PF, i), 1}, {next, -1}}, -m_infinity(), 0);
+                }
             }
 
             // Computing or keeping a value nobody reads costs time or memory and never helps:
@@ -186,6 +232,7 @@ class Formulation {
                     if (col == kNone) continue;
                     auto row = uses;
                     row.push_back({col, 1});
+                    if (col == at(S, i)) row.push_back({at(OFF, i), -1});  // kept to leave
                     m_.add_row(row, -m_infinity(), 0);
                 }
             }
@@ -209,9 +256,12 @@ class Formulation {
                 // fractionally computed value several times over (each FREE is bounded only by
                 // its own reader), which makes its memory rows nearly free.
                 std::vector<std::pair<int, double>> once = {{at(S, i), -1}, {at(R, i), -1}};
+                // An offloaded device buffer is released by its copy's Wait, never freed.
+                const int leaves = at(OFF, i);
                 if (residual) {
                     const int f = m_.add_col(0, 1, 0, false);
                     if (kept_next != kNone) m_.add_row({{f, 1}, {kept_next, 1}}, -m_infinity(), 1);
+                    if (leaves != kNone) m_.add_row({{f, 1}, {leaves, 1}}, -m_infinity(), 1);
                     frees_after_backward.push_back({f, bytes(i)});
                     once.push_back({f, 1});
                     m_.add_row(once, -m_infinity(), 0);
@@ -228,6 +278,7 @@ class Formulation {
                     for (NodeId c : readers)
                         if (c > k) m_.add_row({{f, 1}, {at(R, c), 1}}, -m_infinity(), 1);
                     if (kept_next != kNone) m_.add_row({{f, 1}, {kept_next, 1}}, -m_infinity(), 1);
+                    if (leaves != kNone) m_.add_row({{f, 1}, {leaves, 1}}, -m_infinity(), 1);
                     frees_at[static_cast<size_t>(k)].push_back({f, bytes(i)});
                     if (k != i && reads_in_place(t, k, g.node(i).output, g))
                         in_place_at[static_cast<size_t>(k)].push_back(f);
@@ -248,7 +299,11 @@ class Formulation {
                 double rhs = 0;
                 if (prev == kNone) {
                     rhs = base;
-                    for (NodeId i = 0; i <= st.max_node; ++i) row.push_back({at(S, i), -bytes(i)});
+                    // Kept values, and prefetches (issued at the stage's start).
+                    for (NodeId i = 0; i <= st.max_node; ++i) {
+                        row.push_back({at(S, i), -bytes(i)});
+                        row.push_back({at(PF, i), -bytes(i)});
+                    }
                 } else {
                     row.push_back({prev, -1});
                     for (const auto& [f, b] : frees_at[static_cast<size_t>(j) - 1])
@@ -287,10 +342,14 @@ class Formulation {
                 std::vector<std::pair<int, double>> row;
                 double fixed = base;
                 for (NodeId i = 0; i <= st.max_node; ++i) {
-                    if (std::binary_search(st.residuals.begin(), st.residuals.end(), i))
+                    if (std::binary_search(st.residuals.begin(), st.residuals.end(), i)) {
                         fixed += bytes(i);
-                    else if (i != st.max_node || st.backward != kNone)
+                    } else if (i != st.max_node || st.backward != kNone) {
+                        // Kept into the next stage (prefetched ones too: PF <= S[s+1]), or
+                        // leaving for the host at the stage's end.
                         row.push_back({at(*next_S, i), bytes(i)});
+                        row.push_back({at(OFF, i), bytes(i)});
+                    }
                 }
                 if (st.backward != kNone) {
                     fixed += st.bwd_extra / unit_bytes;
@@ -303,6 +362,26 @@ class Formulation {
                         static_cast<double>(t.fwd_workspace[static_cast<size_t>(j)]) / unit_bytes;
                 }
                 add_budget_row(row, budget_units - fixed);
+            }
+
+            // The stage's copies: issued at its start on the idle copy stream, one after the
+            // other, and waited for after its last instruction, so the compute stream waits
+            // max(0, copies - computes) — the engine's simulator times them the same way.
+            if (timed && !peak_mode) {
+                std::vector<std::pair<int, double>> row;
+                const TransferRates& link = costs->transfer();
+                for (NodeId i = 0; i <= st.max_node; ++i) {
+                    const uint64_t b = g.output_of(i).bytes;
+                    if (at(OFF, i) != kNone) row.push_back({at(OFF, i), -link.copy_ms(b, true)});
+                    if (at(PF, i) != kNone) row.push_back({at(PF, i), -link.copy_ms(b, false)});
+                }
+                if (!row.empty()) {
+                    stall_[s] = m_.add_col(0, m_infinity(), 1, false);
+                    row.push_back({stall_[s], 1});
+                    for (NodeId j = 0; j <= st.max_node; ++j) row.push_back({at(R, j), fwd_ms(j)});
+                    const double bwd = st.backward != kNone ? costs->backward_ms(st.backward) : 0;
+                    m_.add_row(row, -bwd, m_infinity());
+                }
             }
         }
     }
@@ -320,6 +399,7 @@ class Formulation {
                 if (R_[s][i] != kNone) out.push_back({R_[s][i], first ? 1.0 : 0.0});
                 if (S_[s][i] != kNone) out.push_back({S_[s][i], 1.0});
             }
+        add_no_copies(out);
         return out;
     }
 
@@ -346,6 +426,7 @@ class Formulation {
             }
         };
         for (const Instruction& ins : sched.code) {
+            if (is_copy(ins.kind)) return {};  // a schedule with copies: not described here
             if (ins.kind == InstrKind::Free) {
                 live[static_cast<size_t>(ins.target)] = 0;
                 continue;
@@ -378,6 +459,7 @@ class Formulation {
                     out.push_back({R_[t][i], R[t][i] ? 1.0 : 0.0});
                 else if (R[t][i])
                     return {};
+        add_no_copies(out);
         return out;
     }
 
@@ -392,14 +474,35 @@ class Formulation {
                     if (on(x, S_[s][static_cast<size_t>(i)])) kept->push_back(i);
                 first_backward = false;
             }
+            // The stage's copies first (offloads, then prefetches, in node order), waited for
+            // after its last instruction.
+            std::vector<ValueId> copies;
+            for (NodeId i = 0; i <= st.max_node; ++i)
+                if (on(x, OFF_[s][static_cast<size_t>(i)])) {
+                    b.offload(g_.node(i).output);
+                    copies.push_back(g_.node(i).output);
+                }
+            for (NodeId i = 0; i <= st.max_node; ++i)
+                if (on(x, PF_[s][static_cast<size_t>(i)])) {
+                    b.prefetch(g_.node(i).output);
+                    copies.push_back(g_.node(i).output);
+                }
             for (NodeId j = 0; j <= st.max_node; ++j)
                 if (on(x, R_[s][static_cast<size_t>(j)])) b.compute(j);
             if (st.backward != kNone) b.backward(st.backward);
+            for (ValueId v : copies) b.wait(v);
         }
         return b.finish();
     }
 
   private:
+    // Every offload column at 0: a start without copies.
+    void add_no_copies(std::vector<std::pair<int, double>>& out) const {
+        for (const auto* m : {&OFF_, &PF_, &H_})
+            for (const auto& row : *m)
+                for (int col : row)
+                    if (col != kNone) out.push_back({col, 0.0});
+    }
     static double m_infinity() { return std::numeric_limits<double>::infinity(); }
     static bool on(const std::vector<double>& x, int col) {
         return col != kNone && x[static_cast<size_t>(col)] > 0.5;
@@ -417,6 +520,8 @@ class Formulation {
     std::vector<Stage> stages_;
     Milp m_;
     std::vector<std::vector<int>> R_, S_;
+    std::vector<std::vector<int>> OFF_, PF_, H_;  // offload (all kNone without it)
+    std::vector<int> stall_;                      // per stage: the wait for its copies
     int peak_ = kNone;
 };
 
@@ -443,7 +548,8 @@ uint64_t checkmate_min_budget(const Graph& g, const CheckmateOptions& opt, bool*
     const double unit = std::max(1.0, static_cast<double>(none_peak) / 1000.0);
     // In peak mode the memory rows read  U + ... - P <= budget_units; with budget_units = 0 they
     // bound every memory point by P.
-    Formulation f(g, t, nullptr, make_stages(g, t, opt.forward_stages), unit, 0.0, true);
+    Formulation f(g, t, nullptr, make_stages(g, t, opt.forward_stages), unit, 0.0, true,
+                  opt.offload);
     const Milp::Result r =
         f.milp().solve(opt.time_limit_s, opt.log_level, f.keep_everything_start());
     if (proven) *proven = false;
@@ -479,10 +585,10 @@ Plan checkmate_plan(const Graph& g, const CostModel& costs, uint64_t budget,
     CheckmateStats& st = stats ? *stats : local;
     st = CheckmateStats{};
     Plan p = solve_for_budget(g, costs, budget, opt, st);
-    p.method = "milp";
+    p.method = opt.offload ? "milp-offload" : "milp";
     if (st.solved) {
         p.lower_bound_ms = st.lower_bound_ms;
-        p.bound_class = "milp";
+        p.bound_class = p.method;
         p.gap = st.gap;
     }
     return p;
@@ -516,7 +622,7 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
     double budget_units = (static_cast<double>(budget) + 0.25) / unit;
     const auto t0 = std::chrono::steady_clock::now();
     for (int attempt = 0; attempt < 3; ++attempt) {
-        Formulation f(g, t, &costs, stages, unit, budget_units, false);
+        Formulation f(g, t, &costs, stages, unit, budget_units, false, opt.offload);
         st.variables = f.milp().cols();
         st.integer_variables = f.milp().integers();
         st.constraints = f.milp().rows();
@@ -553,9 +659,9 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
                 p.status = PlanStatus::Feasible;
                 const Simulation sim = simulate(g, t, p.schedule, costs, quiet);
                 st.solved = true;
-                st.objective_ms = sim.recompute_ms;
-                st.gap = sim.recompute_ms > 0
-                             ? (sim.recompute_ms - st.lower_bound_ms) / sim.recompute_ms
+                st.objective_ms = sim.recompute_ms + sim.stall_ms;
+                st.gap = st.objective_ms > 0
+                             ? (st.objective_ms - st.lower_bound_ms) / st.objective_ms
                              : 0;
                 return p;
             }
@@ -581,11 +687,14 @@ Plan solve_for_budget(const Graph& g, const CostModel& costs, uint64_t budget,
         p.status = r.proven_optimal ? PlanStatus::Optimal : PlanStatus::Feasible;
         st.solved = true;
         st.proven_optimal = r.proven_optimal;
-        st.objective_ms = sim.recompute_ms;
+        // Recompute plus the waits for copies (0 without offload): what the MILP minimises.
+        st.objective_ms = sim.recompute_ms + sim.stall_ms;
+        st.model_ms = r.objective - constant_ms -
+                      kCopyTieMs * static_cast<double>(sim.offloads + sim.prefetches);
         st.lower_bound_ms =
-            r.proven_optimal ? sim.recompute_ms : std::max(0.0, r.bound - constant_ms);
-        st.gap = sim.recompute_ms > 0
-                     ? std::max(0.0, (sim.recompute_ms - st.lower_bound_ms) / sim.recompute_ms)
+            r.proven_optimal ? st.objective_ms : std::max(0.0, r.bound - constant_ms);
+        st.gap = st.objective_ms > 0
+                     ? std::max(0.0, (st.objective_ms - st.lower_bound_ms) / st.objective_ms)
                      : 0;
         return p;
     }

@@ -45,6 +45,29 @@
 // node order, at most one computation of a node per stage, computations inside a stage in node
 // order. Frees are not a restriction (the builder frees at the last read, which never costs
 // memory).
+//
+// OFFLOAD (CheckmateOptions::offload), host memory as a third choice, in the spirit of XEngine's
+// extension of Checkmate to several memories (Schuler, Membarth, Slusallek, "XEngine: Optimal
+// Tensor Rematerialization for Neural Networks in Heterogeneous Environments", ACM TACO 2022) and
+// of POFO's keep / offload / recompute (solvers/offload_chain.h), with a transfer model of our
+// own that keeps every copy inside one stage. Three more binaries where S exists:
+//   H[t][i]    i's output is on the host entering stage t;
+//   OFF[t][i]  i's output, kept into stage t (S = 1), leaves for the host during it;
+//   PF[t][i]   i's output comes back from the host during stage t, for stage t + 1.
+// Rows: S + H <= 1, R + H <= 1 (a value on the host is not recomputed: it comes back only by a
+// prefetch); OFF <= S[t], OFF + S[t+1] <= 1; PF <= H[t], PF <= S[t+1]; S[t+1] <= S + R + PF;
+// H[t+1] = H[t] + OFF - PF; an offloaded value is never freed in its stage (its Wait releases
+// it). The schedule of a stage is: its Offloads, then its Prefetches (node order), its
+// computations and Backward, then a Wait for each copy. So a prefetch's device buffer counts from
+// the stage's start and an offload's to its end, which the memory rows add; and the copies run
+// back to back on a copy stream that is idle at every stage's start, so the compute stream waits
+//   stall[t] = max(0, sum of the stage's copy times - its computations and Backward),
+// a continuous column >= both terms, added to the objective. The engine's simulator times the
+// schedule the same way, so the MILP's objective equals the simulated recompute + stall
+// (CheckmateStats::model_ms; tests/solvers/test_checkmate_offload.cpp). The class is smaller
+// than POFO's on chains: a copy overlaps only its own stage (one node's forward, or one
+// Backward and its recomputations), and a value cannot be offloaded in the stage that computes
+// it.
 #include <cstdint>
 
 #include "engine/cost_model.h"
@@ -66,13 +89,18 @@ struct CheckmateOptions {
     // when it lies in the MILP's class; ignored otherwise. An incumbent lets CBC prune from the
     // start instead of searching for a first feasible point.
     const Schedule* initial = nullptr;
+    // Host memory as a third choice beside keep and recompute (below): the MILP also chooses
+    // offloads and prefetches, priced with the cost model's host link (CostModel::transfer), and
+    // minimises recompute + the compute stream's waits for copies.
+    bool offload = false;
 };
 
 // What the solver reported, beyond the Plan.
 struct CheckmateStats {
     bool solved = false;          // an incumbent was found
     bool proven_optimal = false;  // CBC proved it optimal
-    double objective_ms = 0;      // the MILP's recompute cost of the incumbent
+    double objective_ms = 0;      // the incumbent's simulated recompute (+ stall with offload)
+    double model_ms = 0;          // the same as the MILP prices it (equal: the model is exact)
     double lower_bound_ms = 0;    // CBC's best bound on the recompute cost
     double gap = 0;               // (objective - bound) / objective; 0 when the objective is 0
     double solve_s = 0;           // wall time of the MILP solves

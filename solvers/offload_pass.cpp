@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/cancel.h"
 #include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/simulator.h"
@@ -132,6 +133,24 @@ std::optional<OffloadPassResult> offload_to_budget(const Graph& g, const Schedul
         r.offloaded.push_back(gaps[static_cast<size_t>(pick)].value);
         r.schedule = insert_offloads(g, s, chosen);
     }
+}
+
+std::optional<OffloadedPick> cheapest_offloaded(const Graph& g, const CostModel& costs,
+                                                uint64_t budget,
+                                                const std::vector<Schedule>& candidates) {
+    std::optional<OffloadedPick> pick;
+    SimulateOptions so;
+    so.record_timeline = false;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+        throw_if_cancelled();
+        auto r = offload_to_budget(g, candidates[k], costs, budget);
+        if (!r || r->offloaded.empty()) continue;
+        const Simulation sim = simulate(g, r->schedule, costs, so);
+        const double added = sim.recompute_ms + sim.stall_ms;
+        if (pick && added >= pick->added_ms - 1e-9 * std::max(1.0, pick->added_ms)) continue;
+        pick = OffloadedPick{std::move(r->schedule), k, std::move(r->offloaded), added};
+    }
+    return pick;
 }
 
 }  // namespace rl

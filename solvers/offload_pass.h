@@ -43,4 +43,19 @@ struct OffloadPassResult {
 std::optional<OffloadPassResult> offload_to_budget(const Graph& g, const Schedule& s,
                                                    const CostModel& costs, uint64_t budget);
 
+// Offload in a budgeted strategy (optimal, min-cut with offload=1): the cheapest of
+// `candidates` — schedules that keep more than `budget` allows — once offload_to_budget has
+// brought it within the budget, by recompute + the compute stream's waits for copies.
+// Candidates that already fit, or that no offload brings within it, are skipped; nullopt when
+// none is left.
+struct OffloadedPick {
+    Schedule schedule;
+    size_t source = 0;               // its index in `candidates`
+    std::vector<ValueId> offloaded;  // as OffloadPassResult
+    double added_ms = 0;             // its simulated recompute + stall
+};
+std::optional<OffloadedPick> cheapest_offloaded(const Graph& g, const CostModel& costs,
+                                                uint64_t budget,
+                                                const std::vector<Schedule>& candidates);
+
 }  // namespace rl

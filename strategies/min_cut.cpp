@@ -1,5 +1,5 @@
-// `min-cut[:budget=BYTES][,recompute_dots=0|1]`: the saved set chosen by a minimum s-t cut
-// between the forward and the backward, as compiler partitioners do — PyTorch functorch's
+// `min-cut[:budget=BYTES][,recompute_dots=0|1][,offload=0|1]`: the saved set chosen by a minimum
+// s-t cut between the forward and the backward, as compiler partitioners do — PyTorch functorch's
 // min_cut_rematerialization_partition (Horace He's "min-cut optimal recomputation"; the same
 // flow view appears in Checkmate, Jain et al. 2020, and Rockmate, Zhao et al. 2023).
 //
@@ -42,6 +42,11 @@
 // visited, the one with the least predicted recompute time whose peak fits wins. The points do
 // not depend on the budget, so a smaller budget never gets a cheaper plan. If none fits, the
 // plan is Infeasible and names the smallest peak visited.
+//
+// With offload=1 (and a budget): the points visited whose peak is over the budget, each with
+// the values it keeps offloaded to the host down to the budget by the greedy pass of
+// solvers/offload_pass.h, compete with the point chosen above; the least recompute + stall (the
+// compute stream's waits for copies, as the cost model's host link prices them) wins.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -60,10 +65,12 @@
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #pragma GCC diagnostic pop
 
+#include "engine/errors.h"
 #include "engine/liveness.h"
 #include "engine/ops/op.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
+#include "solvers/offload_pass.h"
 #include "strategies/builtin.h"
 
 namespace rl {
@@ -276,6 +283,16 @@ class MinCutStrategy final : public Strategy {
              {},
              0,
              1},
+            {"offload",
+             ParamType::Int,
+             "0",
+             "1 (with budget=): host memory beside recompute: the cuts that keep more than the "
+             "budget allows, with what they keep offloaded down to it (solvers/offload_pass.h, "
+             "priced with the cost model's host link, --link-gbps), compete with the budgeted "
+             "cut; the plan of least recompute + stall time wins",
+             {},
+             0,
+             1},
         };
     }
 
@@ -289,7 +306,12 @@ class MinCutStrategy final : public Strategy {
 
         Plan p;
         p.status = PlanStatus::Heuristic;
+        const bool offload = params.get_int("offload") != 0;
         if (!params.has("budget")) {
+            if (offload)
+                throw Error(
+                    "min-cut:offload=1 needs a budget (budget=...): it offloads what the cut "
+                    "keeps down to that budget");
             const std::vector<uint8_t> saved = solver.saved(forbidden);
             p.schedule = build_schedule(g, solver.residuals(), saved);
             p.checkpoints = saved_nodes(saved);
@@ -366,6 +388,38 @@ class MinCutStrategy final : public Strategy {
             if (!chosen || pt.recompute_ms < chosen->recompute_ms ||
                 (pt.recompute_ms == chosen->recompute_ms && pt.peak < chosen->peak))
                 chosen = &pt;
+        }
+        if (offload) {
+            // The cuts over the budget, with what they keep offloaded down to it.
+            std::vector<Schedule> over;
+            std::vector<const Point*> from;
+            for (const Point& pt : points)
+                if (pt.peak > budget) {
+                    over.push_back(pt.schedule);
+                    from.push_back(&pt);
+                }
+            auto pick = cheapest_offloaded(g, costs, budget, over);
+            // Recompute + stall; a recompute-only cut has no stall.
+            if (pick &&
+                (!chosen || pick->added_ms < chosen->recompute_ms -
+                                                 1e-9 * std::max(1.0, chosen->recompute_ms))) {
+                const Simulation sim = simulate(g, tables, pick->schedule, costs, opt);
+                p.schedule = std::move(pick->schedule);
+                p.checkpoints = saved_nodes(from[pick->source]->saved);
+                p.message = "min-cut with offload: a cut that keeps " +
+                            format_bytes(from[pick->source]->peak) + " at its peak, with " +
+                            std::to_string(pick->offloaded.size()) + " kept values (" +
+                            format_bytes(sim.offloaded_bytes) +
+                            ") offloaded down to the budget; predicted stall " +
+                            std::to_string(sim.stall_ms) + " ms, recompute " +
+                            std::to_string(sim.recompute_ms) + " ms" +
+                            (chosen ? ", less than the budgeted cut's " +
+                                          std::to_string(chosen->recompute_ms) + " ms"
+                                    : std::string(", where no cut fits the budget alone"));
+                return p;
+            }
+            p.message = pick ? "offload=1: the cuts with offloads cost no less than this one"
+                             : "offload=1: no cut over the budget could be offloaded down to it";
         }
         if (!chosen) {
             p.status = PlanStatus::Infeasible;

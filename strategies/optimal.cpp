@@ -207,8 +207,11 @@ class OptimalStrategy final : public Strategy {
              "0",
              "1: host memory as a third choice beside keep and recompute: on a chain network "
              "(mlp, chain) the exact keep/offload/recompute DP (solvers/offload_chain.h, after "
-             "POFO, Beaumont et al. 2021) also plans, priced with the cost model's host link "
-             "(--link-gbps), and the plan of least recompute + stall time wins",
+             "POFO, Beaumont et al. 2021); on other networks the MILP with offload "
+             "(solvers/checkmate.h) where the MILP runs (up to 24 nodes, or method=milp), and "
+             "the greedy offload pass over plans that keep more (solvers/offload_pass.h); "
+             "priced with the cost model's host link (--link-gbps), the plan of least "
+             "recompute + stall time wins",
              {},
              0,
              1},
@@ -316,7 +319,9 @@ class OptimalStrategy final : public Strategy {
                     }
                 return out;
             };
-            plan_offload(g, costs, budget, keep_more, best);
+            plan_offload(g, costs, budget, keep_more,
+                         have_milp() && (method == "milp" || g.num_nodes() <= kAutoMilpMaxNodes),
+                         params.get_float("time_limit"), best);
         }
         best.budget = budget;
         return best;
@@ -410,13 +415,15 @@ class OptimalStrategy final : public Strategy {
 
     // offload=1: the chain DP with offload (solvers/offload_chain.h) beside the plan so far.
     static void plan_offload(const Graph& g, const CostModel& costs, uint64_t budget,
-                             const std::function<std::vector<Schedule>()>& keep_more, Plan& best) {
+                             const std::function<std::vector<Schedule>()>& keep_more,
+                             bool with_milp, double time_limit, Plan& best) {
         std::string why;
         const auto chain = offload_chain(g, costs, &why);
         auto note = [&](const std::string& s) {
             best.message += (best.message.empty() ? "" : "; ") + s;
         };
         if (!chain) {
+            if (with_milp) plan_offload_milp(g, costs, budget, time_limit, best);
             plan_offload_pass(g, costs, budget, keep_more(), why, best);
             return;
         }
@@ -473,19 +480,13 @@ class OptimalStrategy final : public Strategy {
         const auto t0 = std::chrono::steady_clock::now();
         std::optional<Plan> pick;
         size_t offloaded = 0;
-        for (const Schedule& s : keep_more) {
-            throw_if_cancelled();
-            auto r = offload_to_budget(g, s, costs, budget);
-            if (!r || r->offloaded.empty()) continue;
-            Plan p;
-            p.schedule = std::move(r->schedule);
-            p.status = PlanStatus::Heuristic;
-            p.budget = budget;
-            p.method = "offload-pass";
-            if (!pick || better(g, costs, p, *pick)) {
-                pick = std::move(p);
-                offloaded = r->offloaded.size();
-            }
+        if (auto r = cheapest_offloaded(g, costs, budget, keep_more)) {
+            pick.emplace();
+            pick->schedule = std::move(r->schedule);
+            pick->status = PlanStatus::Heuristic;
+            pick->budget = budget;
+            pick->method = "offload-pass";
+            offloaded = r->offloaded.size();
         }
         const std::string what = "offload=1 (" + why +
                                  ", so no exact offload DP: the greedy offload pass of "
@@ -507,6 +508,52 @@ class OptimalStrategy final : public Strategy {
         else
             best.message += (best.message.empty() ? "" : "; ") + what +
                             ": its best costs no less than this plan";
+    }
+
+    // offload=1 where the MILP runs: the MILP with offload (solvers/checkmate.h), warm-started
+    // from the plan so far when it has no copies (the recompute-only plans are in its class).
+    static void plan_offload_milp(const Graph& g, const CostModel& costs, uint64_t budget,
+                                  double time_limit, Plan& best) {
+#ifdef REMATLAB_HAVE_CHECKMATE
+        throw_if_cancelled();
+        CheckmateOptions opt;
+        opt.time_limit_s = time_limit;
+        opt.offload = true;
+        opt.find_min_budget = false;
+        if (best.status != PlanStatus::Infeasible && !best.schedule.code.empty())
+            opt.initial = &best.schedule;
+        CheckmateStats st;
+        Plan p = checkmate_plan(g, costs, budget, opt, &st);
+        if (p.status == PlanStatus::Infeasible) {
+            best.message += (best.message.empty() ? "" : "; ") +
+                            std::string("offload=1: the MILP with offload found no plan (") +
+                            p.message + ")";
+            return;
+        }
+        const Simulation sim = simulate(g, p.schedule, costs);
+        p.solve_ms = st.solve_s * 1e3;
+        p.message = std::string(
+                        "method: milp-offload (the MILP with keep / offload / "
+                        "recompute per value and stage, solvers/checkmate.h; ") +
+                    (st.proven_optimal ? "proven optimal within its class"
+                                       : "not proven optimal in the time limit") +
+                    "): " + std::to_string(sim.offloads) + " offloads, " +
+                    format_bytes(sim.offloaded_bytes) + ", predicted stall " +
+                    ms_text(sim.stall_ms) + ", recompute " + ms_text(sim.recompute_ms);
+        const std::string before = best.method;
+        if (better(g, costs, p, best))
+            best = std::move(p);
+        else
+            best.message += (best.message.empty() ? "" : "; ") +
+                            std::string("offload=1: the MILP with offload costs no less than ") +
+                            (before.empty() ? std::string("this plan") : before) + "'s";
+#else
+        (void)g;
+        (void)costs;
+        (void)budget;
+        (void)time_limit;
+        (void)best;
+#endif
     }
 
     static Plan plan_milp(const Graph& g, const CostModel& costs, uint64_t budget,

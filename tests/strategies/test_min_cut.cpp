@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/errors.h"
 #include "engine/executor.h"
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
@@ -201,6 +202,58 @@ TEST(MinCut, ExecutesWithPredictedPeakAndGradientsOfNone) {
             ASSERT_NO_FATAL_FAILURE(
                 testing::expect_runs_as_simulated(g, p.schedule, sim, *backend, data, reference));
         }
+    }
+}
+
+// offload=1: the cuts that keep more, with what they keep offloaded down to the budget, compete
+// with the budgeted cut. Never worse by recompute + stall; a dead link changes nothing; free
+// copies beat recomputing; and the plans execute with both pools as predicted.
+TEST(MinCut, OffloadBesideRecompute) {
+    auto backend = make_cpu_backend(1);
+    for (const char* net : {"resmlp:depth=5,width=16,batch=128",
+                            "transformer:layers=2,d_model=16,heads=2,seq=16,batch=2,vocab=8"}) {
+        SCOPED_TRACE(net);
+        const Graph g = load_network(net);
+        const RunData data = RunData::seeded(g);
+        const auto reference = testing::none_gradients(g, CostModel{}, *backend, data);
+        for (const double gbps : {1e-9, 25.0, 1e9}) {
+            CostModel costs = CostModel::analytic(g, DeviceRates{});
+            TransferRates link;
+            link.to_host_gbps = link.to_device_gbps = gbps;
+            link.latency_us = gbps > 1e6 ? 0 : 10;
+            costs.set_transfer(link);
+            const uint64_t none_peak =
+                simulate(g, plan_with(g, costs, parse_spec("none")).schedule, costs).peak_bytes;
+            const uint64_t least =
+                *plan_with(g, costs, parse_spec("min-cut:budget=1")).min_feasible_budget;
+            const std::string budget = std::to_string(least + (none_peak - least) / 3);
+            SCOPED_TRACE(std::to_string(gbps) + " GB/s, budget " + budget);
+            const Plan without = plan_with(g, costs, parse_spec("min-cut:budget=" + budget));
+            const Plan with =
+                plan_with(g, costs, parse_spec("min-cut:budget=" + budget + ",offload=1"));
+            ASSERT_NE(with.status, PlanStatus::Infeasible) << with.message;
+            const Simulation a = simulate(g, without.schedule, costs);
+            const Simulation b = simulate(g, with.schedule, costs);
+            EXPECT_LE(b.peak_bytes, std::stoull(budget));
+            EXPECT_LE(b.recompute_ms + b.stall_ms, a.recompute_ms + 1e-12) << with.message;
+            if (gbps < 1) {
+                EXPECT_EQ(with.schedule.code, without.schedule.code) << with.message;
+            }
+            if (gbps > 1e6) {
+                ASSERT_GT(a.recompute_ms, 0);
+                EXPECT_LT(b.recompute_ms + b.stall_ms, a.recompute_ms) << with.message;
+                EXPECT_GT(b.offloads, 0) << with.message;
+            }
+            ASSERT_NO_FATAL_FAILURE(
+                testing::expect_runs_as_simulated(g, with.schedule, b, *backend, data, reference));
+        }
+    }
+    const Graph g = load_network("resmlp:depth=3,width=8,batch=4");
+    try {
+        plan_with(g, CostModel{}, parse_spec("min-cut:offload=1"));
+        ADD_FAILURE() << "offload=1 without a budget was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("needs a budget"), std::string::npos) << e.what();
     }
 }
 
