@@ -414,16 +414,24 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
     e.predicted_peak_bytes = planned.peak_bytes;
     e.predicted_activation_peak_bytes = planned.activation_peak_bytes();
 
-    // What the plan keeps (live as its first backward starts) and recomputes.
+    // What the plan keeps (on the device as its first backward starts), offloads (copies to the
+    // host anywhere) and recomputes.
     std::vector<uint8_t> live(static_cast<size_t>(g.num_values()), 0);
+    std::vector<uint8_t> offloads(static_cast<size_t>(g.num_values()), 0);
+    for (const Instruction& ins : plan.schedule.code)
+        if (ins.kind == InstrKind::Offload) offloads[static_cast<size_t>(ins.target)] = 1;
     std::vector<int> computes(n_nodes, 0);
     bool backward_seen = false;
     for (const Instruction& ins : plan.schedule.code) {
         if (ins.kind == InstrKind::Backward && !backward_seen) {
             backward_seen = true;
-            for (NodeId n = 0; n < g.loss_node(); ++n)
-                if (live[static_cast<size_t>(g.node(n).output)])
+            for (NodeId n = 0; n < g.loss_node(); ++n) {
+                const auto v = static_cast<size_t>(g.node(n).output);
+                if (offloads[v])
+                    e.offloaded.push_back({n, g.output_of(n).bytes, 1});
+                else if (live[v])
                     e.kept.push_back({n, g.output_of(n).bytes, 1});
+            }
         }
         if (ins.kind == InstrKind::Compute) {
             ++computes[static_cast<size_t>(ins.target)];
@@ -539,7 +547,14 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
         if (!only_wrap.empty())
             why += "; the wrapping recomputes " + names_sample(g, only_wrap) +
                    ", which the plan keeps";
-        if (only_plan.empty() && only_wrap.empty())
+        uint64_t host = 0;
+        for (const auto& v : e.offloaded) host += v.bytes;
+        if (!e.offloaded.empty())
+            why += "; the plan offloads " + std::to_string(e.offloaded.size()) + " value(s) (" +
+                   format_bytes(host) +
+                   ") to the host, which PyTorch's checkpoint keeps on the device (it has no "
+                   "per-value offload)";
+        else if (only_plan.empty() && only_wrap.empty())
             why += "; both recompute the same nodes, in a different order";
         e.approximation = "approximated: the wrapping's activation peak is " +
                           format_bytes(e.wrapped_activation_peak_bytes) + " (" +
@@ -641,6 +656,13 @@ std::string plan_json(const Graph& g, const PlanExport& e) {
         kept_bytes += v.bytes;
     }
     j["kept_bytes"] = kept_bytes;
+    uint64_t offloaded_bytes = 0;
+    j["offloaded"] = ordered_json::array();
+    for (const auto& v : e.offloaded) {
+        j["offloaded"].push_back(value(v, false));
+        offloaded_bytes += v.bytes;
+    }
+    j["offloaded_bytes"] = offloaded_bytes;
     j["recomputed"] = ordered_json::array();
     for (const auto& v : e.recomputed) j["recomputed"].push_back(value(v, true));
     ordered_json segments = ordered_json::array();
@@ -853,8 +875,9 @@ def apply(model):
 
 std::string plan_jax(const Graph& g, const PlanExport& e) {
     std::ostringstream o;
-    uint64_t total = 0;
+    uint64_t total = 0, host = 0;
     for (const auto& v : e.kept) total += v.bytes;
+    for (const auto& v : e.offloaded) host += v.bytes;
     o << "# RematLab plan for JAX: " << comment(e.strategy) << " on " << comment(e.network)
       << "\n#\n"
       << "# The values this plan keeps for the backward, as checkpoint names: tag each value of\n"
@@ -863,21 +886,44 @@ std::string plan_jax(const Graph& g, const PlanExport& e) {
       << "# backward. JAX recomputes a checkpointed function's values together when its backward\n"
       << "# starts, so to stage the recomputation as this plan does, wrap each of REGIONS (the\n"
       << "# plan's recomputed segments) in its own jax.checkpoint with the same policy.\n"
-      << "# Offload names: none (RematLab's schedules keep every value on the device).\n"
+      << (e.offloaded.empty()
+              ? "# Offload names: none (this plan keeps every value on the device).\n"
+              : "# Offload names: OFFLOADED_NAMES, the values this plan copies to host memory\n"
+                "# for the backward (save_and_offload_only_these_names moves them to pinned host\n"
+                "# memory in the forward and back for their backward).\n")
       << "#\n"
       << "# Kept: " << e.kept.size() << " value(s), " << format_bytes(total) << " (" << total
-      << " B); predicted activation peak " << format_bytes(e.predicted_activation_peak_bytes)
-      << " (" << e.predicted_activation_peak_bytes << " B).\n"
+      << " B)";
+    if (!e.offloaded.empty())
+        o << "; offloaded: " << e.offloaded.size() << " value(s), " << format_bytes(host) << " ("
+          << host << " B)";
+    o << "; predicted activation peak " << format_bytes(e.predicted_activation_peak_bytes) << " ("
+      << e.predicted_activation_peak_bytes << " B) on the device.\n"
       << "import jax\n\n"
       << "NETWORK = " << py(e.network) << "\n"
-      << "STRATEGY = " << py(e.strategy) << "\n\n"
-      << "SAVED_NAMES = (\n";
-    for (const auto& v : e.kept)
-        o << "    " << py(g.node(v.node).name) << ",  # " << comment(value_note(g, v.node)) << "\n";
-    o << ")\n"
-      << "SAVED_BYTES = " << total << "\n\n"
-      << "POLICY = jax.checkpoint_policies.save_only_these_names(*SAVED_NAMES)\n\n"
-      << "# Node names of each recomputed segment, in node order.\nREGIONS = (\n";
+      << "STRATEGY = " << py(e.strategy) << "\n\n";
+    auto names = [&](const char* what, const std::vector<ExportedValue>& values) {
+        o << what << " = (\n";
+        for (const auto& v : values)
+            o << "    " << py(g.node(v.node).name) << ",  # " << comment(value_note(g, v.node))
+              << "\n";
+        o << ")\n";
+    };
+    names("SAVED_NAMES", e.kept);
+    o << "SAVED_BYTES = " << total << "\n";
+    if (e.offloaded.empty()) {
+        o << "\nPOLICY = jax.checkpoint_policies.save_only_these_names(*SAVED_NAMES)\n\n";
+    } else {
+        names("OFFLOADED_NAMES", e.offloaded);
+        o << "OFFLOADED_BYTES = " << host << "\n\n"
+          << "POLICY = jax.checkpoint_policies.save_and_offload_only_these_names(\n"
+          << "    names_which_can_be_saved=SAVED_NAMES,\n"
+          << "    names_which_can_be_offloaded=OFFLOADED_NAMES,\n"
+          << "    offload_src=\"device\",\n"
+          << "    offload_dst=\"pinned_host\",\n"
+          << ")\n\n";
+    }
+    o << "# Node names of each recomputed segment, in node order.\nREGIONS = (\n";
     for (const ModuleRegion& r : e.regions) {
         o << "    (  # " << comment(r.run ? r.first + " .. " + r.last : r.path) << "\n";
         for (NodeId n : r.nodes) o << "        " << py(g.node(n).name) << ",\n";

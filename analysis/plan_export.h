@@ -30,7 +30,12 @@
 //
 // JAX remats by policy: jax.checkpoint(f, policy=save_only_these_names(...)) saves exactly the
 // values whose checkpoint_name is listed. The JAX export lists the values the plan keeps for the
-// backward (live when its first backward starts), by our node name, with their bytes.
+// backward (live when its first backward starts), by our node name, with their bytes. A plan
+// with offloads (optimal:offload=1, min-cut:offload=1, policy's offload policies) lists the
+// values it offloads apart, and its policy is save_and_offload_only_these_names(saved,
+// offloaded, offload_src="device", offload_dst="pinned_host"). PyTorch's checkpoint has no
+// per-value offload (save_on_cpu moves every saved tensor of a region), so the PyTorch export
+// keeps them on the device and says so, with the bytes it holds more.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -90,7 +95,8 @@ struct PlanExport {
     PlanStatus status = PlanStatus::Heuristic;
     bool onnx_paths = false;  // module paths from PyTorch's ONNX scope names
 
-    std::vector<ExportedValue> kept;        // live when the plan's first backward starts
+    std::vector<ExportedValue> kept;        // on the device when the first backward starts
+    std::vector<ExportedValue> offloaded;   // copied to the host somewhere in the plan
     std::vector<ExportedValue> recomputed;  // nodes the plan computes more than once
     uint64_t predicted_peak_bytes = 0, predicted_activation_peak_bytes = 0;
 

@@ -74,23 +74,40 @@ std::optional<MeasuredTimes> times_of(const json& j) {
                          spread_from(t.at("cpu"))};
 }
 
-json timeline_json(const std::shared_ptr<const Timeline>& t) {
-    if (!t) return nullptr;
+// A lane of a timeline: [[x, y, instruction], ...].
+json lane_json(const std::vector<XY>& points, const std::vector<int32_t>& instruction) {
     json pts = json::array();
-    for (size_t i = 0; i < t->points.size(); ++i)
-        pts.push_back({t->points[i].x, t->points[i].y, t->instruction[i]});
+    for (size_t i = 0; i < points.size(); ++i)
+        pts.push_back({points[i].x, points[i].y, instruction[i]});
     return pts;
 }
 
-std::shared_ptr<const Timeline> timeline_of(const json& j) {
+void lane_of(const json& j, std::vector<XY>& points, std::vector<int32_t>& instruction) {
+    points.reserve(j.size());
+    instruction.reserve(j.size());
+    for (const json& p : j) {
+        points.push_back({p.at(0).get<double>(), p.at(1).get<double>()});
+        instruction.push_back(p.at(2).get<int32_t>());
+    }
+}
+
+json timeline_json(const std::shared_ptr<const Timeline>& t) {
+    if (!t) return nullptr;
+    return lane_json(t->points, t->instruction);
+}
+
+// The host lane (offload) beside the device one; null without offload.
+json host_lane_json(const std::shared_ptr<const Timeline>& t) {
+    if (!t || t->host.empty()) return nullptr;
+    return lane_json(t->host, t->host_instruction);
+}
+
+// `host`: the host lane saved beside it (null, or absent in sessions saved before offload).
+std::shared_ptr<const Timeline> timeline_of(const json& j, const json* host = nullptr) {
     if (j.is_null()) return nullptr;
     auto t = std::make_shared<Timeline>();
-    t->points.reserve(j.size());
-    t->instruction.reserve(j.size());
-    for (const json& p : j) {
-        t->points.push_back({p.at(0).get<double>(), p.at(1).get<double>()});
-        t->instruction.push_back(p.at(2).get<int32_t>());
-    }
+    lane_of(j, t->points, t->instruction);
+    if (host && !host->is_null()) lane_of(*host, t->host, t->host_instruction);
     return t;
 }
 
@@ -201,6 +218,7 @@ json result_json(const StrategyResult& r) {
               {"predicted_stall_ms", r.predicted_stall_ms},
               {"stall_ms", r.stall_ms},
               {"predicted_timeline", timeline_json(r.predicted_timeline)},
+              {"predicted_host_timeline", host_lane_json(r.predicted_timeline)},
               {"measured_timeline", timeline_json(r.measured_timeline)},
               {"times", times_json(r.times)},
               {"stale_measured_as", s(r.stale_measured_as)}};
@@ -257,7 +275,10 @@ StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& grap
     r.measured_host_peak = j.value("measured_host_peak", uint64_t{0});
     r.predicted_stall_ms = j.value("predicted_stall_ms", 0.0);
     r.stall_ms = j.value("stall_ms", 0.0);
-    r.predicted_timeline = timeline_of(j.at("predicted_timeline"));
+    const json no_host;
+    r.predicted_timeline = timeline_of(
+        j.at("predicted_timeline"),
+        j.contains("predicted_host_timeline") ? &j.at("predicted_host_timeline") : &no_host);
     r.measured_timeline = timeline_of(j.at("measured_timeline"));
     // Kept since the spreads and stale marks are saved; older sessions have neither.
     if (r.executed) r.times = times_of(j);

@@ -318,22 +318,74 @@ TEST_P(EmittedText, ParsesAsPythonAndNamesOnlyModulesOfTheNetwork) {
         bytes += x.g.output_of(*n).bytes;
     }
     EXPECT_EQ(jax["SAVED_BYTES"].get<uint64_t>(), bytes);
+    // A plan with offloads lists them apart (none saved and offloaded both), with their bytes.
+    EXPECT_EQ(jax.contains("OFFLOADED_NAMES"), !x.e.offloaded.empty());
+    if (jax.contains("OFFLOADED_NAMES")) {
+        EXPECT_EQ(jax["OFFLOADED_NAMES"].size(), x.e.offloaded.size());
+        uint64_t host = 0;
+        for (const auto& name : jax["OFFLOADED_NAMES"]) {
+            const auto n = x.g.find_node(name.get<std::string>());
+            ASSERT_TRUE(n) << name;
+            host += x.g.output_of(*n).bytes;
+            for (const auto& saved : jax["SAVED_NAMES"]) EXPECT_NE(saved, name);
+        }
+        EXPECT_EQ(jax["OFFLOADED_BYTES"].get<uint64_t>(), host);
+    }
     for (const auto& region : jax["REGIONS"])
         for (const auto& name : region) EXPECT_TRUE(x.g.find_node(name.get<std::string>())) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Plans, EmittedText,
-    ::testing::Values(EmitCase{"mlp:depth=8,width=16,batch=4", "sqrt-n"},
-                      EmitCase{"mlp:depth=8,width=16,batch=4", "none"},
-                      EmitCase{"resmlp:depth=4,width=16,batch=4", "periodic:k=2"},
-                      EmitCase{"resmlp:depth=4,width=16,batch=4",
-                               "policy:regions=blocks,policy=nothing_saveable"},
-                      EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
-                               "sqrt-n"},
-                      EmitCase{"onnx-style", "sqrt-n"},
-                      EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
-                               "policy:regions=blocks,policy=dots_saveable"}));
+    ::testing::Values(
+        EmitCase{"mlp:depth=8,width=16,batch=4", "sqrt-n"},
+        EmitCase{"mlp:depth=8,width=16,batch=4", "none"},
+        EmitCase{"resmlp:depth=4,width=16,batch=4", "periodic:k=2"},
+        EmitCase{"resmlp:depth=4,width=16,batch=4",
+                 "policy:regions=blocks,policy=nothing_saveable"},
+        EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64", "sqrt-n"},
+        EmitCase{"onnx-style", "sqrt-n"},
+        EmitCase{"transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=64",
+                 "policy:regions=blocks,policy=dots_saveable"},
+        EmitCase{"mlp:depth=8,width=16,batch=4",
+                 "policy:policy=save_and_offload_only_these_names,names=fc,offload_names=act"}));
+
+// A plan with offloads: the values it copies to the host are listed apart from the kept ones (a
+// value is one or the other), JAX gets the offload policy, and the PyTorch export, which keeps
+// them on the device, says so with the bytes.
+TEST(PlanExport, OffloadsAreListedApartAndThePyTorchExportSaysItKeepsThem) {
+    const Exported x =
+        export_of("mlp:depth=8,width=16,batch=4",
+                  "policy:policy=save_and_offload_only_these_names,names=fc,offload_names=act");
+    SimulateOptions quiet;
+    quiet.record_timeline = false;
+    const Simulation sim = simulate(x.g, x.plan.schedule, CostModel{}, quiet);
+    ASSERT_GT(sim.offloads, 0);
+    ASSERT_FALSE(x.e.offloaded.empty());
+    uint64_t host = 0;
+    for (const auto& v : x.e.offloaded) {
+        host += v.bytes;
+        for (const auto& k : x.e.kept) EXPECT_NE(k.node, v.node);
+    }
+    EXPECT_EQ(host, sim.offloaded_bytes);  // each offloaded once here
+    const std::string jax = plan_jax(x.g, x.e);
+    EXPECT_NE(jax.find("save_and_offload_only_these_names("), std::string::npos) << jax;
+    EXPECT_NE(jax.find("offload_dst=\"pinned_host\""), std::string::npos) << jax;
+    EXPECT_EQ(jax.find("Offload names: none"), std::string::npos) << jax;
+    const auto json = nlohmann::json::parse(plan_json(x.g, x.e));
+    EXPECT_EQ(json.at("offloaded").size(), x.e.offloaded.size());
+    EXPECT_EQ(json.at("offloaded_bytes").get<uint64_t>(), host);
+    // The wrapping keeps on the device what the plan offloads: more bytes, and it says why.
+    EXPECT_FALSE(x.e.exact);
+    EXPECT_GT(x.e.difference_bytes(), 0);
+    EXPECT_NE(x.e.approximation.find("offloads " + std::to_string(x.e.offloaded.size())),
+              std::string::npos)
+        << x.e.approximation;
+    // And a plan without offloads says it has none.
+    const Exported plain = export_of("mlp:depth=8,width=16,batch=4", "sqrt-n");
+    EXPECT_TRUE(plain.e.offloaded.empty());
+    EXPECT_NE(plan_jax(plain.g, plain.e).find("Offload names: none"), std::string::npos);
+}
 
 // dots_saveable keeps the linear outputs inside each block and recomputes the rest: wrapping a
 // module whole recomputes the linears too; a selective checkpoint saves the addmm/mm outputs —

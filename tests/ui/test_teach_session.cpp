@@ -204,7 +204,17 @@ void expect_same_results(const std::vector<StrategyResult>& a,
                 EXPECT_EQ(p->points[k].y, q->points[k].y);
             }
             EXPECT_EQ(p->instruction, q->instruction);
+            // The host lane (offload), saved beside the device one.
+            ASSERT_EQ(p->host.size(), q->host.size());
+            for (size_t k = 0; k < p->host.size(); ++k) {
+                EXPECT_EQ(p->host[k].x, q->host[k].x);
+                EXPECT_EQ(p->host[k].y, q->host[k].y);
+            }
+            EXPECT_EQ(p->host_instruction, q->host_instruction);
         }
+        EXPECT_EQ(x.predicted_host_peak, y.predicted_host_peak);
+        EXPECT_EQ(x.measured_host_peak, y.measured_host_peak);
+        EXPECT_EQ(x.predicted_stall_ms, y.predicted_stall_ms);
         ASSERT_EQ(bool(x.trace), bool(y.trace));
         if (!x.trace) continue;
         EXPECT_EQ(x.trace->plan.schedule.code, y.trace->plan.schedule.code);
@@ -219,12 +229,19 @@ void expect_same_results(const std::vector<StrategyResult>& a,
 }
 
 TEST(UiSession, ASavedSessionReopensWithIdenticalResults) {
-    const RunSummary run =
-        planned({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")}, true);
+    const QStringList strategies = {
+        QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2"),
+        QStringLiteral(
+            "policy:policy=save_and_offload_only_these_names,names=fc,offload_names=act")};
+    const RunSummary run = planned(strategies, true);
+    // The offload policy has a host lane to save.
+    ASSERT_TRUE(run.results[2].predicted_timeline);
+    ASSERT_FALSE(run.results[2].predicted_timeline->host.empty());
+    EXPECT_GT(run.results[2].predicted_host_peak, 0u);
     Session s;
     s.network_spec = kSmall;
     s.graph = run.results[0].trace->graph;
-    s.strategies = {QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")};
+    s.strategies = strategies;
     s.budget = 123456;
     s.threads = 1;
     s.results = run.results;
