@@ -10,7 +10,9 @@
 // 0.9 runs at 90 % of the raw GEMM). Rows are per op kind and direction, summed over every
 // network, sorted by measured time; the worst single node of each row is named.
 //
-//   bench_roofline [--threads N] [--repeats N] [--markdown] [NETWORK ...]
+//   bench_roofline [--threads N] [--repeats N] [--markdown] [--nodes OP] [NETWORK ...]
+// --nodes OP also prints every node of that op (its output shape, each direction's time and
+// fraction of its roofline).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
     using namespace rl;
     int threads = 1, repeats = 7;
     bool markdown = false;
+    std::string nodes_of;  // --nodes: an op whose nodes are listed one by one
     std::vector<std::string> networks;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -60,12 +63,14 @@ int main(int argc, char** argv) {
                 return 2;
             }
             (a == "--threads" ? threads : repeats) = v;
+        } else if (a == "--nodes" && i + 1 < argc) {
+            nodes_of = argv[++i];
         } else if (a == "--markdown") {
             markdown = true;
         } else if (a.rfind("--", 0) == 0) {
             std::fprintf(stderr,
                          "bench_roofline: unknown option %s\nusage: bench_roofline [--threads N] "
-                         "[--repeats N] [--markdown] [NETWORK ...]\n",
+                         "[--repeats N] [--markdown] [--nodes OP] [NETWORK ...]\n",
                          a.c_str());
             return 2;
         } else {
@@ -105,6 +110,12 @@ int main(int argc, char** argv) {
                         r.worst_node = node.name + " (" + spec.substr(0, spec.find(':')) + ")";
                     }
                     total_ms += ms;
+                    if (d.name == nodes_of)
+                        std::printf(
+                            "%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)\n",
+                            (node.name + " (" + spec.substr(0, spec.find(':')) + ")").c_str(),
+                            format_dims(g.output_of(n).shape).c_str(), dir == 0 ? "fwd" : "bwd", ms,
+                            roof / ms, compute_ms > memory_ms ? "GEMM" : "memory");
                 }
             }
         }

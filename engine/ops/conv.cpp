@@ -1,5 +1,7 @@
 // conv2d: NCHW convolution with groups (depthwise when groups == channels), stride, padding and
 // dilation. A "dot" op: its backward is two GEMMs, like linear's.
+#include <algorithm>
+
 #include "engine/ops/op_defs.h"
 #include "engine/ops/window.h"
 
@@ -27,9 +29,17 @@ Residuals conv2d_residuals(const Graph&, const Node&) {
 
 // One im2col matrix, (c/groups)·kh·kw × oh·ow floats, for one group of one image at a time; the
 // backward reuses it for the column gradient before col2im. None for 1×1 stride-1 unpadded
-// convolutions (the input is its own column matrix) or depthwise ones (a direct kernel).
-uint64_t conv2d_workspace(const Graph& g, const Node& n) {
-    return sizeof(float) * static_cast<uint64_t>(conv2d_geometry(g, n).im2col_floats());
+// convolutions (the input is its own column matrix). Depthwise ones run a direct kernel, with
+// channels-last blocks as scratch where rows are short or strided (window.h).
+uint64_t conv2d_fwd_workspace(const Graph& g, const Node& n) {
+    const Conv2dGeometry c = conv2d_geometry(g, n);
+    return sizeof(float) *
+           static_cast<uint64_t>(std::max(c.im2col_floats(), c.depthwise_workspace_floats(false)));
+}
+uint64_t conv2d_bwd_workspace(const Graph& g, const Node& n) {
+    const Conv2dGeometry c = conv2d_geometry(g, n);
+    return sizeof(float) *
+           static_cast<uint64_t>(std::max(c.im2col_floats(), c.depthwise_workspace_floats(true)));
 }
 
 OpCost conv2d_cost(const Graph& g, const Node& n) {
@@ -63,8 +73,8 @@ const OpDef kConv2dDef{
     .is_dot = true,
     .infer = conv2d_infer,
     .residuals = conv2d_residuals,
-    .fwd_workspace = conv2d_workspace,
-    .bwd_workspace = conv2d_workspace,
+    .fwd_workspace = conv2d_fwd_workspace,
+    .bwd_workspace = conv2d_bwd_workspace,
     .cost = conv2d_cost,
 };
 

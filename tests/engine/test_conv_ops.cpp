@@ -263,6 +263,66 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pr = 3,
                 .groups = 3},
                "depthwise 1x7");
+    // Multiplier 1 with short rows runs channels-last in blocks of 16 channels
+    // (Conv2dGeometry::depthwise_blocked): two blocks, the second partly empty, stride 2,
+    // dilation and asymmetric padding, a 5x5 kernel; long rows keep the row kernel, and 12
+    // columns take the blocks forward and the rows backward.
+    check_conv({.n = 2,
+                .c = 20,
+                .h = 7,
+                .w = 6,
+                .out = 20,
+                .kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .dh = 2,
+                .dw = 1,
+                .pt = 2,
+                .pl = 1,
+                .pb = 1,
+                .pr = 0,
+                .groups = 20},
+               "depthwise blocked: 20 channels, stride 2, dilation, asymmetric padding");
+    check_conv({.n = 1,
+                .c = 17,
+                .h = 5,
+                .w = 5,
+                .out = 17,
+                .kh = 5,
+                .kw = 5,
+                .pt = 2,
+                .pl = 2,
+                .pb = 2,
+                .pr = 2,
+                .groups = 17},
+               "depthwise blocked 5x5, 17 channels");
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 3,
+                .w = 40,
+                .out = 2,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 2},
+               "depthwise, long stride-1 rows: the row kernel");
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 5,
+                .w = 12,
+                .out = 3,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 3},
+               "depthwise, 12 columns: blocks forward, rows backward");
 }
 
 TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
@@ -308,8 +368,26 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     const NodeId dw =
         g.add_node("dw", OpKind::Conv2d, Ids{x},
                    {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
-    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 0u);
     EXPECT_EQ(g.output_of(dw).shape, (Shape{2, 8, 8, 8}));
+    // Short rows: channels-last blocks of 16 lanes (8 channels fill one) — forward (up to 14
+    // output columns): the 10×10 padded input plane, the 8×8 output and 9 weights per lane; the
+    // backward keeps the row kernel at 8 columns.
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 0u);
+    // Backward blocks (up to 7 columns): input and input-gradient planes, output gradient,
+    // weights and weight gradient.
+    const ValueId small = g.add_input("small", DType::F32, Shape{1, 8, 6, 6});
+    const NodeId dw_small =
+        g.add_node("dw_small", OpKind::Conv2d, Ids{small},
+                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_small)), 4u * 16 * (2 * 36 + 16 + 2 * 9));
+    // Long stride-1 rows keep the row kernel, which needs none.
+    const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 4, 3, 40});
+    const NodeId dw_wide =
+        g.add_node("dw_wide", OpKind::Conv2d, Ids{wide},
+                   {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"groups", int64_t{4}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_wide)), 0u);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 0u);
 }
 
 // ResNet's stem, as ONNX describes it: 224 -> conv 7x7/2 pad 3 -> 112 -> maxpool 3x3/2 pad 1 -> 56.
