@@ -366,22 +366,22 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
         });
 }
 
-// dW and dX of a block together: the weight gradient sums, tap by tap, each image's positions
-// (oh, ow) in order, and adds the images' sums in order; the input gradient scatters each output
-// gradient into the padded plane, and its interior goes back to dx (added when `accumulate`).
+// dW and dX of a block together. The weight gradient sums, tap by tap, each image's positions
+// (oh, ow) in order, and adds the images' sums in order. The input gradient is gathered: each
+// input position sums, over the taps (i, j) in order, the output gradients whose window reads it
+// (none where the stride skips it), and goes straight to dx (added when `accumulate`).
 void depthwise_blocked_backward(const float* x, const float* dy, const float* wt,
                                 const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                                 float* ws) {
     const int64_t blocks = g.depthwise_blocks(), plane = g.oh * g.ow;
-    const int64_t hp = g.padded_h(), wp = g.padded_w(), in = hp * wp;
+    const int64_t in = g.padded_h() * g.padded_w();
     const int64_t taps = g.win.kh * g.win.kw;
     const TapGrid tg = tap_grid(g);
     const Window2d& w = g.win;
     parallel_for(blocks, g.n * plane * taps * kLanes * 2, [&](int64_t blk) {
         const int64_t c0 = blk * kLanes, lanes = std::min(kLanes, g.c - c0);
         float* xp = ws + blk * g.depthwise_block_floats(true);
-        float* dxp = xp + in * kLanes;
-        float* dyb = dxp + in * kLanes;
+        float* dyb = xp + in * kLanes;
         float* wk = dyb + plane * kLanes;
         float* dwk = wk + taps * kLanes;
         pack_weights(wt, g, c0, wk);
@@ -406,34 +406,30 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                         for (int64_t l = 0; l < kLanes; ++l) a[l] += acc[l];
                     }
             }
-            if (dx) {
-                std::fill(dxp, dxp + in * kLanes, 0.0f);
-                float* __restrict db = dxp;
-                for (int64_t oh = 0; oh < g.oh; ++oh)
-                    for (int64_t ow = 0; ow < g.ow; ++ow) {
-                        const float* gv = gb + (oh * g.ow + ow) * kLanes;
-                        for (int64_t i = 0; i < w.kh; ++i)
-                            for (int64_t j = 0; j < w.kw; ++j) {
-                                float* d = db + tg.at(oh, ow, i, j);
-                                const float* kv = wk + (i * w.kw + j) * kLanes;
-                                for (int64_t l = 0; l < kLanes; ++l) d[l] += kv[l] * gv[l];
-                            }
-                    }
-            }
             if (!dx) continue;
-            // The interior back to NCHW; input positions no window reads get 0.
-            for (int64_t l = 0; l < lanes; ++l) {
-                float* dst = dx + (n * g.c + c0 + l) * g.h * g.w;
-                for (int64_t ih = 0; ih < g.h; ++ih) {
-                    const int64_t r = ih + w.pad_top;
-                    for (int64_t iw = 0; iw < g.w; ++iw) {
-                        const int64_t q = iw + w.pad_left;
-                        const float v = r < hp && q < wp ? dxp[(r * wp + q) * kLanes + l] : 0.0f;
-                        float& o = dst[ih * g.w + iw];
-                        o = accumulate ? o + v : v;
+            float* img = dx + (n * g.c + c0) * g.h * g.w;
+            for (int64_t ih = 0; ih < g.h; ++ih)
+                for (int64_t iw = 0; iw < g.w; ++iw) {
+                    // Padded position (r, q) is read by output (oh, ow) through tap (i, j) when
+                    // r = oh·sh + i·dh and q = ow·sw + j·dw.
+                    const int64_t r = ih + w.pad_top, q = iw + w.pad_left;
+                    float acc[kLanes] = {};
+                    for (int64_t i = 0; i < w.kh; ++i) {
+                        const int64_t t = r - i * w.dh;
+                        if (t < 0 || t % w.sh != 0 || t / w.sh >= g.oh) continue;
+                        for (int64_t j = 0; j < w.kw; ++j) {
+                            const int64_t u = q - j * w.dw;
+                            if (u < 0 || u % w.sw != 0 || u / w.sw >= g.ow) continue;
+                            const float* gv = gb + ((t / w.sh) * g.ow + u / w.sw) * kLanes;
+                            const float* kv = wk + (i * w.kw + j) * kLanes;
+                            for (int64_t l = 0; l < kLanes; ++l) acc[l] += kv[l] * gv[l];
+                        }
                     }
+                    float* o = img + ih * g.w + iw;
+                    const int64_t stride = g.h * g.w;
+                    for (int64_t l = 0; l < lanes; ++l)
+                        o[l * stride] = accumulate ? o[l * stride] + acc[l] : acc[l];
                 }
-            }
         }
         if (dw)
             for (int64_t l = 0; l < lanes; ++l)
@@ -449,7 +445,7 @@ void conv2d_forward(const ForwardCall& c) {
     const float* wt = c.params[0];
     const float* b = g.bias ? c.params[1] : nullptr;
     float* y = as_f32(c.output);
-    if (g.depthwise_blocked(false)) {
+    if (g.depthwise_blocked()) {
         depthwise_blocked_forward(x, wt, b, g, y, as_f32(c.workspace));
         return;
     }
@@ -487,7 +483,7 @@ void conv2d_backward(const BackwardCall& c) {
     float* dw = c.grad_params[0];
     float* db = g.bias ? c.grad_params[1] : nullptr;
     if (db) channel_sums(dy, g, db);
-    if (g.depthwise_blocked(true)) {
+    if (g.depthwise_blocked()) {
         if (dw || dx) depthwise_blocked_backward(x, dy, wt, g, dw, dx, acc, as_f32(c.workspace));
         return;
     }

@@ -50,28 +50,26 @@ struct Conv2dGeometry {
 
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):
-    // each block's input plane zero-padded and transposed, its output, and its weights, in the
-    // declared workspace. Measured (docs/benchmarks.md), the blocks win up to 14 output columns
-    // forward and up to 7 backward (which transposes three planes), and lose beyond.
+    // each block's input plane zero-padded and transposed, its output (forward) or output
+    // gradient (backward), and its weights, in the declared workspace. Measured
+    // (docs/benchmarks.md), the blocks win up to 14 output columns and lose beyond, where rows
+    // are long enough for the row kernel.
     static constexpr int64_t kDepthwiseLanes = 16;
-    bool depthwise_blocked(bool backward) const {
-        return depthwise() && out_per_group() == 1 && ow <= (backward ? 7 : 14);
-    }
+    bool depthwise_blocked() const { return depthwise() && out_per_group() == 1 && ow <= 14; }
     // The padded input plane the windows read: rows r = ih + pad_top, columns q = iw + pad_left.
     int64_t padded_h() const { return (oh - 1) * win.sh + (win.kh - 1) * win.dh + 1; }
     int64_t padded_w() const { return (ow - 1) * win.sw + (win.kw - 1) * win.dw + 1; }
     int64_t depthwise_blocks() const { return (c + kDepthwiseLanes - 1) / kDepthwiseLanes; }
     // Floats of one block's scratch: forward — padded input, output, weights; backward — padded
-    // input, output gradient, padded input gradient, weights and weight gradient.
+    // input, output gradient, weights and weight gradient.
     int64_t depthwise_block_floats(bool backward) const {
         const int64_t in = padded_h() * padded_w(), out = oh * ow, taps = win.kh * win.kw;
-        return kDepthwiseLanes * (backward ? 2 * in + out + 2 * taps : in + out + taps);
+        return kDepthwiseLanes * (in + out + (backward ? 2 * taps : taps));
     }
     // Floats of workspace: every block of one image at once (blocks run in parallel, images
     // one after another); 0 on the other paths.
     int64_t depthwise_workspace_floats(bool backward) const {
-        return depthwise_blocked(backward) ? depthwise_blocks() * depthwise_block_floats(backward)
-                                           : 0;
+        return depthwise_blocked() ? depthwise_blocks() * depthwise_block_floats(backward) : 0;
     }
 };
 

@@ -265,8 +265,8 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                "depthwise 1x7");
     // Multiplier 1 with short rows runs channels-last in blocks of 16 channels
     // (Conv2dGeometry::depthwise_blocked): two blocks, the second partly empty, stride 2,
-    // dilation and asymmetric padding, a 5x5 kernel; long rows keep the row kernel, and 12
-    // columns take the blocks forward and the rows backward.
+    // dilation and asymmetric padding, a 5x5 kernel, a stride across only; long rows keep the
+    // row kernel.
     check_conv({.n = 2,
                 .c = 20,
                 .h = 7,
@@ -313,16 +313,18 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
     check_conv({.n = 2,
                 .c = 3,
                 .h = 5,
-                .w = 12,
+                .w = 18,
                 .out = 3,
                 .kh = 3,
                 .kw = 3,
+                .sh = 1,
+                .sw = 2,
                 .pt = 1,
                 .pl = 1,
                 .pb = 1,
                 .pr = 1,
                 .groups = 3},
-               "depthwise, 12 columns: blocks forward, rows backward");
+               "depthwise, 9 columns at stride 2 across: blocks");
 }
 
 TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
@@ -369,18 +371,11 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
         g.add_node("dw", OpKind::Conv2d, Ids{x},
                    {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
     EXPECT_EQ(g.output_of(dw).shape, (Shape{2, 8, 8, 8}));
-    // Short rows: channels-last blocks of 16 lanes (8 channels fill one) — forward (up to 14
-    // output columns): the 10×10 padded input plane, the 8×8 output and 9 weights per lane; the
-    // backward keeps the row kernel at 8 columns.
+    // Short rows (up to 14 output columns): channels-last blocks of 16 lanes (8 channels fill
+    // one) — forward: the 10×10 padded input plane, the 8×8 output and 9 weights per lane;
+    // backward: the padded input plane, the output gradient, weights and weight gradient.
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 0u);
-    // Backward blocks (up to 7 columns): input and input-gradient planes, output gradient,
-    // weights and weight gradient.
-    const ValueId small = g.add_input("small", DType::F32, Shape{1, 8, 6, 6});
-    const NodeId dw_small =
-        g.add_node("dw_small", OpKind::Conv2d, Ids{small},
-                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_small)), 4u * 16 * (2 * 36 + 16 + 2 * 9));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 2 * 9));
     // Long stride-1 rows keep the row kernel, which needs none.
     const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 4, 3, 40});
     const NodeId dw_wide =
