@@ -31,6 +31,13 @@ std::string_view plan_format_extension(PlanFormat f) {
 
 namespace {
 
+// The bytes of a list of exported values (kept, offloaded).
+uint64_t total_bytes(const std::vector<ExportedValue>& values) {
+    uint64_t sum = 0;
+    for (const auto& v : values) sum += v.bytes;
+    return sum;
+}
+
 std::vector<std::string> split(std::string_view s, char sep) {
     std::vector<std::string> out;
     size_t from = 0;
@@ -547,11 +554,9 @@ PlanExport export_plan(const Graph& g, const std::string& network_spec,
         if (!only_wrap.empty())
             why += "; the wrapping recomputes " + names_sample(g, only_wrap) +
                    ", which the plan keeps";
-        uint64_t host = 0;
-        for (const auto& v : e.offloaded) host += v.bytes;
         if (!e.offloaded.empty())
             why += "; the plan offloads " + std::to_string(e.offloaded.size()) + " value(s) (" +
-                   format_bytes(host) +
+                   format_bytes(total_bytes(e.offloaded)) +
                    ") to the host, which PyTorch's checkpoint keeps on the device (it has no "
                    "per-value offload)";
         else if (only_plan.empty() && only_wrap.empty())
@@ -649,20 +654,11 @@ std::string plan_json(const Graph& g, const PlanExport& e) {
         if (with_times) o["times"] = v.times;
         return o;
     };
-    uint64_t kept_bytes = 0;
-    j["kept"] = ordered_json::array();
-    for (const auto& v : e.kept) {
-        j["kept"].push_back(value(v, false));
-        kept_bytes += v.bytes;
+    for (const auto& [key, values] : {std::pair{"kept", &e.kept}, {"offloaded", &e.offloaded}}) {
+        j[key] = ordered_json::array();
+        for (const auto& v : *values) j[key].push_back(value(v, false));
+        j[std::string(key) + "_bytes"] = total_bytes(*values);
     }
-    j["kept_bytes"] = kept_bytes;
-    uint64_t offloaded_bytes = 0;
-    j["offloaded"] = ordered_json::array();
-    for (const auto& v : e.offloaded) {
-        j["offloaded"].push_back(value(v, false));
-        offloaded_bytes += v.bytes;
-    }
-    j["offloaded_bytes"] = offloaded_bytes;
     j["recomputed"] = ordered_json::array();
     for (const auto& v : e.recomputed) j["recomputed"].push_back(value(v, true));
     ordered_json segments = ordered_json::array();
@@ -875,9 +871,7 @@ def apply(model):
 
 std::string plan_jax(const Graph& g, const PlanExport& e) {
     std::ostringstream o;
-    uint64_t total = 0, host = 0;
-    for (const auto& v : e.kept) total += v.bytes;
-    for (const auto& v : e.offloaded) host += v.bytes;
+    const uint64_t total = total_bytes(e.kept), host = total_bytes(e.offloaded);
     o << "# RematLab plan for JAX: " << comment(e.strategy) << " on " << comment(e.network)
       << "\n#\n"
       << "# The values this plan keeps for the backward, as checkpoint names: tag each value of\n"

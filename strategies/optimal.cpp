@@ -478,33 +478,29 @@ class OptimalStrategy final : public Strategy {
                                   const std::vector<Schedule>& keep_more, const std::string& why,
                                   Plan& best) {
         const auto t0 = std::chrono::steady_clock::now();
-        std::optional<Plan> pick;
-        size_t offloaded = 0;
-        if (auto r = cheapest_offloaded(g, costs, budget, keep_more)) {
-            pick.emplace();
-            pick->schedule = std::move(r->schedule);
-            pick->status = PlanStatus::Heuristic;
-            pick->budget = budget;
-            pick->method = "offload-pass";
-            offloaded = r->offloaded.size();
-        }
+        const auto r = cheapest_offloaded(g, costs, budget, keep_more);
         const std::string what = "offload=1 (" + why +
                                  ", so no exact offload DP: the greedy offload pass of "
                                  "solvers/offload_pass.h over plans that keep more)";
-        if (!pick) {
+        if (!r) {
             best.message += (best.message.empty() ? "" : "; ") + what +
                             ": no plan with offloads fits the budget";
             return;
         }
-        const Simulation sim = simulate(g, pick->schedule, costs);
-        pick->solve_ms =
+        Plan p;
+        p.schedule = r->schedule;
+        p.status = PlanStatus::Heuristic;
+        p.budget = budget;
+        p.method = "offload-pass";
+        const Simulation sim = simulate(g, p.schedule, costs);
+        p.solve_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
-        pick->message = "method: " + what + ": " + std::to_string(offloaded) +
-                        " values offloaded, " + format_bytes(sim.offloaded_bytes) +
-                        ", predicted stall " + ms_text(sim.stall_ms);
-        if (better(g, costs, *pick, best))
-            best = std::move(*pick);
+        p.message = "method: " + what + ": " + std::to_string(r->offloaded.size()) +
+                    " values offloaded, " + format_bytes(sim.offloaded_bytes) +
+                    ", predicted stall " + ms_text(sim.stall_ms);
+        if (better(g, costs, p, best))
+            best = std::move(p);
         else
             best.message += (best.message.empty() ? "" : "; ") + what +
                             ": its best costs no less than this plan";

@@ -2,6 +2,8 @@
 // Small hand-built DAGs for the MILP tests (test_checkmate.cpp, test_checkmate_offload.cpp):
 // activations large against parameters (a tall batch over narrow layers), 8 to 10 nodes, small
 // enough for an exhaustive search over every schedule.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -85,6 +87,22 @@ attention_graph() {  // 10 nodes: q, k, v, scores, softmax, context, projection,
     node(g, "loss", OpKind::SumSquares, {out(g, a)});
     g.finalize();
     return g;
+}
+
+// The four, named, for parameterised tests (INSTANTIATE_TEST_SUITE_P(..., ValuesIn(small_dags()),
+// dag_name)).
+struct NamedDag {
+    std::string name;
+    Graph (*build)();
+};
+inline std::vector<NamedDag> small_dags() {
+    return {{"chain", chain_graph},
+            {"diamond", diamond_graph},
+            {"skip", skip_graph},
+            {"attention", attention_graph}};
+}
+inline std::string dag_name(const ::testing::TestParamInfo<NamedDag>& info) {
+    return info.param.name;
 }
 
 }  // namespace rl::testing

@@ -38,12 +38,7 @@ CheckmateOptions quick() {
     return o;
 }
 
-struct Named {
-    std::string name;
-    Graph (*build)();
-};
-
-class CheckmateSmallDag : public ::testing::TestWithParam<Named> {};
+class CheckmateSmallDag : public ::testing::TestWithParam<NamedDag> {};
 
 // The heart of it: at budgets from the least feasible peak to plain backprop's, the MILP's
 // proven optimum equals the exhaustive optimum over all valid schedules under the engine's
@@ -107,11 +102,7 @@ TEST(Checkmate, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Dags, CheckmateSmallDag,
-    ::testing::Values(Named{"chain", chain_graph}, Named{"diamond", diamond_graph},
-                      Named{"skip", skip_graph}, Named{"attention", attention_graph}),
-    [](const ::testing::TestParamInfo<Named>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Dags, CheckmateSmallDag, ::testing::ValuesIn(small_dags()), dag_name);
 
 TEST(Checkmate, PlainBackpropWhenItFits) {
     const Graph g = skip_graph();

@@ -53,12 +53,7 @@ struct Link {
 // free copies.
 constexpr Link kLinks[] = {{"dead", 1e-9, 10}, {"slow", 0.05, 0.5}, {"free", 1e9, 0}};
 
-struct Named {
-    std::string name;
-    Graph (*build)();
-};
-
-class CheckmateOffload : public ::testing::TestWithParam<Named> {};
+class CheckmateOffload : public ::testing::TestWithParam<NamedDag> {};
 
 TEST_P(CheckmateOffload, PricesWhatTheSimulatorTimesAndNeverCostsMore) {
     const Graph g = GetParam().build();
@@ -113,11 +108,7 @@ TEST_P(CheckmateOffload, PricesWhatTheSimulatorTimesAndNeverCostsMore) {
     EXPECT_TRUE(offloaded_somewhere);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Dags, CheckmateOffload,
-    ::testing::Values(Named{"chain", chain_graph}, Named{"diamond", diamond_graph},
-                      Named{"skip", skip_graph}, Named{"attention", attention_graph}),
-    [](const ::testing::TestParamInfo<Named>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Dags, CheckmateOffload, ::testing::ValuesIn(small_dags()), dag_name);
 
 // The least device peak with offload: proven by the peak-minimising MILP, never above the
 // exhaustive search's recompute-only least peak (its class is larger), met by a plan at that
