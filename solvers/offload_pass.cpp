@@ -145,10 +145,11 @@ std::optional<OffloadedPick> cheapest_offloaded(const Graph& g, const CostModel&
         throw_if_cancelled();
         auto r = offload_to_budget(g, candidates[k], costs, budget);
         if (!r || r->offloaded.empty()) continue;
-        const Simulation sim = simulate(g, r->schedule, costs, so);
+        Simulation sim = simulate(g, r->schedule, costs, so);
         const double added = sim.recompute_ms + sim.stall_ms;
         if (pick && added >= pick->added_ms - 1e-9 * std::max(1.0, pick->added_ms)) continue;
-        pick = OffloadedPick{std::move(r->schedule), k, std::move(r->offloaded), added};
+        pick = OffloadedPick{std::move(r->schedule), k, std::move(r->offloaded), std::move(sim),
+                             added};
     }
     return pick;
 }

@@ -18,6 +18,7 @@
 #include "engine/cost_model.h"
 #include "engine/graph.h"
 #include "engine/schedule.h"
+#include "engine/simulator.h"
 
 namespace rl {
 
@@ -52,7 +53,8 @@ struct OffloadedPick {
     Schedule schedule;
     size_t source = 0;               // its index in `candidates`
     std::vector<ValueId> offloaded;  // as OffloadPassResult
-    double added_ms = 0;             // its simulated recompute + stall
+    Simulation sim;                  // its simulation (without a timeline)
+    double added_ms = 0;             // sim's recompute + stall
 };
 std::optional<OffloadedPick> cheapest_offloaded(const Graph& g, const CostModel& costs,
                                                 uint64_t budget,

@@ -403,7 +403,7 @@ class MinCutStrategy final : public Strategy {
             if (pick &&
                 (!chosen || pick->added_ms < chosen->recompute_ms -
                                                  1e-9 * std::max(1.0, chosen->recompute_ms))) {
-                const Simulation sim = simulate(g, tables, pick->schedule, costs, opt);
+                const Simulation& sim = pick->sim;
                 p.schedule = std::move(pick->schedule);
                 p.checkpoints = saved_nodes(from[pick->source]->saved);
                 p.message = "min-cut with offload: a cut that keeps " +

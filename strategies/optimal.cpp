@@ -492,7 +492,7 @@ class OptimalStrategy final : public Strategy {
         p.status = PlanStatus::Heuristic;
         p.budget = budget;
         p.method = "offload-pass";
-        const Simulation sim = simulate(g, p.schedule, costs);
+        const Simulation& sim = r->sim;
         p.solve_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
