@@ -25,10 +25,12 @@
 //    on networks of up to 1,000 nodes, the schedules of the other strategies: every point of the
 //    parameter ranges of sqrt-n, periodic, revolve and policy, and sqrt-n, min-cut and dtr both at
 //    this budget and at every point of their default budget sweeps (SweepOptions{}: 12 budgets from
-//    their smallest feasible to none's peak); then, where the DP's class is coarse — some block of
-//    the chain has more than one node, so the DP cannot choose inside it — and the network is small
-//    (≤ 24 nodes, where the MILP is quick), the MILP, warm-started from the best schedule so far.
-//    The cheapest plan whose simulated peak fits wins (ties keep the earlier one).
+//    their smallest feasible to none's peak), and dtr at thresholds above this budget whose peak
+//    still fits it (a bisection: DTR's peak sits below its threshold); then, where the DP's class
+//    is coarse — some block of the chain has more than one node, so the DP cannot choose inside it
+//    — and the network is small (≤ 24 nodes, where the MILP is quick), the MILP, warm-started from
+//    the best schedule so far. The cheapest plan whose simulated peak fits wins (ties keep the
+//    earlier one).
 // Why a portfolio: the DP is exact only within its class on its memory grid, and the MILP is too
 // slow beyond small graphs; the heuristics find schedules outside the DP's class (a stage
 // recomputed in part, a value dropped and recomputed later) and points that sit exactly at a
@@ -292,7 +294,8 @@ class OptimalStrategy final : public Strategy {
             adopt(g, costs, rockmate_plan(g, costs, budget, ro), method == "rockmate", "rockmate",
                   best);
         }
-        if (portfolio) take_best_candidate(g, costs, *portfolio, budget, min_budget, best);
+        if (portfolio)
+            take_best_candidate(g, costs, *portfolio, budget, none_peak, min_budget, best);
         if (use_milp) {
             // Warm-started from the best plan so far, so CBC starts with an incumbent.
             throw_if_cancelled();
@@ -342,10 +345,34 @@ class OptimalStrategy final : public Strategy {
         }
     }
 
+    // DTR evicts when memory would pass its threshold, and its peak can sit well below it; nor is
+    // its recompute monotone in the threshold: a higher threshold can give a schedule that fits a
+    // lower budget with less recompute (found by tests/strategies/test_cross_strategy.cpp on a
+    // U-Net: dtr at 171,600 bytes peaked at 167,856 with less recompute than dtr at 167,856).
+    // So, besides its run at the budget, the portfolio bisects the thresholds between the budget
+    // and none's peak for the highest one whose simulated peak still fits, keeping every run that
+    // fits as a candidate (8 halvings).
+    static void add_dtr_above(const Graph& g, const CostModel& costs, Portfolio& pf,
+                              const Spec& base, uint64_t budget, uint64_t none_peak) {
+        uint64_t lo = budget, hi = none_peak;  // peak(lo) fits (or dtr failed there), hi: unknown
+        for (int i = 0; i < 8 && hi > lo + 1; ++i) {
+            const uint64_t mid = lo + (hi - lo) / 2;
+            const size_t before = pf.fixed.size();
+            pf.add(g, costs, with_budget(base, mid));
+            const bool fits = pf.fixed.size() > before && pf.fixed.back().peak <= budget;
+            if (pf.fixed.size() > before && !fits) pf.fixed.pop_back();  // over the budget: useless
+            (fits ? lo : hi) = mid;
+        }
+    }
+
     // Replaces `best` by the cheapest candidate of the portfolio that fits `budget`, if cheaper.
     static void take_best_candidate(const Graph& g, const CostModel& costs, Portfolio& pf,
-                                    uint64_t budget, uint64_t min_budget, Plan& best) {
-        for (const Spec& base : pf.budgeted) pf.add(g, costs, with_budget(base, budget));
+                                    uint64_t budget, uint64_t none_peak, uint64_t min_budget,
+                                    Plan& best) {
+        for (const Spec& base : pf.budgeted) {
+            pf.add(g, costs, with_budget(base, budget));
+            if (base.name == "dtr") add_dtr_above(g, costs, pf, base, budget, none_peak);
+        }
         SimulateOptions opt;
         opt.record_timeline = false;
         double best_ms = std::numeric_limits<double>::infinity();
