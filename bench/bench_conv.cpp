@@ -5,6 +5,8 @@
 // three GEMMs), so both report the same work.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include <Eigen/Core>
 #include <vector>
 
@@ -61,7 +63,9 @@ void BM_Conv2dForwardBackward(benchmark::State& state) {
     RowMat w = RowMat::Random(d.out_c, d.patch()), bias = RowMat::Random(1, d.out_c);
     RowMat y(d.n * d.out_c, d.oh * d.ow), dy = RowMat::Random(d.n * d.out_c, d.oh * d.ow);
     RowMat dx(d.n * d.c, d.h * d.w), dw(d.out_c, d.patch()), db(1, d.out_c);
-    RowMat ws(1, std::max<int64_t>(1, d.im2col_floats()));
+    RowMat ws(1,
+              std::max<int64_t>({1, d.gemm_workspace_floats(), d.depthwise_workspace_floats(true),
+                                 d.depthwise_workspace_floats(false)}));
     const Node& node = b.g.node(b.node);
     const void* inputs[] = {x.data()};
     float* params[] = {w.data(), bias.data()};

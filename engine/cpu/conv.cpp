@@ -1,12 +1,14 @@
-// conv2d on NCHW float32: im2col + GEMM per image and group, a direct kernel for depthwise
-// convolutions (per row, or channels-last blocks of 16 where rows are short or strided), and no
-// im2col at all for 1×1 stride-1 unpadded ones.
+// conv2d on NCHW float32: im2col + GEMM per group and chunk of images, a direct kernel for
+// depthwise convolutions (per row, or channels-last blocks of 16 where rows are short or strided),
+// and no im2col at all for 1×1 stride-1 unpadded ones.
 //
-// Forward, per image n and group g (K = (C/groups)·kh·kw, P = oh·ow):
-//   col [K, P] = im2col(x[n, group g's channels])      (the declared workspace)
-//   y[n, group g's out channels] [O/groups, P] = W_g [O/groups, K] · col  (+ bias)
-// Backward, per image and group, reusing the same workspace:
-//   dW_g += dY_g · colᵀ          (images summed in order: deterministic)
+// Forward, per chunk of nb images (Conv2dGeometry::images_per_gemm: 1 unless the plane is small)
+// and group g (K = (C/groups)·kh·kw, P = oh·ow):
+//   col [K, nb·P] = im2col(x[each image of the chunk, group g's channels])  (the workspace)
+//   y[those images, group g's out channels] [O/groups, nb·P] = W_g [O/groups, K] · col (+ bias)
+//   (with nb > 1 the GEMM writes a gathered copy in the workspace, scattered to the images after)
+// Backward, per chunk and group, reusing the same workspace:
+//   dW_g += dY_g · colᵀ          (chunks summed in order: deterministic)
 //   col   = W_gᵀ · dY_g;  dX += col2im(col)   (col2im: one thread per input channel)
 //   db    = Σ over images and positions of dY, per channel, in a fixed order.
 #include <algorithm>
@@ -52,38 +54,46 @@ float dot_with(const float* y, const float* x_row, int64_t off, int64_t stride, 
 }
 
 // col[(c·kh + i)·kw + j, oh·OW + ow] = x[c, oh·sh - pt + i·dh, ow·sw - pl + j·dw], 0 in padding;
-// x points at the group's first channel plane.
-void im2col(const float* x, const Conv2dGeometry& g, float* col) {
+// x points at the group's first channel plane; row r starts at col + r·ld (ld = oh·ow, or wider
+// when several images' columns sit side by side). The rows are short in late layers (4 to 16
+// columns), so each is written by plain loops: a memcpy/memset call per row cost more than the
+// GEMM on grouped convolutions (this file is built with -fno-tree-loop-distribute-patterns, so
+// the compiler does not turn the loops back into those calls).
+void im2col(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
     const Window2d& w = g.win;
-    const int64_t plane = g.oh * g.ow, taps = w.kh * w.kw;
-    parallel_for(g.patch(), plane, [&](int64_t r) {
-        const int64_t c = r / taps, i = (r / w.kw) % w.kh, j = r % w.kw;
+    // One channel per item, rows by pointer steps: per-row divisions cost more than the copies
+    // on 2×2 and 4×4 planes.
+    parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
         const float* xc = x + c * g.h * g.w;
-        float* out = col + r * plane;
-        const int64_t off = j * w.dw - w.pad_left;
-        const Span s = valid_span(off, w.sw, g.w, g.ow);
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-            float* o = out + oh * g.ow;
-            const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-            if (ih < 0 || ih >= g.h) {
-                std::fill(o, o + g.ow, 0.0f);
-                continue;
+        for (int64_t j = 0; j < w.kw; ++j) {
+            const int64_t off = j * w.dw - w.pad_left;
+            const Span s = valid_span(off, w.sw, g.w, g.ow);
+            for (int64_t i = 0; i < w.kh; ++i) {
+                float* out = col + ((c * w.kh + i) * w.kw + j) * ld;
+                for (int64_t oh = 0; oh < g.oh; ++oh) {
+                    float* o = out + oh * g.ow;
+                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                    if (ih < 0 || ih >= g.h) {
+                        for (int64_t ow = 0; ow < g.ow; ++ow) o[ow] = 0.0f;
+                        continue;
+                    }
+                    const float* xr = xc + ih * g.w;
+                    for (int64_t ow = 0; ow < s.lo; ++ow) o[ow] = 0.0f;
+                    if (w.sw == 1) {
+                        for (int64_t ow = s.lo; ow < s.hi; ++ow) o[ow] = xr[ow + off];
+                    } else {
+                        for (int64_t ow = s.lo; ow < s.hi; ++ow) o[ow] = xr[ow * w.sw + off];
+                    }
+                    for (int64_t ow = s.hi; ow < g.ow; ++ow) o[ow] = 0.0f;
+                }
             }
-            const float* xr = xc + ih * g.w;
-            std::fill(o, o + s.lo, 0.0f);
-            if (w.sw == 1)
-                std::memcpy(o + s.lo, xr + s.lo + off,
-                            static_cast<size_t>(s.hi - s.lo) * sizeof(float));
-            else
-                for (int64_t ow = s.lo; ow < s.hi; ++ow) o[ow] = xr[ow * w.sw + off];
-            std::fill(o + s.hi, o + g.ow, 0.0f);
         }
     });
 }
 
-// dx (+)= col2im(col): the adjoint of im2col. One thread per input channel, taps and positions
-// in a fixed order, so the sums do not depend on the thread count.
-void col2im(const float* col, const Conv2dGeometry& g, float* dx, bool accumulate) {
+// dx (+)= col2im(col): the adjoint of im2col (rows ld apart). One thread per input channel, taps
+// and positions in a fixed order, so the sums do not depend on the thread count.
+void col2im(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx, bool accumulate) {
     const Window2d& w = g.win;
     const int64_t plane = g.oh * g.ow;
     parallel_for(g.c_per_group(), w.kh * w.kw * plane, [&](int64_t c) {
@@ -91,7 +101,7 @@ void col2im(const float* col, const Conv2dGeometry& g, float* dx, bool accumulat
         if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
         for (int64_t i = 0; i < w.kh; ++i)
             for (int64_t j = 0; j < w.kw; ++j) {
-                const float* src = col + ((c * w.kh + i) * w.kw + j) * plane;
+                const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
                 const int64_t off = j * w.dw - w.pad_left;
                 const Span s = valid_span(off, w.sw, g.w, g.ow);
                 for (int64_t oh = 0; oh < g.oh; ++oh) {
@@ -102,6 +112,36 @@ void col2im(const float* col, const Conv2dGeometry& g, float* dx, bool accumulat
                     axpy_to(d, off, w.sw, s, sr, 1.0f);
                 }
             }
+    });
+}
+
+// Images side by side (Conv2dGeometry::images_per_gemm): rows r < `rows` of m images' planes,
+// image j's at src + j·image_stride, become row r of a [rows, m·plane] matrix (ld = m·plane), and
+// back.
+void gather_images(const float* src, int64_t image_stride, int64_t rows, int64_t plane, int64_t m,
+                   float* dst) {
+    const int64_t ld = m * plane;
+    parallel_for(rows, ld, [&](int64_t r) {
+        for (int64_t j = 0; j < m; ++j) {
+            const float* s = src + j * image_stride + r * plane;
+            float* d = dst + r * ld + j * plane;
+            for (int64_t p = 0; p < plane; ++p) d[p] = s[p];
+        }
+    });
+}
+
+void scatter_images(const float* src, int64_t rows, int64_t plane, int64_t m, float* dst,
+                    int64_t image_stride, bool accumulate) {
+    const int64_t ld = m * plane;
+    parallel_for(rows, ld, [&](int64_t r) {
+        for (int64_t j = 0; j < m; ++j) {
+            const float* s = src + r * ld + j * plane;
+            float* d = dst + j * image_stride + r * plane;
+            if (accumulate)
+                for (int64_t p = 0; p < plane; ++p) d[p] += s[p];
+            else
+                for (int64_t p = 0; p < plane; ++p) d[p] = s[p];
+        }
     });
 }
 
@@ -454,23 +494,31 @@ void conv2d_forward(const ForwardCall& c) {
         return;
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
-    const int64_t k = g.patch();
+    const int64_t k = g.patch(), nb = g.images_per_gemm(), image = g.c * g.h * g.w;
     float* col = as_f32(c.workspace);
-    for (int64_t n = 0; n < g.n; ++n)
+    float* yt = col + k * nb * plane;  // the chunk's outputs, when images are batched
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+        const int64_t m = std::min(nb, g.n - n0), ld = m * plane;
         for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const float* xg = x + (n * g.c + gi * cg) * g.h * g.w;
-            float* yg = y + (n * g.out_c + gi * og) * plane;
-            const float* cols = xg;
+            const float* xg = x + n0 * image + gi * cg * g.h * g.w;
+            float* yg = y + (n0 * g.out_c + gi * og) * plane;
+            const float* cols = xg;  // one pointwise image: its plane is its column matrix
             if (!g.pointwise()) {
-                im2col(xg, g, col);
+                for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, ld);
+                cols = col;
+            } else if (nb > 1) {
+                gather_images(xg, image, cg, plane, m, col);
                 cols = col;
             }
+            float* out = nb > 1 ? yt : yg;
             if (b)  // seed with the bias; the GEMM adds into it
                 for (int64_t o = 0; o < og; ++o)
-                    std::fill(yg + o * plane, yg + (o + 1) * plane, b[gi * og + o]);
-            sgemm(false, false, og, plane, k, 1.f, wt + gi * og * k, k, cols, plane, b ? 1.f : 0.f,
-                  yg, plane);  // Y = W·cols
+                    std::fill(out + o * ld, out + (o + 1) * ld, b[gi * og + o]);
+            sgemm(false, false, og, ld, k, 1.f, wt + gi * og * k, k, cols, ld, b ? 1.f : 0.f, out,
+                  ld);  // Y = W·cols
+            if (nb > 1) scatter_images(yt, og, plane, m, yg, g.out_c * plane, false);
         }
+    }
 }
 
 void conv2d_backward(const BackwardCall& c) {
@@ -493,32 +541,46 @@ void conv2d_backward(const BackwardCall& c) {
         return;
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
-    const int64_t k = g.patch();
+    const int64_t k = g.patch(), nb = g.images_per_gemm(), image = g.c * g.h * g.w;
     float* col = as_f32(c.workspace);
-    for (int64_t n = 0; n < g.n; ++n)
+    float* dyt = col + k * nb * plane;  // the chunk's output gradients, when images are batched
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+        const int64_t m = std::min(nb, g.n - n0), ld = m * plane;
         for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const float* xg = x + (n * g.c + gi * cg) * g.h * g.w;
-            const float* dyg = dy + (n * g.out_c + gi * og) * plane;
+            const float* xg = x + n0 * image + gi * cg * g.h * g.w;
+            const float* dyg = dy + (n0 * g.out_c + gi * og) * plane;
+            if (nb > 1) {
+                gather_images(dyg, g.out_c * plane, og, plane, m, dyt);
+                dyg = dyt;
+            }
             const float* wg = wt + gi * og * k;
             if (dw) {
                 const float* cols = xg;
                 if (!g.pointwise()) {
-                    im2col(xg, g, col);
+                    for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, ld);
+                    cols = col;
+                } else if (nb > 1) {
+                    gather_images(xg, image, cg, plane, m, col);
                     cols = col;
                 }
-                sgemm(false, true, og, k, plane, 1.f, dyg, plane, cols, plane, n > 0 ? 1.f : 0.f,
+                sgemm(false, true, og, k, ld, 1.f, dyg, ld, cols, ld, n0 > 0 ? 1.f : 0.f,
                       dw + gi * og * k, k);  // dW += dY·colsᵀ
             }
             if (!dx) continue;
-            float* dxg = dx + (n * g.c + gi * cg) * g.h * g.w;
-            if (g.pointwise()) {  // dX = Wᵀ·dY (k == cg)
+            float* dxg = dx + n0 * image + gi * cg * g.h * g.w;
+            if (g.pointwise() && nb == 1) {  // dX = Wᵀ·dY (k == cg)
                 sgemm(true, false, cg, plane, og, 1.f, wg, k, dyg, plane, acc ? 1.f : 0.f, dxg,
                       plane);
-            } else {  // cols = Wᵀ·dY, folded back
-                sgemm(true, false, k, plane, og, 1.f, wg, k, dyg, plane, 0.f, col, plane);
-                col2im(col, g, dxg, acc);
+            } else if (g.pointwise()) {  // the chunk's dX side by side, then back to its images
+                sgemm(true, false, cg, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
+                scatter_images(col, cg, plane, m, dxg, image, acc);
+            } else {  // cols = Wᵀ·dY, folded back image by image
+                sgemm(true, false, k, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
+                for (int64_t j = 0; j < m; ++j)
+                    col2im(col + j * plane, ld, g, dxg + j * image, acc);
             }
         }
+    }
 }
 
 }  // namespace rl::cpu

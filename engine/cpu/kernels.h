@@ -61,8 +61,14 @@ template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& body) {
     constexpr int64_t kMinParallelWork = int64_t{1} << 15;
     const int threads = cpu_threads();
-    const bool parallel = threads > 1 && n > 1 && n * work_per_item >= kMinParallelWork;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+    if (threads <= 1 || n <= 1 || n * work_per_item < kMinParallelWork) {
+        // No parallel region at all: even one that the if clause keeps on one thread costs a
+        // call into the OpenMP runtime, which showed in kernels run thousands of times per step
+        // on small planes (im2col per group).
+        for (int64_t i = 0; i < n; ++i) body(i);
+        return;
+    }
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; ++i) body(i);
 }
 

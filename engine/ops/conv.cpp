@@ -29,17 +29,19 @@ Residuals conv2d_residuals(const Graph&, const Node&) {
 
 // One im2col matrix, (c/groups)·kh·kw × oh·ow floats, for one group of one image at a time; the
 // backward reuses it for the column gradient before col2im. None for 1×1 stride-1 unpadded
-// convolutions (the input is its own column matrix). Depthwise ones run a direct kernel, with
-// channels-last blocks as scratch where rows are short or strided (window.h).
+// convolutions (the input is its own column matrix). Small planes batch several images per GEMM:
+// their columns side by side, and the group's outputs (or output gradients) gathered beside them
+// (window.h). Depthwise ones run a direct kernel, with channels-last blocks as scratch where rows
+// are short or strided.
 uint64_t conv2d_fwd_workspace(const Graph& g, const Node& n) {
     const Conv2dGeometry c = conv2d_geometry(g, n);
-    return sizeof(float) *
-           static_cast<uint64_t>(std::max(c.im2col_floats(), c.depthwise_workspace_floats(false)));
+    return sizeof(float) * static_cast<uint64_t>(std::max(c.gemm_workspace_floats(),
+                                                          c.depthwise_workspace_floats(false)));
 }
 uint64_t conv2d_bwd_workspace(const Graph& g, const Node& n) {
     const Conv2dGeometry c = conv2d_geometry(g, n);
-    return sizeof(float) *
-           static_cast<uint64_t>(std::max(c.im2col_floats(), c.depthwise_workspace_floats(true)));
+    return sizeof(float) * static_cast<uint64_t>(std::max(c.gemm_workspace_floats(),
+                                                          c.depthwise_workspace_floats(true)));
 }
 
 OpCost conv2d_cost(const Graph& g, const Node& n) {

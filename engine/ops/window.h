@@ -15,6 +15,7 @@
 //
 // Worked example: x [2,3,8,8], conv2d kernel=3, stride=2, padding=1 → out (8+1+1-2-1)/2+1 = 4,
 // so y is [2,out_channels,4,4]; window (oh, ow) covers rows 2·oh-1 … 2·oh+1 of the input.
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/graph.h"
@@ -45,8 +46,28 @@ struct Conv2dGeometry {
         return win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.pad_top == 0 &&
                win.pad_left == 0 && win.pad_bottom == 0 && win.pad_right == 0;
     }
-    // Floats of im2col scratch (one group of one image at a time); 0 when none is needed.
+    // Floats of one group's im2col matrix for one image; 0 when none is needed.
     int64_t im2col_floats() const { return depthwise() || pointwise() ? 0 : patch() * oh * ow; }
+
+    // Small planes put several images side by side in the GEMM's columns, up to kGemmColumns,
+    // so one GEMM per group serves them all: a GEMM of 4 or 16 columns (the last stages of a
+    // ResNeXt or RegNet at 64 px) ran at a fifth of the GEMM rate and read the weights once per
+    // image (docs/benchmarks.md). Planes of kGemmColumns or more keep one image per GEMM.
+    static constexpr int64_t kGemmColumns = 256;
+    int64_t images_per_gemm() const {
+        if (depthwise() || n <= 1) return 1;
+        const int64_t plane = std::max<int64_t>(oh * ow, 1);
+        return std::clamp<int64_t>((kGemmColumns + plane - 1) / plane, 1, n);
+    }
+    // Floats of the GEMM path's workspace: one group's column matrix for a chunk of images and,
+    // where images are batched, that group's outputs (forward) or output gradients (backward)
+    // for the chunk, gathered from their image-major planes.
+    int64_t gemm_workspace_floats() const {
+        if (depthwise()) return 0;
+        const int64_t nb = images_per_gemm();
+        if (nb == 1) return im2col_floats();
+        return (patch() + out_per_group()) * nb * oh * ow;
+    }
 
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):

@@ -77,24 +77,27 @@ TEST_F(ExportPlanCli, JaxPolicyNamesEachKeptValueWithItsBytes) {
     EXPECT_NE(r.out.find("\"block1.act\",  # 256 B  f32[4,16]  relu"), std::string::npos) << r.out;
 }
 
-// vgg's optimal plan recomputes a pooling output whose module (and every module around it) the
-// next layer's backward reads from outside: no checkpoint region expresses it.
+// vgg's optimal plan at 1.48 MiB recomputes a pooling output whose module (and every module
+// around it) the next layer's backward reads from outside: no checkpoint region expresses it.
+constexpr const char* kVggRecomputesPool = "optimal:budget=1.48MiB";
 TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
     const fs::path out = dir_ / "plan.py";
     { std::ofstream(out) << "previous\n"; }
-    const Result r = run({"export-plan", "--network", "vgg", "--strategy", "optimal", "--format",
-                          "torch", "--out", out.string()});
+    const Result r = run({"export-plan", "--network", "vgg", "--strategy", kVggRecomputesPool,
+                          "--format", "torch", "--out", out.string()});
     EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.err.find("rematlab-cli: error: cannot export 'optimal' on 'vgg' for PyTorch"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find(
+            "rematlab-cli: error: cannot export 'optimal:budget=1.48MiB' on 'vgg' for PyTorch"),
+        std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("block0.pool"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("Export it as json or jax"), std::string::npos) << r.err;
     EXPECT_EQ(rl::test::read_file(out), "previous\n");
     EXPECT_EQ(leftovers(), std::vector<std::string>{"plan.py"});
     // The same plan as data says why.
-    const Result j =
-        run({"export-plan", "--network", "vgg", "--strategy", "optimal", "--format", "json"});
+    const Result j = run(
+        {"export-plan", "--network", "vgg", "--strategy", kVggRecomputesPool, "--format", "json"});
     ASSERT_EQ(j.code, 0) << j.err;
     EXPECT_FALSE(nlohmann::json::parse(j.out)["torch"]["exportable"].get<bool>());
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend.h"
@@ -166,6 +167,36 @@ TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
                 .pr = 1,
                 .bias = false},
                "stride 3x2, no bias");
+}
+
+// Small planes run several images per GEMM (Conv2dGeometry::images_per_gemm), their columns side
+// by side, with a shorter last chunk when the batch does not divide: a 3×3 grouped and a 1×1
+// convolution of 5 images in chunks of 3 + 2 and 4 + 1, forward against the float64 reference,
+// gradients against central differences, and accumulation into an existing input gradient.
+TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
+    const ConvSpec grouped{.n = 5,
+                           .c = 4,
+                           .h = 10,
+                           .w = 10,
+                           .out = 6,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1,
+                           .groups = 2};
+    const ConvSpec pointwise{.n = 5, .c = 3, .h = 8, .w = 8, .out = 4, .kh = 1, .kw = 1};
+    for (const auto& [s, per_gemm, what] : {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
+                                            std::tuple{pointwise, 4, "1x1, 8x8 planes"}}) {
+        SCOPED_TRACE(what);
+        OpCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
+        ASSERT_EQ(geo.images_per_gemm(), per_gemm);  // else this test exercises nothing new
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+        check_conv(s, what);
+    }
 }
 
 TEST(ConvOps, Conv2dGroupsAndDepthwise) {
@@ -354,9 +385,21 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     EXPECT_EQ(g.param(g.node(conv).params[1]).shape, (Shape{16}));
     EXPECT_EQ(g.param(g.node(conv).params[1]).fan_in, 36);
     const OpDef& d = op_def(OpKind::Conv2d);
-    // One group of one image: (8/2)·3·3 rows × 5·5 columns.
-    EXPECT_EQ(d.fwd_workspace(g, g.node(conv)), 4u * 4 * 9 * 25);
-    EXPECT_EQ(d.bwd_workspace(g, g.node(conv)), 4u * 4 * 9 * 25);
+    // 5×5 planes are small: both images in one GEMM per group (images_per_gemm), so one group's
+    // columns for both, (8/2)·3·3 rows × 2·25, and its 8 outputs (forward) or output gradients
+    // (backward) for both, gathered.
+    EXPECT_EQ(conv2d_geometry(g, g.node(conv)).images_per_gemm(), 2);
+    EXPECT_EQ(d.fwd_workspace(g, g.node(conv)), 4u * (4 * 9 + 8) * 2 * 25);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(conv)), 4u * (4 * 9 + 8) * 2 * 25);
+    // A 16×16 plane fills a GEMM alone: one group of one image, 4·3·3 rows × 256 columns.
+    const ValueId big = g.add_input("big", DType::F32, Shape{2, 8, 16, 16});
+    const NodeId one = g.add_node("one", OpKind::Conv2d, Ids{big},
+                                  {{"out_channels", int64_t{16}},
+                                   {"kernel", int64_t{3}},
+                                   {"padding", int64_t{1}},
+                                   {"groups", int64_t{2}}});
+    EXPECT_EQ(conv2d_geometry(g, g.node(one)).images_per_gemm(), 1);
+    EXPECT_EQ(d.fwd_workspace(g, g.node(one)), 4u * 4 * 9 * 256);
     const OpCost cost = d.cost(g, g.node(conv));
     EXPECT_DOUBLE_EQ(cost.fwd_flops, 2.0 * (2 * 16 * 25) * 36 + 2 * 16 * 25);
     EXPECT_GT(cost.bwd_flops, cost.fwd_flops);
@@ -366,7 +409,14 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
 
     const NodeId pw = g.add_node("pw", OpKind::Conv2d, Ids{x},
                                  {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
-    EXPECT_EQ(d.fwd_workspace(g, g.node(pw)), 0u);
+    // 1×1 on 10×10 planes: both images' inputs gathered side by side (8 rows × 200) and the
+    // outputs (4 × 200); one image alone reads its input in place and needs none.
+    EXPECT_EQ(d.fwd_workspace(g, g.node(pw)), 4u * (8 + 4) * 200);
+    const ValueId single = g.add_input("single", DType::F32, Shape{1, 8, 10, 10});
+    const NodeId pw1 = g.add_node("pw1", OpKind::Conv2d, Ids{single},
+                                  {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(pw1)), 0u);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(pw1)), 0u);
     const NodeId dw =
         g.add_node("dw", OpKind::Conv2d, Ids{x},
                    {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
