@@ -272,6 +272,20 @@ void softmax_bwd(const Ctx& c, const BackwardCall& b) {
                      c.s);
 }
 
+// l2_normalize along the last axis (Swin V2's cosine attention).
+void l2_normalize_fwd(const Ctx& c, const ForwardCall& f) {
+    const Rows r = rows_of(in_shape(f.graph, f.node, 0));
+    l2_normalize_forward(f32(f.inputs[0]), f32(f.output), r.rows, r.d,
+                         f.node.attrs.get_float("eps", 1e-12), c.s);
+}
+
+void l2_normalize_bwd(const Ctx& c, const BackwardCall& b) {
+    if (!b.grad_inputs[0]) return;
+    const Rows r = rows_of(in_shape(b.graph, b.node, 0));
+    l2_normalize_backward(f32(b.inputs[0]), b.grad_output, b.grad_inputs[0], b.accumulate[0],
+                          r.rows, r.d, b.node.attrs.get_float("eps", 1e-12), c.s);
+}
+
 // --- shape ops --------------------------------------------------------------------------------
 
 void permute(const Ctx& c, const float* src, const Shape& shape, const std::vector<int64_t>& perm,
@@ -355,10 +369,11 @@ void dropout_bwd(const Ctx& c, const BackwardCall& b) {
 // --- indexing ---------------------------------------------------------------------------------
 
 // The i32 indices on the device: the node's input, or attr indices uploaded into the workspace
-// (from pageable memory: the call returns once the host buffer has been read).
+// (from pageable memory: the call returns once the host buffer has been read). Gather passes no
+// inputs here: its input is the table, its indices always the attribute.
 const int32_t* embedding_indices(const Ctx& c, const Node& n, const void* const* inputs,
                                  void* workspace) {
-    if (!n.inputs.empty()) return static_cast<const int32_t*>(inputs[0]);
+    if (inputs && !n.inputs.empty()) return static_cast<const int32_t*>(inputs[0]);
     if (!n.attrs.has("indices")) return nullptr;
     const auto ind = n.attrs.get_ints("indices");
     std::vector<int32_t> host(ind.begin(), ind.end());
@@ -377,7 +392,36 @@ void embedding_fwd(const Ctx& c, const ForwardCall& f) {
 void embedding_bwd(const Ctx& c, const BackwardCall& b) {
     const EmbeddingLayout l = embedding_layout(b.graph, b.node);
     embedding_backward(embedding_indices(c, b.node, b.inputs, b.workspace), l.first, l.period,
-                       b.grad_output, b.grad_params[0], l.rows, l.dim, l.count, c.s);
+                       b.grad_output, b.grad_params[0], false, l.rows, l.dim, l.count, c.s);
+}
+
+// gather: output row k is input row indices[k] (a row being everything past axis 0), the
+// embedding lookup with the input as its table; the indices (checked when the graph was built)
+// go to the workspace as i32, as the embedding's constant ones do.
+struct GatherDims {
+    int64_t count, rows, row;
+};
+
+GatherDims gather_dims(const Graph& g, const Node& n) {
+    const Shape& x = in_shape(g, n, 0);
+    const int64_t rows = x[0];
+    return {static_cast<int64_t>(n.attrs.get_ints("indices").size()), rows,
+            rows ? x.numel() / rows : 0};
+}
+
+void gather_fwd(const Ctx& c, const ForwardCall& f) {
+    const GatherDims d = gather_dims(f.graph, f.node);
+    embedding_forward(embedding_indices(c, f.node, {}, f.workspace), 0, 1, f32(f.inputs[0]),
+                      f32(f.output), d.rows, d.row, d.count, c.s);
+}
+
+// dX (cleared unless accumulating) gets dY's rows added in index order: one thread per column,
+// the CPU kernel's order (engine/cpu/indexing.cpp).
+void gather_bwd(const Ctx& c, const BackwardCall& b) {
+    if (!b.grad_inputs[0]) return;
+    const GatherDims d = gather_dims(b.graph, b.node);
+    embedding_backward(embedding_indices(c, b.node, {}, b.workspace), 0, 1, b.grad_output,
+                       b.grad_inputs[0], b.accumulate[0], d.rows, d.row, d.count, c.s);
 }
 
 void slice_fwd(const Ctx& c, const ForwardCall& f) {
@@ -508,20 +552,6 @@ void constant_fwd(const Ctx& c, const ForwardCall& f) {
 }
 
 void constant_bwd(const Ctx&, const BackwardCall&) {}  // no gradient: never scheduled
-
-// gather and l2_normalize have CPU kernels only, so far (Swin V2's import, docs/onnx.md).
-constexpr const char* kCpuOnly =
-    "this op has no CUDA kernel yet; run this network on the CPU (--device cpu)";
-
-void cpu_only_fwd(const Ctx&, const ForwardCall& f) {
-    throw Error("node '" + f.node.name + "' (" + std::string(op_name(f.node.op)) +
-                "): " + kCpuOnly);
-}
-
-void cpu_only_bwd(const Ctx&, const BackwardCall& b) {
-    throw Error("node '" + b.node.name + "' (" + std::string(op_name(b.node.op)) +
-                "): " + kCpuOnly);
-}
 
 // --- losses -----------------------------------------------------------------------------------
 
@@ -871,8 +901,8 @@ constexpr KernelTable<ForwardKernel, BackwardKernel> kTable = [] {
     t[op_index(OpKind::Opaque)] = {opaque_fwd, opaque_bwd};  // plan-only: both throw
     // Swin V2 (ONNX import)
     t[op_index(OpKind::Exp)] = {unary_fwd<Unary::Exp>, unary_bwd<Unary::Exp, true>};
-    t[op_index(OpKind::L2Normalize)] = {cpu_only_fwd, cpu_only_bwd};
-    t[op_index(OpKind::Gather)] = {cpu_only_fwd, cpu_only_bwd};
+    t[op_index(OpKind::L2Normalize)] = {l2_normalize_fwd, l2_normalize_bwd};
+    t[op_index(OpKind::Gather)] = {gather_fwd, gather_bwd};
     t[op_index(OpKind::Parameter)] = {parameter_fwd, parameter_bwd};
     t[op_index(OpKind::Constant)] = {constant_fwd, constant_bwd};
     return t;

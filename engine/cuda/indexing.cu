@@ -1,4 +1,5 @@
-// Indexing kernels of the CUDA backend: embedding lookups and slices. The embedding's backward
+// Indexing kernels of the CUDA backend: embedding lookups (and the gather op, the same lookup
+// of an input's rows) and slices. The embedding's backward
 // gives each column of the table gradient to one thread, which clears it and adds the lookups'
 // rows in lookup order (the CPU kernel's order, engine/cpu/indexing.cpp): no atomics, bitwise
 // the CPU's sums.
@@ -23,10 +24,11 @@ __global__ void embedding_fwd_kernel(const int32_t* idx, int64_t first, int64_t 
 }
 
 __global__ void embedding_bwd_kernel(const int32_t* idx, int64_t first, int64_t period,
-                                     const float* dy, float* dw, int64_t rows, int64_t dim,
-                                     int64_t count) {
+                                     const float* dy, float* dw, bool acc, int64_t rows,
+                                     int64_t dim, int64_t count) {
     RL_GRID_STRIDE(j, dim) {
-        for (int64_t r = 0; r < rows; ++r) dw[r * dim + j] = 0.0f;
+        if (!acc)
+            for (int64_t r = 0; r < rows; ++r) dw[r * dim + j] = 0.0f;
         for (int64_t k = 0; k < count; ++k) {
             const int64_t r = lookup_row(idx, first, period, k);
             if (r >= 0 && r < rows) dw[r * dim + j] += dy[k * dim + j];
@@ -123,9 +125,11 @@ void embedding_forward(const int32_t* idx, int64_t first, int64_t period, const 
 }
 
 void embedding_backward(const int32_t* idx, int64_t first, int64_t period, const float* dy,
-                        float* dw, int64_t rows, int64_t dim, int64_t count, cudaStream_t s) {
-    embedding_bwd_kernel<<<blocks_for(dim), kThreads, 0, s>>>(idx, first, period, dy, dw, rows, dim,
-                                                              count);
+                        float* dw, bool acc, int64_t rows, int64_t dim, int64_t count,
+                        cudaStream_t s) {
+    if (dim == 0) return;
+    embedding_bwd_kernel<<<blocks_for(dim), kThreads, 0, s>>>(idx, first, period, dy, dw, acc, rows,
+                                                              dim, count);
 }
 
 void slice_forward(const float* x, float* y, int64_t outer, int64_t len, int64_t row,

@@ -59,6 +59,12 @@ void layernorm_backward(const float* x, const float* w, const float* dy, float* 
 void softmax_forward(const float* x, float* y, int64_t rows, int64_t d, cudaStream_t s);
 void softmax_backward(const float* y, const float* dy, float* dx, bool acc, int64_t rows, int64_t d,
                       cudaStream_t s);
+// y = x / max(‖x‖, eps) per row of d, the norm summed in double (F.normalize); the backward
+// recomputes the norm by the same code, so it is bitwise the forward's.
+void l2_normalize_forward(const float* x, float* y, int64_t rows, int64_t d, double eps,
+                          cudaStream_t s);
+void l2_normalize_backward(const float* x, const float* dy, float* dx, bool acc, int64_t rows,
+                           int64_t d, double eps, cudaStream_t s);
 // y[0] = ½ Σ x² (in double, one block)
 void sum_squares_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 // row_loss: [rows] scratch (the op's declared workspace)
@@ -152,9 +158,11 @@ void activation_backward(const Activation& f, const float* x, const float* dy, f
 // idx is null.
 void embedding_forward(const int32_t* idx, int64_t first, int64_t period, const float* w, float* y,
                        int64_t rows, int64_t dim, int64_t count, cudaStream_t s);
-// dw = 0, then dw[row(k), :] += dy[k, :] in lookup order.
+// dw = 0 (unless acc), then dw[row(k), :] += dy[k, :] in lookup order. The gather op's backward
+// is the same scatter with its input's gradient as dw.
 void embedding_backward(const int32_t* idx, int64_t first, int64_t period, const float* dy,
-                        float* dw, int64_t rows, int64_t dim, int64_t count, cudaStream_t s);
+                        float* dw, bool acc, int64_t rows, int64_t dim, int64_t count,
+                        cudaStream_t s);
 // y[o, :] = x[o, offset : offset + len] over a row-major [outer, row] x.
 void slice_forward(const float* x, float* y, int64_t outer, int64_t len, int64_t row,
                    int64_t offset, cudaStream_t s);

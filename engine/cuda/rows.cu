@@ -1,7 +1,7 @@
-// Row-wise and per-channel kernels of the CUDA backend: column sums, layernorm, softmax, the
-// losses and batchnorm. One block per row (or channel); every reduction is a fixed-order block
-// sum (common.cuh), so forward and backward compute bitwise the same statistics. The formulas
-// are the CPU kernels' (engine/cpu/norm.cpp, losses.cpp, batchnorm.cpp).
+// Row-wise and per-channel kernels of the CUDA backend: column sums, layernorm, softmax,
+// l2_normalize, the losses and batchnorm. One block per row (or channel); every reduction is a
+// fixed-order block sum (common.cuh), so forward and backward compute bitwise the same statistics.
+// The formulas are the CPU kernels' (engine/cpu/norm.cpp, losses.cpp, batchnorm.cpp).
 #include "engine/cuda/common.cuh"
 
 namespace rl::cuda {
@@ -124,6 +124,41 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, b
     const float dot = block_sum(s, scratch);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
         store(dx + off + j, y[off + j] * (dy[off + j] - dot), acc);
+}
+
+// ‖x‖ of one row, the squares summed in double in the block's fixed order.
+__device__ double row_norm(const float* x, int64_t d, double* scratch) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+        s += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+    return sqrt(block_sum(s, scratch));
+}
+
+__global__ void l2_normalize_fwd_kernel(const float* x, float* y, int64_t d, double eps) {
+    __shared__ double scratch[32];
+    const int64_t off = static_cast<int64_t>(blockIdx.x) * d;
+    const auto denom = static_cast<float>(fmax(row_norm(x + off, d, scratch), eps));
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) y[off + j] = x[off + j] / denom;
+}
+
+// As the CPU (engine/cpu/norm.cpp): with n = ‖x‖ >= eps, dX = (dY - x·(Σ dY·x)/n²)/n; below eps
+// the denominator is the constant eps, so dX = dY/eps.
+__global__ void l2_normalize_bwd_kernel(const float* x, const float* dy, float* dx, bool acc,
+                                        int64_t d, double eps) {
+    __shared__ double scratch[32];
+    const int64_t off = static_cast<int64_t>(blockIdx.x) * d;
+    const double n = row_norm(x + off, d, scratch);
+    if (n < eps) {
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+            store(dx + off + j, static_cast<float>(dy[off + j] / eps), acc);
+        return;
+    }
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+        s += static_cast<double>(dy[off + j]) * static_cast<double>(x[off + j]);
+    const double k = block_sum(s, scratch) / (n * n);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+        store(dx + off + j, static_cast<float>((dy[off + j] - x[off + j] * k) / n), acc);
 }
 
 __global__ void sum_squares_kernel(const float* x, float* y, int64_t n) {
@@ -283,6 +318,16 @@ void softmax_forward(const float* x, float* y, int64_t rows, int64_t d, cudaStre
 void softmax_backward(const float* y, const float* dy, float* dx, bool acc, int64_t rows, int64_t d,
                       cudaStream_t s) {
     if (rows) softmax_bwd_kernel<<<row_blocks(rows), kThreads, 0, s>>>(y, dy, dx, acc, d);
+}
+
+void l2_normalize_forward(const float* x, float* y, int64_t rows, int64_t d, double eps,
+                          cudaStream_t s) {
+    if (rows) l2_normalize_fwd_kernel<<<row_blocks(rows), kThreads, 0, s>>>(x, y, d, eps);
+}
+
+void l2_normalize_backward(const float* x, const float* dy, float* dx, bool acc, int64_t rows,
+                           int64_t d, double eps, cudaStream_t s) {
+    if (rows) l2_normalize_bwd_kernel<<<row_blocks(rows), kThreads, 0, s>>>(x, dy, dx, acc, d, eps);
 }
 
 void sum_squares_forward(const float* x, float* y, int64_t n, cudaStream_t s) {

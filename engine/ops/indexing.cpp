@@ -130,6 +130,12 @@ Inferred gather_infer(const Graph& g, const Node& n) {
     return {DType::F32, out, {}};
 }
 
+// The indices as i32 for the CUDA kernels, which read them from device memory (the embedding's
+// constant indices, above, the same way); the CPU kernel reads the attribute and leaves it unused.
+uint64_t gather_workspace(const Graph&, const Node& n) {
+    return 4 * static_cast<uint64_t>(n.attrs.get_ints("indices").size());
+}
+
 OpCost gather_cost(const Graph& g, const Node& n) {
     const double e = numel_d(g.value(n.output).shape), in = numel_d(in_shape(g, n, 0));
     return {0, e, 8 * e, 4 * in + 12 * e};  // bwd: clear dX, then add dY into its rows
@@ -291,8 +297,8 @@ const OpDef kGatherDef{
     .is_dot = false,
     .infer = gather_infer,
     .residuals = no_residuals,
-    .fwd_workspace = nullptr,
-    .bwd_workspace = nullptr,
+    .fwd_workspace = gather_workspace,
+    .bwd_workspace = gather_workspace,
     .cost = gather_cost,
 };
 
