@@ -1452,6 +1452,10 @@ def main():
                     "table gives the median and, for several, the range")
     ap.add_argument("--write-doc", nargs="?", const=os.path.join(ROOT, "docs", "onnx.md"),
                     help="put the table into docs/onnx.md (or the given file)")
+    ap.add_argument("--keep-dumps", action="store_true",
+                    help="keep our gradient and activation dumps (CACHE/MODEL/ours_grads, "
+                         "ours_acts) after each model; by default they are deleted once compared "
+                         "(gigabytes for the large models: vit_l_32's filled a disk)")
     ap.add_argument("--torch-phase", help=argparse.SUPPRESS)
     ap.add_argument("--matched-phase", help=argparse.SUPPRESS)
     ap.add_argument("--time-phase", help=argparse.SUPPRESS)
@@ -1547,6 +1551,9 @@ def main():
                 row["no_compare"] = True
             with open(res, "w") as f:
                 json.dump(row, f)
+            if not a.keep_dumps:  # compared: the row holds what they showed
+                for sub in ("ours_grads", "ours_acts"):
+                    shutil.rmtree(os.path.join(d, sub), ignore_errors=True)
         tm = row.get("timing", {})
         if row["status"] == "loaded" and (a.redo or tm.get("blas_wanted") != blas_wanted
                                           or len(tm.get("torch_no_onednn", [])) < a.time_rounds
