@@ -1132,19 +1132,24 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     write_file(file, "{ not json");
     r = run({"gemm", "--json", "--threads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(json::parse(r.out)["how"], "calibrated now");
+    const json recalibrated = json::parse(r.out);
+    EXPECT_EQ(recalibrated["how"], "calibrated now");
     json rewritten;
     EXPECT_NO_THROW(rewritten = json::parse(read_file(file)));
     EXPECT_EQ(rewritten["entries"].size(), 1u);
 
-    // A run reports the library that served it, in JSON and in the text report.
+    // A run reports the library that served it, in JSON and in the text report: the one the
+    // cache now names. (The recalibration above may choose another library than the first one
+    // when two are within the noise of each other, as OpenBLAS and Eigen were, 166 and 168
+    // GFLOP/s, on a fresh Debian machine.)
+    const std::string chosen = recalibrated["chosen"].get<std::string>();
     r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], first["chosen"]);
+    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], chosen);
     r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1"});
-    EXPECT_NE(r.out.find("GEMM " + first["chosen"].get<std::string>()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("GEMM " + chosen), std::string::npos) << r.out;
     r = run({"--version"});
-    EXPECT_NE(r.out.find("GEMM " + first["chosen"].get<std::string>()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("GEMM " + chosen), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, GemmOverridesAndBadNames) {
