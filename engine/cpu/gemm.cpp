@@ -229,11 +229,35 @@ void eigen_product(MMap& c, const A& a, const B& b, float alpha, float beta) {
     }
 }
 
+// C row by row, each a matrix-vector product over all of op(B).
+template <class A, class B>
+void eigen_rows_product(MMap& c, const A& a, const B& b, float alpha, float beta) {
+    for (Eigen::Index i = 0; i < c.rows(); ++i) {
+        if (beta == 0)
+            c.row(i).noalias() = alpha * (a.row(i) * b);
+        else
+            c.row(i).noalias() += alpha * (a.row(i) * b);
+    }
+}
+
+// Products of at most kFewRows rows against a large operand go row by row: Eigen's blocked
+// product took 442 ms for VGG's classifier input gradient at batch 2 (dY [2, 4096] · W [4096,
+// 25088]) against OpenBLAS's 48, and its forward 66 ms against 39 row by row (docs/onnx.md).
+constexpr int64_t kFewRows = 4;
+constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
+
 void eigen_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     MMap cm(c, m, n, Stride(ldc));
     const CMap am(a, ta ? k : m, ta ? m : k, Stride(lda));
     const CMap bm(b, tb ? n : k, tb ? k : n, Stride(ldb));
+    if (m <= kFewRows && n * k >= kFewRowsMinOperand) {
+        if (!ta && !tb) eigen_rows_product(cm, am, bm, alpha, beta);
+        if (!ta && tb) eigen_rows_product(cm, am, bm.transpose(), alpha, beta);
+        if (ta && !tb) eigen_rows_product(cm, am.transpose(), bm, alpha, beta);
+        if (ta && tb) eigen_rows_product(cm, am.transpose(), bm.transpose(), alpha, beta);
+        return;
+    }
     if (!ta && !tb) eigen_product(cm, am, bm, alpha, beta);
     if (!ta && tb) eigen_product(cm, am, bm.transpose(), alpha, beta);
     if (ta && !tb) eigen_product(cm, am.transpose(), bm, alpha, beta);
