@@ -145,6 +145,21 @@ void scatter_images(const float* src, int64_t rows, int64_t plane, int64_t m, fl
     });
 }
 
+// The column matrix [K, m·P] of one group for the m images of a chunk, xg pointing at the
+// first image's group: im2col of each image side by side in `col`, or, for a 1×1 stride-1
+// unpadded convolution, the images' planes gathered there — or read in place when the chunk is
+// one image (its plane already is its column matrix).
+const float* chunk_columns(const float* xg, const Conv2dGeometry& g, int64_t m, float* col) {
+    const int64_t plane = g.oh * g.ow, image = g.c * g.h * g.w;
+    if (g.pointwise()) {
+        if (g.images_per_gemm() == 1) return xg;
+        gather_images(xg, image, g.c_per_group(), plane, m, col);
+        return col;
+    }
+    for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, m * plane);
+    return col;
+}
+
 // db[o] = Σ_n Σ_p dy[n, o, p], images in order.
 void channel_sums(const float* dy, const Conv2dGeometry& g, float* db) {
     const int64_t plane = g.oh * g.ow;
@@ -502,14 +517,7 @@ void conv2d_forward(const ForwardCall& c) {
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const float* xg = x + n0 * image + gi * cg * g.h * g.w;
             float* yg = y + (n0 * g.out_c + gi * og) * plane;
-            const float* cols = xg;  // one pointwise image: its plane is its column matrix
-            if (!g.pointwise()) {
-                for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, ld);
-                cols = col;
-            } else if (nb > 1) {
-                gather_images(xg, image, cg, plane, m, col);
-                cols = col;
-            }
+            const float* cols = chunk_columns(xg, g, m, col);
             float* out = nb > 1 ? yt : yg;
             if (b)  // seed with the bias; the GEMM adds into it
                 for (int64_t o = 0; o < og; ++o)
@@ -555,14 +563,7 @@ void conv2d_backward(const BackwardCall& c) {
             }
             const float* wg = wt + gi * og * k;
             if (dw) {
-                const float* cols = xg;
-                if (!g.pointwise()) {
-                    for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, ld);
-                    cols = col;
-                } else if (nb > 1) {
-                    gather_images(xg, image, cg, plane, m, col);
-                    cols = col;
-                }
+                const float* cols = chunk_columns(xg, g, m, col);
                 sgemm(false, true, og, k, ld, 1.f, dyg, ld, cols, ld, n0 > 0 ? 1.f : 0.f,
                       dw + gi * og * k, k);  // dW += dY·colsᵀ
             }
