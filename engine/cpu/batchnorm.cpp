@@ -44,21 +44,48 @@ double blocked_sum(int64_t n, F&& block_sum) {
     return total;
 }
 
+// Eigen's reductions and expressions cost tens of nanoseconds each to set up, which on the 2×2
+// and 4×4 planes of late stages (segments of 4 or 16 floats, thousands of channels) was most of
+// the time: batchnorm ran at 0.04-0.05 of its memory roofline on EfficientNet's [2, 2112, 2, 2]
+// (bench_roofline). Segments shorter than kShort go through plain loops, in element order.
+constexpr int64_t kShort = 16;
+
+// Σ p[i]
+float sum_of(const float* p, int64_t n) {
+    if (n >= kShort) return ConstArrMap(p, n).sum();
+    float s = 0;
+    for (int64_t i = 0; i < n; ++i) s += p[i];
+    return s;
+}
+// Σ (p[i] - mean)²
+float squared_deviations(const float* p, int64_t n, float mean) {
+    if (n >= kShort) return (ConstArrMap(p, n) - mean).square().sum();
+    float s = 0;
+    for (int64_t i = 0; i < n; ++i) s += (p[i] - mean) * (p[i] - mean);
+    return s;
+}
+// Σ dy[i]·(x[i] - mean)·rstd
+float dot_xhat(const float* dy, const float* x, int64_t n, float mean, float rstd) {
+    if (n >= kShort) return (ConstArrMap(dy, n) * ((ConstArrMap(x, n) - mean) * rstd)).sum();
+    float s = 0;
+    for (int64_t i = 0; i < n; ++i) s += dy[i] * ((x[i] - mean) * rstd);
+    return s;
+}
+
 // Biased (population) variance, as training-mode batch norm normalises with: two passes (the
 // mean, then the squared deviations from it), so a large mean does not cancel the variance away.
 ChannelStats channel_stats(const float* x, const Layout& l, int64_t ch, double eps) {
     double sum = 0;
     for_segments(x, l, ch, [&](const float* s) {
-        sum += blocked_sum(l.inner, [&](int64_t o, int64_t n) {
-            return static_cast<double>(ConstArrMap(s + o, n).sum());
-        });
+        sum += blocked_sum(
+            l.inner, [&](int64_t o, int64_t n) { return static_cast<double>(sum_of(s + o, n)); });
     });
     const double mean = sum / static_cast<double>(l.count());
     const float meanf = static_cast<float>(mean);
     double sq = 0;
     for_segments(x, l, ch, [&](const float* s) {
         sq += blocked_sum(l.inner, [&](int64_t o, int64_t n) {
-            return static_cast<double>((ConstArrMap(s + o, n) - meanf).square().sum());
+            return static_cast<double>(squared_deviations(s + o, n, meanf));
         });
     });
     const double var = sq / static_cast<double>(l.count());
@@ -79,6 +106,10 @@ void batchnorm_forward(const ForwardCall& c) {
         const float scale = st.rstd * w[ch], shift = b[ch] - st.mean * scale;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
+            if (l.inner < kShort) {
+                for (int64_t i = off; i < off + l.inner; ++i) y[i] = x[i] * scale + shift;
+                continue;
+            }
             ArrMap(y + off, l.inner) = ConstArrMap(x + off, l.inner) * scale + shift;
         }
     });
@@ -102,12 +133,11 @@ void batchnorm_backward(const BackwardCall& c) {
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
             sum_dy += blocked_sum(l.inner, [&](int64_t o, int64_t k) {
-                return static_cast<double>(ConstArrMap(dy + off + o, k).sum());
+                return static_cast<double>(sum_of(dy + off + o, k));
             });
             sum_dy_xhat += blocked_sum(l.inner, [&](int64_t o, int64_t k) {
-                return static_cast<double>((ConstArrMap(dy + off + o, k) *
-                                            ((ConstArrMap(x + off + o, k) - st.mean) * st.rstd))
-                                               .sum());
+                return static_cast<double>(
+                    dot_xhat(dy + off + o, x + off + o, k, st.mean, st.rstd));
             });
         }
         if (dw) dw[ch] = static_cast<float>(sum_dy_xhat);
@@ -119,6 +149,14 @@ void batchnorm_backward(const BackwardCall& c) {
         const float k = w[ch] * st.rstd;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
+            if (l.inner < kShort) {
+                for (int64_t i = off; i < off + l.inner; ++i) {
+                    const float v =
+                        k * (dy[i] - mean_dy - ((x[i] - st.mean) * st.rstd) * mean_dy_xhat);
+                    dx[i] = acc ? dx[i] + v : v;
+                }
+                continue;
+            }
             const auto xhat = (ConstArrMap(x + off, l.inner) - st.mean) * st.rstd;
             store(ArrMap(dx + off, l.inner),
                   k * (ConstArrMap(dy + off, l.inner) - mean_dy - xhat * mean_dy_xhat), acc);

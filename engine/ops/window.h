@@ -90,7 +90,40 @@ struct Conv2dGeometry {
     // Floats of workspace: every block of one image at once (blocks run in parallel, images
     // one after another); 0 on the other paths.
     int64_t depthwise_workspace_floats(bool backward) const {
+        if (depthwise_padded()) return c * depthwise_plane_floats(backward);
         return depthwise_blocked() ? depthwise_blocks() * depthwise_block_floats(backward) : 0;
+    }
+
+    // Depthwise convolutions (multiplier 1) at stride and dilation 1 with a 3-, 5- or 7-wide
+    // kernel and rows too long for the blocks run on zero-padded planes (the CPU kernel,
+    // engine/cpu/conv.cpp): each channel's input plane, and backward its output-gradient plane,
+    // copied once into its own slice of the workspace with rows a whole number of 8-float
+    // vectors, so that every output row is vector multiply-adds with no edges.
+    static constexpr int64_t kPlaneLanes = 8;
+    static int64_t whole_lanes(int64_t v) {
+        return (v + kPlaneLanes - 1) / kPlaneLanes * kPlaneLanes;
+    }
+    bool depthwise_padded() const {
+        return depthwise() && !depthwise_blocked() && out_per_group() == 1 && win.sh == 1 &&
+               win.sw == 1 && win.dh == 1 && win.dw == 1 &&
+               (win.kw == 3 || win.kw == 5 || win.kw == 7);
+    }
+    // The input plane: x[ih, iw] at row ih + pad_top, column iw + pad_left; output (oh, ow)
+    // reads it at rows oh + i, columns ow + j, for ow up to a whole vector past the last one.
+    int64_t input_plane_h() const { return oh + win.kh - 1; }
+    int64_t input_plane_w() const { return whole_lanes(ow) + win.kw - 1; }
+    // The output-gradient plane: dy[oh, ow] at row oh + kh - 1, column ow + kw - 1, so that the
+    // input gradient dx[ih, iw] reads it at rows ih + pad_top + i', columns iw + pad_left + j'.
+    int64_t grad_plane_h() const { return std::max(h + win.pad_top, oh) + win.kh - 1; }
+    int64_t grad_plane_w() const {
+        return std::max(whole_lanes(w) + win.pad_left, whole_lanes(ow)) + win.kw - 1;
+    }
+    // Floats of one channel's slice: the input plane; backward also the output-gradient plane
+    // and the weight gradient's kPlaneLanes partial sums per tap.
+    int64_t depthwise_plane_floats(bool backward) const {
+        const int64_t in = input_plane_h() * input_plane_w();
+        if (!backward) return in;
+        return in + grad_plane_h() * grad_plane_w() + win.kh * win.kw * kPlaneLanes;
     }
 };
 

@@ -340,7 +340,50 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pb = 1,
                 .pr = 1,
                 .groups = 2},
-               "depthwise, long stride-1 rows: the row kernel");
+               "depthwise, long stride-1 rows: zero-padded planes");
+    // The padded planes (Conv2dGeometry::depthwise_padded) with every edge their geometry
+    // handles: rows not a whole number of vectors, asymmetric and oversized padding (outputs
+    // wider and taller than the input), kh != kw, 5- and 7-wide kernels, no bias.
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 6,
+                .w = 17,
+                .out = 3,
+                .kh = 5,
+                .kw = 5,
+                .pt = 3,
+                .pl = 0,
+                .pb = 1,
+                .pr = 4,
+                .groups = 3},
+               "depthwise padded 5x5, asymmetric padding, 17 columns");
+    check_conv({.n = 1,
+                .c = 2,
+                .h = 4,
+                .w = 20,
+                .out = 2,
+                .kh = 2,
+                .kw = 7,
+                .pt = 2,
+                .pl = 6,
+                .pb = 2,
+                .pr = 1,
+                .groups = 2,
+                .bias = false},
+               "depthwise padded 2x7, padding wider than the kernel, no bias");
+    check_conv({.n = 3,
+                .c = 4,
+                .h = 16,
+                .w = 16,
+                .out = 4,
+                .kh = 3,
+                .kw = 3,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 4},
+               "depthwise padded 3x3 on 16x16 planes, three images");
     check_conv({.n = 2,
                 .c = 3,
                 .h = 5,
@@ -426,13 +469,25 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     // backward: the padded input plane, the output gradient, weights and weight gradient.
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 2 * 9));
-    // Long stride-1 rows keep the row kernel, which needs none.
+    // Long stride-1 rows: zero-padded planes, one per channel (4). Output 1×38, so rows of 40
+    // floats (5 vectors): forward, the input plane, 1 + 2 rows × 40 + 2 columns; backward also
+    // the output-gradient plane, max(3, 1) + 2 rows × max(40, 40) + 2 columns, and 8 partial
+    // sums per tap.
     const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 4, 3, 40});
     const NodeId dw_wide =
         g.add_node("dw_wide", OpKind::Conv2d, Ids{wide},
                    {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"groups", int64_t{4}}});
-    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_wide)), 0u);
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 0u);
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42 + 5 * 42 + 9 * 8));
+    // Long rows at stride 2 keep the row kernel, which needs none.
+    const NodeId dw_strided = g.add_node("dw_strided", OpKind::Conv2d, Ids{wide},
+                                         {{"out_channels", int64_t{4}},
+                                          {"kernel", int64_t{3}},
+                                          {"stride", Ints{1, 2}},
+                                          {"groups", int64_t{4}}});
+    EXPECT_EQ(g.output_of(dw_strided).shape, (Shape{1, 4, 1, 19}));
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_strided)), 0u);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_strided)), 0u);
 }
 
 // ResNet's stem, as ONNX describes it: 224 -> conv 7x7/2 pad 3 -> 112 -> maxpool 3x3/2 pad 1 -> 56.
@@ -616,8 +671,9 @@ void check_batchnorm(Shape shape) {
 }
 
 TEST(ConvOps, BatchNorm) {
-    check_batchnorm(Shape{3, 2, 3, 4});
-    check_batchnorm(Shape{5, 3});  // [N, C]: statistics over the batch only
+    check_batchnorm(Shape{3, 2, 3, 4});  // segments of 12: the plain loops
+    check_batchnorm(Shape{2, 3, 4, 5});  // segments of 20: Eigen's reductions
+    check_batchnorm(Shape{5, 3});        // [N, C]: statistics over the batch only
 }
 
 TEST(ConvOps, UpsampleNearest) {
