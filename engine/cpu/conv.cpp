@@ -494,16 +494,19 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
 
 // --- depthwise, zero-padded planes (Conv2dGeometry::depthwise_padded) --------------------------
 //
-// Stride 1, rows longer than the blocks take. The row kernel above summed the weight gradient as
-// one dot product per tap and row (a dot of 16 to 56 floats: 0.06-0.12 of the roofline on
+// Rows longer than the blocks take. The row kernel above summed the weight gradient as one dot
+// product per tap and row (a dot of 16 to 56 floats: 0.04-0.12 of the roofline on
 // EfficientNet's 16x16 planes). Here each channel copies its input plane, and backward its
 // output-gradient plane, once into its own zero-padded slice of the workspace (geometry in
 // window.h), with rows a whole number of 8-float vectors and the padding in place, so every
-// output row is whole vectors of taps with no edge cases:
-//   forward  y[oh, t..t+8)  = b + Σ_i Σ_j w[i, j]·xp[oh + i, t + j ..]          (i, j in order)
-//   dW[i, j] = Σ over images, rows oh and vectors t of dy[oh, t..]·xp[oh + i, t + j ..], in 8
-//              partial sums (one per lane), added in lane order at the end
-//   dx[ih, t..t+8) = Σ_i' Σ_j' w[kh-1-i', kw-1-j']·gp[ih + pad_top + i', t + pad_left + j' ..]
+// output row is whole vectors of taps with no edge cases. With s = sw, xp_p the input plane's
+// column phase p and M = (kw - 1) / s:
+//   forward  y[oh, t..t+8)  = b + Σ_i Σ_j w[i, j]·xp_{j mod s}[oh·sh + i, t + j / s ..]
+//   dW[i, j] = Σ over images, rows oh and vectors t of dy[oh, t..]·xp_{j mod s}[oh·sh + i,
+//              t + j / s ..], in 8 partial sums (one per lane), added in lane order at the end
+//   dX: for input row ih, the taps i with (ih + pad_top - i) = oh·sh, oh in range; for input
+//       columns iw = u·s + p - pad_left (one phase p at a time), u a vector at a time,
+//       dx[ih, iw] = Σ_i Σ_m w[i, p + m·s]·gp[oh, u - m + M]
 // Channels run in parallel, each in its own slice and over the images in order, so the result
 // does not depend on the thread count. (A vector past the last column computes lanes that are not
 // stored; the dy plane is zero there, so they add nothing to dW.)
@@ -518,76 +521,110 @@ inline V8 load8(const float* p) {
 inline void store8(float* p, V8 v) {
     std::memcpy(p, &v, sizeof v);
 }
-// The first n (< 8 where a row ends) lanes of v to p, added to p's values when `add`.
-inline void put(float* p, V8 v, int64_t n, bool add) {
+// The first n (< 8 where a row ends) lanes of v to p[l·stride], added to what is there when
+// `add`.
+inline void put(float* p, int64_t stride, V8 v, int64_t n, bool add) {
     float lanes[kPlaneLanes];
     store8(lanes, v);
-    for (int64_t l = 0; l < n; ++l) p[l] = add ? p[l] + lanes[l] : lanes[l];
+    for (int64_t l = 0; l < n; ++l) p[l * stride] = add ? p[l * stride] + lanes[l] : lanes[l];
 }
 
-// Copies plane `src` [rows, cols] into `dst` (row stride ld) at (r0, c0), clipped to [h, w).
-void place(const float* src, int64_t rows, int64_t cols, float* dst, int64_t ld, int64_t h,
-           int64_t w, int64_t r0, int64_t c0) {
-    const int64_t n = std::min(cols, w - c0);
-    for (int64_t r = 0; r < std::min(rows, h - r0); ++r)
-        std::copy(src + r * cols, src + r * cols + n, dst + (r + r0) * ld + c0);
+// x's plane [h, w] into the padded input planes at (pad_top, pad_left), split into column phases:
+// padded column q = iw + pad_left goes to phase q mod s, column q / s. One strided copy per
+// phase and row (a division per element cost more than the convolution).
+void place_input(const float* x, const Conv2dGeometry& g, float* xp) {
+    const int64_t ph = g.input_plane_h(), pw = g.input_plane_w(), s = g.win.sw;
+    const int64_t rows = std::min(g.h, ph - g.win.pad_top), q0 = g.win.pad_left;
+    for (int64_t p = 0; p < s; ++p) {
+        const int64_t iw0 = ((p - q0) % s + s) % s;  // the first column of phase p
+        const int64_t col0 = (q0 + iw0) / s;
+        const int64_t n = std::min((g.w - iw0 + s - 1) / s, pw - col0);
+        if (iw0 >= g.w || n <= 0) continue;
+        for (int64_t ih = 0; ih < rows; ++ih) {
+            const float* src = x + ih * g.w + iw0;
+            float* dst = xp + (p * ph + ih + g.win.pad_top) * pw + col0;
+            if (s == 1) {
+                std::copy(src, src + n, dst);
+                continue;
+            }
+            for (int64_t k = 0; k < n; ++k) dst[k] = src[k * s];
+        }
+    }
 }
 
-template <int KW>
+// Tap j's offset in the input planes: its phase plane (j mod s), then its column (j / s);
+// folded to constants when the stride S is one (then no phases: the offset is j) or two.
+template <int KW, int S>
+struct TapOffsets {
+    int64_t at[KW];
+    TapOffsets(int64_t s, int64_t phase_floats) {
+        for (int j = 0; j < KW; ++j) at[j] = (j % s) * phase_floats + j / s;
+    }
+    int64_t operator()(int j) const {
+        if constexpr (S == 1) return j;
+        return at[j];
+    }
+};
+
+// S: the stride across when it is 1 or 2 (a constant, so the tap loops unroll); 0 for others.
+template <int KW, int S>
 void padded_forward(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
                     float* y, float* ws) {
-    const int64_t kh = g.win.kh, plane = g.oh * g.ow, ph = g.input_plane_h(),
-                  pw = g.input_plane_w();
+    const int64_t kh = g.win.kh, sh = g.win.sh, s = S ? S : g.win.sw, plane = g.oh * g.ow;
+    const int64_t ph = g.input_plane_h(), pw = g.input_plane_w();
     parallel_for(g.c, g.n * plane * kh * KW, [&](int64_t c) {
         float* xp = ws + c * g.depthwise_plane_floats(false);
-        std::fill(xp, xp + ph * pw, 0.0f);
+        std::fill(xp, xp + g.input_planes_floats(), 0.0f);
         const float* k = wt + c * kh * KW;
         const float bias = b ? b[c] : 0.0f;
+        const TapOffsets<KW, S> tap_at(s, ph * pw);
         for (int64_t n = 0; n < g.n; ++n) {
-            place(x + (n * g.c + c) * g.h * g.w, g.h, g.w, xp, pw, ph, pw, g.win.pad_top,
-                  g.win.pad_left);
+            place_input(x + (n * g.c + c) * g.h * g.w, g, xp);
             float* yc = y + (n * g.c + c) * plane;
             for (int64_t oh = 0; oh < g.oh; ++oh)
                 for (int64_t t = 0; t < g.ow; t += kPlaneLanes) {
                     V8 acc = V8{} + bias;
                     for (int64_t i = 0; i < kh; ++i) {
-                        const float* row = xp + (oh + i) * pw + t;
-                        for (int j = 0; j < KW; ++j) acc += k[i * KW + j] * load8(row + j);
+                        const float* row = xp + (oh * sh + i) * pw + t;
+                        for (int j = 0; j < KW; ++j) acc += k[i * KW + j] * load8(row + tap_at(j));
                     }
-                    put(yc + oh * g.ow + t, acc, std::min(kPlaneLanes, g.ow - t), false);
+                    put(yc + oh * g.ow + t, 1, acc, std::min(kPlaneLanes, g.ow - t), false);
                 }
         }
     });
 }
 
-template <int KW>
+template <int KW, int S>
 void padded_backward(const float* x, const float* dy, const float* wt, const Conv2dGeometry& g,
                      float* dw, float* dx, bool accumulate, float* ws) {
-    const int64_t kh = g.win.kh, taps = kh * KW, plane = g.oh * g.ow;
-    const int64_t ph = g.input_plane_h(), pw = g.input_plane_w();
-    const int64_t gh = g.grad_plane_h(), gw = g.grad_plane_w(), owv = g.whole_lanes(g.ow);
+    const int64_t kh = g.win.kh, sh = g.win.sh, s = S ? S : g.win.sw, taps = kh * KW;
+    const int64_t plane = g.oh * g.ow, ph = g.input_plane_h(), pw = g.input_plane_w();
+    const int64_t gw = g.grad_plane_w(), owv = g.whole_lanes(g.ow), m_max = (KW - 1) / s;
     parallel_for(g.c, g.n * plane * taps * 2, [&](int64_t c) {
         float* xp = ws + c * g.depthwise_plane_floats(true);
-        float* gp = xp + ph * pw;
-        float* lanes = gp + gh * gw;
-        std::fill(xp, xp + ph * pw, 0.0f);
-        std::fill(gp, gp + gh * gw, 0.0f);
+        float* gp = xp + g.input_planes_floats();
+        float* lanes = gp + g.oh * gw;
+        std::fill(xp, xp + g.input_planes_floats(), 0.0f);
+        std::fill(gp, gp + g.oh * gw, 0.0f);
         std::fill(lanes, lanes + taps * kPlaneLanes, 0.0f);
         const float* k = wt + c * taps;
+        const TapOffsets<KW, S> tap_at(s, ph * pw);
         for (int64_t n = 0; n < g.n; ++n) {
             const int64_t at = n * g.c + c;
-            place(dy + at * plane, g.oh, g.ow, gp, gw, gh, gw, kh - 1, KW - 1);
+            for (int64_t oh = 0; oh < g.oh; ++oh)
+                std::copy(dy + at * plane + oh * g.ow, dy + at * plane + (oh + 1) * g.ow,
+                          gp + oh * gw + m_max);
             if (dw) {
-                place(x + at * g.h * g.w, g.h, g.w, xp, pw, ph, pw, g.win.pad_top, g.win.pad_left);
+                place_input(x + at * g.h * g.w, g, xp);
                 for (int64_t i = 0; i < kh; ++i) {
                     V8 acc[KW];
                     for (int j = 0; j < KW; ++j) acc[j] = load8(lanes + (i * KW + j) * kPlaneLanes);
                     for (int64_t oh = 0; oh < g.oh; ++oh) {
-                        const float* grow = gp + (oh + kh - 1) * gw + KW - 1;
-                        const float* xrow = xp + (oh + i) * pw;
+                        const float* grow = gp + oh * gw + m_max;
+                        const float* xrow = xp + (oh * sh + i) * pw;
                         for (int64_t t = 0; t < owv; t += kPlaneLanes) {
                             const V8 d = load8(grow + t);
-                            for (int j = 0; j < KW; ++j) acc[j] += d * load8(xrow + t + j);
+                            for (int j = 0; j < KW; ++j) acc[j] += d * load8(xrow + t + tap_at(j));
                         }
                     }
                     for (int j = 0; j < KW; ++j) store8(lanes + (i * KW + j) * kPlaneLanes, acc[j]);
@@ -595,39 +632,94 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
             }
             if (!dx) continue;
             float* dxc = dx + at * g.h * g.w;
-            for (int64_t ih = 0; ih < g.h; ++ih)
-                for (int64_t t = 0; t < g.w; t += kPlaneLanes) {
-                    V8 acc = V8{};
-                    for (int64_t i = 0; i < kh; ++i) {
-                        const float* row = gp + (ih + g.win.pad_top + i) * gw + g.win.pad_left + t;
-                        const float* kr = k + (kh - 1 - i) * KW + KW - 1;
-                        for (int j = 0; j < KW; ++j) acc += kr[-j] * load8(row + j);
+            for (int64_t ih = 0; ih < g.h; ++ih) {
+                // The tap rows i that reach input row ih, from output row (ih + pad_top - i) / sh.
+                const float* from_row[Conv2dGeometry::kPlaneMaxRows];
+                const float* tap_row[Conv2dGeometry::kPlaneMaxRows];
+                int64_t rows = 0;
+                for (int64_t i = 0; i < kh; ++i) {
+                    // (No division at stride 1 or 2: one per tap row cost more than the
+                    // multiply-adds on 16x16 planes.)
+                    const int64_t from = ih + g.win.pad_top - i;
+                    if (from < 0) break;
+                    int64_t oh = from;
+                    if (sh == 2) {
+                        if (from & 1) continue;
+                        oh = from >> 1;
+                    } else if (sh != 1) {
+                        if (from % sh != 0) continue;
+                        oh = from / sh;
                     }
-                    put(dxc + ih * g.w + t, acc, std::min(kPlaneLanes, g.w - t), accumulate);
+                    if (oh >= g.oh) continue;
+                    from_row[rows] = gp + oh * gw + m_max;
+                    tap_row[rows++] = k + i * KW;
                 }
+                float* dxr = dxc + ih * g.w;
+                if constexpr (S == 1) {  // one phase: columns u = iw + pad_left
+                    for (int64_t t = 0; t < g.w; t += kPlaneLanes) {
+                        V8 acc = V8{};
+                        for (int64_t r = 0; r < rows; ++r) {
+                            const float* row = from_row[r] + g.win.pad_left + t;
+                            for (int j = 0; j < KW; ++j) acc += tap_row[r][j] * load8(row - j);
+                        }
+                        put(dxr + t, 1, acc, std::min(kPlaneLanes, g.w - t), accumulate);
+                    }
+                    continue;
+                }
+                for (int64_t p = 0; p < s; ++p) {
+                    // Input columns iw = u·s + p - pad_left for u in [u_lo, u_hi).
+                    const int64_t last = g.w - 1 + g.win.pad_left - p;
+                    if (last < 0) continue;
+                    const int64_t u_lo = (g.win.pad_left - p + s - 1) / s, u_hi = last / s + 1;
+                    for (int64_t u = u_lo; u < u_hi; u += kPlaneLanes) {
+                        V8 acc = V8{};
+                        for (int64_t r = 0; r < rows; ++r)
+                            for (int64_t j = p, m = 0; j < KW; j += s, ++m)
+                                acc += tap_row[r][j] * load8(from_row[r] + u - m);
+                        put(dxr + u * s + p - g.win.pad_left, s, acc,
+                            std::min(kPlaneLanes, u_hi - u), accumulate);
+                    }
+                }
+            }
         }
         if (dw)
             for (int64_t tap = 0; tap < taps; ++tap) {
-                float s = 0;
-                for (int64_t l = 0; l < kPlaneLanes; ++l) s += lanes[tap * kPlaneLanes + l];
-                dw[c * taps + tap] = s;
+                float sum = 0;
+                for (int64_t l = 0; l < kPlaneLanes; ++l) sum += lanes[tap * kPlaneLanes + l];
+                dw[c * taps + tap] = sum;
             }
     });
 }
 
+template <int KW>
+void padded_forward_kw(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
+                       float* y, float* ws) {
+    if (g.win.sw == 1) return padded_forward<KW, 1>(x, wt, b, g, y, ws);
+    if (g.win.sw == 2) return padded_forward<KW, 2>(x, wt, b, g, y, ws);
+    padded_forward<KW, 0>(x, wt, b, g, y, ws);
+}
+
+template <int KW>
+void padded_backward_kw(const float* x, const float* dy, const float* wt, const Conv2dGeometry& g,
+                        float* dw, float* dx, bool accumulate, float* ws) {
+    if (g.win.sw == 1) return padded_backward<KW, 1>(x, dy, wt, g, dw, dx, accumulate, ws);
+    if (g.win.sw == 2) return padded_backward<KW, 2>(x, dy, wt, g, dw, dx, accumulate, ws);
+    padded_backward<KW, 0>(x, dy, wt, g, dw, dx, accumulate, ws);
+}
+
 void depthwise_padded_forward(const float* x, const float* wt, const float* b,
                               const Conv2dGeometry& g, float* y, float* ws) {
-    if (g.win.kw == 3) padded_forward<3>(x, wt, b, g, y, ws);
-    if (g.win.kw == 5) padded_forward<5>(x, wt, b, g, y, ws);
-    if (g.win.kw == 7) padded_forward<7>(x, wt, b, g, y, ws);
+    if (g.win.kw == 3) padded_forward_kw<3>(x, wt, b, g, y, ws);
+    if (g.win.kw == 5) padded_forward_kw<5>(x, wt, b, g, y, ws);
+    if (g.win.kw == 7) padded_forward_kw<7>(x, wt, b, g, y, ws);
 }
 
 void depthwise_padded_backward(const float* x, const float* dy, const float* wt,
                                const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                                float* ws) {
-    if (g.win.kw == 3) padded_backward<3>(x, dy, wt, g, dw, dx, accumulate, ws);
-    if (g.win.kw == 5) padded_backward<5>(x, dy, wt, g, dw, dx, accumulate, ws);
-    if (g.win.kw == 7) padded_backward<7>(x, dy, wt, g, dw, dx, accumulate, ws);
+    if (g.win.kw == 3) padded_backward_kw<3>(x, dy, wt, g, dw, dx, accumulate, ws);
+    if (g.win.kw == 5) padded_backward_kw<5>(x, dy, wt, g, dw, dx, accumulate, ws);
+    if (g.win.kw == 7) padded_backward_kw<7>(x, dy, wt, g, dw, dx, accumulate, ws);
 }
 
 }  // namespace

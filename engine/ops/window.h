@@ -73,10 +73,12 @@ struct Conv2dGeometry {
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):
     // each block's input plane zero-padded and transposed, its output (forward) or output
     // gradient (backward), and its weights, in the declared workspace. Measured
-    // (docs/benchmarks.md), the blocks win up to 14 output columns and lose beyond, where rows
-    // are long enough for the row kernel.
+    // (docs/benchmarks.md), the blocks win over the row kernel up to 14 output columns, and
+    // over the zero-padded planes below (where those apply) up to 7.
     static constexpr int64_t kDepthwiseLanes = 16;
-    bool depthwise_blocked() const { return depthwise() && out_per_group() == 1 && ow <= 14; }
+    bool depthwise_blocked() const {
+        return depthwise() && out_per_group() == 1 && (ow <= 7 || (ow <= 14 && !planes_apply()));
+    }
     // The padded input plane the windows read: rows r = ih + pad_top, columns q = iw + pad_left.
     int64_t padded_h() const { return (oh - 1) * win.sh + (win.kh - 1) * win.dh + 1; }
     int64_t padded_w() const { return (ow - 1) * win.sw + (win.kw - 1) * win.dw + 1; }
@@ -94,36 +96,43 @@ struct Conv2dGeometry {
         return depthwise_blocked() ? depthwise_blocks() * depthwise_block_floats(backward) : 0;
     }
 
-    // Depthwise convolutions (multiplier 1) at stride and dilation 1 with a 3-, 5- or 7-wide
-    // kernel and rows too long for the blocks run on zero-padded planes (the CPU kernel,
+    // Depthwise convolutions (multiplier 1) at dilation 1 with a 3-, 5- or 7-wide kernel and
+    // rows of 8 outputs or more run on zero-padded planes (the CPU kernel,
     // engine/cpu/conv.cpp): each channel's input plane, and backward its output-gradient plane,
     // copied once into its own slice of the workspace with rows a whole number of 8-float
-    // vectors, so that every output row is vector multiply-adds with no edges.
+    // vectors, so that every output row is vector multiply-adds with no edges. A stride across
+    // splits the input plane into that many column phases, so each tap still reads contiguous
+    // floats.
     static constexpr int64_t kPlaneLanes = 8;
     static int64_t whole_lanes(int64_t v) {
         return (v + kPlaneLanes - 1) / kPlaneLanes * kPlaneLanes;
     }
-    bool depthwise_padded() const {
-        return depthwise() && !depthwise_blocked() && out_per_group() == 1 && win.sh == 1 &&
-               win.sw == 1 && win.dh == 1 && win.dw == 1 &&
-               (win.kw == 3 || win.kw == 5 || win.kw == 7);
+    static constexpr int64_t kPlaneMaxRows = 16;  // kernel rows (the input gradient's row list)
+    bool planes_apply() const {
+        return depthwise() && out_per_group() == 1 && win.dh == 1 && win.dw == 1 &&
+               (win.kw == 3 || win.kw == 5 || win.kw == 7) && win.kh <= kPlaneMaxRows;
     }
-    // The input plane: x[ih, iw] at row ih + pad_top, column iw + pad_left; output (oh, ow)
-    // reads it at rows oh + i, columns ow + j, for ow up to a whole vector past the last one.
-    int64_t input_plane_h() const { return oh + win.kh - 1; }
-    int64_t input_plane_w() const { return whole_lanes(ow) + win.kw - 1; }
-    // The output-gradient plane: dy[oh, ow] at row oh + kh - 1, column ow + kw - 1, so that the
-    // input gradient dx[ih, iw] reads it at rows ih + pad_top + i', columns iw + pad_left + j'.
-    int64_t grad_plane_h() const { return std::max(h + win.pad_top, oh) + win.kh - 1; }
+    bool depthwise_padded() const { return planes_apply() && !depthwise_blocked(); }
+    // The input plane, padded: x[ih, iw] at row ih + pad_top, column q = iw + pad_left, held in
+    // phase q mod sw at column q / sw. Output (oh, ow) reads tap (i, j) at row oh·sh + i, in
+    // phase j mod sw at column ow + j / sw, for ow up to a whole vector past the last output.
+    int64_t input_plane_h() const { return (oh - 1) * win.sh + win.kh; }
+    int64_t input_plane_w() const { return whole_lanes(ow) + (win.kw - 1) / win.sw; }
+    int64_t input_planes_floats() const { return win.sw * input_plane_h() * input_plane_w(); }
+    // The output-gradient plane: dy[oh, ow] at row oh, column ow + (kw - 1) / sw. dW reads rows
+    // a whole vector at a time from there; dX reads, for input columns iw with
+    // (iw + pad_left) mod sw = p, the columns u - m + (kw - 1) / sw, u = (iw + pad_left) / sw,
+    // for the taps j = p + m·sw, a whole vector at a time.
     int64_t grad_plane_w() const {
-        return std::max(whole_lanes(w) + win.pad_left, whole_lanes(ow)) + win.kw - 1;
+        return std::max(whole_lanes(ow), (w - 1 + win.pad_left) / win.sw + kPlaneLanes) +
+               (win.kw - 1) / win.sw;
     }
-    // Floats of one channel's slice: the input plane; backward also the output-gradient plane
+    // Floats of one channel's slice: the input planes; backward also the output-gradient plane
     // and the weight gradient's kPlaneLanes partial sums per tap.
     int64_t depthwise_plane_floats(bool backward) const {
-        const int64_t in = input_plane_h() * input_plane_w();
+        const int64_t in = input_planes_floats();
         if (!backward) return in;
-        return in + grad_plane_h() * grad_plane_w() + win.kh * win.kw * kPlaneLanes;
+        return in + oh * grad_plane_w() + win.kh * win.kw * kPlaneLanes;
     }
 };
 

@@ -384,6 +384,68 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pr = 1,
                 .groups = 4},
                "depthwise padded 3x3 on 16x16 planes, three images");
+    // Strided: the input plane in column phases, the input gradient gathered phase by phase.
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 9,
+                .w = 33,
+                .out = 3,
+                .kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .groups = 3},
+               "depthwise padded 3x3 stride 2, 17 columns");
+    check_conv({.n = 1,
+                .c = 2,
+                .h = 7,
+                .w = 40,
+                .out = 2,
+                .kh = 5,
+                .kw = 5,
+                .sh = 1,
+                .sw = 2,
+                .pt = 2,
+                .pl = 0,
+                .pb = 1,
+                .pr = 3,
+                .groups = 2},
+               "depthwise padded 5x5 stride 1x2, asymmetric padding");
+    check_conv({.n = 2,
+                .c = 2,
+                .h = 8,
+                .w = 50,
+                .out = 2,
+                .kh = 4,
+                .kw = 3,
+                .sh = 3,
+                .sw = 3,
+                .pt = 0,
+                .pl = 1,
+                .pb = 2,
+                .pr = 0,
+                .groups = 2,
+                .bias = false},
+               "depthwise padded 4x3 stride 3, no bias");
+    check_conv({.n = 1,
+                .c = 2,
+                .h = 5,
+                .w = 36,
+                .out = 2,
+                .kh = 7,
+                .kw = 7,
+                .sh = 2,
+                .sw = 2,
+                .pt = 3,
+                .pl = 6,
+                .pb = 3,
+                .pr = 1,
+                .groups = 2},
+               "depthwise padded 7x7 stride 2, padding wider than half the kernel");
     check_conv({.n = 2,
                 .c = 3,
                 .h = 5,
@@ -398,7 +460,7 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pb = 1,
                 .pr = 1,
                 .groups = 3},
-               "depthwise, 9 columns at stride 2 across: blocks");
+               "depthwise, 9 columns at stride 2 across: padded planes");
 }
 
 TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
@@ -464,11 +526,30 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
         g.add_node("dw", OpKind::Conv2d, Ids{x},
                    {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
     EXPECT_EQ(g.output_of(dw).shape, (Shape{2, 8, 8, 8}));
-    // Short rows (up to 14 output columns): channels-last blocks of 16 lanes (8 channels fill
-    // one) — forward: the 10×10 padded input plane, the 8×8 output and 9 weights per lane;
+    // Rows of 8 outputs: zero-padded planes, one per channel (8) — forward, the input plane,
+    // 8 + 2 rows × 8 + 2 columns; backward also the output-gradient plane, 8 rows ×
+    // max(8, 9 + 8) + 2 columns, and 8 partial sums per tap.
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 8 * (10 * 10));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 8 * (10 * 10 + 8 * 19 + 9 * 8));
+    // Short rows (up to 7 output columns): channels-last blocks of 16 lanes (8 channels fill
+    // one) — forward: the 9×9 padded input plane, the 7×7 output and 9 weights per lane;
     // backward: the padded input plane, the output gradient, weights and weight gradient.
-    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 2 * 9));
+    const ValueId small = g.add_input("small", DType::F32, Shape{2, 8, 9, 9});
+    const NodeId dw_small =
+        g.add_node("dw_small", OpKind::Conv2d, Ids{small},
+                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_small)), 4u * 16 * (81 + 49 + 9));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_small)), 4u * 16 * (81 + 49 + 2 * 9));
+    // The blocks take up to 14 columns where the planes do not apply (dilation across): one
+    // block, a 3 × 16 padded plane, 1 × 12 outputs.
+    const ValueId mid = g.add_input("mid", DType::F32, Shape{1, 4, 3, 16});
+    const NodeId dw_mid = g.add_node("dw_mid", OpKind::Conv2d, Ids{mid},
+                                     {{"out_channels", int64_t{4}},
+                                      {"kernel", int64_t{3}},
+                                      {"dilation", Ints{1, 2}},
+                                      {"groups", int64_t{4}}});
+    EXPECT_EQ(g.output_of(dw_mid).shape, (Shape{1, 4, 1, 12}));
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_mid)), 4u * 16 * (48 + 12 + 9));
     // Long stride-1 rows: zero-padded planes, one per channel (4). Output 1×38, so rows of 40
     // floats (5 vectors): forward, the input plane, 1 + 2 rows × 40 + 2 columns; backward also
     // the output-gradient plane, max(3, 1) + 2 rows × max(40, 40) + 2 columns, and 8 partial
@@ -478,16 +559,25 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
         g.add_node("dw_wide", OpKind::Conv2d, Ids{wide},
                    {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"groups", int64_t{4}}});
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42));
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42 + 5 * 42 + 9 * 8));
-    // Long rows at stride 2 keep the row kernel, which needs none.
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42 + 1 * 49 + 9 * 8));
+    // At stride 2 across, the input plane splits into 2 column phases of 24 + 1 columns each;
+    // the gradient plane is max(24, 39 / 2 + 8) + 1 columns wide.
     const NodeId dw_strided = g.add_node("dw_strided", OpKind::Conv2d, Ids{wide},
                                          {{"out_channels", int64_t{4}},
                                           {"kernel", int64_t{3}},
                                           {"stride", Ints{1, 2}},
                                           {"groups", int64_t{4}}});
     EXPECT_EQ(g.output_of(dw_strided).shape, (Shape{1, 4, 1, 19}));
-    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_strided)), 0u);
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_strided)), 0u);
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_strided)), 4u * 4 * (2 * 3 * 25));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_strided)), 4u * 4 * (2 * 3 * 25 + 1 * 28 + 9 * 8));
+    // Dilated ones keep the row kernel, which needs none.
+    const NodeId dw_dilated = g.add_node("dw_dilated", OpKind::Conv2d, Ids{wide},
+                                         {{"out_channels", int64_t{4}},
+                                          {"kernel", int64_t{3}},
+                                          {"dilation", Ints{1, 2}},
+                                          {"groups", int64_t{4}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_dilated)), 0u);
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_dilated)), 0u);
 }
 
 // ResNet's stem, as ONNX describes it: 224 -> conv 7x7/2 pad 3 -> 112 -> maxpool 3x3/2 pad 1 -> 56.
