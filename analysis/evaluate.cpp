@@ -188,6 +188,8 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
                         odd_peak[i] = e.peak_bytes;
                     if (e.host_peak_bytes != ev.prediction_of_run().host_peak_bytes)
                         odd_host_peak[i] = e.host_peak_bytes + 1;  // +1: 0 is a measurement
+                    if (!opt_.keep_measured_gradients)  // compared with none's in run_step
+                        std::vector<std::vector<float>>().swap(e.param_grads);
                     if (round == 0) continue;  // the warm-up: checked, not timed
                     samples[i].push_back(
                         {e.forward_ms, e.recompute_ms, e.backward_ms, e.total_ms, e.cpu_ms});

@@ -37,6 +37,11 @@ struct EvaluateOptions {
     // GUI's Cancel keeps what was measured, each row with its own repeat count). A strategy with
     // no timed step has no measurement either way.
     bool keep_partial_rounds = false;
+    // Each strategy's `measured` keeps its parameter gradients (`run --dump-grads`,
+    // `--dump-activations`). Off, they are dropped once compared with none's after the step: a
+    // comparison of S strategies held S copies of every gradient (`compare` on ViT-L/32's 1.2 GB
+    // of parameters reached 13 GB resident and was killed for memory).
+    bool keep_measured_gradients = false;
 };
 
 struct Evaluation {

@@ -400,7 +400,9 @@ int run_command(const RunOptions& opt) {
     }
 
     auto bar = progress_bar(opt.json);
-    Evaluator ev(g, opt.network, executing(g, opt, bar.get()));
+    EvaluateOptions eo = executing(g, opt, bar.get());
+    eo.keep_measured_gradients = !opt.dump_grads.empty() || !opt.dump_activations.empty();
+    Evaluator ev(g, opt.network, eo);
     if (!opt.dump_weights.empty()) dump_weights(g, ev.data(), opt.dump_weights);
     const ReportContext ctx =
         context_for(g, opt.network, ev.costs(), opt.threads, opt.repeat, opt.cap);

@@ -107,6 +107,27 @@ TEST(Measure, CompareInterleavesRoundByRoundAfterAWarmUp) {
     }
 }
 
+// A comparison keeps no strategy's gradients once checked against none's (S strategies held S
+// copies of every gradient), unless asked to (`run --dump-grads`); the check itself still runs.
+TEST(Measure, CompareDropsEachStrategysGradientsUnlessAskedToKeepThem) {
+    const Graph g = load_network("mlp:depth=4,width=16,batch=8");
+    const std::vector<Spec> specs = {parse_spec("none"), parse_spec("sqrt-n")};
+    for (const bool keep : {false, true}) {
+        SCOPED_TRACE(keep ? "kept" : "dropped");
+        EvaluateOptions eo;
+        eo.keep_measured_gradients = keep;
+        Evaluator ev(g, "mlp", eo);
+        const Comparison c = ev.compare(specs);
+        ASSERT_EQ(c.strategies.size(), 2u);
+        for (const ComparedStrategy& s : c.strategies) {
+            ASSERT_TRUE(s.eval.measured);
+            EXPECT_TRUE(s.eval.grads_bitwise_equal_to_none);
+            EXPECT_EQ(s.eval.measured->param_grads.size(),
+                      keep ? static_cast<size_t>(g.num_params()) : 0u);
+        }
+    }
+}
+
 TEST(Measure, AStrategyOverTheCapLeavesTheLaterRoundsAndTheOthersGoOn) {
     const Graph g = load_network("mlp:depth=8,width=64,batch=256");
     EvaluateOptions plan_only;
