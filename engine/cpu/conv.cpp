@@ -1,6 +1,7 @@
-// conv2d on NCHW float32: im2col + GEMM per group and chunk of images, a direct kernel for
-// depthwise convolutions (per row, or channels-last blocks of 16 where rows are short or strided),
-// and no im2col at all for 1×1 stride-1 unpadded ones.
+// conv2d on NCHW float32: im2col + GEMM per group and chunk of images, direct kernels for
+// depthwise convolutions (channels-last blocks of 16 where rows are short, zero-padded planes of
+// whole vectors where they are longer, per row otherwise), and no im2col at all for 1×1 stride-1
+// unpadded ones.
 //
 // Forward, per chunk of nb images (Conv2dGeometry::images_per_gemm: 1 unless the plane is small)
 // and group g (K = (C/groups)·kh·kw, P = oh·ow):
@@ -13,6 +14,7 @@
 //   db    = Σ over images and positions of dY, per channel, in a fixed order.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/cpu/kernels.h"
 #include "engine/gemm.h"
@@ -691,35 +693,35 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
     });
 }
 
-template <int KW>
-void padded_forward_kw(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
-                       float* y, float* ws) {
-    if (g.win.sw == 1) return padded_forward<KW, 1>(x, wt, b, g, y, ws);
-    if (g.win.sw == 2) return padded_forward<KW, 2>(x, wt, b, g, y, ws);
-    padded_forward<KW, 0>(x, wt, b, g, y, ws);
-}
-
-template <int KW>
-void padded_backward_kw(const float* x, const float* dy, const float* wt, const Conv2dGeometry& g,
-                        float* dw, float* dx, bool accumulate, float* ws) {
-    if (g.win.sw == 1) return padded_backward<KW, 1>(x, dy, wt, g, dw, dx, accumulate, ws);
-    if (g.win.sw == 2) return padded_backward<KW, 2>(x, dy, wt, g, dw, dx, accumulate, ws);
-    padded_backward<KW, 0>(x, dy, wt, g, dw, dx, accumulate, ws);
+// Calls f(KW, S) with the kernel width and the stride across (1, 2, or 0 for others) as
+// compile-time constants: the tap loops unroll.
+template <class F>
+void with_plane_constants(const Conv2dGeometry& g, F&& f) {
+    auto by_stride = [&](auto kw) {
+        using std::integral_constant;
+        if (g.win.sw == 1) return f(kw, integral_constant<int, 1>{});
+        if (g.win.sw == 2) return f(kw, integral_constant<int, 2>{});
+        f(kw, integral_constant<int, 0>{});
+    };
+    if (g.win.kw == 3) by_stride(std::integral_constant<int, 3>{});
+    if (g.win.kw == 5) by_stride(std::integral_constant<int, 5>{});
+    if (g.win.kw == 7) by_stride(std::integral_constant<int, 7>{});
 }
 
 void depthwise_padded_forward(const float* x, const float* wt, const float* b,
                               const Conv2dGeometry& g, float* y, float* ws) {
-    if (g.win.kw == 3) padded_forward_kw<3>(x, wt, b, g, y, ws);
-    if (g.win.kw == 5) padded_forward_kw<5>(x, wt, b, g, y, ws);
-    if (g.win.kw == 7) padded_forward_kw<7>(x, wt, b, g, y, ws);
+    with_plane_constants(g, [&](auto kw, auto s) {
+        padded_forward<decltype(kw)::value, decltype(s)::value>(x, wt, b, g, y, ws);
+    });
 }
 
 void depthwise_padded_backward(const float* x, const float* dy, const float* wt,
                                const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                                float* ws) {
-    if (g.win.kw == 3) padded_backward_kw<3>(x, dy, wt, g, dw, dx, accumulate, ws);
-    if (g.win.kw == 5) padded_backward_kw<5>(x, dy, wt, g, dw, dx, accumulate, ws);
-    if (g.win.kw == 7) padded_backward_kw<7>(x, dy, wt, g, dw, dx, accumulate, ws);
+    with_plane_constants(g, [&](auto kw, auto s) {
+        padded_backward<decltype(kw)::value, decltype(s)::value>(x, dy, wt, g, dw, dx, accumulate,
+                                                                 ws);
+    });
 }
 
 }  // namespace
