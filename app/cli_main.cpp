@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     // The version names the GEMM library this machine runs (choosing it, so a first --version may
     // take the calibration's second).
     app.set_version_flag("--version", [] {
-        std::string v = std::string(kProgram) + " " + REMATLAB_VERSION;
+        std::string v = std::string(kProgram) + " " + REMATLAB_VERSION + ", kernels built for " +
+                        rl::build_instruction_set();
         try {
             rl::set_cpu_threads(1);  // every command's default
             v += "\nGEMM " + rl::gemm_choice().summary();

@@ -34,6 +34,11 @@ struct GemmLibraryInfo {
     std::string why_not;  // when not available: what is missing and how to install it
 };
 
+// The vector instruction set this build's own kernels (Eigen's GEMM, the elementwise loops) were
+// compiled for: "AVX-512", "AVX2" (the portable x86-64-v3 build) or "SSE". Part of the
+// calibration's key and of --version, so that a report says which build produced it.
+const char* build_instruction_set();
+
 // Every library, available or not (loading the BLAS ones on first call).
 const std::vector<GemmLibraryInfo>& gemm_libraries();
 

@@ -1089,7 +1089,8 @@ def rel_err(a, ref):
 
 def run_cli(cli, args, timeout):
     try:
-        p = subprocess.run([cli] + args, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run([cli] + args, capture_output=True, text=True, timeout=timeout,
+                           env=OURS_ENV)
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return None, "", f"timed out after {timeout} s"
@@ -1434,6 +1435,150 @@ def write_doc(doc, text):
     os.replace(tmp, doc)
 
 
+# What an AVX2-only machine runs, reproduced on one with AVX-512 (--isa avx2), for both sides:
+# BLIS's haswell kernels (arch 3 of BLIS 0.9's table; RematLab would pick skx here), OpenBLAS's
+# Haswell kernels, oneDNN capped at AVX2 (PyTorch's convolutions). Debian's PyTorch 1.13 builds
+# its own ATen kernels for AVX2 at most ("CPU capability usage: AVX2"), so they need no cap.
+AVX2_ENV = {"BLIS_ARCH_TYPE": "3", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "DNNL_MAX_CPU_ISA": "AVX2"}
+OURS_ENV = None  # rematlab-cli's environment: this process's, plus AVX2_ENV under --isa avx2
+
+
+def cli_isa(cli):
+    """The instruction set rematlab-cli's kernels were built for, from its --version ("kernels
+    built for AVX2"), or None."""
+    import re
+    try:
+        out = subprocess.run([cli, "--version"], capture_output=True, text=True,
+                             env=OURS_ENV, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"kernels built for ([\w-]+)", out)
+    return m.group(1) if m else None
+
+
+def time_rounds_only(name, d, cli, threads, timeout, rounds):
+    """--time-only: ours (`run --repeat 3`) and PyTorch's (time_phase) alternated, ours first
+    in even rounds and PyTorch first in odd ones; the same dictionary as timing()."""
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)
+    inputs = []
+    for k in meta["inputs"]:
+        inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
+    out = {"ours": [], "torch": [], "torch_no_onednn": [], "blas": None, "threads": threads,
+           "cpu": {"ours": [], "torch": [], "torch_no_onednn": []}}
+
+    def ours():
+        rc, so, err = run_cli(cli, ["run", "--network", os.path.join(d, "model.onnx"),
+                                    "--strategy", "none", "--threads", str(threads),
+                                    "--repeat", "3", "--json"] + inputs, timeout)
+        if rc != 0:
+            return "rematlab-cli run: " + reason_of(err)
+        j = json.loads(so.strip().splitlines()[-1])
+        out["ours"].append(j["total_ms"])
+        out["cpu"]["ours"].append(j.get("cpu_ms"))
+        out["gemm"] = j.get("gemm")
+        return None
+
+    def theirs():
+        path = os.path.join(d, "torch_time.json")
+        if os.path.exists(path):
+            os.remove(path)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                            "--time-phase", f"{name}={d}"], capture_output=True, text=True,
+                           env=TORCH_ENV)
+        if p.returncode != 0 or not os.path.exists(path):
+            tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+            return "PyTorch timing failed: " + tail[:200]
+        with open(path) as f:
+            t = json.load(f)
+        out["torch"].append(t["torch_ms"])
+        out["torch_no_onednn"].append(t["torch_no_onednn_ms"])
+        out["cpu"]["torch"].append(t["torch_cpu_ms"])
+        out["cpu"]["torch_no_onednn"].append(t["torch_no_onednn_cpu_ms"])
+        out["blas"] = t["blas"]
+        return None
+
+    for r in range(rounds):
+        for step in ((ours, theirs) if r % 2 == 0 else (theirs, ours)):
+            err = step()
+            if err:
+                return {"error": err}
+    return out
+
+
+def time_only(a, models):
+    """--time-only: per model, the export (without references) when not cached, then the
+    alternated step times; prints one table of process CPU medians with their ranges and the
+    ratio to PyTorch's faster path."""
+    rows = []
+    for name in models:
+        d = os.path.join(a.cache, name)
+        os.makedirs(d, exist_ok=True)
+        if APPROX_M.get(name, 0) > a.max_params_m:
+            log(f"{name}: skipped (~{APPROX_M[name]:.0f} M parameters, above --max-params-m "
+                f"{a.max_params_m:.0f})")
+            continue
+        if not os.path.exists(os.path.join(d, "meta.json")):
+            log(f"{name}: exporting…")
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads",
+                                str(a.threads), "--torch-phase", f"{name}={d}", "--load-only"],
+                               capture_output=True, text=True, env=TORCH_ENV)
+            if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
+                tail = reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
+                                 f"exit {p.returncode}")
+                rows.append({"model": name, "error": "PyTorch side failed: " + tail})
+                log(f"{name}: PyTorch side failed: {tail}")
+                continue
+        with open(os.path.join(d, "meta.json")) as f:
+            meta = json.load(f)
+        if meta.get("export_error"):
+            rows.append({"model": name, "error": "not exported: " + meta["export_error"]})
+            log(f"{name}: not exported: {meta['export_error']}")
+            continue
+        log(f"{name}: timing ({a.time_rounds} round(s), --isa {a.isa})…")
+        t = time_rounds_only(name, d, a.cli, a.threads, a.timeout, a.time_rounds)
+        row = {"model": name, "input": meta.get("input", "?"), "isa": a.isa, "timing": t}
+        with open(os.path.join(d, f"time-only-{a.isa}.json"), "w") as f:
+            json.dump(row, f)
+        if "error" in t:
+            row["error"] = t["error"]
+            log(f"    timing failed: {t['error']}")
+        else:
+            row["ratio"] = median(t["cpu"]["ours"]) / min(median(t["cpu"]["torch"]),
+                                                          median(t["cpu"]["torch_no_onednn"]))
+            log(f"{name}: ours / PyTorch's faster path {row['ratio']:.2f} (process CPU)")
+        rows.append(row)
+
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    blases = sorted({blas_text(r["timing"]["blas"]) for r in rows
+                     if r.get("timing", {}).get("blas")})
+    gemms = sorted({r["timing"]["gemm"] for r in rows if r.get("timing", {}).get("gemm")})
+    print(f"zoo-check --time-only, {when}, {machine()}; rematlab-cli kernels built for "
+          f"{cli_isa(a.cli)}, GEMM {', '.join(gemms) or '?'}; PyTorch "
+          f"{__import__('torch').__version__} on {' / '.join(blases) or 'no BLAS measured'}; "
+          + (f"both sides held to AVX2 ({', '.join(f'{k}={v}' for k, v in AVX2_ENV.items())}); "
+             if a.isa == "avx2" else "")
+          + f"{a.threads} thread(s) each, {a.time_rounds} alternating round(s); "
+          f"`scripts/zoo-check {' '.join(sys.argv[1:])}`\n")
+
+    def cell(t, key):
+        v = [x for x in t["cpu"][key] if x is not None]
+        return fmt_ms(median(v)) + (f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else "")
+
+    print("| model | input | ours, ms CPU | PyTorch oneDNN, ms CPU | PyTorch without, ms CPU "
+          "| ours / faster |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r.get('input', '')} | {r['error']} | | | |")
+            continue
+        t = r["timing"]
+        print(f"| {r['model']} | {r['input']} | {cell(t, 'ours')} | {cell(t, 'torch')} "
+              f"| {cell(t, 'torch_no_onednn')} | {r['ratio']:.2f} |")
+    return 1 if any("error" in r for r in rows) else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", help="comma-separated subset (torchvision builder names, "
@@ -1465,6 +1610,14 @@ def main():
                     help="keep our gradient and activation dumps (CACHE/MODEL/ours_grads, "
                          "ours_acts) after each model; by default they are deleted once compared "
                          "(gigabytes for the large models: vit_l_32's filled a disk)")
+    ap.add_argument("--time-only", action="store_true",
+                    help="only the step times: export (no references) when not cached, then "
+                    "ours and PyTorch's alternated over --time-rounds rounds; no gradients, no "
+                    "strategies (for timing another build, e.g. with --isa avx2)")
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                    help="avx2: hold both sides to AVX2 kernels, as on an AVX2-only CPU (BLIS's "
+                    "haswell kernels, OpenBLAS's Haswell ones, oneDNN capped at AVX2); needs a "
+                    "rematlab-cli built with -DREMATLAB_NATIVE=OFF (x86-64-v3)")
     ap.add_argument("--torch-phase", help=argparse.SUPPRESS)
     ap.add_argument("--matched-phase", help=argparse.SUPPRESS)
     ap.add_argument("--time-phase", help=argparse.SUPPRESS)
@@ -1510,8 +1663,23 @@ def main():
     if a.threads < 1:
         log("zoo-check: --threads must be at least 1")
         return 2
-    global TORCH_ENV
+    if a.time_only and (a.load_only or a.write_doc):
+        log("zoo-check: --time-only takes neither --load-only nor --write-doc (its table is "
+            "printed)")
+        return 2
+    global TORCH_ENV, OURS_ENV
     TORCH_ENV, blas_wanted = torch_env(a.cache, a.torch_blas, a.threads)
+    if a.isa == "avx2":
+        isa = cli_isa(a.cli)
+        if isa != "AVX2":
+            log(f"zoo-check: --isa avx2 needs a rematlab-cli built for AVX2 (cmake -S . -B "
+                f"build-avx2 -DREMATLAB_NATIVE=OFF); {a.cli} says its kernels are built for "
+                f"{isa or 'an unknown instruction set (its --version does not say)'}")
+            return 2
+        TORCH_ENV.update(AVX2_ENV)
+        OURS_ENV = dict(os.environ, **AVX2_ENV)
+    if a.time_only:
+        return time_only(a, models)
     cli_mtime = os.path.getmtime(a.cli)
     rows = []
     for name in models:

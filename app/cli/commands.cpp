@@ -627,6 +627,7 @@ int gemm_command(const GemmOptions& opt) {
         j["chosen"] = gemm_library_name(choice.library);
         j["how"] = choice.how;
         j["threads"] = threads;
+        j["build"] = build_instruction_set();
         if (!choice.cache_note.empty()) j["cache"] = choice.cache_note;
         for (const GemmLibraryInfo& i : gemm_libraries()) {
             nlohmann::json l = {{"name", gemm_library_name(i.library)}, {"available", i.available}};
@@ -639,7 +640,9 @@ int gemm_command(const GemmOptions& opt) {
         std::cout << j.dump() << '\n';
         return kExitOk;
     }
-    std::cout << "GEMM library: " << choice.summary() << '\n';
+    std::cout << "GEMM library: " << choice.summary() << '\n'
+              << "  (this build's own kernels, Eigen's included: " << build_instruction_set()
+              << ")\n";
     if (!choice.cache_note.empty()) std::cout << "  (" << choice.cache_note << ")\n";
     for (const GemmLibraryInfo& i : gemm_libraries()) {
         std::cout << "  " << (i.library == choice.library ? "* " : "  ") << std::left

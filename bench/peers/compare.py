@@ -72,11 +72,34 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="tiny networks, one round; no files")
     p.add_argument("--no-doc", action="store_true", help="print only; write no files")
     p.add_argument("--networks", default="", help="';'-separated network specs (default: six)")
+    p.add_argument("--isa", choices=("native", "avx2"), default="native",
+                   help="avx2: hold both sides to AVX2 kernels, as on an AVX2-only CPU "
+                   "(needs an x86-64-v3 build of rematlab-cli: -DREMATLAB_NATIVE=OFF)")
     return p.parse_args()
 
 
+# What an AVX2-only machine would run, reproduced on one with AVX-512: BLIS's haswell kernels
+# (arch 3 of BLIS 0.9's table; RematLab would pick skx here), OpenBLAS's Haswell kernels, and
+# oneDNN capped at AVX2 (PyTorch's convolutions and its oneDNN GEMMs; Debian's PyTorch 1.13
+# builds its own ATen kernels for AVX2 at most, so they need no cap).
+AVX2_ENV = {"BLIS_ARCH_TYPE": "3", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "DNNL_MAX_CPU_ISA": "AVX2"}
+ENV = None  # the children's environment: os.environ, plus AVX2_ENV under --isa avx2
+
+
+def built_native(cli):
+    """True / False from the build's CMakeCache.txt (REMATLAB_NATIVE), None when not found."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            m = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", f.read())
+    except OSError:
+        return None
+    return None if not m else m.group(1) in ("ON", "TRUE", "1", "YES")
+
+
 def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
     if r.returncode != 0:
         sys.exit(f"compare: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr.strip()}")
     return r.stdout
@@ -123,7 +146,7 @@ def our_blas(cli, threads=1):
     info = "?"
     try:
         out = subprocess.run([cli, "gemm", "--json", "--threads", str(threads)],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True, env=ENV).stdout
         j = json.loads(out)
         lib = next(l for l in j["libraries"] if l["name"] == j["chosen"])
         info = "GEMM %s (%s; %s)" % (j["chosen"], lib.get("version", "?"), j["how"])
@@ -132,13 +155,10 @@ def our_blas(cli, threads=1):
     cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
     try:
         with open(cache) as f:
-            text = f.read()
-        native = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", text)
-        btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", text)
+            btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", f.read())
         info += " (%s, %s)" % (
             btype.group(1) if btype else "?",
-            "-O3 -march=native -mtune=generic" if native and native.group(1) == "ON"
-            else "-O3 -march=x86-64-v3")
+            "-O3 -march=native -mtune=generic" if built_native(cli) else "-O3 -march=x86-64-v3")
     except OSError:
         pass
     return info
@@ -169,6 +189,15 @@ def main():
     cli = a.cli or os.path.join(a.root, "build", "app", "rematlab-cli")
     if not os.path.exists(cli):
         sys.exit(f"compare: {cli} is missing; build it (scripts/build) or set REMATLAB_CLI")
+    global ENV
+    ENV = dict(os.environ)
+    if a.isa == "avx2":
+        if built_native(cli) is not False:
+            sys.exit(f"compare: --isa avx2 needs an x86-64-v3 build of rematlab-cli, and {cli} "
+                     "is not one (or its CMakeCache.txt is not beside it); build one with "
+                     "cmake -S . -B build-avx2 -DREMATLAB_NATIVE=OFF and pass --cli "
+                     "build-avx2/app/rematlab-cli")
+        ENV.update(AVX2_ENV)
     peer = os.path.join(a.root, "bench", "peers", "torch_peer.py")
     networks = ([n for n in a.networks.split(";") if n] if a.networks
                 else NETWORKS_QUICK if a.quick else NETWORKS_FULL)
@@ -289,7 +318,9 @@ def main():
     config = " ".join(blas_torch["torch_config"]) if blas_torch else ""
     torch_config = ", ".join(re.findall(r"(?:BLAS|LAPACK)_INFO=\w+", config))
     meta = (f"{date}; {machine()}; {a.threads} thread(s) on both sides; "
-            f"{rounds} alternating rounds x {repeat} timed steps, medians; load average "
+            f"{rounds} alternating rounds x {repeat} timed steps, medians; "
+            + ("both sides held to AVX2 (" + ", ".join(f"{k}={v}" for k, v in AVX2_ENV.items())
+               + "); " if a.isa == "avx2" else "") + "load average "
             f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
             f"Ours: rematlab-cli, {our_blas(cli)}.\n"
             f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
@@ -312,7 +343,8 @@ def main():
     with open(os.path.join(results, f"{stamp}.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "torch_blas": blas_torch}, f, indent=1)
     with open(os.path.join(a.root, "docs", "benchmarks.md"), "a") as f:
-        f.write(f"\n## Side by side with PyTorch (`bench/peers/compare`) — {date}\n\n")
+        f.write(f"\n## Side by side with PyTorch (`bench/peers/compare"
+                + (" --isa avx2`, AVX2 only" if a.isa == "avx2" else "`") + f") — {date}\n\n")
         f.write(meta.replace("\n", "  \n") + "\n\n" + table + "\n")
     print(f"\nwrote bench/peers/results/{stamp}.md and .json; appended to docs/benchmarks.md",
           file=sys.stderr)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -371,14 +372,9 @@ std::string cpu_model() {
 // What makes a calibration valid: the CPU, the instruction set this build's Eigen uses, every
 // library's version and the thread count.
 std::string calibration_key(int threads) {
-    std::string key = cpu_model();
-#if defined(__AVX512F__)
-    key += " | build avx512";
-#elif defined(__AVX2__)
-    key += " | build avx2";
-#else
-    key += " | build sse";
-#endif
+    std::string key = cpu_model() + " | build ";
+    for (const char* c = build_instruction_set(); *c; ++c)  // "avx512", as keys always were
+        if (*c != '-') key += char(std::tolower(static_cast<unsigned char>(*c)));
     for (const GemmLibraryInfo& i : gemm_libraries())
         key += " | " + (i.available ? i.version
                                     : std::string(gemm_library_name(i.library)) + " unavailable");
@@ -543,6 +539,16 @@ GemmChoice choose(const std::string& requested, const std::string& how) {
 }
 
 }  // namespace
+
+const char* build_instruction_set() {
+#if defined(__AVX512F__)
+    return "AVX-512";
+#elif defined(__AVX2__)
+    return "AVX2";
+#else
+    return "SSE";
+#endif
+}
 
 const char* gemm_library_name(GemmLibrary lib) {
     switch (lib) {

@@ -1150,6 +1150,23 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_NE(r.out.find("GEMM " + chosen), std::string::npos) << r.out;
     r = run({"--version"});
     EXPECT_NE(r.out.find("GEMM " + chosen), std::string::npos) << r.out;
+
+    // Which build produced a report: the instruction set this test was compiled for, the same
+    // flags as the CLI's (a portable x86-64-v3 build says AVX2), in --version, `gemm --json` and
+    // the calibration's key, so that an AVX2 build never takes an AVX-512 build's calibration.
+#if defined(__AVX512F__)
+    const std::string isa = "AVX-512", key = "build avx512";
+#elif defined(__AVX2__)
+    const std::string isa = "AVX2", key = "build avx2";
+#else
+    const std::string isa = "SSE", key = "build sse";
+#endif
+    EXPECT_NE(r.out.find("kernels built for " + isa + "\n"), std::string::npos) << r.out;
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["build"], isa) << r.out;
+    for (const json& e : json::parse(read_file(file))["entries"])
+        EXPECT_NE(e["key"].get<std::string>().find(" | " + key + " | "), std::string::npos) << e;
 }
 
 TEST_F(CliTest, GemmOverridesAndBadNames) {
