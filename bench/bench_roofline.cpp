@@ -13,11 +13,23 @@
 //   bench_roofline [--threads N] [--repeats N] [--markdown] [--nodes OP] [NETWORK ...]
 // --nodes OP also prints every node of that op (its output shape, each direction's time and
 // fraction of its roofline).
+//
+// A second table holds the GEMM layers (linear, matmul) to the raw GEMM of their own shapes:
+// each product a node's forward or backward runs (Y = X·Wᵀ; dX = dY·W and dW = dYᵀ·X, dX only
+// when the input needs a gradient; matmul's per batch) is timed alone on every GEMM library
+// available, in the same run and on the same buffers' sizes, median of --repeats, and the
+// fastest library per shape is the reference. "of raw" = raw time / layer time: 1.0 means the
+// layer costs nothing beyond its products on the best library this machine has, whichever the
+// kernels use. The 512³ rate of the first table is a library's best case; thin products (a few
+// rows, a short K) run below it on every library, and this table does not count that against
+// the layer.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend.h"
@@ -35,6 +47,92 @@ struct Row {
     double worst_fraction = 1e30;
     std::string worst_node;
     bool gemm_bound = false;
+};
+
+// One product, as sgemm takes it.
+struct Product {
+    bool trans_a = false, trans_b = false;
+    int64_t m = 0, n = 0, k = 0;
+    int64_t count = 1;  // times it runs (matmul's batch)
+    auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k); }
+};
+
+// The products of a linear or matmul node's forward (dir 0) or backward (dir 1), as
+// engine/cpu/dense.cpp runs them.
+std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int dir) {
+    std::vector<Product> out;
+    const rl::Shape& x = g.value(node.inputs[0]).shape;
+    const rl::Shape& y = g.value(node.output).shape;
+    const bool grad_a = g.value(node.inputs[0]).requires_grad;
+    if (node.op == rl::OpKind::Linear) {
+        const int64_t in = x[-1], rows = x.numel() / in, outf = y[-1];
+        if (dir == 0) return {{false, true, rows, outf, in, 1}};
+        if (grad_a) out.push_back({false, false, rows, in, outf, 1});  // dX = dY·W
+        out.push_back({true, false, outf, in, rows, 1});               // dW = dYᵀ·X
+        return out;
+    }
+    const bool tb = node.attrs.get_int("transpose_b", 0) != 0;
+    const int64_t b = x[0], m = x[1], k = x[2], n = y[2];
+    if (dir == 0) return {{false, tb, m, n, k, b}};
+    if (grad_a) out.push_back({false, !tb, m, k, n, b});
+    if (g.value(node.inputs[1]).requires_grad)
+        out.push_back(tb ? Product{true, false, n, k, m, b} : Product{true, false, k, n, m, b});
+    return out;
+}
+
+// The median time of one product on `lib`, after a warm-up, in ms.
+double time_product(rl::GemmLibrary lib, const Product& p, int repeats) {
+    const int64_t a_size = p.m * p.k, b_size = p.k * p.n, c_size = p.m * p.n;
+    std::vector<float> a(static_cast<size_t>(a_size), 0.25f), b(static_cast<size_t>(b_size), 0.5f),
+        c(static_cast<size_t>(c_size));
+    const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
+    std::vector<double> ms;
+    for (int r = 0; r <= repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        rl::sgemm_on(lib, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb,
+                     0.f, c.data(), p.n);
+        const double t =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (r) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// Per shape, the fastest library's median time and its name, and the time on the library the
+// kernels use (cached: layers repeat shapes).
+struct RawGemm {
+    struct Times {
+        double fastest_ms = 1e30, chosen_ms = 0;
+        std::string fastest;
+    };
+    int repeats = 5;
+    std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t>, Times> seen;
+    std::map<std::string, int> wins;  // products won per library
+    const Times& of(const Product& p) {
+        auto it = seen.find(p.key());
+        if (it == seen.end()) {
+            Times t;
+            for (const rl::GemmLibraryInfo& i : rl::gemm_libraries()) {
+                if (!i.available) continue;
+                const double ms = time_product(i.library, p, repeats);
+                if (ms < t.fastest_ms)
+                    t.fastest_ms = ms, t.fastest = rl::gemm_library_name(i.library);
+                if (i.library == rl::gemm_choice().library) t.chosen_ms = ms;
+            }
+            it = seen.emplace(p.key(), t).first;
+            wins[t.fastest] += 1;
+        }
+        return it->second;
+    }
+};
+
+struct RawRow {
+    double layer_ms = 0, raw_ms = 0, chosen_ms = 0;
+    int nodes = 0;
+    double worst_fraction = 1e30;
+    std::string worst_node;
 };
 
 const std::vector<std::string> kDefaultNetworks = {
@@ -82,6 +180,9 @@ int main(int argc, char** argv) {
         auto backend = make_cpu_backend(threads);
         const DeviceRates rates = DeviceRates::measure_cpu();
         std::map<std::string, Row> rows;
+        std::map<std::string, RawRow> raw_rows;
+        RawGemm raw;
+        raw.repeats = repeats;
         double total_ms = 0;
         for (const std::string& spec : networks) {
             const Graph g = load_network(spec);
@@ -110,6 +211,24 @@ int main(int argc, char** argv) {
                         r.worst_node = node.name + " (" + spec.substr(0, spec.find(':')) + ")";
                     }
                     total_ms += ms;
+                    if (node.op == OpKind::Linear || node.op == OpKind::MatMul) {
+                        double raw_ms = 0, chosen_ms = 0;
+                        for (const Product& p : products_of(g, node, dir)) {
+                            const RawGemm::Times& t = raw.of(p);
+                            raw_ms += t.fastest_ms * static_cast<double>(p.count);
+                            chosen_ms += t.chosen_ms * static_cast<double>(p.count);
+                        }
+                        RawRow& rr = raw_rows[std::string(d.name) + (dir == 0 ? " fwd" : " bwd")];
+                        rr.layer_ms += ms;
+                        rr.raw_ms += raw_ms;
+                        rr.chosen_ms += chosen_ms;
+                        rr.nodes += 1;
+                        if (raw_ms / ms < rr.worst_fraction) {
+                            rr.worst_fraction = raw_ms / ms;
+                            rr.worst_node = node.name + " (" + spec.substr(0, spec.find(':')) +
+                                            ") " + format_dims(g.output_of(n).shape);
+                        }
+                    }
                     if (d.name == nodes_of)
                         std::printf(
                             "%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)\n",
@@ -148,6 +267,36 @@ int main(int argc, char** argv) {
                 std::printf("%-22s %5d %6.1f%% %8s %9.2f %8.1f %7.1f  %s (%.2f)\n", name.c_str(),
                             r.nodes, share, r.gemm_bound ? "GEMM" : "memory", fraction, gf, gb,
                             r.worst_node.c_str(), r.worst_fraction);
+        }
+        if (!raw_rows.empty()) {
+            std::string wins;
+            for (const auto& [lib, count] : raw.wins)
+                wins += (wins.empty() ? "" : ", ") + lib + " " + std::to_string(count);
+            std::printf(
+                "\nGEMM layers against the raw GEMM of their own shapes, fastest library per "
+                "shape (%zu shapes; fastest: %s):\n",
+                raw.seen.size(), wins.c_str());
+            if (markdown)
+                std::printf(
+                    "\n| op | nodes | layer ms | raw GEMM ms, fastest | of raw | raw on %s ms "
+                    "| of that | worst node (of raw) |\n|---|---|---|---|---|---|---|---|\n",
+                    gemm_library_name(gemm_choice().library));
+            else
+                std::printf("%-22s %5s %10s %12s %7s %12s %7s  %s\n", "op", "nodes", "layer ms",
+                            "raw fastest", "of raw", "raw chosen", "of that",
+                            "worst node (of raw)");
+            for (const auto& [name, r] : raw_rows) {
+                if (markdown)
+                    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s (%.2f) |\n",
+                                name.c_str(), r.nodes, r.layer_ms, r.raw_ms, r.raw_ms / r.layer_ms,
+                                r.chosen_ms, r.chosen_ms / r.layer_ms, r.worst_node.c_str(),
+                                r.worst_fraction);
+                else
+                    std::printf("%-22s %5d %10.2f %12.2f %7.2f %12.2f %7.2f  %s (%.2f)\n",
+                                name.c_str(), r.nodes, r.layer_ms, r.raw_ms, r.raw_ms / r.layer_ms,
+                                r.chosen_ms, r.chosen_ms / r.layer_ms, r.worst_node.c_str(),
+                                r.worst_fraction);
+            }
         }
     } catch (const Error& e) {
         std::fprintf(stderr, "bench_roofline: %s\n", e.what());

@@ -43,6 +43,10 @@ of the qkv bias in place (`qkv_bias[length : 2 * length].zero_()`), which PyTorc
 export (aten::zero); zoo-check replaces that one statement by an out-of-place torch.cat that gives
 the same values and gradients bit for bit (patch_swin_v2_bias_zeroing).
 
+--time-only does only step 5 (exporting without references when nothing is cached), and
+--isa avx2 holds both sides to AVX2 kernels (an x86-64-v3 build of rematlab-cli, BLIS's and
+OpenBLAS's Haswell kernels, oneDNN capped at AVX2), as on an AVX2-only CPU.
+
 Everything expensive is cached under --cache (default .cache/zoo-check): the export, the input
 and the references per model, and our results (redone when rematlab-cli is newer). Interrupt it
 and run it again to resume.
