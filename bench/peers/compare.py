@@ -14,8 +14,8 @@ Columns:
                   within 10x of torch's own float32 error against float64 (see grad_check).
                   A row that fails either test is marked ✗
   ours ms, torch ms, ours/torch
-                  wall time of one step (forward + recompute + backward) and its ratio; < 1
-                  means ours is faster
+                  wall time of one step (forward + recompute + backward), the median over the
+                  rounds with their range, and the medians' ratio; < 1 means ours is faster
   ours/torch CPU  the same ratio in process CPU time (all threads), which other jobs on a shared
                   machine do not inflate
   overhead        CPU time of the step over the same side's `none` step, minus 1 (the recompute
@@ -267,6 +267,7 @@ def main():
                     "ours_ms_rounds": ours_ms, "torch_ms_rounds": torch_ms,
                     "ours_cpu_ms": statistics.median(ours_cpu),
                     "torch_cpu_ms": statistics.median(torch_cpu),
+                    "ours_cpu_ms_rounds": ours_cpu, "torch_cpu_ms_rounds": torch_cpu,
                     "ours_recompute_ms": ours_json["recompute_ms"],
                     "ours_act_peak": ours_json["activation_peak_bytes"],
                     "ours_peak": ours_json["measured_peak_bytes"],
@@ -289,7 +290,11 @@ def main():
         row["ours_overhead"] = row["ours_cpu_ms"] / b["ours_cpu_ms"] - 1
         row["torch_overhead"] = row["torch_cpu_ms"] / b["torch_cpu_ms"] - 1
 
-    header = ("| network | strategy | segments | grads rel err | ours ms | torch ms "
+    def spread(v):  # the median's range over the rounds
+        return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else (
+            f"{v[0]:.2f}")
+
+    header = ("| network | strategy | segments | grads rel err | ours ms (range) | torch ms (range) "
               "| ours/torch | ours/torch CPU | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
               "| torch RSS MiB |")
     lines = [header, "|" + "|".join(["---"] * (header.count("|") - 1)) + "|"]
@@ -304,7 +309,7 @@ def main():
         lines.append(
             f"| `{row['network']}` | {row['strategy']} | {segs} "
             f"| {row['grad_rel_err']:.1e}{ill(row)}{'' if row['grads_agree'] else ' ✗'} "
-            f"| {row['ours_ms']:.2f} | {row['torch_ms']:.2f} "
+            f"| {spread(row['ours_ms_rounds'])} | {spread(row['torch_ms_rounds'])} "
             f"| {row['ours_ms'] / row['torch_ms']:.2f} "
             f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f} | {overhead(row['ours_overhead'])} "
             f"| {overhead(row['torch_overhead'])} | {mib(row['ours_act_peak'])} "
