@@ -1245,6 +1245,34 @@ def our_phase(name, d, cli, threads, timeout, skip_compare, load_only=False):
     return row
 
 
+def export_phase(name, d, threads, load_only):
+    """Runs torch_phase in a child (the export; PyTorch's references unless load_only): None
+    when DIR/meta.json was written, else why not."""
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                        "--torch-phase", f"{name}={d}"] + (["--load-only"] if load_only else []),
+                       capture_output=True, text=True, env=TORCH_ENV)
+    if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
+        return reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
+                         f"exit {p.returncode}")
+    return None
+
+
+def torch_time_once(name, d, threads):
+    """One PyTorch timing process (time_phase) on the model in d: its torch_time.json, or an
+    error string."""
+    path = os.path.join(d, "torch_time.json")
+    if os.path.exists(path):
+        os.remove(path)
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                        "--time-phase", f"{name}={d}"], capture_output=True, text=True,
+                       env=TORCH_ENV)
+    if p.returncode != 0 or not os.path.exists(path):
+        tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+        return "PyTorch timing failed: " + tail[:200]
+    with open(path) as f:
+        return json.load(f)
+
+
 def timing(name, d, cli, threads, timeout, rounds, row):
     """Step times, ours and PyTorch's (float32, with and without oneDNN, TORCH_ENV's BLAS),
     alternated: the first of ours is the main run's (`run --repeat 3`, median), then PyTorch's
@@ -1269,17 +1297,9 @@ def timing(name, d, cli, threads, timeout, rounds, row):
                 return {"error": "rematlab-cli run: " + reason_of(err)}
             ours.append(json.loads(out)["total_ms"])
             cpu["ours"].append(json.loads(out).get("cpu_ms"))
-        path = os.path.join(d, "torch_time.json")
-        if os.path.exists(path):
-            os.remove(path)
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
-                            "--time-phase", f"{name}={d}"], capture_output=True, text=True,
-                           env=TORCH_ENV)
-        if p.returncode != 0 or not os.path.exists(path):
-            tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
-            return {"error": "PyTorch timing failed: " + tail[:200]}
-        with open(path) as f:
-            t = json.load(f)
+        t = torch_time_once(name, d, threads)
+        if isinstance(t, str):
+            return {"error": t}
         theirs.append(t["torch_ms"])
         theirs_n.append(t["torch_no_onednn_ms"])
         cpu["torch"].append(t["torch_cpu_ms"])
@@ -1485,17 +1505,9 @@ def time_rounds_only(name, d, cli, threads, timeout, rounds):
         return None
 
     def theirs():
-        path = os.path.join(d, "torch_time.json")
-        if os.path.exists(path):
-            os.remove(path)
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads),
-                            "--time-phase", f"{name}={d}"], capture_output=True, text=True,
-                           env=TORCH_ENV)
-        if p.returncode != 0 or not os.path.exists(path):
-            tail = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
-            return "PyTorch timing failed: " + tail[:200]
-        with open(path) as f:
-            t = json.load(f)
+        t = torch_time_once(name, d, threads)
+        if isinstance(t, str):
+            return t
         out["torch"].append(t["torch_ms"])
         out["torch_no_onednn"].append(t["torch_no_onednn_ms"])
         out["cpu"]["torch"].append(t["torch_cpu_ms"])
@@ -1525,12 +1537,8 @@ def time_only(a, models):
             continue
         if not os.path.exists(os.path.join(d, "meta.json")):
             log(f"{name}: exporting…")
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads",
-                                str(a.threads), "--torch-phase", f"{name}={d}", "--load-only"],
-                               capture_output=True, text=True, env=TORCH_ENV)
-            if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
-                tail = reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
-                                 f"exit {p.returncode}")
+            tail = export_phase(name, d, a.threads, True)
+            if tail:
                 rows.append({"model": name, "error": "PyTorch side failed: " + tail})
                 log(f"{name}: PyTorch side failed: {tail}")
                 continue
@@ -1703,13 +1711,8 @@ def main():
             log(f"{name}: exporting" + ("…" if a.load_only else
                                          " and computing PyTorch's gradients…"))
             t0 = time.time()
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads",
-                                str(a.threads), "--torch-phase", f"{name}={d}"]
-                               + (["--load-only"] if a.load_only else []),
-                               capture_output=True, text=True, env=TORCH_ENV)
-            if p.returncode != 0 or not os.path.exists(os.path.join(d, "meta.json")):
-                tail = reason_of(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
-                                 f"exit {p.returncode}")
+            tail = export_phase(name, d, a.threads, a.load_only)
+            if tail:
                 rows.append({"model": name, "status": "PyTorch side failed: " + tail})
                 log(f"{name}: PyTorch side failed: {tail}")
                 continue
