@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
                 const Node& node = g.node(n);
                 const OpDef& d = op_def(node.op);
                 const OpCost c = d.cost ? d.cost(g, node) : OpCost{};
+                const std::string where = node.name + " (" + spec.substr(0, spec.find(':')) + ")";
                 for (int dir = 0; dir < 2; ++dir) {
                     const double ms = dir == 0 ? measured.forward_ms(n) : measured.backward_ms(n);
                     const double flops = dir == 0 ? c.fwd_flops : c.bwd_flops;
@@ -208,7 +209,7 @@ int main(int argc, char** argv) {
                     r.gemm_bound = r.gemm_bound || compute_ms > memory_ms;
                     if (roof / ms < r.worst_fraction) {
                         r.worst_fraction = roof / ms;
-                        r.worst_node = node.name + " (" + spec.substr(0, spec.find(':')) + ")";
+                        r.worst_node = where;
                     }
                     total_ms += ms;
                     if (node.op == OpKind::Linear || node.op == OpKind::MatMul) {
@@ -225,16 +226,14 @@ int main(int argc, char** argv) {
                         rr.nodes += 1;
                         if (raw_ms / ms < rr.worst_fraction) {
                             rr.worst_fraction = raw_ms / ms;
-                            rr.worst_node = node.name + " (" + spec.substr(0, spec.find(':')) +
-                                            ") " + format_dims(g.output_of(n).shape);
+                            rr.worst_node = where + " " + format_dims(g.output_of(n).shape);
                         }
                     }
                     if (d.name == nodes_of)
-                        std::printf(
-                            "%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)\n",
-                            (node.name + " (" + spec.substr(0, spec.find(':')) + ")").c_str(),
-                            format_dims(g.output_of(n).shape).c_str(), dir == 0 ? "fwd" : "bwd", ms,
-                            roof / ms, compute_ms > memory_ms ? "GEMM" : "memory");
+                        std::printf("%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)\n",
+                                    where.c_str(), format_dims(g.output_of(n).shape).c_str(),
+                                    dir == 0 ? "fwd" : "bwd", ms, roof / ms,
+                                    compute_ms > memory_ms ? "GEMM" : "memory");
                 }
             }
         }

@@ -78,24 +78,13 @@ def parse_args():
     return p.parse_args()
 
 
-# What an AVX2-only machine would run, reproduced on one with AVX-512: BLIS's haswell kernels
-# (arch 3 of BLIS 0.9's table; RematLab would pick skx here), OpenBLAS's Haswell kernels, and
-# oneDNN capped at AVX2 (PyTorch's convolutions and its oneDNN GEMMs; Debian's PyTorch 1.13
-# builds its own ATen kernels for AVX2 at most, so they need no cap).
-AVX2_ENV = {"BLIS_ARCH_TYPE": "3", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2",
-            "DNNL_MAX_CPU_ISA": "AVX2"}
+# --isa avx2's environment (what an AVX2-only CPU runs: BLIS haswell, OpenBLAS Haswell, oneDNN
+# capped at AVX2) and the check of the CLI's build come from scripts/zoo_check.py, which times
+# the model zoo the same way: one definition for both.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from zoo_check import AVX2_ENV, cli_isa  # noqa: E402  (stdlib imports only)
+
 ENV = None  # the children's environment: os.environ, plus AVX2_ENV under --isa avx2
-
-
-def built_native(cli):
-    """True / False from the build's CMakeCache.txt (REMATLAB_NATIVE), None when not found."""
-    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
-    try:
-        with open(cache) as f:
-            m = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", f.read())
-    except OSError:
-        return None
-    return None if not m else m.group(1) in ("ON", "TRUE", "1", "YES")
 
 
 def run(cmd, **kw):
@@ -155,10 +144,13 @@ def our_blas(cli, threads=1):
     cache = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(cli))), "CMakeCache.txt")
     try:
         with open(cache) as f:
-            btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", f.read())
+            text = f.read()
+        native = re.search(r"REMATLAB_NATIVE:BOOL=(\w+)", text)
+        btype = re.search(r"CMAKE_BUILD_TYPE:STRING=(\w+)", text)
         info += " (%s, %s)" % (
             btype.group(1) if btype else "?",
-            "-O3 -march=native -mtune=generic" if built_native(cli) else "-O3 -march=x86-64-v3")
+            "-O3 -march=native -mtune=generic" if native and native.group(1) == "ON"
+            else "-O3 -march=x86-64-v3")
     except OSError:
         pass
     return info
@@ -192,11 +184,12 @@ def main():
     global ENV
     ENV = dict(os.environ)
     if a.isa == "avx2":
-        if built_native(cli) is not False:
+        isa = cli_isa(cli)
+        if isa != "AVX2":
             sys.exit(f"compare: --isa avx2 needs an x86-64-v3 build of rematlab-cli, and {cli} "
-                     "is not one (or its CMakeCache.txt is not beside it); build one with "
-                     "cmake -S . -B build-avx2 -DREMATLAB_NATIVE=OFF and pass --cli "
-                     "build-avx2/app/rematlab-cli")
+                     f"says its kernels are built for {isa or 'an unknown instruction set'}; "
+                     "build one with cmake -S . -B build-avx2 -DREMATLAB_NATIVE=OFF and pass "
+                     "--cli build-avx2/app/rematlab-cli")
         ENV.update(AVX2_ENV)
     peer = os.path.join(a.root, "bench", "peers", "torch_peer.py")
     networks = ([n for n in a.networks.split(";") if n] if a.networks
