@@ -1165,7 +1165,8 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     r = run({"gemm", "--json", "--threads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["build"], isa) << r.out;
-    for (const json& e : json::parse(read_file(file))["entries"])
+    const json keyed = json::parse(read_file(file));  // outlives the loop over its entries
+    for (const json& e : keyed["entries"])
         EXPECT_NE(e["key"].get<std::string>().find(" | " + key + " | "), std::string::npos) << e;
 }
 
