@@ -17,7 +17,9 @@ Columns:
                   wall time of one step (forward + recompute + backward), the median over the
                   rounds with their range, and the medians' ratio; < 1 means ours is faster
   ours/torch CPU  the same ratio in process CPU time (all threads), which other jobs on a shared
-                  machine do not inflate
+                  machine do not inflate; in brackets, the range of the ratio within each round
+                  (ours against the torch process timed next to it), so a drift of the machine
+                  between rounds does not pass for a difference between the two
   overhead        CPU time of the step over the same side's `none` step, minus 1 (the recompute
                   cost)
   act/saved       our activation peak (measured by the tracking allocator: every live
@@ -261,6 +263,7 @@ def main():
                     "ours_cpu_ms": statistics.median(ours_cpu),
                     "torch_cpu_ms": statistics.median(torch_cpu),
                     "ours_cpu_ms_rounds": ours_cpu, "torch_cpu_ms_rounds": torch_cpu,
+                    "cpu_ratio_rounds": [o / t for o, t in zip(ours_cpu, torch_cpu)],
                     "ours_recompute_ms": ours_json["recompute_ms"],
                     "ours_act_peak": ours_json["activation_peak_bytes"],
                     "ours_peak": ours_json["measured_peak_bytes"],
@@ -287,8 +290,11 @@ def main():
         return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else (
             f"{v[0]:.2f}")
 
+    def paired(v):  # the ratio's range over the rounds, each round's pair on its own
+        return f" ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else ""
+
     header = ("| network | strategy | segments | grads rel err | ours ms (range) | torch ms (range) "
-              "| ours/torch | ours/torch CPU | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
+              "| ours/torch | ours/torch CPU (per round) | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
               "| torch RSS MiB |")
     lines = [header, "|" + "|".join(["---"] * (header.count("|") - 1)) + "|"]
     def ill(row):
@@ -304,7 +310,8 @@ def main():
             f"| {row['grad_rel_err']:.1e}{ill(row)}{'' if row['grads_agree'] else ' ✗'} "
             f"| {spread(row['ours_ms_rounds'])} | {spread(row['torch_ms_rounds'])} "
             f"| {row['ours_ms'] / row['torch_ms']:.2f} "
-            f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f} | {overhead(row['ours_overhead'])} "
+            f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f}{paired(row['cpu_ratio_rounds'])} "
+            f"| {overhead(row['ours_overhead'])} "
             f"| {overhead(row['torch_overhead'])} | {mib(row['ours_act_peak'])} "
             f"| {mib(row['torch_saved_peak'])} "
             f"| {row['ours_act_peak'] / max(row['torch_saved_peak'], 1):.2f} "
