@@ -1557,8 +1557,14 @@ def time_only(a, models):
             row["error"] = t["error"]
             log(f"    timing failed: {t['error']}")
         else:
-            row["ratio"] = median(t["cpu"]["ours"]) / min(median(t["cpu"]["torch"]),
-                                                          median(t["cpu"]["torch_no_onednn"]))
+            c = t["cpu"]
+            row["ratio"] = median(c["ours"]) / min(median(c["torch"]),
+                                                   median(c["torch_no_onednn"]))
+            # Each round's own ratio: its processes ran back to back, so a drift of the machine
+            # between rounds does not move it.
+            row["round_ratios"] = [o / min(x, y) for o, x, y in
+                                   zip(c["ours"], c["torch"], c["torch_no_onednn"])
+                                   if None not in (o, x, y)]
             log(f"{name}: ours / PyTorch's faster path {row['ratio']:.2f} (process CPU)")
         rows.append(row)
 
@@ -1578,8 +1584,11 @@ def time_only(a, models):
         v = [x for x in t["cpu"][key] if x is not None]
         return fmt_ms(median(v)) + (f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else "")
 
+    def per_round(v):
+        return f" ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else ""
+
     print("| model | input | ours, ms CPU | PyTorch oneDNN, ms CPU | PyTorch without, ms CPU "
-          "| ours / faster |")
+          "| ours / faster (per round) |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
@@ -1587,7 +1596,7 @@ def time_only(a, models):
             continue
         t = r["timing"]
         print(f"| {r['model']} | {r['input']} | {cell(t, 'ours')} | {cell(t, 'torch')} "
-              f"| {cell(t, 'torch_no_onednn')} | {r['ratio']:.2f} |")
+              f"| {cell(t, 'torch_no_onednn')} | {r['ratio']:.2f}{per_round(r['round_ratios'])} |")
     return 1 if any("error" in r for r in rows) else 0
 
 
