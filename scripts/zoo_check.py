@@ -1320,6 +1320,12 @@ def fmt_e(v):
     return "–" if v is None else f"{v:.1e}"
 
 
+def round_range(ratios):
+    """The range, as " (lo–hi)", of a ratio taken within each round (ours and PyTorch timed back
+    to back, so a drift of the machine between rounds does not move it); "" for one round."""
+    return f" ({min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
+
+
 def fmt_ms(v):
     return "–" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
 
@@ -1560,8 +1566,6 @@ def time_only(a, models):
             c = t["cpu"]
             row["ratio"] = median(c["ours"]) / min(median(c["torch"]),
                                                    median(c["torch_no_onednn"]))
-            # Each round's own ratio: its processes ran back to back, so a drift of the machine
-            # between rounds does not move it.
             row["round_ratios"] = [o / min(x, y) for o, x, y in
                                    zip(c["ours"], c["torch"], c["torch_no_onednn"])
                                    if None not in (o, x, y)]
@@ -1584,9 +1588,6 @@ def time_only(a, models):
         v = [x for x in t["cpu"][key] if x is not None]
         return fmt_ms(median(v)) + (f" ({fmt_ms(min(v))}–{fmt_ms(max(v))})" if len(v) > 1 else "")
 
-    def per_round(v):
-        return f" ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else ""
-
     print("| model | input | ours, ms CPU | PyTorch oneDNN, ms CPU | PyTorch without, ms CPU "
           "| ours / faster (per round) |")
     print("|---|---|---|---|---|---|")
@@ -1596,7 +1597,7 @@ def time_only(a, models):
             continue
         t = r["timing"]
         print(f"| {r['model']} | {r['input']} | {cell(t, 'ours')} | {cell(t, 'torch')} "
-              f"| {cell(t, 'torch_no_onednn')} | {r['ratio']:.2f}{per_round(r['round_ratios'])} |")
+              f"| {cell(t, 'torch_no_onednn')} | {r['ratio']:.2f}{round_range(r['round_ratios'])} |")
     return 1 if any("error" in r for r in rows) else 0
 
 

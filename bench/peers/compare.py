@@ -84,7 +84,7 @@ def parse_args():
 # capped at AVX2) and the check of the CLI's build come from scripts/zoo_check.py, which times
 # the model zoo the same way: one definition for both.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from zoo_check import AVX2_ENV, cli_isa  # noqa: E402  (stdlib imports only)
+from zoo_check import AVX2_ENV, cli_isa, round_range  # noqa: E402  (stdlib imports only)
 
 ENV = None  # the children's environment: os.environ, plus AVX2_ENV under --isa avx2
 
@@ -290,9 +290,6 @@ def main():
         return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else (
             f"{v[0]:.2f}")
 
-    def paired(v):  # the ratio's range over the rounds, each round's pair on its own
-        return f" ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else ""
-
     header = ("| network | strategy | segments | grads rel err | ours ms (range) | torch ms (range) "
               "| ours/torch | ours/torch CPU (per round) | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
               "| torch RSS MiB |")
@@ -310,7 +307,8 @@ def main():
             f"| {row['grad_rel_err']:.1e}{ill(row)}{'' if row['grads_agree'] else ' ✗'} "
             f"| {spread(row['ours_ms_rounds'])} | {spread(row['torch_ms_rounds'])} "
             f"| {row['ours_ms'] / row['torch_ms']:.2f} "
-            f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f}{paired(row['cpu_ratio_rounds'])} "
+            f"| {row['ours_cpu_ms'] / row['torch_cpu_ms']:.2f}"
+            f"{round_range(row['cpu_ratio_rounds'])} "
             f"| {overhead(row['ours_overhead'])} "
             f"| {overhead(row['torch_overhead'])} | {mib(row['ours_act_peak'])} "
             f"| {mib(row['torch_saved_peak'])} "
