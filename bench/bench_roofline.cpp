@@ -14,15 +14,15 @@
 // --nodes OP also prints every node of that op (its output shape, each direction's time and
 // fraction of its roofline).
 //
-// A second table holds the GEMM layers (linear, matmul) to the raw GEMM of their own shapes:
-// each product a node's forward or backward runs (Y = X·Wᵀ; dX = dY·W and dW = dYᵀ·X, dX only
-// when the input needs a gradient; matmul's per batch) is timed alone on every GEMM library
-// available, in the same run and on the same buffers' sizes, median of --repeats, and the
-// fastest library per shape is the reference. "of raw" = raw time / layer time: 1.0 means the
-// layer costs nothing beyond its products on the best library this machine has, whichever the
-// kernels use. The 512³ rate of the first table is a library's best case; thin products (a few
-// rows, a short K) run below it on every library, and this table does not count that against
-// the layer.
+// A second table holds the GEMM layers (linear, matmul) to the raw GEMM of their own shapes: each
+// product a node's forward or backward runs (Y = X·Wᵀ; dX = dY·W and dW = dYᵀ·X, dX only when the
+// input needs a gradient; matmul's per batch, over the batch's distinct operands) is timed alone
+// on every GEMM library available, in the same run and on the same buffers' sizes, median of
+// --repeats, and the fastest library per shape is the reference. "of raw" = raw time / layer time:
+// 1.0 means the layer costs nothing beyond its products on the best library this machine has,
+// whichever the kernels use. The 512³ rate of the first table is a library's best case; thin
+// products (a few rows, a short K) run below it on every library, and this table does not count
+// that against the layer.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,7 +54,7 @@ struct Product {
     bool trans_a = false, trans_b = false;
     int64_t m = 0, n = 0, k = 0;
     int64_t count = 1;  // times it runs (matmul's batch)
-    auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k); }
+    auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k, count); }
 };
 
 // The products of a linear or matmul node's forward (dir 0) or backward (dir 1), as
@@ -80,21 +80,25 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
     return out;
 }
 
-// The median time of one product on `lib`, after a warm-up, in ms.
+// The median time of one product on `lib`, after a warm-up, in ms. A batched product (matmul's,
+// count > 1) runs over `count` distinct operands, as the layer does, and its time is the batch's
+// divided by count: timed on one set of buffers, its operands stayed in cache and the layer
+// looked 2x slower than its products (attention's [64 x 128 x 32] products, 2026-12-03).
 double time_product(rl::GemmLibrary lib, const Product& p, int repeats) {
-    const int64_t a_size = p.m * p.k, b_size = p.k * p.n, c_size = p.m * p.n;
-    std::vector<float> a(static_cast<size_t>(a_size), 0.25f), b(static_cast<size_t>(b_size), 0.5f),
-        c(static_cast<size_t>(c_size));
+    const int64_t a_size = p.m * p.k, b_size = p.k * p.n, c_size = p.m * p.n, count = p.count;
+    std::vector<float> a(static_cast<size_t>(a_size * count), 0.25f),
+        b(static_cast<size_t>(b_size * count), 0.5f), c(static_cast<size_t>(c_size * count));
     const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
     std::vector<double> ms;
     for (int r = 0; r <= repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        rl::sgemm_on(lib, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb,
-                     0.f, c.data(), p.n);
+        for (int64_t i = 0; i < count; ++i)
+            rl::sgemm_on(lib, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f, a.data() + i * a_size, lda,
+                         b.data() + i * b_size, ldb, 0.f, c.data() + i * c_size, p.n);
         const double t =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
-        if (r) ms.push_back(t);
+        if (r) ms.push_back(t / static_cast<double>(count));
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
@@ -108,7 +112,7 @@ struct RawGemm {
         std::string fastest;
     };
     int repeats = 5;
-    std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t>, Times> seen;
+    std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t>, Times> seen;
     std::map<std::string, int> wins;  // products won per library
     const Times& of(const Product& p) {
         auto it = seen.find(p.key());
