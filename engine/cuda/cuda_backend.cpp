@@ -40,8 +40,8 @@ void throw_cuda(cudaError_t e, const char* what) {
 }
 
 void throw_cublas(cublasStatus_t s, const char* what) {
-    throw Error(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" +
-                cublasGetStatusString(s) + ")");
+    throw Error(std::string("cuBLAS error in ") + what + ": " + cublas().status_name(s) + " (" +
+                cublas().status_string(s) + ")");
 }
 
 namespace {
@@ -76,10 +76,10 @@ void gemm(const Ctx& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* out,
           int64_t ldc) {
     if (m == 0 || n == 0) return;
-    check(cublasSgemm(c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      blas_dim(m, "m"), blas_dim(n, "n"), blas_dim(k, "k"), &alpha, a,
-                      blas_dim(lda, "lda"), b, blas_dim(ldb, "ldb"), &beta, out,
-                      blas_dim(ldc, "ldc")),
+    check(cublas().sgemm(c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         blas_dim(m, "m"), blas_dim(n, "n"), blas_dim(k, "k"), &alpha, a,
+                         blas_dim(lda, "lda"), b, blas_dim(ldb, "ldb"), &beta, out,
+                         blas_dim(ldc, "ldc")),
           "cublasSgemm");
 }
 
@@ -87,11 +87,11 @@ void gemm_batched(const Ctx& c, bool ta, bool tb, int64_t m, int64_t n, int64_t 
                   const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb,
                   float beta, float* out, int64_t ldc, int64_t so, int64_t batch) {
     if (m == 0 || n == 0 || batch == 0) return;
-    check(cublasSgemmStridedBatched(c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    tb ? CUBLAS_OP_T : CUBLAS_OP_N, blas_dim(m, "m"),
-                                    blas_dim(n, "n"), blas_dim(k, "k"), &alpha, a,
-                                    blas_dim(lda, "lda"), sa, b, blas_dim(ldb, "ldb"), sb, &beta,
-                                    out, blas_dim(ldc, "ldc"), so, blas_dim(batch, "batch")),
+    check(cublas().sgemm_strided_batched(
+              c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+              blas_dim(m, "m"), blas_dim(n, "n"), blas_dim(k, "k"), &alpha, a, blas_dim(lda, "lda"),
+              sa, b, blas_dim(ldb, "ldb"), sb, &beta, out, blas_dim(ldc, "ldc"), so,
+              blas_dim(batch, "batch")),
           "cublasSgemmStridedBatched");
 }
 
@@ -937,11 +937,12 @@ class CudaBackend final : public Backend {
         stream_ = std::make_unique<Stream>();
         blas_ = std::make_unique<CublasHandle>();
         blas_workspace_ = std::make_unique<DeviceBlock>(kCublasWorkspace);
-        check(cublasSetStream(blas_->get(), stream_->get()), "cublasSetStream");
-        check(cublasSetWorkspace(blas_->get(), blas_workspace_->get(), kCublasWorkspace),
+        check(cublas().set_stream(blas_->get(), stream_->get()), "cublasSetStream");
+        check(cublas().set_workspace(blas_->get(), blas_workspace_->get(), kCublasWorkspace),
               "cublasSetWorkspace");
-        check(cublasSetMathMode(blas_->get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-        check(cublasSetPointerMode(blas_->get(), CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+        check(cublas().set_math_mode(blas_->get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+        check(cublas().set_pointer_mode(blas_->get(), CUBLAS_POINTER_MODE_HOST),
+              "cublasSetPointerMode");
         start_ = std::make_unique<Event>();
         stop_ = std::make_unique<Event>();
         size_t free = 0, total = 0;

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "engine/cuda/cublas_api.h"
 #include "engine/errors.h"
 
 namespace rl::cuda {
@@ -61,8 +62,8 @@ class Event {
 
 class CublasHandle {
   public:
-    CublasHandle() { check(cublasCreate(&h_), "cublasCreate"); }
-    ~CublasHandle() { cublasDestroy(h_); }
+    CublasHandle() { check(cublas().create(&h_), "cublasCreate"); }
+    ~CublasHandle() { cublas().destroy(h_); }
     CublasHandle(const CublasHandle&) = delete;
     CublasHandle& operator=(const CublasHandle&) = delete;
     cublasHandle_t get() const { return h_; }
