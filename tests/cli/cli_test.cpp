@@ -97,8 +97,6 @@ std::vector<std::string> listed_strategies(const std::string& listing) {
     return names;
 }
 
-}  // namespace
-
 TEST_F(CliTest, VersionAndHelp) {
     const Result v = run({"--version"});
     EXPECT_EQ(v.code, 0);
@@ -430,8 +428,6 @@ TEST_F(CliTest, NetworkLargerThanMemoryIsRefusedBeforeAllocating) {
     EXPECT_NE(r.err.find("memory"), std::string::npos) << r.err;
 }
 
-namespace {
-
 // Reads a .npy header: the shape's element count and where the data starts.
 bool npy_layout(const std::string& bytes, int64_t& numel, size_t& data_offset) {
     if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return false;
@@ -460,8 +456,6 @@ bool npy_layout(const std::string& bytes, int64_t& numel, size_t& data_offset) {
     data_offset = start + header_len;
     return true;
 }
-
-}  // namespace
 
 TEST_F(CliTest, DumpGradsWritesOneNpyPerParameter) {
     const fs::path out = dir_ / "grads" / "nested";
@@ -711,8 +705,6 @@ TEST_F(CliTest, RunsTinyBertWithIdsSegmentsAndAnInt64Mask) {
     EXPECT_NE(r.err.find("float32"), std::string::npos) << r.err;
 }
 
-namespace {
-
 TEST_F(CliTest, ExplainPrintsASentencePerInstruction) {
     const Result all =
         run({"explain", "--network", "mlp:depth=2,width=4,batch=2", "--strategy", "none"});
@@ -760,8 +752,6 @@ TEST_F(CliTest, ExplainNamesTheRealReadersOfARecompute) {
               std::string::npos)
         << recompute.out;
 }
-
-}  // namespace
 
 // A network whose every strategy executes for a good second on one thread (32 linear layers of
 // 1024x1024 at batch 256), so that Ctrl-C lands while a strategy runs.
@@ -1049,8 +1039,6 @@ TEST_F(CliTest, RunOfABf16NetworkReportsPlannedAndExecutedBytes) {
     EXPECT_EQ(j.at("grads_bitwise_equal_to_none"), true);
 }
 
-namespace {
-
 // Offload as a user runs it: optimal with offload=1 on an mlp whose activations dominate, at a
 // budget below none's peak. A fast link: the offload DP's plan, executed with both pools
 // measured equal to the prediction and gradients equal to none's, and less predicted time than
@@ -1085,8 +1073,6 @@ TEST_F(CliTest, OptimalOffloadRunsAndDegenerates) {
     EXPECT_NE(r.code, 0);
     EXPECT_NE(r.err.find("--link-gbps"), std::string::npos) << r.err;
 }
-
-}  // namespace
 
 // `gemm` and --gemm (engine/gemm.h): the first process of a machine calibrates and caches, the
 // next reads the cache, a damaged cache is calibrated again, and every run names its library.
@@ -1195,3 +1181,5 @@ TEST_F(CliTest, GemmOverridesAndBadNames) {
     EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], "eigen");
     ASSERT_EQ(unsetenv("REMATLAB_GEMM"), 0);
 }
+
+}  // namespace

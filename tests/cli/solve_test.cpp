@@ -155,8 +155,6 @@ TEST_F(SolveCliTest, NodeLimitAndWindowCapMakeTheSearchRepeatItself) {
     EXPECT_NE(bad.err.find("--node-limit"), std::string::npos) << bad.err;
 }
 
-}  // namespace
-
 // The same graph as a network (`--network FILE`): plan-only, so plan and compare predict and run
 // refuses.
 TEST_F(SolveCliTest, PlanOnAnAbstractNetworkPredictsTheGeneralProblemsFigures) {
@@ -213,3 +211,5 @@ TEST_F(SolveCliTest, RunRefusesAnAbstractNetworkAndCompareShowsPredictionsOnly) 
     EXPECT_EQ(sqrt_n["status"], "not applicable");
     EXPECT_LE(optimal["predicted_peak_bytes"].get<uint64_t>(), 15u);
 }
+
+}  // namespace

@@ -33,12 +33,12 @@ using testing::Floats;
 using testing::Grads;
 
 // The cases here draw their values from seed 11, which the tolerances below were set with.
-struct OpCase : testing::OpHarness {
-    explicit OpCase(uint32_t seed = 11, std::string node_name = "op")
+struct ConvCase : testing::OpHarness {
+    explicit ConvCase(uint32_t seed = 11, std::string node_name = "op")
         : OpHarness(seed, "conv-ops", std::move(node_name)) {}
 };
 
-void check_gradients(OpCase& c, double eps = 1e-2, double atol = 2e-3, double rtol = 1e-2) {
+void check_gradients(ConvCase& c, double eps = 1e-2, double atol = 2e-3, double rtol = 1e-2) {
     testing::check_gradients(c, eps, atol, rtol);
 }
 
@@ -93,7 +93,7 @@ std::vector<double> conv_reference(const ConvSpec& s, const Floats& x, const Flo
 
 void check_conv(const ConvSpec& s, const char* what) {
     SCOPED_TRACE(what);
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{s.n, s.c, s.h, s.w});
     c.op(OpKind::Conv2d, {x}, s.attrs());
     ASSERT_EQ(c.out_shape(), (Shape{s.n, s.out, s.oh(), s.ow()}));
@@ -190,7 +190,7 @@ TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
     for (const auto& [s, per_gemm, what] : {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
                                             std::tuple{pointwise, 4, "1x1, 8x8 planes"}}) {
         SCOPED_TRACE(what);
-        OpCase c;
+        ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
         const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
         ASSERT_EQ(geo.images_per_gemm(), per_gemm);  // else this test exercises nothing new
@@ -660,7 +660,7 @@ std::vector<double> pool_reference(const PoolSpec& p, const Floats& x, int64_t p
 
 void check_pool(bool avg, const PoolSpec& p, int64_t h, int64_t w, const char* what) {
     SCOPED_TRACE(what);
-    OpCase c;
+    ConvCase c;
     const ValueId x = avg ? c.input("x", Shape{2, 3, h, w}) : c.distinct_input("x", {2, 3, h, w});
     c.op(avg ? OpKind::AvgPool2d : OpKind::MaxPool2d, {x}, p.attrs(avg));
     EXPECT_EQ(c.out_shape(), (Shape{2, 3, pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil),
@@ -698,7 +698,7 @@ TEST(ConvOps, AvgPool) {
 }
 
 TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{1, 1, 2, 4});
     c.values.at(x).f = {1, 1, 0, 2, 1, 0, 2, 2};
     c.op(OpKind::MaxPool2d, {x}, {{"kernel", int64_t{2}}});
@@ -711,7 +711,7 @@ TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
 }
 
 TEST(ConvOps, GlobalAvgPool) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{2, 3, 4, 5});
     c.op(OpKind::AvgPool2d, {x}, {{"global", int64_t{1}}});
     EXPECT_EQ(c.out_shape(), (Shape{2, 3, 1, 1}));
@@ -730,7 +730,7 @@ TEST(ConvOps, GlobalAvgPool) {
 
 void check_batchnorm(Shape shape) {
     SCOPED_TRACE(format_dims(shape));
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", shape);
     for (float& v : c.values.at(x).f) v = 2.0f * v + 0.5f;
     c.op(OpKind::BatchNorm, {x}, {{"eps", 1e-3}});
@@ -767,7 +767,7 @@ TEST(ConvOps, BatchNorm) {
 }
 
 TEST(ConvOps, UpsampleNearest) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{2, 2, 3, 2});
     c.op(OpKind::UpsampleNearest2d, {x}, {{"scale", Ints{2, 3}}});
     EXPECT_EQ(c.out_shape(), (Shape{2, 2, 6, 6}));
@@ -778,13 +778,13 @@ TEST(ConvOps, UpsampleNearest) {
                 want.push_back(c.data(x)[static_cast<size_t>(q * 6 + (h / 2) * 2 + w / 3)]);
     check_forward(c, want, 0.0);
     check_gradients(c);
-    OpCase d;
+    ConvCase d;
     d.op(OpKind::UpsampleNearest2d, {d.input("x", Shape{1, 3, 2, 2})}, {{"scale", int64_t{2}}});
     EXPECT_EQ(d.out_shape(), (Shape{1, 3, 4, 4}));
 }
 
 TEST(ConvOps, ConcatChannelsAndOtherAxes) {
-    OpCase c;
+    ConvCase c;
     const ValueId a = c.input("a", Shape{2, 1, 2, 3});
     const ValueId b = c.input("b", Shape{2, 3, 2, 3});
     const ValueId d = c.input("d", Shape{2, 2, 2, 3});
@@ -798,7 +798,7 @@ TEST(ConvOps, ConcatChannelsAndOtherAxes) {
     check_forward(c, want, 0.0);
     check_gradients(c);
 
-    OpCase last;
+    ConvCase last;
     const ValueId p = last.input("p", Shape{3, 2});
     const ValueId q = last.input("q", Shape{3, 4});
     last.op(OpKind::Concat, {p, q}, {{"axis", int64_t{-1}}});
@@ -807,7 +807,7 @@ TEST(ConvOps, ConcatChannelsAndOtherAxes) {
 }
 
 TEST(ConvOps, ConcatSameInputTwice) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{2, 2, 2, 2});
     c.op(OpKind::Concat, {x, x});
     const Grads g = c.backward(Floats(32, 1.5f));
@@ -816,17 +816,17 @@ TEST(ConvOps, ConcatSameInputTwice) {
 }
 
 TEST(ConvOps, Flatten) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{2, 3, 2, 2});
     c.op(OpKind::Flatten, {x});
     EXPECT_EQ(c.out_shape(), (Shape{2, 12}));
     std::vector<double> want(c.data(x).begin(), c.data(x).end());
     check_forward(c, want, 0.0);
     check_gradients(c);
-    OpCase d;
+    ConvCase d;
     d.op(OpKind::Flatten, {d.input("x", Shape{2, 3, 4})}, {{"axis", int64_t{2}}});
     EXPECT_EQ(d.out_shape(), (Shape{6, 4}));
-    OpCase e;
+    ConvCase e;
     e.op(OpKind::Flatten, {e.input("x", Shape{2, 3, 4})}, {{"axis", int64_t{0}}});
     EXPECT_EQ(e.out_shape(), (Shape{1, 24}));
 }
@@ -835,7 +835,7 @@ TEST(ConvOps, Flatten) {
 // dropout: a mask that is a function of (graph seed, node name, element index)
 
 TEST(ConvOps, DropoutMaskIsSeededScaledAndRecomputable) {
-    OpCase c;
+    ConvCase c;
     const ValueId x = c.input("x", Shape{64, 64});
     for (float& v : c.values.at(x).f) v = std::abs(v) + 0.5f;  // never 0: zeros show the mask
     c.op(OpKind::Dropout, {x}, {{"p", 0.25}});
@@ -860,14 +860,14 @@ TEST(ConvOps, DropoutMaskIsSeededScaledAndRecomputable) {
     check_gradients(c);
 
     // Another node name or another graph seed gives another mask; p = 0 keeps everything.
-    OpCase other(11, "other");
+    ConvCase other(11, "other");
     const ValueId ox = other.input("x", Shape{64, 64});
     other.values.at(ox).f = c.values.at(x).f;
     other.op(OpKind::Dropout, {ox}, {{"p", 0.25}});
     EXPECT_NE(other.forward(), y1);
     c.g.set_seed(2);
     EXPECT_NE(c.forward(), y1);
-    OpCase none;
+    ConvCase none;
     const ValueId nx = none.input("x", Shape{3, 5});
     none.op(OpKind::Dropout, {nx}, {{"p", 0.0}});
     EXPECT_EQ(none.forward(), none.data(nx));
@@ -923,59 +923,59 @@ TEST(ConvOps, RegistryNamesFlagsAndResiduals) {
     EXPECT_EQ(residuals(OpKind::Dropout, {x}), (R{0, false}));
 }
 
-using Build = std::function<void(OpCase&)>;
+using Build = std::function<void(ConvCase&)>;
 
 std::vector<std::pair<const char*, Build>> small_cases() {
     return {
         {"conv2d",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 5, 5})},
                   {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
          }},
         {"conv2d 1x1",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 4, 4})},
                   {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
          }},
         {"conv2d depthwise",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 5, 5})},
                   {{"out_channels", int64_t{3}}, {"kernel", int64_t{3}}, {"groups", int64_t{3}}});
          }},
         {"maxpool2d",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::MaxPool2d, {c.distinct_input("x", Shape{2, 2, 4, 4})},
                   {{"kernel", int64_t{2}}});
          }},
         {"avgpool2d",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::AvgPool2d, {c.input("x", Shape{2, 2, 5, 5})},
                   {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
          }},
         {"global avgpool",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::AvgPool2d, {c.input("x", Shape{2, 2, 3, 3})}, {{"global", int64_t{1}}});
          }},
         {"batchnorm",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::BatchNorm, {c.input("x", Shape{3, 2, 2, 2})});
          }},
         {"upsample",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::UpsampleNearest2d, {c.input("x", Shape{1, 2, 2, 3})},
                   {{"scale", int64_t{2}}});
          }},
         {"concat",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Concat,
                   {c.input("a", Shape{2, 2, 2, 2}), c.input("b", Shape{2, 1, 2, 2})});
          }},
         {"flatten",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Flatten, {c.input("x", Shape{2, 3, 2, 2})});
          }},
         {"dropout",
-         [](OpCase& c) {
+         [](ConvCase& c) {
              c.op(OpKind::Dropout, {c.input("x", Shape{4, 16})}, {{"p", 0.5}});
          }},
     };
@@ -986,7 +986,7 @@ std::vector<std::pair<const char*, Build>> small_cases() {
 TEST(ConvOps, AccumulateAddsToExistingGradient) {
     for (const auto& [name, build] : small_cases()) {
         SCOPED_TRACE(name);
-        OpCase c;
+        ConvCase c;
         build(c);
         ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
     }
@@ -997,11 +997,11 @@ TEST(ConvOps, AccumulateAddsToExistingGradient) {
 TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
     set_cpu_threads(2);
     const std::vector<Build> builds = {
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
                  {{"out_channels", int64_t{48}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
                  {{"out_channels", int64_t{64}},
                   {"kernel", int64_t{3}},
@@ -1009,41 +1009,41 @@ TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
                   {"padding", int64_t{1}},
                   {"groups", int64_t{4}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 64, 16, 16})},
                  {{"out_channels", int64_t{64}}, {"kernel", int64_t{1}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 64, 20, 20})},
                  {{"out_channels", int64_t{64}},
                   {"kernel", int64_t{3}},
                   {"padding", int64_t{1}},
                   {"groups", int64_t{64}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::MaxPool2d, {c.input("x", Shape{4, 32, 32, 32})},
                  {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::AvgPool2d, {c.input("x", Shape{4, 32, 32, 32})}, {{"global", int64_t{1}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::BatchNorm, {c.input("x", Shape{8, 32, 16, 16})});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::UpsampleNearest2d, {c.input("x", Shape{4, 32, 16, 16})},
                  {{"scale", int64_t{2}}});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Concat,
                  {c.input("a", Shape{4, 32, 16, 16}), c.input("b", Shape{4, 16, 16, 16})});
         },
-        [](OpCase& c) {
+        [](ConvCase& c) {
             c.op(OpKind::Dropout, {c.input("x", Shape{100000})}, {{"p", 0.3}});
         },
     };
     for (const auto& build : builds) {
-        OpCase c;
+        ConvCase c;
         build(c);
         SCOPED_TRACE(std::string(op_name(c.n().op)));
         ASSERT_NO_FATAL_FAILURE(check_repeatable(c));

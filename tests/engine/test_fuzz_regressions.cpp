@@ -21,9 +21,12 @@
 #include "engine/params.h"
 #include "engine/units.h"
 #include "strategies/strategy.h"
+#include "engine/test_util.h"
 
 namespace rl {
 namespace {
+
+using testing::read_bytes;
 
 namespace fs = std::filesystem;
 
@@ -37,13 +40,6 @@ std::vector<fs::path> cases(const std::string& target) {
                 out.push_back(e.path());
     std::sort(out.begin(), out.end());
     return out;
-}
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 enum class Expect { Loads, Refused, Either };

@@ -23,14 +23,14 @@ std::vector<GemmLibrary> available() {
     return libs;
 }
 
-struct Case {
+struct GemmCase {
     bool ta, tb;
     int64_t m, n, k, pad;
     float alpha, beta;
 };
 
 // C = alpha·op(A)·op(B) + beta·C in float64, from the same float inputs.
-std::vector<double> reference(const Case& c, const std::vector<float>& a, int64_t lda,
+std::vector<double> reference(const GemmCase& c, const std::vector<float>& a, int64_t lda,
                               const std::vector<float>& b, int64_t ldb,
                               const std::vector<float>& c0, int64_t ldc) {
     std::vector<double> out(static_cast<size_t>(c.m * ldc));
@@ -51,7 +51,7 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     std::uniform_int_distribution<int> dim(1, 70), pad(0, 5);
-    std::vector<Case> cases;
+    std::vector<GemmCase> cases;
     for (bool ta : {false, true})
         for (bool tb : {false, true})
             for (float alpha : {1.f, 0.375f})
@@ -63,7 +63,7 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
     cases.push_back({true, false, 64, 3136, 576, 3, 1.f, 1.f});  // a convolution's shape
     ASSERT_FALSE(available().empty());
     for (GemmLibrary lib : available())
-        for (const Case& c : cases) {
+        for (const GemmCase& c : cases) {
             const int64_t lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad,
                           ldc = c.n + c.pad;
             std::vector<float> a(static_cast<size_t>((c.ta ? c.k : c.m) * lda)),

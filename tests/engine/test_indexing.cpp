@@ -28,18 +28,18 @@ using testing::check_forward;
 using testing::check_repeatable;
 using testing::Floats;
 
-struct OpCase : testing::OpHarness {
-    explicit OpCase(uint32_t seed = 11) : OpHarness(seed, "indexing") {}
+struct IndexCase : testing::OpHarness {
+    explicit IndexCase(uint32_t seed = 11) : OpHarness(seed, "indexing") {}
 };
 
-void check_gradients(OpCase& c) {
+void check_gradients(IndexCase& c) {
     testing::check_gradients(c, 1e-2, 1e-3, 1e-2);
 }
 
 // --- embedding ---------------------------------------------------------------------------------
 
 TEST(OpGradient, EmbeddingSumsRepeatedRowsInLookupOrder) {
-    OpCase c;
+    IndexCase c;
     const ValueId ids = c.labels("ids", Shape{3, 4}, 5);
     // Repeats: row 2 three times, row 0 twice; row 4 never (its gradient must be exactly 0).
     c.values.at(ids).i = {2, 0, 2, 1, 3, 2, 0, 1, 3, 1, 1, 0};
@@ -63,7 +63,7 @@ TEST(OpGradient, EmbeddingSumsRepeatedRowsInLookupOrder) {
 }
 
 TEST(OpGradient, EmbeddingOfConstantPositions) {
-    OpCase c;
+    IndexCase c;
     c.op(OpKind::Embedding, {},
          {{"num_embeddings", int64_t{7}},
           {"dim", int64_t{2}},
@@ -81,7 +81,7 @@ TEST(OpGradient, EmbeddingOfConstantPositions) {
 // order, repeats summed in lookup order, an unread row's gradient exactly 0; the indices take a
 // declared workspace (their i32 copy), forward and backward.
 TEST(OpGradient, EmbeddingOfConstantIndicesSumsRepeatsInLookupOrder) {
-    OpCase c;
+    IndexCase c;
     const std::vector<int64_t> ind = {3, 0, 3, 1, 5, 3, 0, 2};  // row 4 unread, row 3 three times
     c.op(OpKind::Embedding, {},
          {{"num_embeddings", int64_t{6}},
@@ -154,7 +154,7 @@ TEST(OpForward, EmbeddingRefusesIndicesOutsideItsTable) {
         },
         {"pos", "[2, 5)", "4 rows"});
     // An index corrupted after the checks is still caught by the kernel, not read.
-    OpCase c;
+    IndexCase c;
     const ValueId ids = c.labels("ids", Shape{3}, 4);
     c.op(OpKind::Embedding, {ids}, {{"num_embeddings", int64_t{4}}, {"dim", int64_t{2}}});
     c.values.at(ids).i[1] = 4;
@@ -171,7 +171,7 @@ TEST(OpForward, EmbeddingRefusesIndicesOutsideItsTable) {
 TEST(OpGradient, SliceOfEachAxis) {
     for (int axis = 0; axis < 3; ++axis) {
         SCOPED_TRACE(axis);
-        OpCase c;
+        IndexCase c;
         const Shape s{3, 5, 4};
         const ValueId x = c.input("x", s);
         const int64_t start = 1, end = s[axis] - 1;
@@ -215,7 +215,7 @@ TEST(OpGradient, PadAddsZerosOnEveryAxis) {
     };
     for (const auto& pads : cases) {
         SCOPED_TRACE(format_dims(Shape(pads)));
-        OpCase c;
+        IndexCase c;
         const Shape s{2, 3, 4, 3};
         const ValueId x = c.input("x", s);
         c.op(OpKind::Pad, {x}, {{"pads", pads}});
@@ -269,7 +269,7 @@ TEST(OpForward, PadRefusesNegativeOrMiscountedPads) {
 // --- causal mask -------------------------------------------------------------------------------
 
 TEST(OpGradient, CausalMaskFillsAboveTheDiagonalAndPassesNoGradientThere) {
-    OpCase c;
+    IndexCase c;
     const ValueId x = c.input("x", Shape{2, 3, 4, 4});
     c.op(OpKind::CausalMask, {x});
     const Floats y = c.forward();
@@ -308,7 +308,7 @@ Graph tied_or_not(bool tied, const std::shared_ptr<const std::vector<float>>& ta
     return g;
 }
 
-Schedule plain(const Graph& g) {
+Schedule keep_all(const Graph& g) {
     ScheduleBuilder b(g);
     for (NodeId n = 0; n < g.num_nodes(); ++n) b.compute(n);
     for (NodeId n = g.num_nodes() - 1; n >= 0; --n)
@@ -331,7 +331,7 @@ TEST(TiedParameters, OneGradientTheSumOfBothUses) {
     EXPECT_EQ(p.readers, (std::vector<NodeId>{0, 2}));
     EXPECT_EQ(p.owner, 2);  // the last reader creates the gradient
     auto backend = make_cpu_backend(1);
-    const Schedule st = plain(tied), su = plain(untied);
+    const Schedule st = keep_all(tied), su = keep_all(untied);
     const Execution rt = execute(tied, st, *backend, RunData::seeded(tied));
     const Execution ru = execute(untied, su, *backend, RunData::seeded(untied));
     EXPECT_EQ(rt.loss, ru.loss);

@@ -25,20 +25,16 @@
 #include "engine/npy.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
+#include "engine/test_util.h"
 
 namespace rl {
 namespace {
 
+using testing::read_bytes;
+
 namespace fs = std::filesystem;
 
 const fs::path kFixtures = fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx";
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 // --- a protobuf writer -----------------------------------------------------------------------
 
@@ -185,7 +181,7 @@ struct ModelBuilder {
     }
 };
 
-std::string error_of(const std::string& bytes, const OnnxImportOptions& opt = {}) {
+std::string import_error(const std::string& bytes, const OnnxImportOptions& opt = {}) {
     try {
         network_from_onnx(bytes, "m.onnx", opt);
     } catch (const Error& e) {
@@ -196,7 +192,7 @@ std::string error_of(const std::string& bytes, const OnnxImportOptions& opt = {}
 
 #define EXPECT_REFUSED(bytes, ...)                         \
     do {                                                   \
-        const std::string msg_ = error_of(bytes);          \
+        const std::string msg_ = import_error(bytes);          \
         for (const char* part_ : {__VA_ARGS__})            \
             EXPECT_NE(msg_.find(part_), std::string::npos) \
                 << "'" << part_ << "' not in: " << msg_;   \
@@ -593,7 +589,7 @@ TEST(OnnxRefusals, NotOnnxEmptyTruncated) {
     EXPECT_REFUSED(std::string("\x08\x01", 2), "not an ONNX model");
     const std::string full = read_bytes(kFixtures / "mlp.onnx");
     for (size_t cut : {full.size() / 2, full.size() - 1, size_t{7}})
-        EXPECT_NE(error_of(full.substr(0, cut)), "(no error)") << "cut at " << cut;
+        EXPECT_NE(import_error(full.substr(0, cut)), "(no error)") << "cut at " << cut;
     // Where the protobuf parse stopped, as a byte offset: a field tag with wire type 7 (none
     // such exists) right after a valid IR version.
     EXPECT_REFUSED(std::string("\x08\x08\x0f", 3), "stopped at byte 3 of 3");
@@ -608,7 +604,7 @@ TEST(OnnxRefusals, HugeProtobufFieldsAndFiles) {
     EXPECT_REFUSED(m.b, "not a valid ONNX model");
     OnnxImportOptions small;
     small.max_file_bytes = 16;
-    EXPECT_NE(error_of(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), small)
+    EXPECT_NE(import_error(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), small)
                   .find("more than the limit of 16 bytes"),
               std::string::npos);
 }
@@ -651,7 +647,7 @@ TEST(OnnxRefusals, TensorsAboveTheConfiguredLimit) {
     OnnxImportOptions opt;
     opt.max_tensor_bytes = 64;
     const std::string msg =
-        error_of(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), opt);
+        import_error(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), opt);
     EXPECT_NE(msg.find("more than the limit of 64 bytes per tensor"), std::string::npos) << msg;
     EXPECT_NE(msg.find("'fc.weight'"), std::string::npos) << msg;
     // Data that does not match the declared shape is refused before it is copied.
@@ -741,7 +737,7 @@ TEST(OnnxRefusals, WrongAttributeTypes) {
 
 TEST(OnnxRefusals, UnsupportedOpsAllAtOnceWithTheSupportedList) {
     REQUIRE_ONNX();
-    const std::string msg = error_of(ModelBuilder()
+    const std::string msg = import_error(ModelBuilder()
                                          .input("x", {4, 8})
                                          .add(make_node("TopK", {"x"}, {"a"}, "topk"))
                                          .add(make_node("Relu", {"a"}, {"b"}))
@@ -944,7 +940,7 @@ struct TwoLayer {
     }
 };
 
-std::string load_error(const fs::path& model) {
+std::string model_load_error(const fs::path& model) {
     try {
         load_onnx_file(model.string());
     } catch (const Error& e) {
@@ -1009,7 +1005,7 @@ TEST(OnnxExternalData, ReadsExactlyWhatInlineDataHolds) {
     }
     // Moved away from its data, the same model is refused by name, not read as zeros.
     fs::remove(dir.path / "data" / "fc.bias");
-    const std::string msg = load_error(dir.path / "model.onnx");
+    const std::string msg = model_load_error(dir.path / "model.onnx");
     EXPECT_NE(msg.find("'fc.bias'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
@@ -1027,7 +1023,7 @@ TEST(OnnxExternalData, BadLocationsRangesAndLengthsAreRefusedByName) {
                                                  inline_tensor("fc2.bias", {2}, t.b2))
                                       .bytes();
         dir.write("sub/model.onnx", bytes);
-        const std::string msg = load_error(dir.path / "sub" / "model.onnx");
+        const std::string msg = model_load_error(dir.path / "sub" / "model.onnx");
         parts.push_back("initializer 0 'fc.weight'");
         parts.push_back("model.onnx");
         for (const auto& part : parts)
@@ -1039,7 +1035,7 @@ TEST(OnnxExternalData, BadLocationsRangesAndLengthsAreRefusedByName) {
                                                inline_tensor("fc2.weight", {2, 3}, t.w2),
                                                inline_tensor("fc2.bias", {2}, t.b2))
                                     .bytes());
-    EXPECT_EQ(load_error(dir.path / "sub" / "model.onnx"), "(no error)");
+    EXPECT_EQ(model_load_error(dir.path / "sub" / "model.onnx"), "(no error)");
 
     refused(external_tensor("fc.weight", {3, 8}, "missing.bin"),
             {"'missing.bin'", "does not exist", "beside the .onnx file"});

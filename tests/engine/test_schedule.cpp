@@ -45,7 +45,7 @@ Instruction F(int v) {
     return {InstrKind::Free, v};
 }
 
-std::string error_of(const Graph& g, std::vector<Instruction> code) {
+std::string schedule_error(const Graph& g, std::vector<Instruction> code) {
     try {
         validate(g, Schedule{std::move(code)});
     } catch (const ScheduleError& e) {
@@ -119,41 +119,41 @@ TEST(ScheduleBuilder, ReadsBetweenAnOffloadAndItsWaitAreNotLast) {
 
 TEST(Validator, NamesTheInstructionAndTheReason) {
     const Graph g = small_chain();
-    EXPECT_EQ(error_of(g, {C(1)}),
+    EXPECT_EQ(schedule_error(g, {C(1)}),
               "instruction 0: compute 'r0': its input 'fc0' is not live (never computed, or "
               "freed)");
-    EXPECT_EQ(error_of(g, {C(0), C(0)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(0)}),
               "instruction 1: compute 'fc0': its output is already live; free it before "
               "computing it again");
-    EXPECT_EQ(error_of(g, {C(0), F(1), F(1)}),
+    EXPECT_EQ(schedule_error(g, {C(0), F(1), F(1)}),
               "instruction 2: free 'fc0': it is not live (double free)");
-    EXPECT_EQ(error_of(g, {F(1)}), "instruction 0: free 'fc0': it was never computed");
-    EXPECT_EQ(error_of(g, {F(0)}),
+    EXPECT_EQ(schedule_error(g, {F(1)}), "instruction 0: free 'fc0': it was never computed");
+    EXPECT_EQ(schedule_error(g, {F(0)}),
               "instruction 0: free 'x': graph inputs stay live for the whole step");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(1)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(1)}),
               "instruction 5: backward 'r0': its gradient is incomplete; consumer 'fc1' has not "
               "run its backward");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), F(2), B(2)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), F(2), B(2)}),
               "instruction 6: backward 'fc1' needs its input 'r0', which is not live; recompute "
               "it first");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(2), F(2), B(1)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(2), F(2), B(1)}),
               "instruction 7: backward 'r0' needs its own output, which is not live; recompute "
               "it first");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(1)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(1)}),
               "instruction 7: the schedule ends without the backward of 'fc0'");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(3)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(3)}),
               "instruction 5: backward 'loss' runs a second time");
-    EXPECT_EQ(error_of(g, {C(9)}), "instruction 0: node id 9 does not exist");
+    EXPECT_EQ(schedule_error(g, {C(9)}), "instruction 0: node id 9 does not exist");
 }
 
 TEST(Validator, BackwardsMustRunInCanonicalOrder) {
     const Graph g = diamond();
     // nodes: 0 a, 1 b, 2 sum, 3 loss. Running a's backward before b's changes nothing
     // mathematically, but would change the accumulation order in a shared input's gradient.
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(0), B(1)}),
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(0), B(1)}),
               "instruction 7: backward 'b' is out of the canonical order: backwards run in "
               "decreasing node order, and 'a' already ran");
-    EXPECT_EQ(error_of(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(1), B(0)}), "");
+    EXPECT_EQ(schedule_error(g, {C(0), C(1), C(2), C(3), B(3), B(2), B(1), B(0)}), "");
 }
 
 TEST(Liveness, PeakIsTakenInsideInstructionsAndAddsUpByHand) {

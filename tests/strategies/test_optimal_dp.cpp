@@ -108,15 +108,15 @@ std::vector<Ops> all_class_schedules(int32_t s, int32_t t) {
     return out;
 }
 
-struct Point {
+struct ClassPoint {
     uint64_t peak;
     double compute_ms;  // first forward + recompute
 };
 
 // Every class schedule of g, simulated: (peak, total compute).
-std::vector<Point> class_points(const Graph& g, const CostModel& costs,
+std::vector<ClassPoint> class_points(const Graph& g, const CostModel& costs,
                                 const std::vector<NodeId>& first) {
-    std::vector<Point> out;
+    std::vector<ClassPoint> out;
     const LivenessTables t(g);
     SimulateOptions opt;
     opt.record_timeline = false;
@@ -129,9 +129,9 @@ std::vector<Point> class_points(const Graph& g, const CostModel& costs,
 }
 
 // Least compute with peak <= budget (inf when none fits).
-double best_under(const std::vector<Point>& pts, uint64_t budget) {
+double best_under(const std::vector<ClassPoint>& pts, uint64_t budget) {
     double best = INFINITY;
-    for (const Point& p : pts)
+    for (const ClassPoint& p : pts)
         if (p.peak <= budget) best = std::min(best, p.compute_ms);
     return best;
 }
@@ -245,9 +245,9 @@ Comparison compare_with_class(const Graph& g, bool global) {
     const uint64_t unit = rotor_unit(chain, 1 << 30);
     EXPECT_EQ(unit, chain.gcd);
     const RotorSolver dp(chain, unit, rotor_max_units(chain, unit));
-    const std::vector<Point> pts = class_points(g, costs, first);
+    const std::vector<ClassPoint> pts = class_points(g, costs, first);
     std::set<uint64_t> peaks;
-    for (const Point& p : pts) peaks.insert(p.peak);
+    for (const ClassPoint& p : pts) peaks.insert(p.peak);
     std::optional<ExhaustiveSearch> search;
     if (global) search.emplace(g, costs);
 

@@ -10,11 +10,13 @@
 #include "ui/main_window.h"
 #include "ui/results_model.h"
 #include "ui/setup_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;  // generous: the suite shares 2 cores with other builds
+using namespace testing;
+
 
 // a(4) -> b(10) -> loss(1) -> gb(2, reads loss and b) -> ga(2, reads gb and a). Without
 // recomputation the peak is at gb: a + b + loss + gb = 17 bytes (by hand).

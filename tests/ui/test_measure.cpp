@@ -13,12 +13,13 @@
 #include "ui/results_model.h"
 #include "ui/run_controller.h"
 #include "ui/setup_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
-const QString kSmall = QStringLiteral("mlp:depth=6,width=32,batch=16");
+using namespace testing;
+
 
 TEST(UiMeasure, RepeatsAndSpreadInTheTableAndErrorBarsOnPareto) {
     MainWindow w(false);

@@ -12,11 +12,13 @@
 #include "ui/results_area.h"
 #include "ui/results_model.h"
 #include "ui/setup_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
+using namespace testing;
+
 
 TEST(UiMinimumWidth, EveryTabFitsA1024PixelScreen) {
     MainWindow w(false);

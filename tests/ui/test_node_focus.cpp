@@ -28,11 +28,13 @@
 #include "ui/schedule_trace.h"
 #include "ui/schedule_views.h"
 #include "ui/teach_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
+using namespace testing;
+
 const QString kNet = QStringLiteral("mlp:depth=6,width=16,batch=8");
 const QString kRecomputing = QStringLiteral("sqrt-n:segments=2");
 

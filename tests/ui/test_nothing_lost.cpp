@@ -15,12 +15,13 @@
 #include "ui/results_model.h"
 #include "ui/run_controller.h"
 #include "ui/setup_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
-const QString kSmall = QStringLiteral("mlp:depth=6,width=32,batch=16");
+using namespace testing;
+
 const QString kLong = QStringLiteral("mlp:depth=48,width=256,batch=1024");
 // Activations dominate: sqrt-n's peak is well below none's.
 const QString kActs = QStringLiteral("mlp:depth=8,width=64,batch=256");
@@ -35,13 +36,6 @@ void loadAndPlan(MainWindow& w, const QString& spec, const QStringList& strategi
     }
     ASSERT_TRUE(plan.count() > 0 || plan.wait(kWaitMs));
     while (plan.wait(500)) {  // the plans a burst of changes started
-    }
-}
-
-void settle(MainWindow& w) {
-    QSignalSpy plan(&w, &MainWindow::planReady);
-    ASSERT_TRUE(plan.wait(kWaitMs));
-    while (plan.wait(500)) {
     }
 }
 

@@ -18,23 +18,18 @@
 #include "ui/export_dialogs.h"
 #include "ui/main_window.h"
 #include "ui/schedule_trace.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
+
+using namespace testing;
 
 std::string slurp(const QString& path) {
     std::ifstream in(path.toStdString(), std::ios::binary);
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-std::shared_ptr<const ScheduleTrace> trace_of(const std::string& network,
-                                              const std::string& strategy) {
-    auto g = std::make_shared<const Graph>(load_network(network));
-    CostModel costs = CostModel::analytic(*g, DeviceRates{});
-    Plan plan = plan_with(*g, costs, parse_spec(strategy));
-    return make_trace(g, strategy, std::move(plan), std::move(costs));
 }
 
 TEST(UiPlanExport, FileMenuHasExportPlan) {

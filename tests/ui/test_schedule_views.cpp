@@ -17,16 +17,12 @@
 #include "ui/node_selection.h"
 #include "ui/schedule_matrix.h"
 #include "ui/schedule_trace.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-std::shared_ptr<const ScheduleTrace> trace_of(const std::string& net, const std::string& spec) {
-    auto g = std::make_shared<const Graph>(load_network(net));
-    CostModel costs = CostModel::analytic(*g, DeviceRates{});
-    Plan plan = plan_with(*g, costs, parse_spec(spec));
-    return make_trace(g, spec, std::move(plan), std::move(costs));
-}
+using namespace testing;
 
 void expect_no_overlap(const GraphLayout& layout, const std::string& what) {
     for (size_t i = 0; i < layout.boxes.size(); ++i) {

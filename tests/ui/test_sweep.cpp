@@ -21,12 +21,13 @@
 #include "ui/pareto_chart.h"
 #include "ui/results_model.h"
 #include "ui/sweeps.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
-const QString kSmall = QStringLiteral("mlp:depth=6,width=32,batch=16");
+using namespace testing;
+
 // Activations dominate: budget sweeps have room between the smallest budget and none's peak.
 const QString kSweep = QStringLiteral("mlp:depth=8,width=32,batch=256");
 

@@ -28,16 +28,18 @@
 #include "ui/session.h"
 #include "ui/teach_panel.h"
 #include "ui/tours.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
-const QString kSmall = QStringLiteral("mlp:depth=4,width=16,batch=8");
+using namespace testing;
+
+const QString kTeachNet = QStringLiteral("mlp:depth=4,width=16,batch=8");
 
 RunSummary planned(const QStringList& strategies, bool execute = false) {
     RunRequest r;
-    r.network = kSmall;
+    r.network = kTeachNet;
     r.strategies = strategies;
     return evaluate_all(r, execute);
 }
@@ -131,7 +133,7 @@ TEST(UiTeach, WindowShowsTheViewsAndFollowsTheSteps) {
     w.resize(1400, 900);
     w.show();
     QSignalSpy plan(&w, &MainWindow::planReady);
-    w.setNetworkSpec(kSmall);
+    w.setNetworkSpec(kTeachNet);
     w.setStrategies({QStringLiteral("none"), QStringLiteral("sqrt-n:segments=2")});
     ASSERT_TRUE(plan.wait(kWaitMs));
     auto* tabs = w.findChild<QTabWidget*>();
@@ -239,7 +241,7 @@ TEST(UiSession, ASavedSessionReopensWithIdenticalResults) {
     ASSERT_FALSE(run.results[2].predicted_timeline->host.empty());
     EXPECT_GT(run.results[2].predicted_host_peak, 0u);
     Session s;
-    s.network_spec = kSmall;
+    s.network_spec = kTeachNet;
     s.graph = run.results[0].trace->graph;
     s.strategies = strategies;
     s.budget = 123456;
@@ -332,7 +334,7 @@ TEST(UiSession, SpreadRepeatsAndStaleMarksComeBackAndOldSessionsStillOpen) {
     {
         MainWindow w(false);
         w.show();
-        w.setNetworkSpec(kSmall);
+        w.setNetworkSpec(kTeachNet);
         w.setStrategies(
             {QStringLiteral("none"), QStringLiteral("periodic:k=2"), QStringLiteral("sqrt-n")});
         w.setBudget(std::nullopt);
@@ -416,7 +418,7 @@ TEST(UiSession, TheWindowSavesAndReopensARun) {
     {
         MainWindow w(false);
         w.show();
-        w.setNetworkSpec(kSmall);
+        w.setNetworkSpec(kTeachNet);
         w.setStrategies({QStringLiteral("none"), QStringLiteral("periodic:k=2")});
         QSignalSpy plan(&w, &MainWindow::planReady);
         ASSERT_TRUE(plan.wait(kWaitMs));
@@ -433,16 +435,16 @@ TEST(UiSession, TheWindowSavesAndReopensARun) {
     // The first plan after the load is replaced by the session's own results.
     ASSERT_TRUE(plan.wait(kWaitMs));
     expect_same_results(w.resultsModel()->results(), before);
-    EXPECT_EQ(w.networkSpec(), kSmall);
+    EXPECT_EQ(w.networkSpec(), kTeachNet);
     EXPECT_TRUE(w.resultsModel()->results()[0].executed);
     // The views show the reopened plans.
     ASSERT_NE(w.graphView()->trace(), nullptr);
 }
 
-// Saves a session of `strategies` on a network file `net` (written from kSmall); returns the
+// Saves a session of `strategies` on a network file `net` (written from kTeachNet); returns the
 // results it holds.
 std::vector<StrategyResult> save_file_session(const QString& net, const QString& path) {
-    export_network(load_network(kSmall.toStdString()), net);
+    export_network(load_network(kTeachNet.toStdString()), net);
     MainWindow w(false);
     w.show();
     QSignalSpy plan(&w, &MainWindow::planReady);
@@ -494,7 +496,7 @@ TEST(UiSession, AMissingNetworkFileRestoresTheRestAndNamesThePath) {
     // Located elsewhere: it loads, and the saved results stay on screen.
     ASSERT_TRUE(QDir(dir.path()).mkpath(QStringLiteral("moved")));
     const QString moved = dir.filePath(QStringLiteral("moved/net.json"));
-    export_network(load_network(kSmall.toStdString()), moved);
+    export_network(load_network(kTeachNet.toStdString()), moved);
     w.locateNetwork(moved);
     ASSERT_TRUE(plan.wait(kWaitMs));
     EXPECT_TRUE(w.isNetworkReady());

@@ -18,19 +18,14 @@
 #include "ui/schedule_trace.h"
 #include "ui/setup_panel.h"
 #include "ui/tours.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;
-const QString kUserNet = QStringLiteral("mlp:depth=5,width=24,batch=64");
+using namespace testing;
 
-void settle(MainWindow& w) {
-    QSignalSpy plan(&w, &MainWindow::planReady);
-    ASSERT_TRUE(plan.wait(kWaitMs));
-    while (plan.wait(500)) {
-    }
-}
+const QString kUserNet = QStringLiteral("mlp:depth=5,width=24,batch=64");
 
 struct Seen {
     QString network;

@@ -21,12 +21,13 @@
 #include "ui/results_model.h"
 #include "ui/run_controller.h"
 #include "ui/teach_panel.h"
+#include "ui_test_util.h"
 
 namespace rl::ui {
 namespace {
 
-constexpr int kWaitMs = 120000;  // generous: the suite shares 2 cores with other builds
-const QString kSmall = QStringLiteral("mlp:depth=6,width=32,batch=16");
+using namespace testing;
+
 // Long enough to cancel and to watch the GUI thread tick; small in memory.
 const QString kLong = QStringLiteral("mlp:depth=48,width=256,batch=1024");
 
