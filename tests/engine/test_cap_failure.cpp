@@ -29,10 +29,10 @@ size_t first_over(const Simulation& sim, uint64_t cap) {
 
 TEST(CapFailure, CarriesTheMeasuredTimelineUpToTheFailingInstruction) {
     const CapCase cases[] = {{"mlp:depth=6,width=8,batch=4", "none"},
-                          {"mlp:depth=6,width=8,batch=4", "sqrt-n"},
-                          {"mlp:depth=8,width=16,batch=4", "periodic:k=2"},
-                          {"transformer:layers=1,seq=4,batch=1", "sqrt-n"},
-                          {"unet:depth=2,size=8,channels=4,batch=1", "none"}};
+                             {"mlp:depth=6,width=8,batch=4", "sqrt-n"},
+                             {"mlp:depth=8,width=16,batch=4", "periodic:k=2"},
+                             {"transformer:layers=1,seq=4,batch=1", "sqrt-n"},
+                             {"unet:depth=2,size=8,channels=4,batch=1", "none"}};
     auto backend = make_cpu_backend(1);
     int checked = 0;
     for (const CapCase& c : cases) {

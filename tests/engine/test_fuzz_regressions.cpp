@@ -19,9 +19,9 @@
 #include "engine/networks/onnx_import.h"
 #include "engine/networks/presets.h"
 #include "engine/params.h"
+#include "engine/test_util.h"
 #include "engine/units.h"
 #include "strategies/strategy.h"
-#include "engine/test_util.h"
 
 namespace rl {
 namespace {

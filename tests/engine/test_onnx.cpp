@@ -24,8 +24,8 @@
 #include "engine/networks/presets.h"
 #include "engine/npy.h"
 #include "engine/simulator.h"
-#include "strategies/strategy.h"
 #include "engine/test_util.h"
+#include "strategies/strategy.h"
 
 namespace rl {
 namespace {
@@ -192,7 +192,7 @@ std::string import_error(const std::string& bytes, const OnnxImportOptions& opt 
 
 #define EXPECT_REFUSED(bytes, ...)                         \
     do {                                                   \
-        const std::string msg_ = import_error(bytes);          \
+        const std::string msg_ = import_error(bytes);      \
         for (const char* part_ : {__VA_ARGS__})            \
             EXPECT_NE(msg_.find(part_), std::string::npos) \
                 << "'" << part_ << "' not in: " << msg_;   \
@@ -604,9 +604,10 @@ TEST(OnnxRefusals, HugeProtobufFieldsAndFiles) {
     EXPECT_REFUSED(m.b, "not a valid ONNX model");
     OnnxImportOptions small;
     small.max_file_bytes = 16;
-    EXPECT_NE(import_error(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), small)
-                  .find("more than the limit of 16 bytes"),
-              std::string::npos);
+    EXPECT_NE(
+        import_error(ModelBuilder().input("x", {4, 8}).small_linear().output("y").bytes(), small)
+            .find("more than the limit of 16 bytes"),
+        std::string::npos);
 }
 
 TEST(OnnxRefusals, NonPositiveSymbolicAndOverflowingDims) {
@@ -738,12 +739,12 @@ TEST(OnnxRefusals, WrongAttributeTypes) {
 TEST(OnnxRefusals, UnsupportedOpsAllAtOnceWithTheSupportedList) {
     REQUIRE_ONNX();
     const std::string msg = import_error(ModelBuilder()
-                                         .input("x", {4, 8})
-                                         .add(make_node("TopK", {"x"}, {"a"}, "topk"))
-                                         .add(make_node("Relu", {"a"}, {"b"}))
-                                         .add(make_node("LSTM", {"b"}, {"y"}, "lstm"))
-                                         .output("y")
-                                         .bytes());
+                                             .input("x", {4, 8})
+                                             .add(make_node("TopK", {"x"}, {"a"}, "topk"))
+                                             .add(make_node("Relu", {"a"}, {"b"}))
+                                             .add(make_node("LSTM", {"b"}, {"y"}, "lstm"))
+                                             .output("y")
+                                             .bytes());
     EXPECT_NE(msg.find("2 nodes use ops RematLab cannot import"), std::string::npos) << msg;
     EXPECT_NE(msg.find("node 0 'topk' (TopK)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("node 2 'lstm' (LSTM)"), std::string::npos) << msg;

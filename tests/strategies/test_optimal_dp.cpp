@@ -115,7 +115,7 @@ struct ClassPoint {
 
 // Every class schedule of g, simulated: (peak, total compute).
 std::vector<ClassPoint> class_points(const Graph& g, const CostModel& costs,
-                                const std::vector<NodeId>& first) {
+                                     const std::vector<NodeId>& first) {
     std::vector<ClassPoint> out;
     const LivenessTables t(g);
     SimulateOptions opt;

@@ -17,7 +17,6 @@ namespace {
 
 using namespace testing;
 
-
 // a(4) -> b(10) -> loss(1) -> gb(2, reads loss and b) -> ga(2, reads gb and a). Without
 // recomputation the peak is at gb: a + b + loss + gb = 17 bytes (by hand).
 const char* kTinyTrain = R"({"directed": true, "graph": {"name": "tiny_train"},

@@ -20,7 +20,6 @@ namespace {
 
 using namespace testing;
 
-
 TEST(UiMeasure, RepeatsAndSpreadInTheTableAndErrorBarsOnPareto) {
     MainWindow w(false);
     w.resize(1400, 900);

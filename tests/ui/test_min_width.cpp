@@ -19,7 +19,6 @@ namespace {
 
 using namespace testing;
 
-
 TEST(UiMinimumWidth, EveryTabFitsA1024PixelScreen) {
     MainWindow w(false);
     QSignalSpy plan(&w, &MainWindow::planReady);
