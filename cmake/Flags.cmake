@@ -37,9 +37,8 @@ endif()
 # largest), and the kernels they test are in the libraries, so the tests still check the code
 # that ships. -Og, not -O1: at -O1 GCC 12 inlines std::string's `operator+` far enough to warn
 # -Warray-bounds about its memcpy (a false positive known from GCC 12 to 14) in four test files;
-# -Og compiles them as fast, without it. The
-# asan preset sets -O1 for everything: under the sanitizers -O3 took 4-5x longer to compile
-# (engine/cpu/conv.cpp: 65 s against 14 s).
+# -Og compiles them as fast, without it. The asan preset sets -O1 for everything: under the
+# sanitizers -O3 took 4-5x longer to compile (engine/cpu/conv.cpp: 65 s against 14 s).
 set(REMATLAB_OPTIMIZE -O3 CACHE STRING
   "Optimisation of the libraries and programs in Release and RelWithDebInfo builds")
 set(_rl_level "$<IF:$<BOOL:$<TARGET_PROPERTY:REMATLAB_TEST_CODE>>,-Og,${REMATLAB_OPTIMIZE}>")

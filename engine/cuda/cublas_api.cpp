@@ -25,10 +25,9 @@ struct Loaded {
 #define RL_CUBLAS_STR(x) RL_CUBLAS_STR2(x)  // expands cublas_v2.h's macros: cublasCreate_v2
 
 template <class F>
-bool resolve(void* h, const char* name, F& f, std::string& missing) {
+void resolve(void* h, const char* name, F& f, std::string& missing) {
     f = reinterpret_cast<F>(dlsym(h, name));
     if (!f) missing += std::string(missing.empty() ? "" : ", ") + name;
-    return f != nullptr;
 }
 
 Loaded load() {

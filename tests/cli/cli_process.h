@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/test_util.h"
+
 namespace rl::test {
 
 namespace fs = std::filesystem;
@@ -27,13 +29,6 @@ struct CliResult {
     bool signaled = false;
     std::string out, err;
 };
-
-inline std::string read_file(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 inline void write_file(const fs::path& p, const std::string& text) {
     std::ofstream out(p, std::ios::binary);
@@ -113,7 +108,7 @@ class CliProcessTest : public ::testing::Test {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             CliResult r;
-            r.out = read_file(dir_ / "stdout.txt");
+            r.out = rl::testing::read_bytes(dir_ / "stdout.txt");
             return r;
         }
         return result_of(status);
@@ -141,8 +136,8 @@ class CliProcessTest : public ::testing::Test {
             r.signaled = true;
             r.code = 128 + WTERMSIG(status);
         }
-        r.out = read_file(dir_ / "stdout.txt");
-        r.err = read_file(dir_ / "stderr.txt");
+        r.out = rl::testing::read_bytes(dir_ / "stdout.txt");
+        r.err = rl::testing::read_bytes(dir_ / "stderr.txt");
         return r;
     }
 };

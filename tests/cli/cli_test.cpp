@@ -33,8 +33,8 @@ constexpr const char* kSmallMlp = "mlp:depth=4,width=32,batch=8";
 
 using Result = rl::test::CliResult;
 using rl::test::lines_of;
-using rl::test::read_file;
 using rl::test::write_file;
+using rl::testing::read_bytes;
 
 class CliTest : public rl::test::CliProcessTest {
   protected:
@@ -467,7 +467,7 @@ TEST_F(CliTest, DumpGradsWritesOneNpyPerParameter) {
     for (const auto& entry : fs::directory_iterator(out)) {
         SCOPED_TRACE(entry.path().string());
         EXPECT_EQ(entry.path().extension(), ".npy");
-        const std::string bytes = read_file(entry.path());
+        const std::string bytes = read_bytes(entry.path());
         int64_t numel = 0;
         size_t offset = 0;
         ASSERT_TRUE(npy_layout(bytes, numel, offset));
@@ -550,17 +550,17 @@ TEST_F(CliTest, DumpActivationsWritesReluOutputsInOnnxNodeOrder) {
     EXPECT_EQ(dumping.value("measured_peak_bytes", uint64_t{0}),
               dumping.value("predicted_peak_bytes", uint64_t{1}));
     for (const auto& e : fs::directory_iterator(grads_plain))
-        EXPECT_EQ(read_file(e.path()), read_file(grads_dumping / e.path().filename()))
+        EXPECT_EQ(read_bytes(e.path()), read_bytes(grads_dumping / e.path().filename()))
             << e.path().filename();
 
     // The ONNX file's Relu nodes (op_type is NodeProto field 4: tag 0x22, length 4), in order.
-    const std::string onnx = read_file(fixtures / "cnn.onnx");
+    const std::string onnx = read_bytes(fixtures / "cnn.onnx");
     size_t onnx_relus = 0;
     for (size_t at = onnx.find("\x22\x04Relu"); at != std::string::npos;
          at = onnx.find("\x22\x04Relu", at + 1))
         ++onnx_relus;
     ASSERT_EQ(onnx_relus, 2u);
-    const json index = json::parse(read_file(relus / "index.json"));
+    const json index = json::parse(read_bytes(relus / "index.json"));
     ASSERT_EQ(index["nodes"].size(), onnx_relus) << index.dump(1);
     const std::vector<std::string> names = {"/Relu", "/Relu_1"};
     const std::vector<std::string> shapes = {"[4,8,16,16]", "[4,16,8,8]"};
@@ -585,7 +585,7 @@ TEST_F(CliTest, DumpActivationsWritesReluOutputsInOnnxNodeOrder) {
     // Every node: each file is what its entry says.
     run_json({"run", "--network", net, "--strategy", "sqrt-n", "--input", input, "--json",
               "--dump-activations", every.string(), "--dump-activations-ops", "all"});
-    const json all = json::parse(read_file(every / "index.json"));
+    const json all = json::parse(read_bytes(every / "index.json"));
     std::map<std::string, std::vector<float>> by_output;
     std::map<std::string, rl::Shape> shape_of;
     int checked_relus = 0, checked_pools = 0;
@@ -605,8 +605,8 @@ TEST_F(CliTest, DumpActivationsWritesReluOutputsInOnnxNodeOrder) {
             }
             EXPECT_GT(negative, 0u);
             // The same values as the relu-only dump of the other run (another strategy).
-            EXPECT_EQ(read_file(every / n["file"].get<std::string>()),
-                      read_file(relus / n["file"].get<std::string>()));
+            EXPECT_EQ(read_bytes(every / n["file"].get<std::string>()),
+                      read_bytes(relus / n["file"].get<std::string>()));
             ++checked_relus;
         }
         if (n["op"] == "maxpool2d" && by_output.count(in) && shape_of[in].rank() == 4 &&
@@ -962,7 +962,7 @@ TEST_F(CliTest, SweepShardsConcatenateToTheWholeSweep) {
     Result r = run({"sweep", "-n", net, "-s", strategies, "--budgets", "3", "--nominal-rates",
                     "--out", whole.string()});
     ASSERT_EQ(r.code, 0) << r.err;
-    const std::string expected = read_file(whole);
+    const std::string expected = read_bytes(whole);
     const size_t points = lines_of(expected).size();
     ASSERT_GT(points, 8u);
     for (int n : {2, 3, static_cast<int>(points) + 2}) {
@@ -973,7 +973,7 @@ TEST_F(CliTest, SweepShardsConcatenateToTheWholeSweep) {
             r = run({"sweep", "-n", net, "-s", strategies, "--budgets", "3", "--shard",
                      std::to_string(i) + "/" + std::to_string(n), "--out", part.string()});
             ASSERT_EQ(r.code, 0) << r.err;
-            const std::string text = read_file(part);
+            const std::string text = read_bytes(part);
             nonempty += !text.empty();
             joined += text;
         }
@@ -1086,7 +1086,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_EQ(first["how"], "calibrated now") << r.out;
     const fs::path file = cache / "rematlab" / "gemm-calibration.json";
     ASSERT_TRUE(fs::exists(file));
-    const json cached = json::parse(read_file(file));
+    const json cached = json::parse(read_bytes(file));
     ASSERT_EQ(cached["entries"].size(), 1u);
     EXPECT_EQ(cached["entries"][0]["library"], first["chosen"]);
     int available = 0;
@@ -1113,7 +1113,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     r = run({"gemm", "--json", "--threads", "2"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["how"], "calibrated now");
-    EXPECT_EQ(json::parse(read_file(file))["entries"].size(), 2u);
+    EXPECT_EQ(json::parse(read_bytes(file))["entries"].size(), 2u);
 
     write_file(file, "{ not json");
     r = run({"gemm", "--json", "--threads", "1"});
@@ -1121,7 +1121,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     const json recalibrated = json::parse(r.out);
     EXPECT_EQ(recalibrated["how"], "calibrated now");
     json rewritten;
-    EXPECT_NO_THROW(rewritten = json::parse(read_file(file)));
+    EXPECT_NO_THROW(rewritten = json::parse(read_bytes(file)));
     EXPECT_EQ(rewritten["entries"].size(), 1u);
 
     // A run reports the library that served it, in JSON and in the text report: the one the
@@ -1151,7 +1151,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     r = run({"gemm", "--json", "--threads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["build"], isa) << r.out;
-    const json keyed = json::parse(read_file(file));  // outlives the loop over its entries
+    const json keyed = json::parse(read_bytes(file));  // outlives the loop over its entries
     for (const json& e : keyed["entries"])
         EXPECT_NE(e["key"].get<std::string>().find(" | " + key + " | "), std::string::npos) << e;
 }

@@ -41,7 +41,7 @@ TEST_F(ExportPlanCli, WritesATorchModuleAndSaysTheWrappingIsExact) {
     const Result r = run({"export-plan", "--network", kMlp, "--strategy", "sqrt-n", "--format",
                           "torch", "--out", out.string()});
     ASSERT_EQ(r.code, 0) << r.err;
-    const std::string text = rl::test::read_file(out);
+    const std::string text = rl::testing::read_bytes(out);
     EXPECT_NE(text.find("def apply(model):"), std::string::npos);
     EXPECT_NE(text.find("use_reentrant=False"), std::string::npos);
     EXPECT_NE(text.find("RUNS = ["), std::string::npos);
@@ -93,7 +93,7 @@ TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
         << r.err;
     EXPECT_NE(r.err.find("block0.pool"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("Export it as json or jax"), std::string::npos) << r.err;
-    EXPECT_EQ(rl::test::read_file(out), "previous\n");
+    EXPECT_EQ(rl::testing::read_bytes(out), "previous\n");
     EXPECT_EQ(leftovers(), std::vector<std::string>{"plan.py"});
     // The same plan as data says why.
     const Result j = run(
@@ -115,7 +115,7 @@ TEST_F(ExportPlanCli, ExactRefusesAnApproximationAndWritesNothing) {
                           "torch", "--out", out.string()});
     ASSERT_EQ(w.code, 0) << w.err;
     EXPECT_NE(w.err.find("approximated"), std::string::npos) << w.err;
-    EXPECT_NE(rl::test::read_file(out).find("EXACT = False"), std::string::npos);
+    EXPECT_NE(rl::testing::read_bytes(out).find("EXACT = False"), std::string::npos);
 }
 
 TEST_F(ExportPlanCli, BadInputsAreClearErrors) {

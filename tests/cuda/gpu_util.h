@@ -1,10 +1,12 @@
 #pragma once
 // Shared by the CUDA tests: one CUDA backend for the whole test program (made on first use), or
-// a skip that names why there is none, and a tolerance check of GPU values against the CPU's.
+// a skip that names why there is none, a tolerance check of GPU values against the CPU's, and
+// the built rematlab-cli run as a child.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -56,6 +58,19 @@ void expect_close(const A& gpu, const B& cpu, double rtol, const std::string& wh
                        << " elements differ by more than " << rtol * scale << " (first at " << first
                        << ": gpu " << (bad ? gpu[first] : 0) << " vs cpu " << (bad ? cpu[first] : 0)
                        << "; worst " << worst << ")";
+}
+
+// Runs `env rematlab-cli args` through the shell (env: assignments such as "LD_DEBUG=libs", or
+// empty); returns its stdout and stderr together and sets *status to pclose's status.
+inline std::string run_cli(const std::string& args, int* status, const std::string& env = "") {
+    const std::string cmd =
+        (env.empty() ? "" : env + " ") + REMATLAB_CLI_PATH + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p && fgets(buf, sizeof buf, p)) out += buf;
+    *status = p ? pclose(p) : -1;
+    return out;
 }
 
 }  // namespace rl::testing

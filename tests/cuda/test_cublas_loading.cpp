@@ -6,10 +6,10 @@
 
 #include <sys/wait.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "cuda/gpu_util.h"
+#include "engine/test_util.h"
 
 #if REMATLAB_TEST_CUBLAS_LOADER
 #include "engine/cuda/cublas_api.h"
@@ -18,17 +18,14 @@
 namespace rl {
 namespace {
 
+using testing::run_cli;
+
 // The dynamic loader's own account (LD_DEBUG=libs, glibc) of every library a CPU run opened.
 TEST(CublasLoading, ACpuRunOfTheCliNeverOpensCublas) {
-    const std::string cmd = std::string("LD_DEBUG=libs ") + REMATLAB_CLI_PATH +
-                            " run --network mlp:depth=2,width=8,batch=2 --strategy none"
-                            " --device cpu 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    const int status = pclose(p);
+    int status = 0;
+    const std::string out =
+        run_cli("run --network mlp:depth=2,width=8,batch=2 --strategy none --device cpu", &status,
+                "LD_DEBUG=libs");
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
     // The loader did report: it names the libraries it did open (the C library at least).
     ASSERT_NE(out.find("libc.so"), std::string::npos) << "no LD_DEBUG output:\n" << out;
@@ -39,10 +36,7 @@ TEST(CublasLoading, ACpuRunOfTheCliNeverOpensCublas) {
 
 #if REMATLAB_TEST_CUBLAS_LOADER
 bool mapped(const std::string& name) {
-    std::ifstream maps("/proc/self/maps");
-    std::stringstream s;
-    s << maps.rdbuf();
-    return s.str().find(name) != std::string::npos;
+    return testing::read_bytes("/proc/self/maps").find(name) != std::string::npos;
 }
 
 // No GPU needed: opening the library and resolving its symbols does not touch a device.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cuda/gpu_util.h"
 #include "engine/backend.h"
 #include "engine/errors.h"
 #include "engine/executor.h"
@@ -14,6 +15,8 @@
 
 namespace rl {
 namespace {
+
+using testing::run_cli;
 
 bool names_cause(const std::string& msg) {
     return msg.find("no CUDA device: cudaGetDeviceCount") != std::string::npos ||
@@ -42,16 +45,6 @@ TEST(CudaUnavailable, UnknownDeviceIsRefused) {
         EXPECT_EQ(std::string(e.what()), "unknown device 'tpu'; use cpu or cuda");
     }
     EXPECT_EQ(make_backend("cpu")->name(), "cpu");
-}
-
-std::string run_cli(const std::string& args, int* status) {
-    const std::string cmd = std::string(REMATLAB_CLI_PATH) + " " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[512];
-    while (p && fgets(buf, sizeof buf, p)) out += buf;
-    *status = p ? pclose(p) : -1;
-    return out;
 }
 
 TEST(CudaUnavailable, CliDeviceCudaNamesTheCause) {

@@ -20,13 +20,7 @@ namespace fs = std::filesystem;
 
 using testing::contains;
 using testing::error_of;
-
-std::string read_text(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using testing::read_bytes;
 
 // A small valid file; tests break one thing at a time.
 const char* kSmall = R"({
@@ -285,7 +279,7 @@ TEST_F(NetworkFiles, SaveAndLoadRoundTrip) {
     save_network_file(g, path);  // overwrite in place
     testing::expect_same_graph(g, load_network_file(path));
     testing::expect_same_graph(g, load_network(path));
-    EXPECT_EQ(read_text(path), network_to_json(g));
+    EXPECT_EQ(read_bytes(path), network_to_json(g));
     int files = 0;
     for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
     EXPECT_EQ(files, 1);  // no temporary file left behind
@@ -332,7 +326,7 @@ TEST(NetworkExamples, ResourceFilesAreCurrent) {
             save_network_file(g, (dir / file).string());
         }
         ASSERT_TRUE(fs::exists(dir / file)) << "run with REMATLAB_UPDATE_EXAMPLES=1";
-        EXPECT_EQ(read_text(dir / file), network_to_json(g))
+        EXPECT_EQ(read_bytes(dir / file), network_to_json(g))
             << "stale example; run with REMATLAB_UPDATE_EXAMPLES=1";
         testing::expect_same_graph(g, load_network_file((dir / file).string()));
     }
@@ -341,7 +335,7 @@ TEST(NetworkExamples, ResourceFilesAreCurrent) {
 TEST(NetworkExamples, DocumentationExampleLoads) {
     const auto src = source_dir();
     if (!src) GTEST_SKIP() << "the source tree moved since this test was built: rebuild it";
-    const std::string doc = read_text(*src / "docs" / "network-format.md");
+    const std::string doc = read_bytes(*src / "docs" / "network-format.md");
     const size_t begin = doc.find("```json\n");
     ASSERT_NE(begin, std::string::npos);
     const size_t end = doc.find("```", begin + 8);

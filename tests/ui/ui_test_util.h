@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "analysis/evaluate.h"
 #include "engine/cost_model.h"
 #include "engine/networks/presets.h"
+#include "engine/params.h"
 #include "strategies/strategy.h"
 #include "ui/main_window.h"
 #include "ui/schedule_trace.h"
