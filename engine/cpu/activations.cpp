@@ -44,6 +44,16 @@ ClipRange clip_range(const Node& n) {
             static_cast<float>(n.attrs.get_float("max", inf))};
 }
 
+// min(max(v, lo), hi) with PyTorch's NaN: a NaN stays NaN (torch.clamp, hardtanh, hardsigmoid,
+// hardswish all propagate it). Written as selects, GCC vectorises it (maxps/minps with the operands
+// in the order that passes a NaN through); std::fmin/fmax clamp a NaN to a bound and are libm
+// calls per element, which ran clip and hardswish's forward at 4–9 % of their memory roofline
+// (bench_roofline, 2026-12-03).
+inline float clamp_nan(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;  // √(2/π)
 constexpr float kKappa = 0.044715f;
 
@@ -51,7 +61,7 @@ constexpr float kKappa = 0.044715f;
 
 void clip_forward(const ForwardCall& c) {
     const ClipRange r = clip_range(c.node);
-    map_forward(c, [r](float x) { return std::fmin(std::fmax(x, r.lo), r.hi); });
+    map_forward(c, [r](float x) { return clamp_nan(x, r.lo, r.hi); });
 }
 
 // Strictly inside the range, as PyTorch's hardtanh (ReLU6) backward: 0 at the bounds.
@@ -63,7 +73,7 @@ void clip_backward(const BackwardCall& c) {
 void hard_sigmoid_forward(const ForwardCall& c) {
     const auto a = static_cast<float>(c.node.attrs.get_float("alpha", 1.0 / 6));
     const auto b = static_cast<float>(c.node.attrs.get_float("beta", 0.5));
-    map_forward(c, [a, b](float x) { return std::fmin(std::fmax(a * x + b, 0.0f), 1.0f); });
+    map_forward(c, [a, b](float x) { return clamp_nan(a * x + b, 0.0f, 1.0f); });
 }
 
 void hard_sigmoid_backward(const BackwardCall& c) {
@@ -76,7 +86,7 @@ void hard_sigmoid_backward(const BackwardCall& c) {
 }
 
 void hard_swish_forward(const ForwardCall& c) {
-    map_forward(c, [](float x) { return x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f; });
+    map_forward(c, [](float x) { return x * clamp_nan(x + 3.0f, 0.0f, 6.0f) / 6.0f; });
 }
 
 // PyTorch's hardswish_backward: 0 below -3, dY·(x/3 + ½) up to 3, dY above.

@@ -1,5 +1,8 @@
 // layernorm and softmax: one row of the last axis per task.
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "engine/cpu/kernels.h"
 
@@ -86,17 +89,90 @@ void layernorm_backward(const BackwardCall& c) {
     });
 }
 
+namespace {
+
+// One row of softmax in Eigen's packets (16 floats on AVX-512, 8 on AVX2): the tail by a masked
+// load, padded with -inf for the maximum and zeroed after the exp, so every element takes the
+// same vector exp. Eigen's array expressions peel scalar elements up to the row's first 64-byte
+// boundary and after its last packet, through libm's scalar exp; on attention's short rows (49
+// keys in a 7×7 window) that was most of each row, and the forward ran at 14–23 % of its memory
+// roofline (bench_roofline, 2026-12-03).
+#if defined(EIGEN_VECTORIZE_AVX)
+namespace ei = Eigen::internal;
+using Packet = ei::packet_traits<float>::type;
+constexpr int64_t kLanes = ei::packet_traits<float>::size;
+using LaneMask = std::conditional_t<kLanes == 16, uint16_t, uint8_t>;  // Eigen's mask_t
+
+// The first n (< kLanes) lanes of p into y: a masked store on AVX-512; AVX2's vmaskmovps store
+// is microcoded on AMD's cores, so through a buffer there.
+inline void store_first(float* y, const Packet& p, int64_t n) {
+#if defined(EIGEN_VECTORIZE_AVX512)
+    ei::pstoreu(y, p, static_cast<LaneMask>((1u << n) - 1));
+#else
+    alignas(64) float buf[kLanes];
+    ei::pstore(buf, p);
+    std::copy(buf, buf + n, y);
+#endif
+}
+
+// The largest lane. On AVX-512 by halves through memory: GCC 12 reports a false -Wuninitialized
+// in every AVX-512 intrinsic that extracts or shuffles lanes (they pass _mm512_undefined_ps), and
+// Eigen's predux_max is one of them.
+inline float max_lane(const Packet& p) {
+#if defined(EIGEN_VECTORIZE_AVX512)
+    alignas(64) float t[16];
+    ei::pstore(t, p);
+    return ei::predux_max(ei::pmax(ei::pload<ei::Packet8f>(t), ei::pload<ei::Packet8f>(t + 8)));
+#else
+    return ei::predux_max(p);
+#endif
+}
+
+void softmax_row(const float* __restrict x, float* __restrict y, int64_t d) {
+    using P = Packet;
+    constexpr int64_t L = kLanes;
+    const int64_t body = d - d % L, tail = d - body;
+    P vmax = ei::pset1<P>(-std::numeric_limits<float>::infinity()), xt = vmax;
+    P valid = ei::pzero(vmax);
+    if (tail) {
+        valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
+        xt = ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)),
+                         vmax);
+        vmax = xt;
+    }
+    for (int64_t j = 0; j < body; j += L) vmax = ei::pmax(vmax, ei::ploadu<P>(x + j));
+    const P m = ei::pset1<P>(max_lane(vmax));
+    P vsum = ei::pzero(m), et = vsum;
+    // The padding lanes take exp(0), not exp(-inf): Eigen's exp of a large negative argument is
+    // a denormal, and a denormal result cost a microcode assist per row on AMD's AVX2 path (the
+    // row ran 1.5× slower than through the scalar exp).
+    if (tail) vsum = et = ei::pselect(valid, ei::pexp(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
+    for (int64_t j = 0; j < body; j += L) {
+        const P e = ei::pexp(ei::psub(ei::ploadu<P>(x + j), m));
+        ei::pstoreu(y + j, e);
+        vsum = ei::padd(vsum, e);
+    }
+    const P inv = ei::pset1<P>(1.0f / ei::predux(vsum));
+    for (int64_t j = 0; j < body; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<P>(y + j), inv));
+    if (tail) store_first(y + body, ei::pmul(et, inv), tail);
+}
+#else
+void softmax_row(const float* x, float* y, int64_t d) {
+    ConstArrMap xr(x, d);
+    ArrMap yr(y, d);
+    yr = (xr - xr.maxCoeff()).exp();
+    yr *= 1.0f / yr.sum();
+}
+#endif
+
+}  // namespace
+
 void softmax_forward(const ForwardCall& c) {
     const Rows rd = rows_of(input_shape(c.graph, c.node, 0));
     const int64_t rows = rd.rows, d = rd.d;
     const float* x = as_f32(c.inputs[0]);
     float* y = as_f32(c.output);
-    parallel_for(rows, d, [&](int64_t r) {
-        ConstArrMap xr(x + r * d, d);
-        ArrMap yr(y + r * d, d);
-        yr = (xr - xr.maxCoeff()).exp();
-        yr *= 1.0f / yr.sum();
-    });
+    parallel_for(rows, d, [&](int64_t r) { softmax_row(x + r * d, y + r * d, d); });
 }
 
 // From the output: dX = y·(dY - Σ dY·y).

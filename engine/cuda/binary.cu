@@ -95,14 +95,20 @@ __global__ void reduce_mean_bwd_kernel(BroadcastPlan p, const float* dy, float* 
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kKappa = 0.044715f;
 
+// min(max(v, lo), hi) that keeps a NaN, as PyTorch and the CPU kernels (engine/cpu/activations.cpp).
+__device__ __forceinline__ float clamp_nan(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
 __device__ __forceinline__ float activation(const Activation& f, float x) {
     switch (f.kind) {
         case Activation::Kind::Clip:
-            return fminf(fmaxf(x, f.a), f.b);
+            return clamp_nan(x, f.a, f.b);
         case Activation::Kind::HardSigmoid:
-            return fminf(fmaxf(f.a * x + f.b, 0.0f), 1.0f);
+            return clamp_nan(f.a * x + f.b, 0.0f, 1.0f);
         case Activation::Kind::HardSwish:
-            return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+            return x * clamp_nan(x + 3.0f, 0.0f, 6.0f) / 6.0f;
         case Activation::Kind::GeluTanh:
             break;
     }

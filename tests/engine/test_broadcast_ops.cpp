@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -480,6 +481,33 @@ TEST(Activations, KinksFollowPyTorch) {
     hs.values.at(y).f = {-3.0f, 3.0f, -3.5f, 3.5f};
     hs.op(OpKind::HardSwish, {y});
     EXPECT_EQ(hs.backward(Floats(4, 1.0f)).inputs.at(y), (Floats{-0.5f, 1.5f, 0.0f, 1.0f}));
+}
+
+// A NaN comes out NaN, as from torch.clamp, hardtanh, hardsigmoid and hardswish, not clamped to
+// a bound; ±inf are clamped. Long enough (37) for the vector loop and its tail.
+TEST(Activations, NaNPropagatesAndInfinitiesClampAsPyTorch) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    for (OpKind k : {OpKind::Clip, OpKind::HardSigmoid, OpKind::HardSwish}) {
+        SCOPED_TRACE(std::string(op_name(k)));
+        OpHarness h(3, "nan");
+        const ValueId x = h.input("x", Shape{37});
+        Floats& v = h.values.at(x).f;
+        for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 == 0 ? nan : static_cast<float>(i) - 18;
+        v[1] = -inf;
+        v[35] = inf;
+        h.op(k, {x}, k == OpKind::Clip ? Attrs{{"min", 0.0}, {"max", 6.0}} : Attrs{});
+        const Floats y = h.forward();
+        const bool swish = k == OpKind::HardSwish;
+        for (size_t i = 2; i < v.size(); ++i)
+            EXPECT_EQ(std::isnan(y[i]), i % 3 == 0) << "element " << i << " (" << v[i] << ")";
+        // hardswish(-inf) = -inf · clamp(-inf + 3, 0, 6) / 6 = -inf · 0: NaN, as PyTorch's.
+        if (swish)
+            EXPECT_TRUE(std::isnan(y[1]));
+        else
+            EXPECT_EQ(y[1], 0.0f);
+        EXPECT_EQ(y[35], swish ? inf : k == OpKind::Clip ? 6.0f : 1.0f);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <string>
 #include <vector>
@@ -394,6 +395,35 @@ TEST(OpForward, CrossEntropyRejectsLabelOutOfRange) {
     }
     c.values.at(labels).i[2] = -1;
     EXPECT_THROW(c.forward(), Error);
+}
+
+// Rows shorter than, equal to and between multiples of a vector (8 or 16 floats), each with a
+// masked (-inf) key in the vector body or the tail, against float64: the kernel's masked tail
+// must neither count padding in the sum nor write past the row.
+TEST(OpForward, SoftmaxRowsOfEveryLengthAgainstFloat64) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t d : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 49, 64, 100, 129}) {
+        SCOPED_TRACE("row length " + std::to_string(d));
+        OpCase c(static_cast<uint32_t>(d));
+        const ValueId x = c.input("x", Shape{3, d});
+        Floats& v = c.values.at(x).f;
+        for (float& e : v) e *= 6.0f;
+        if (d > 1) v[static_cast<size_t>(d + d / 2)] = ninf;  // row 1, mid-row
+        if (d > 2) v[static_cast<size_t>(3 * d - 1)] = ninf;  // row 2, last key
+        c.op(OpKind::Softmax, {x});
+        std::vector<double> want;
+        for (int64_t r = 0; r < 3; ++r) {
+            double m = -HUGE_VAL, s = 0;
+            for (int64_t j = 0; j < d; ++j) m = std::max(m, double(v[static_cast<size_t>(r * d + j)]));
+            for (int64_t j = 0; j < d; ++j) s += std::exp(v[static_cast<size_t>(r * d + j)] - m);
+            for (int64_t j = 0; j < d; ++j)
+                want.push_back(std::exp(v[static_cast<size_t>(r * d + j)] - m) / s);
+        }
+        check_forward(c, want);
+        const Floats y = c.forward();
+        for (size_t k = 0; k < y.size(); ++k)
+            EXPECT_TRUE(!std::isinf(v[k]) || y[k] == 0.0f) << "masked key " << k << ": " << y[k];
+    }
 }
 
 TEST(OpForward, SoftmaxIsStableForLargeLogits) {
