@@ -333,6 +333,7 @@ void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeom
 // parallel, each in its own slice of the declared workspace; images one after another.
 
 constexpr int64_t kLanes = Conv2dGeometry::kDepthwiseLanes;
+static_assert(kLanes == kPlaneLanes);
 
 // Channels [c0, c0 + 16) of one image (`img`, NCHW planes) into the padded channels-last plane
 // `xp`; lanes past the last channel, and the padding, are zero.
@@ -349,24 +350,6 @@ void pack_padded(const float* img, const Conv2dGeometry& g, int64_t c0, float* x
             for (int64_t iw = std::max<int64_t>(0, -g.win.pad_left); iw < cols; ++iw)
                 row[iw * kLanes] = src[iw];
         }
-    }
-}
-
-// Output planes (NCHW, `planes` = oh·ow each) of channels [c0, c0 + 16) to and from the
-// channels-last block `b`.
-void pack_out(const float* img, int64_t planes, int64_t c, int64_t c0, float* b) {
-    const int64_t lanes = std::min(kLanes, c - c0);
-    if (lanes < kLanes) std::fill(b, b + planes * kLanes, 0.0f);
-    for (int64_t l = 0; l < lanes; ++l) {
-        const float* src = img + (c0 + l) * planes;
-        for (int64_t p = 0; p < planes; ++p) b[p * kLanes + l] = src[p];
-    }
-}
-void unpack_out(const float* b, int64_t planes, int64_t c, int64_t c0, float* img) {
-    const int64_t lanes = std::min(kLanes, c - c0);
-    for (int64_t l = 0; l < lanes; ++l) {
-        float* dst = img + (c0 + l) * planes;
-        for (int64_t p = 0; p < planes; ++p) dst[p] = b[p * kLanes + l];
     }
 }
 
@@ -419,7 +402,7 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
                     float* out = yb + (oh * g.ow + ow) * kLanes;
                     for (int64_t l = 0; l < kLanes; ++l) out[l] = acc[l];
                 }
-            unpack_out(yb, plane, g.c, c0, y + n * g.c * plane);
+            planes_from_lanes(yb, plane, plane, g.c, c0, y + n * g.c * plane, false);
         });
 }
 
@@ -444,7 +427,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
         pack_weights(wt, g, c0, wk);
         std::fill(dwk, dwk + taps * kLanes, 0.0f);
         for (int64_t n = 0; n < g.n; ++n) {
-            pack_out(dy + n * g.c * plane, plane, g.c, c0, dyb);
+            planes_to_lanes(dy + n * g.c * plane, plane, plane, g.c, c0, dyb);
             const float* __restrict gb = dyb;
             if (dw) {
                 // Tap by tap, this image's sum over positions in a register, then added.

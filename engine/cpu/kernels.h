@@ -83,6 +83,34 @@ inline Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
     return {std::min(lo, hi), hi};
 }
 
+// Channels-last blocks of 16 planes, one per vector lane, for ops whose planes are too small
+// for row loops to vectorise (depthwise convolution, pooling): `size` floats of each of planes
+// [p0, p0 + 16), plane p starting at src + p·stride (NCHW: a plane per image and channel; a band
+// of rows is a part of each plane), to and from the block b[size][16]. Of `count` planes in all:
+// lanes past the last are zero in the block and not written back.
+constexpr int64_t kPlaneLanes = 16;
+
+inline void planes_to_lanes(const float* src, int64_t stride, int64_t size, int64_t count,
+                            int64_t p0, float* b) {
+    const int64_t lanes = std::min(kPlaneLanes, count - p0);
+    if (lanes < kPlaneLanes) std::fill(b, b + size * kPlaneLanes, 0.0f);
+    for (int64_t l = 0; l < lanes; ++l) {
+        const float* plane = src + (p0 + l) * stride;
+        for (int64_t p = 0; p < size; ++p) b[p * kPlaneLanes + l] = plane[p];
+    }
+}
+inline void planes_from_lanes(const float* b, int64_t stride, int64_t size, int64_t count,
+                              int64_t p0, float* dst, bool accumulate) {
+    const int64_t lanes = std::min(kPlaneLanes, count - p0);
+    for (int64_t l = 0; l < lanes; ++l) {
+        float* plane = dst + (p0 + l) * stride;
+        if (accumulate)
+            for (int64_t p = 0; p < size; ++p) plane[p] += b[p * kPlaneLanes + l];
+        else
+            for (int64_t p = 0; p < size; ++p) plane[p] = b[p * kPlaneLanes + l];
+    }
+}
+
 // Runs body(begin, length) over fixed chunks of [0, n), for elementwise kernels.
 template <class F>
 void for_chunks(int64_t n, F&& body) {

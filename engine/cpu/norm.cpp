@@ -146,7 +146,8 @@ void softmax_row(const float* __restrict x, float* __restrict y, int64_t d) {
     // The padding lanes take exp(0), not exp(-inf): Eigen's exp of a large negative argument is
     // a denormal, and a denormal result cost a microcode assist per row on AMD's AVX2 path (the
     // row ran 1.5× slower than through the scalar exp).
-    if (tail) vsum = et = ei::pselect(valid, ei::pexp(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
+    if (tail)
+        vsum = et = ei::pselect(valid, ei::pexp(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
     for (int64_t j = 0; j < body; j += L) {
         const P e = ei::pexp(ei::psub(ei::ploadu<P>(x + j), m));
         ei::pstoreu(y + j, e);

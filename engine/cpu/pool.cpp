@@ -1,5 +1,8 @@
-// maxpool2d, avgpool2d and upsample_nearest2d on NCHW float32: one (image, channel) plane per
-// task, windows scanned in a fixed order, so the results do not depend on the thread count.
+// maxpool2d, avgpool2d and upsample_nearest2d on NCHW float32. The pools take one of two paths,
+// both scanning each window in a fixed order, so the results do not depend on the thread count:
+// blocks of 16 planes channels-last, one per vector lane, in bands of rows (short rows, the
+// common case in late layers), or one plane per task with vector loops along the row's interior
+// columns (wide rows).
 #include <algorithm>
 #include <cstdint>
 
@@ -25,40 +28,103 @@ void for_window(const Pool2dGeometry& g, int64_t oh, int64_t ow, F&& tap) {
     }
 }
 
-// Max-pool's choice for output row oh, columns [c0, c0 + n): the first maximum of each window
-// in scan order (rows, then columns) into bi (its index in the plane; -1 for a window of padding
-// only) and bv (its value). Taps outer, columns inner: the columns are independent, so nothing
-// chains through a running maximum. Scanning one window at a time was latency-bound (compare,
-// select, compare … per tap) and ran at 2-3 % of max-pool's memory roofline (bench_roofline).
-// Forward and backward share it, so the backward routes to the forward's choice.
-constexpr int64_t kCols = 256;
+// The output columns [lo, hi) whose every tap lies inside the input's width: the first tap's
+// span bounds them below, the last tap's above. The columns outside it (at most a few on each
+// side, under padding) take the per-window path.
+Span interior_columns(const Pool2dGeometry& g) {
+    const Window2d& w = g.win;
+    const int64_t lo = valid_span(-w.pad_left, w.sw, g.w, g.ow).lo;
+    const int64_t hi = valid_span((w.kw - 1) * w.dw - w.pad_left, w.sw, g.w, g.ow).hi;
+    return {lo, std::max(lo, hi)};
+}
 
-void row_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int64_t c0, int64_t n,
-                float* __restrict bv, int64_t* __restrict bi) {
-    // Locals, not g's fields: stores through bi could alias them, and GCC reloaded them per tap.
-    const Window2d w = g.win;
-    const int64_t width = g.w, height = g.h, outs = g.ow;
-    std::fill(bi, bi + n, int64_t{-1});
-    std::fill(bv, bv + n, 0.0f);
+// Max-pool's choice for window (oh, ow): the first maximum in scan order (rows, then columns),
+// as its index in the plane (-1 for a window of padding only) and its value (0 then). Forward
+// and backward share the rule, so the backward routes to the forward's choice.
+int64_t window_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int64_t ow, float& v) {
+    int64_t best = -1;
+    v = 0.0f;
+    for_window(g, oh, ow, [&](int64_t k) {
+        if (best < 0 || xp[k] > v) {
+            best = k;
+            v = xp[k];
+        }
+    });
+    return best;
+}
+
+// Calls tap(base) for each tap of output row oh's windows that lies inside the input's height,
+// in scan order (rows, then columns), with base the plane index of that tap for column c0; for
+// column c0 + t it is base + t·S, S the column stride. Interior columns only: every column tap
+// is inside the width.
+template <int64_t S, class F>
+void interior_taps(const Pool2dGeometry& g, int64_t oh, int64_t c0, F&& tap) {
+    const Window2d& w = g.win;
     for (int64_t i = 0; i < w.kh; ++i) {
         const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-        if (ih < 0 || ih >= height) continue;
-        const float* __restrict xr = xp + ih * width;
-        const int64_t base = ih * width;
-        for (int64_t j = 0; j < w.kw; ++j) {
-            const int64_t off = j * w.dw - w.pad_left;
-            const Span s = valid_span(off, w.sw, width, outs);
-            const int64_t lo = std::max(s.lo, c0) - c0, hi = std::min(s.hi, c0 + n) - c0;
-            const float* __restrict xs = xr + c0 * w.sw + off;  // column t's tap: xs[t·sw]
-            const int64_t sw = w.sw, first = base + c0 * w.sw + off;
-            for (int64_t t = lo; t < hi; ++t) {  // both sides loaded and stored: a blend
-                const float v = xs[t * sw], cur = bv[t];
-                const int64_t ci = bi[t];
-                const bool take = (ci < 0) | (v > cur);
+        if (ih < 0 || ih >= g.h) continue;
+        for (int64_t j = 0; j < w.kw; ++j) tap(ih * g.w + c0 * S + j * w.dw - w.pad_left);
+    }
+}
+
+// window_argmax for interior columns [c0, c0 + n) of row oh at once, into bv (and bi unless
+// null): taps outer, columns inner, so the columns are independent vector lanes and, with the
+// stride a constant, the loads contiguous or every other float. Scanning one window at a time was
+// latency-bound and ran at 1–7 % of the pools' memory roofline (bench_roofline, 2026-12-03).
+template <int64_t S>
+void interior_max(const float* __restrict xp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
+                  int64_t n, float* __restrict bv, int64_t* __restrict bi) {
+    bool first = true;
+    interior_taps<S>(g, oh, c0, [&](int64_t base) {
+        const float* __restrict xs = xp + base;
+        if (first) {
+            for (int64_t t = 0; t < n; ++t) bv[t] = xs[t * S];
+            if (bi)
+                for (int64_t t = 0; t < n; ++t) bi[t] = base + t * S;
+            first = false;
+        } else if (bi) {
+            for (int64_t t = 0; t < n; ++t) {
+                const float v = xs[t * S], cur = bv[t];
+                const bool take = v > cur;
                 bv[t] = take ? v : cur;
-                bi[t] = take ? first + t * sw : ci;
+                bi[t] = take ? base + t * S : bi[t];
+            }
+        } else {
+            for (int64_t t = 0; t < n; ++t) {
+                const float v = xs[t * S], cur = bv[t];
+                bv[t] = v > cur ? v : cur;  // the scan's rule for NaN and ties, as window_argmax
             }
         }
+    });
+    if (first) {  // every row of these windows is padding
+        std::fill(bv, bv + n, 0.0f);
+        if (bi) std::fill(bi, bi + n, int64_t{-1});
+    }
+}
+
+constexpr int64_t kCols = 256;
+
+// window_argmax for columns [c0, c0 + n) of row oh into bv (and bi unless null): the interior
+// ones by interior_max where the stride is 1 or 2, the rest window by window.
+void row_max(const float* xp, const Pool2dGeometry& g, Span inner, int64_t oh, int64_t c0,
+             int64_t n, float* bv, int64_t* bi) {
+    const int64_t end = c0 + n;
+    const int64_t a = std::clamp(inner.lo, c0, end), b = std::clamp(inner.hi, a, end);
+    const bool vector = b > a && (g.win.sw == 1 || g.win.sw == 2);
+    for (int64_t t = c0; t < end; ++t) {
+        if (vector && t == a) {
+            int64_t* ib = bi ? bi + (a - c0) : nullptr;
+            if (g.win.sw == 1)
+                interior_max<1>(xp, g, oh, a, b - a, bv + (a - c0), ib);
+            else
+                interior_max<2>(xp, g, oh, a, b - a, bv + (a - c0), ib);
+            t = b - 1;
+            continue;
+        }
+        float v;
+        const int64_t k = window_argmax(xp, g, oh, t, v);
+        bv[t - c0] = v;
+        if (bi) bi[t - c0] = k;
     }
 }
 
@@ -88,29 +154,220 @@ bool is_global(const Pool2dGeometry& g) {
            g.win.dw == 1;
 }
 
+// --- 16 planes at once, one per vector lane, in bands of rows ---------------------------------
+//
+// On short rows (GoogLeNet's 3×3 pools on 28×28 to 2×2 planes, ResNet's stem, AlexNet's 13×13)
+// the row loops above have too few columns to vectorise and spend their time on per-tap
+// overhead: max-pool ran at 1–4 % of its memory roofline and took 43 % of GoogLeNet's step at
+// 64 px (bench_roofline, 2026-12-03). Here 16 planes go through as one channels-last block
+// [position][16], so every tap of every window is one vector compare-and-select (or add) across
+// the planes, with the window's bounds worked out once for all 16. A block holds a band of
+// output rows and the input rows their windows read, at most kBandPositions positions of each, on
+// the stack; rows too wide for one output row's band take the row path. Each lane follows the
+// per-plane rules: the first maximum in scan order, sums in scan order.
+
+constexpr int64_t kBandPositions = 512;  // positions per block of 16 lanes: 32 KB
+
+// Output rows per band: as many as fit, 0 when one output row's input rows do not, or when the
+// row path is the faster (bench_roofline on 3×3 and 2×2 pools, 2026-12-03): on rows of 16 columns
+// or more with no column under padding (VGG's 2×2/2: the row path's vector loops cover every
+// column; the blocks' transposes cost more), and, forward, on rows of 48 or more (ResNet's stem
+// at 56: the transposes cost twice the row path's time; its backward is slower still, through a
+// scalar scatter, so the backward keeps the blocks).
+int64_t band_rows(const Pool2dGeometry& g, bool backward) {
+    const Span inner = interior_columns(g);
+    const bool every_column_inside = inner.lo == 0 && inner.hi == g.ow;
+    if ((every_column_inside && g.ow >= 16 && g.win.sw <= 2) || (!backward && g.ow >= 48)) return 0;
+    const int64_t span = (g.win.kh - 1) * g.win.dh + 1;  // input rows of one output row
+    const int64_t rows_in = kBandPositions / g.w, rows_out = kBandPositions / g.ow;
+    if (rows_in < span || rows_out < 1) return 0;
+    return std::min({g.oh, (rows_in - span) / g.win.sh + 1, rows_out});
+}
+
+// Output rows [oh0, oh1) and the input rows [ih0, ih1) that their windows read.
+struct Band {
+    int64_t oh0, oh1, ih0, ih1;
+};
+
+template <class F>
+void for_bands(const Pool2dGeometry& g, int64_t rows, F&& body) {
+    const Window2d& w = g.win;
+    for (int64_t oh0 = 0; oh0 < g.oh; oh0 += rows) {
+        const int64_t oh1 = std::min(g.oh, oh0 + rows);
+        const int64_t ih0 = std::clamp(oh0 * w.sh - w.pad_top, int64_t{0}, g.h);
+        const int64_t ih1 =
+            std::clamp((oh1 - 1) * w.sh - w.pad_top + (w.kh - 1) * w.dh + 1, ih0, g.h);
+        body(Band{oh0, oh1, ih0, ih1});
+    }
+}
+
+// A block position's 16 lanes as one GCC vector (one AVX-512 register, two AVX2 ones). The lane
+// loops were plain loops of 16 first; GCC 12 unrolled them completely before vectorising and
+// left the selects scalar with a branch per lane (the backward ran no faster than the per-plane
+// path it replaced). Positions in the blocks are 64-byte aligned; may_alias: they are float
+// arrays.
+typedef float Lanes
+    __attribute__((vector_size(kPlaneLanes * sizeof(float)), aligned(64), may_alias));
+inline Lanes& lanes_at(float* b, int64_t pos) {
+    return *reinterpret_cast<Lanes*>(b + pos * kPlaneLanes);
+}
+inline const Lanes& lanes_at(const float* b, int64_t pos) {
+    return *reinterpret_cast<const Lanes*>(b + pos * kPlaneLanes);
+}
+
+// Calls tap(position in the band's input block) for each tap of window (oh, ow) inside the
+// input, in scan order.
+template <class F>
+void band_window(const Pool2dGeometry& g, const Band& b, int64_t oh, int64_t ow, F&& tap) {
+    const int64_t base = b.ih0 * g.w;
+    for_window(g, oh, ow, [&](int64_t k) { tap(k - base); });
+}
+
+// window_argmax for window (oh, ow) across the 16 planes of the band's input block xt: values
+// into bv and, with kIndex, each lane's chosen tap (its block position, -1 for padding only)
+// into bi, as a float (exact: a block holds 512 positions) so that values and indices select
+// alike.
+template <bool kIndex>
+void lanes_argmax(const float* xt, const Pool2dGeometry& g, const Band& b, int64_t oh, int64_t ow,
+                  Lanes& bv, Lanes& bi) {
+    bool first = true;
+    band_window(g, b, oh, ow, [&](int64_t k) {
+        const Lanes v = lanes_at(xt, k);
+        const auto at = static_cast<float>(k);
+        if (first) {
+            bv = v;
+            if constexpr (kIndex) bi = Lanes{} + at;
+            first = false;
+            return;
+        }
+        const auto take = v > bv;
+        bv = take ? v : bv;
+        if constexpr (kIndex) bi = take ? Lanes{} + at : bi;
+    });
+    if (first) {
+        bv = Lanes{};
+        if constexpr (kIndex) bi = Lanes{} - 1.0f;
+    }
+}
+
+// body(p0, band, xt) for each block of 16 planes (in parallel) and each band of its rows, with
+// the band's input rows of x packed into the block xt (x null: nothing packed, xt scratch).
+template <class F>
+void for_lane_blocks(const float* x, const Pool2dGeometry& g, int64_t rows, F&& body) {
+    const int64_t planes = g.n * g.c, in = g.h * g.w;
+    const int64_t blocks = (planes + kPlaneLanes - 1) / kPlaneLanes;
+    parallel_for(blocks, g.oh * g.ow * g.win.kh * g.win.kw * kPlaneLanes, [&](int64_t blk) {
+        alignas(64) float xt[kBandPositions * kPlaneLanes];
+        const int64_t p0 = blk * kPlaneLanes;
+        for_bands(g, rows, [&](const Band& b) {
+            if (x) planes_to_lanes(x + b.ih0 * g.w, in, (b.ih1 - b.ih0) * g.w, planes, p0, xt);
+            body(p0, b, xt);
+        });
+    });
+}
+
+void maxpool_lanes_forward(const float* x, const Pool2dGeometry& g, int64_t rows, float* y) {
+    const int64_t planes = g.n * g.c, out = g.oh * g.ow;
+    for_lane_blocks(x, g, rows, [&](int64_t p0, const Band& b, float* xt) {
+        alignas(64) float yt[kBandPositions * kPlaneLanes];
+        Lanes unused;
+        for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow)
+                lanes_argmax<false>(xt, g, b, oh, ow, lanes_at(yt, (oh - b.oh0) * g.ow + ow),
+                                    unused);
+        planes_from_lanes(yt, out, (b.oh1 - b.oh0) * g.ow, planes, p0, y + b.oh0 * g.ow, false);
+    });
+}
+
+// The planes' gradients start at 0 unless accumulating; each band adds its windows' share.
+void zero_unless(bool accumulate, const Pool2dGeometry& g, float* dx) {
+    if (!accumulate)
+        parallel_for(g.n * g.c, g.h * g.w, [&](int64_t q) {
+            std::fill(dx + q * g.h * g.w, dx + (q + 1) * g.h * g.w, 0.0f);
+        });
+}
+
+// Each window's gradient goes, lane by lane, to the tap its forward chose: tap by tap, a
+// select of dY or 0, windows in (oh, ow) order within a band, bands in order.
+void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometry& g, int64_t rows,
+                            float* dx, bool accumulate) {
+    const int64_t planes = g.n * g.c, in = g.h * g.w, out = g.oh * g.ow;
+    zero_unless(accumulate, g, dx);
+    for_lane_blocks(x, g, rows, [&](int64_t p0, const Band& b, float* xt) {
+        alignas(64) float dyt[kBandPositions * kPlaneLanes], dxt[kBandPositions * kPlaneLanes];
+        const int64_t size_in = (b.ih1 - b.ih0) * g.w;
+        planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
+        std::fill(dxt, dxt + size_in * kPlaneLanes, 0.0f);
+        Lanes bv, bi;
+        for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+                lanes_argmax<true>(xt, g, b, oh, ow, bv, bi);
+                const Lanes gy = lanes_at(dyt, (oh - b.oh0) * g.ow + ow);
+                band_window(g, b, oh, ow, [&](int64_t k) {
+                    lanes_at(dxt, k) += bi == static_cast<float>(k) ? gy : Lanes{};
+                });
+            }
+        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, true);
+    });
+}
+
+void avgpool_lanes_forward(const float* x, const Pool2dGeometry& g, int64_t rows, float* y) {
+    const int64_t planes = g.n * g.c, out = g.oh * g.ow;
+    for_lane_blocks(x, g, rows, [&](int64_t p0, const Band& b, float* xt) {
+        alignas(64) float yt[kBandPositions * kPlaneLanes];
+        for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+                Lanes s{};
+                band_window(g, b, oh, ow, [&](int64_t k) { s += lanes_at(xt, k); });
+                const float d = window_divisor(g, oh, ow);
+                lanes_at(yt, (oh - b.oh0) * g.ow + ow) = d > 0 ? s / d : Lanes{};
+            }
+        planes_from_lanes(yt, out, (b.oh1 - b.oh0) * g.ow, planes, p0, y + b.oh0 * g.ow, false);
+    });
+}
+
+// The block for_lane_blocks packs nothing into serves as the band's input gradient.
+void avgpool_lanes_backward(const float* dy, const Pool2dGeometry& g, int64_t rows, float* dx,
+                            bool accumulate) {
+    const int64_t planes = g.n * g.c, in = g.h * g.w, out = g.oh * g.ow;
+    zero_unless(accumulate, g, dx);
+    for_lane_blocks(nullptr, g, rows, [&](int64_t p0, const Band& b, float* dxt) {
+        alignas(64) float dyt[kBandPositions * kPlaneLanes];
+        const int64_t size_in = (b.ih1 - b.ih0) * g.w;
+        planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
+        std::fill(dxt, dxt + size_in * kPlaneLanes, 0.0f);
+        for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const float d = window_divisor(g, oh, ow);
+                if (d <= 0) continue;
+                const Lanes v = lanes_at(dyt, (oh - b.oh0) * g.ow + ow) / d;
+                band_window(g, b, oh, ow, [&](int64_t k) { lanes_at(dxt, k) += v; });
+            }
+        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, true);
+    });
+}
+
 }  // namespace
 
 void maxpool2d_forward(const ForwardCall& c) {
     const Pool2dGeometry g = pool2d_geometry(c.graph, c.node);
     const float* x = as_f32(c.inputs[0]);
     float* y = as_f32(c.output);
+    if (const int64_t rows = band_rows(g, false)) return maxpool_lanes_forward(x, g, rows, y);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    const Span inner = interior_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         float* yp = y + q * out_plane;
-        float bv[kCols];
-        int64_t bi[kCols];
         for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols) {
-                const int64_t n = std::min(kCols, g.ow - c0);
-                row_argmax(xp, g, oh, c0, n, bv, bi);
-                for (int64_t t = 0; t < n; ++t) yp[oh * g.ow + c0 + t] = bi[t] < 0 ? 0.0f : bv[t];
-            }
+            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols)
+                row_max(xp, g, inner, oh, c0, std::min(kCols, g.ow - c0), yp + oh * g.ow + c0,
+                        nullptr);
     });
 }
 
-// Each output's gradient goes to the input its forward chose, outputs in (oh, ow) order, so
-// overlapping windows add in a fixed order.
+// Each output's gradient goes to the input its forward chose (the same rule, recomputed),
+// outputs in (oh, ow) order, so overlapping windows add in a fixed order.
 void maxpool2d_backward(const BackwardCall& c) {
     float* dx = c.grad_inputs[0];
     if (!dx) return;
@@ -118,7 +375,10 @@ void maxpool2d_backward(const BackwardCall& c) {
     const float* x = as_f32(c.inputs[0]);
     const float* dy = c.grad_output;
     const bool acc = c.accumulate[0];
+    if (const int64_t rows = band_rows(g, true))
+        return maxpool_lanes_backward(x, dy, g, rows, dx, acc);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    const Span inner = interior_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         const float* dyp = dy + q * out_plane;
@@ -129,12 +389,46 @@ void maxpool2d_backward(const BackwardCall& c) {
         for (int64_t oh = 0; oh < g.oh; ++oh)
             for (int64_t c0 = 0; c0 < g.ow; c0 += kCols) {
                 const int64_t n = std::min(kCols, g.ow - c0);
-                row_argmax(xp, g, oh, c0, n, bv, bi);
+                row_max(xp, g, inner, oh, c0, n, bv, bi);
+                const float* dyr = dyp + oh * g.ow + c0;
                 for (int64_t t = 0; t < n; ++t)
-                    if (bi[t] >= 0) dxp[bi[t]] += dyp[oh * g.ow + c0 + t];
+                    if (bi[t] >= 0) dxp[bi[t]] += dyr[t];
             }
     });
 }
+
+namespace {
+
+// Σ of each interior column's window taps (from 0, in scan order, as the per-window path adds
+// them) into s[0, n) for columns [c0, c0 + n) of row oh.
+template <int64_t S>
+void interior_sum(const float* __restrict xp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
+                  int64_t n, float* __restrict s) {
+    std::fill(s, s + n, 0.0f);
+    interior_taps<S>(g, oh, c0, [&](int64_t base) {
+        const float* __restrict xs = xp + base;
+        for (int64_t t = 0; t < n; ++t) s[t] += xs[t * S];
+    });
+}
+
+// dX at each interior column's window taps += v[t], taps in scan order, for columns
+// [c0, c0 + n) of row oh.
+template <int64_t S>
+void interior_spread(float* __restrict dxp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
+                     int64_t n, const float* __restrict v) {
+    interior_taps<S>(g, oh, c0, [&](int64_t base) {
+        float* __restrict ds = dxp + base;
+        for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
+    });
+}
+
+// The interior columns of a row that take the vector path (stride 1 or 2), else none.
+Span vector_columns(const Pool2dGeometry& g) {
+    const Span inner = interior_columns(g);
+    return g.win.sw <= 2 ? inner : Span{0, 0};
+}
+
+}  // namespace
 
 void avgpool2d_forward(const ForwardCall& c) {
     const Pool2dGeometry g = pool2d_geometry(c.graph, c.node);
@@ -148,19 +442,37 @@ void avgpool2d_forward(const ForwardCall& c) {
         });
         return;
     }
+    if (const int64_t rows = band_rows(g, false)) return avgpool_lanes_forward(x, g, rows, y);
+    const Span inner = vector_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         float* yp = y + q * out_plane;
-        for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            float* yr = yp + oh * g.ow;
             for (int64_t ow = 0; ow < g.ow; ++ow) {
+                if (ow == inner.lo && inner.hi > inner.lo) {
+                    // Every interior window has the same taps inside, so the same divisor.
+                    const int64_t n = inner.hi - inner.lo;
+                    if (g.win.sw == 1)
+                        interior_sum<1>(xp, g, oh, ow, n, yr + ow);
+                    else
+                        interior_sum<2>(xp, g, oh, ow, n, yr + ow);
+                    const float d = window_divisor(g, oh, ow);
+                    for (int64_t t = ow; t < inner.hi; ++t) yr[t] = d > 0 ? yr[t] / d : 0.0f;
+                    ow = inner.hi - 1;
+                    continue;
+                }
                 float s = 0;
                 for_window(g, oh, ow, [&](int64_t k) { s += xp[k]; });
                 const float d = window_divisor(g, oh, ow);
-                yp[oh * g.ow + ow] = d > 0 ? s / d : 0.0f;
+                yr[ow] = d > 0 ? s / d : 0.0f;
             }
+        }
     });
 }
 
+// Outputs in (oh, ow) order except that a row's interior columns spread tap by tap (each tap
+// across all of them), so overlapping windows add in a fixed order.
 void avgpool2d_backward(const BackwardCall& c) {
     float* dx = c.grad_inputs[0];
     if (!dx) return;
@@ -176,17 +488,35 @@ void avgpool2d_backward(const BackwardCall& c) {
         });
         return;
     }
+    if (const int64_t rows = band_rows(g, true))
+        return avgpool_lanes_backward(dy, g, rows, dx, acc);
+    const Span inner = vector_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* dyp = dy + q * out_plane;
         float* dxp = dx + q * in_plane;
         if (!acc) std::fill(dxp, dxp + in_plane, 0.0f);
-        for (int64_t oh = 0; oh < g.oh; ++oh)
+        float v[kCols];
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const float* dyr = dyp + oh * g.ow;
             for (int64_t ow = 0; ow < g.ow; ++ow) {
                 const float d = window_divisor(g, oh, ow);
+                if (ow == inner.lo && inner.hi > inner.lo) {
+                    for (int64_t c0 = ow; c0 < inner.hi && d > 0; c0 += kCols) {
+                        const int64_t n = std::min(kCols, inner.hi - c0);
+                        for (int64_t t = 0; t < n; ++t) v[t] = dyr[c0 + t] / d;
+                        if (g.win.sw == 1)
+                            interior_spread<1>(dxp, g, oh, c0, n, v);
+                        else
+                            interior_spread<2>(dxp, g, oh, c0, n, v);
+                    }
+                    ow = inner.hi - 1;
+                    continue;
+                }
                 if (d <= 0) continue;
-                const float v = dyp[oh * g.ow + ow] / d;
-                for_window(g, oh, ow, [&](int64_t k) { dxp[k] += v; });
+                const float vd = dyr[ow] / d;
+                for_window(g, oh, ow, [&](int64_t k) { dxp[k] += vd; });
             }
+        }
     });
 }
 

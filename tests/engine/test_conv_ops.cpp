@@ -658,14 +658,21 @@ std::vector<double> pool_reference(const PoolSpec& p, const Floats& x, int64_t p
     return y;
 }
 
-void check_pool(bool avg, const PoolSpec& p, int64_t h, int64_t w, const char* what) {
+// Planes take the kernels' channels-last path, 16 planes a block, in bands of output rows whose
+// input rows fit 512 positions (one band, or several on tall planes); rows wider than one output
+// row's band (over 170 columns for 3 rows), and the rows that path is slower on (no column under
+// padding; 48 columns or more, forward), take the row path, with vector loops over interior
+// columns.
+void check_pool(bool avg, const PoolSpec& p, int64_t h, int64_t w, const char* what,
+                int64_t channels = 3) {
     SCOPED_TRACE(what);
     ConvCase c;
-    const ValueId x = avg ? c.input("x", Shape{2, 3, h, w}) : c.distinct_input("x", {2, 3, h, w});
+    const Shape in{2, channels, h, w};
+    const ValueId x = avg ? c.input("x", in) : c.distinct_input("x", in);
     c.op(avg ? OpKind::AvgPool2d : OpKind::MaxPool2d, {x}, p.attrs(avg));
-    EXPECT_EQ(c.out_shape(), (Shape{2, 3, pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil),
+    EXPECT_EQ(c.out_shape(), (Shape{2, channels, pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil),
                                     pooled(w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil)}));
-    check_forward(c, pool_reference(p, c.data(x), 6, h, w, avg));
+    check_forward(c, pool_reference(p, c.data(x), 2 * channels, h, w, avg));
     check_gradients(c);
 }
 
@@ -677,6 +684,73 @@ TEST(ConvOps, MaxPool) {
     check_pool(false, {.kh = 2, .kw = 2, .sh = 1, .sw = 1, .dh = 2, .dw = 2}, 5, 5, "dilation 2");
     check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 0, .pb = 0, .pr = 2}, 4,
                4, "overlapping, asymmetric padding");
+    // Rows over 170 columns: the row path's vector loops over interior columns (stride 1 and
+    // 2) beside the window-by-window edges, and a stride that takes the window path throughout.
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 3,
+               181, "3x3/1 pad 1, wide", 1);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 3,
+               185, "3x3/2 pad 1, wide", 1);
+    check_pool(false, {.kh = 2, .kw = 3, .sh = 1, .sw = 1, .pl = 2, .dh = 2, .dw = 2}, 3, 257,
+               "dilation 2, left padding, wide", 1);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .pl = 1, .pr = 1}, 3, 190, "stride 3",
+               1);
+    // Tall planes: several bands of output rows (10 rows of 40 to a band at stride 1, 5 of 45 at
+    // stride 2), overlapping in the input rows they read; at 100 columns the forward takes the
+    // row path and the backward the bands.
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 40,
+               40, "3x3/1 pad 1, 4 bands", 1);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 45,
+               45, "3x3/2 pad 1, 5 bands", 1);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 12,
+               100, "3x3/2 pad 1, 100 columns", 1);
+    check_pool(false, {.kh = 2, .kw = 2, .sh = 2, .sw = 2}, 6, 40, "2x2/2, no column padded", 1);
+    // Small planes, several blocks of 16 and a partial one.
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 4,
+               4, "3x3/1 pad 1 on 4x4, 40 planes", 20);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .ceil = true}, 7, 7, "3x3/2 ceil on 7x7",
+               17);
+}
+
+// Ties: every window's gradient goes to its first maximum in scan order (rows, then columns),
+// as PyTorch's max_pool2d, on the row path (planes over 256 floats: vector loops and edges) and
+// the 16-plane blocks alike.
+TEST(ConvOps, MaxPoolTiesGoToTheFirstMaximum) {
+    struct Plane {
+        int64_t count, h, w;
+    };
+    for (const Plane pl : {Plane{1, 4, 200}, Plane{1, 10, 100}, Plane{18, 5, 6}})
+        for (int64_t stride : {1, 2}) {
+            SCOPED_TRACE(std::to_string(pl.count) + " planes of " + std::to_string(pl.h) + "x" +
+                         std::to_string(pl.w) + ", stride " + std::to_string(stride));
+            const PoolSpec p{
+                .kh = 3, .kw = 3, .sh = stride, .sw = stride, .pt = 1, .pl = 1, .pb = 1, .pr = 1};
+            const int64_t h = pl.h, w = pl.w;
+            ConvCase c;
+            const ValueId x = c.input("x", Shape{1, pl.count, h, w});
+            Floats& v = c.values.at(x).f;
+            for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7) % 3);
+            c.op(OpKind::MaxPool2d, {x}, p.attrs(false));
+            const int64_t oh = c.out_shape()[2], ow = c.out_shape()[3];
+            Floats dy(static_cast<size_t>(pl.count * oh * ow));
+            for (size_t k = 0; k < dy.size(); ++k) dy[k] = static_cast<float>(k + 1);
+            Floats want(v.size(), 0.0f);
+            for (int64_t q = 0; q < pl.count; ++q)
+                for (int64_t a = 0; a < oh; ++a)
+                    for (int64_t b = 0; b < ow; ++b) {
+                        int64_t best = -1;
+                        for (int64_t i = 0; i < 3; ++i)
+                            for (int64_t j = 0; j < 3; ++j) {
+                                const int64_t ih = a * stride - 1 + i, iw = b * stride - 1 + j;
+                                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                                const auto k = static_cast<size_t>((q * h + ih) * w + iw);
+                                if (best < 0 || v[k] > v[static_cast<size_t>(best)])
+                                    best = static_cast<int64_t>(k);
+                            }
+                        want[static_cast<size_t>(best)] +=
+                            dy[static_cast<size_t>((q * oh + a) * ow + b)];
+                    }
+            EXPECT_EQ(c.backward(dy).inputs.at(x), want);
+        }
 }
 
 TEST(ConvOps, AvgPool) {
@@ -695,6 +769,38 @@ TEST(ConvOps, AvgPool) {
                 .include_pad = true},
                7, 6, "count_include_pad");
     check_pool(true, {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .ceil = true}, 6, 7, "ceil_mode");
+    check_pool(true, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 3,
+               181, "3x3/1 pad 1, wide", 1);
+    check_pool(true, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 40,
+               40, "3x3/1 pad 1, 4 bands", 1);
+    check_pool(true, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 4, 4,
+               "3x3/1 pad 1 on 4x4, 40 planes", 20);
+    check_pool(true,
+               {.kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .include_pad = true},
+               3, 185, "3x3/2 pad 1 count_include_pad, wide", 1);
+    check_pool(true,
+               {.kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .pt = 1,
+                .pl = 1,
+                .pb = 1,
+                .pr = 1,
+                .include_pad = true},
+               7, 7, "3x3/2 pad 1 count_include_pad on 7x7", 17);
+    check_pool(true, {.kh = 1, .kw = 1, .sh = 1, .sw = 1}, 6, 6,
+               "1x1, as an adaptive pool to its own size");
+    check_pool(true, {.kh = 2, .kw = 3, .sh = 1, .sw = 3, .pl = 2, .dh = 2, .dw = 2}, 3, 257,
+               "dilation 2, stride 3", 1);
 }
 
 TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -414,7 +414,8 @@ TEST(OpForward, SoftmaxRowsOfEveryLengthAgainstFloat64) {
         std::vector<double> want;
         for (int64_t r = 0; r < 3; ++r) {
             double m = -HUGE_VAL, s = 0;
-            for (int64_t j = 0; j < d; ++j) m = std::max(m, double(v[static_cast<size_t>(r * d + j)]));
+            for (int64_t j = 0; j < d; ++j)
+                m = std::max(m, double(v[static_cast<size_t>(r * d + j)]));
             for (int64_t j = 0; j < d; ++j) s += std::exp(v[static_cast<size_t>(r * d + j)] - m);
             for (int64_t j = 0; j < d; ++j)
                 want.push_back(std::exp(v[static_cast<size_t>(r * d + j)] - m) / s);
