@@ -193,14 +193,25 @@ void softmax_backward(const BackwardCall& c) {
 }
 
 // l2_normalize: y = x / max(‖x‖, eps) per row, as F.normalize (norm, clamp_min, divide). Each
-// row's norm is summed in double in element order, the same code forward and backward, so the
-// backward's recomputed norm is bitwise the forward's.
+// row's norm is summed in double, the same code forward and backward, so the backward's
+// recomputed norm is bitwise the forward's.
 namespace {
 
+// Σ a[j]·b[j] in double over eight partial sums (element j into sum j mod 8, the tail into the
+// first ones), added pairwise at the end: a fixed order, so the same row gives the same sum, and
+// the partial sums vectorise. One running sum was a chain of dependent adds, which ran
+// l2_normalize at 14–42 % of its memory roofline (bench_roofline, 2026-12-03).
+double dot_double(const float* a, const float* b, int64_t d) {
+    double s[8] = {};
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int k = 0; k < 8; ++k) s[k] += static_cast<double>(a[j + k]) * b[j + k];
+    for (int k = 0; j < d; ++j, ++k) s[k] += static_cast<double>(a[j]) * b[j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 double row_norm(const float* x, int64_t d) {
-    double s = 0;
-    for (int64_t j = 0; j < d; ++j) s += static_cast<double>(x[j]) * x[j];
-    return std::sqrt(s);
+    return std::sqrt(dot_double(x, x, d));
 }
 
 }  // namespace
@@ -241,9 +252,7 @@ void l2_normalize_backward(const BackwardCall& c) {
             }
             return;
         }
-        double dot = 0;
-        for (int64_t j = 0; j < d; ++j) dot += static_cast<double>(dyr[j]) * xr[j];
-        const double k = dot / (n * n);
+        const double k = dot_double(dyr, xr, d) / (n * n);
         for (int64_t j = 0; j < d; ++j) {
             const auto v = static_cast<float>((dyr[j] - xr[j] * k) / n);
             dxr[j] = acc ? dxr[j] + v : v;

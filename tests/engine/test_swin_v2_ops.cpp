@@ -41,25 +41,32 @@ TEST(SwinV2Ops, Exp) {
 
 // y = x / max(‖x‖, eps) per row of the last axis; the second row lies below eps, where the
 // denominator is eps itself (PyTorch's clamp_min passes no gradient to the norm there).
+// Rows of 5 (the kernel's tail sums only) and 19 (two blocks of its eight partial sums and a
+// tail), one of them below eps.
 TEST(SwinV2Ops, L2NormalizeAboveAndBelowEps) {
-    OpHarness h(22, "norm");
-    const ValueId x = h.input("x", Shape{2, 3, 5}, 0.05f);
-    Floats& xs = h.values.at(x).f;
-    for (size_t k = 5; k < 10; ++k) xs[k] *= 0.05f;  // row 1: norm < 0.25
-    const double eps = 0.25;
-    h.op(OpKind::L2Normalize, {x}, {{"eps", eps}});
-    ASSERT_EQ(h.out_shape(), (Shape{2, 3, 5}));
-    std::vector<double> want;
-    for (size_t r = 0; r < 6; ++r) {
-        double s = 0;
-        for (size_t j = 0; j < 5; ++j) s += double(xs[r * 5 + j]) * xs[r * 5 + j];
-        ASSERT_EQ(std::sqrt(s) < eps, r == 1) << "row " << r;
-        for (size_t j = 0; j < 5; ++j) want.push_back(xs[r * 5 + j] / std::max(std::sqrt(s), eps));
+    for (const int64_t d : {5, 19}) {
+        SCOPED_TRACE("rows of " + std::to_string(d));
+        const auto du = static_cast<size_t>(d);
+        OpHarness h(22, "norm");
+        const ValueId x = h.input("x", Shape{2, 3, d}, 0.05f);
+        Floats& xs = h.values.at(x).f;
+        for (size_t k = du; k < 2 * du; ++k) xs[k] *= d == 5 ? 0.05f : 0.02f;  // row 1: small
+        const double eps = 0.25;
+        h.op(OpKind::L2Normalize, {x}, {{"eps", eps}});
+        ASSERT_EQ(h.out_shape(), (Shape{2, 3, d}));
+        std::vector<double> want;
+        for (size_t r = 0; r < 6; ++r) {
+            double s = 0;
+            for (size_t j = 0; j < du; ++j) s += double(xs[r * du + j]) * xs[r * du + j];
+            ASSERT_EQ(std::sqrt(s) < eps, r == 1) << "row " << r;
+            for (size_t j = 0; j < du; ++j)
+                want.push_back(xs[r * du + j] / std::max(std::sqrt(s), eps));
+        }
+        check_forward(h, want, 1e-6);
+        testing::check_gradients(h, 1e-3, 1e-3, 1e-2);
+        check_accumulate(h);
+        check_repeatable(h);
     }
-    check_forward(h, want, 1e-6);
-    testing::check_gradients(h, 1e-3, 1e-3, 1e-2);
-    check_accumulate(h);
-    check_repeatable(h);
 }
 
 TEST(SwinV2Ops, L2NormalizeRefusesANonPositiveEps) {
