@@ -300,7 +300,8 @@ int main(int argc, char** argv) {
     for (CLI::App* sub : app.get_subcommands({}))
         sub->add_option("--gemm", gemm_library,
                         "GEMM library: auto (the calibrated fastest, the default), eigen, "
-                        "openblas or blis; also REMATLAB_GEMM")
+                        "openblas or blis, for every product size; also REMATLAB_GEMM (and "
+                        "REMATLAB_GEMM_SMALL for products under 16 MFLOP)")
             ->check(CLI::IsMember({"auto", "eigen", "openblas", "blis"}));
 
     try {

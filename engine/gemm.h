@@ -12,10 +12,17 @@
 //      versions, thread count) in $XDG_CACHE_HOME/rematlab/gemm-calibration.json;
 //   4. a calibration run now (about a second): each available library times the shapes our
 //      layers run, best of several, and the fastest by geometric mean wins; the result is cached.
+// Steps 3 and 4 choose twice: once for products of kSmallGemmFlops or more, once for smaller
+// ones (attention's per-head products, a 7×7 window's, late convolutions on small planes), timed
+// on shapes of their own: the libraries rank differently there (on an AVX2 machine BLIS led
+// OpenBLAS by 15-23 % on attention's products where OpenBLAS led on the layers' large ones).
+// A library named by steps 1 or 2 serves every size, except that REMATLAB_GEMM_SMALL (eigen,
+// openblas or blis) names the one for small products whatever chose the other.
 // Processes calibrating at once take a file lock, so every process of a machine agrees.
-// The choice never changes within a process: each library is deterministic at a fixed thread
-// count (static partitioning, its own packing), so gradients stay bitwise equal across
-// strategies whichever library serves them.
+// The choice never changes within a process, and a product's size alone says which of the two
+// serves it: each library is deterministic at a fixed thread count (static partitioning, its own
+// packing), so a product of given operands gives the same bits every time it runs, and gradients
+// stay bitwise equal across strategies whichever libraries serve them.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,16 +49,26 @@ const char* build_instruction_set();
 // Every library, available or not (loading the BLAS ones on first call).
 const std::vector<GemmLibraryInfo>& gemm_libraries();
 
+// 2·m·n·k below which a product counts as small (a 128 × 128 × 488 product, or a 64-filter 3×3
+// convolution on a 14×14 plane; a transformer's linear layers at a few hundred tokens and more
+// are above it).
+constexpr double kSmallGemmFlops = 16e6;
+
 struct GemmRate {
     GemmLibrary library = GemmLibrary::Eigen;
     double gflops = 0;  // geometric mean over the calibration shapes
 };
 
+struct GemmRates {
+    std::vector<GemmRate> large, small;  // per available library, on each class's shapes
+};
+
 struct GemmChoice {
-    GemmLibrary library = GemmLibrary::Eigen;  // its version: gemm_libraries()
+    GemmLibrary library = GemmLibrary::Eigen;        // products of kSmallGemmFlops or more
+    GemmLibrary small_library = GemmLibrary::Eigen;  // products under it
     std::string how;  // "--gemm", "REMATLAB_GEMM", "calibrated now", "cached calibration (date)"
     int threads = 1;  // the thread count of the calibration (0 when not calibrated)
-    std::vector<GemmRate> rates;  // the calibration's figures, when one decided
+    GemmRates rates;  // the calibration's figures, when one decided
     std::string cache_note;       // where the calibration is cached, or why it is not
     std::string summary() const;  // one line for --version and reports
 };
@@ -65,13 +82,16 @@ void select_gemm(const std::string& name);
 const GemmChoice& gemm_choice();
 
 // Times every available library now at `threads` threads (0: the current setting) on the
-// calibration shapes; does not change the choice or the cache.
-std::vector<GemmRate> calibrate_gemm(int threads = 0);
+// calibration shapes of both classes; does not change the choice or the cache.
+GemmRates calibrate_gemm(int threads = 0);
+
+// The library that serves an m × n × k product in this process (choosing now if nothing has).
+GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k);
 
 // C[m, n] = alpha · op(A) · op(B) + beta · C, every matrix row-major with the given leading
 // dimension; op(X) is X or Xᵀ. A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k]).
-// beta is 0 or 1: with beta 0, C is only written. Runs on the chosen library with the CPU thread
-// count, single-threaded inside an OpenMP parallel region.
+// beta is 0 or 1: with beta 0, C is only written. Runs on the library chosen for its size
+// (gemm_library_for) with the CPU thread count, single-threaded inside an OpenMP parallel region.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 

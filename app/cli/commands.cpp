@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -349,8 +350,11 @@ std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::stri
 
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
                           int threads, int repeat, uint64_t cap) {
-    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}};
-    if (!g.plan_only()) ctx.gemm = gemm_library_name(gemm_choice().library);
+    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}, {}};
+    if (!g.plan_only()) {
+        ctx.gemm = gemm_library_name(gemm_choice().library);
+        ctx.gemm_small = gemm_library_name(gemm_choice().small_library);
+    }
     return ctx;
 }
 
@@ -615,16 +619,20 @@ int gemm_command(const GemmOptions& opt) {
     if (opt.threads > 0) set_cpu_threads(opt.threads);
     const int threads = cpu_threads();
     const GemmChoice& choice = gemm_choice();
-    std::vector<GemmRate> rates;
+    GemmRates rates;
     if (opt.calibrate) rates = calibrate_gemm(threads);
-    auto rate_of = [&](GemmLibrary lib) -> std::optional<double> {
-        for (const GemmRate& r : rates)
+    auto rate_in = [](const std::vector<GemmRate>& in, GemmLibrary lib) -> std::optional<double> {
+        for (const GemmRate& r : in)
             if (r.library == lib) return r.gflops;
         return std::nullopt;
     };
+    auto rate_of = [&](GemmLibrary lib) { return rate_in(rates.large, lib); };
+    auto small_rate_of = [&](GemmLibrary lib) { return rate_in(rates.small, lib); };
     if (opt.json) {
         nlohmann::json j;
         j["chosen"] = gemm_library_name(choice.library);
+        j["small_products"] = {{"chosen", gemm_library_name(choice.small_library)},
+                               {"below_flops", kSmallGemmFlops}};
         j["how"] = choice.how;
         j["threads"] = threads;
         j["build"] = build_instruction_set();
@@ -635,6 +643,7 @@ int gemm_command(const GemmOptions& opt) {
             if (!i.path.empty()) l["path"] = i.path;
             if (!i.available) l["why_not"] = i.why_not;
             if (auto r = rate_of(i.library)) l["gflops"] = *r;
+            if (auto r = small_rate_of(i.library)) l["small_gflops"] = *r;
             j["libraries"].push_back(l);
         }
         std::cout << j.dump() << '\n';
@@ -644,9 +653,11 @@ int gemm_command(const GemmOptions& opt) {
               << "  (this build's own kernels, Eigen's included: " << build_instruction_set()
               << ")\n";
     if (!choice.cache_note.empty()) std::cout << "  (" << choice.cache_note << ")\n";
+    // * marks the library of large products, + that of products under kSmallGemmFlops.
     for (const GemmLibraryInfo& i : gemm_libraries()) {
-        std::cout << "  " << (i.library == choice.library ? "* " : "  ") << std::left
-                  << std::setw(9) << gemm_library_name(i.library);
+        std::cout << "  " << (i.library == choice.library ? '*' : ' ')
+                  << (i.library == choice.small_library ? '+' : ' ') << std::left << std::setw(9)
+                  << gemm_library_name(i.library);
         if (!i.available) {
             std::cout << "not available: " << i.why_not << '\n';
             continue;
@@ -655,13 +666,18 @@ int gemm_command(const GemmOptions& opt) {
         if (!i.path.empty()) std::cout << " (" << i.path << ")";
         if (auto r = rate_of(i.library))
             std::cout << ": " << std::fixed << std::setprecision(1) << *r << " GFLOP/s";
+        if (auto r = small_rate_of(i.library))
+            std::cout << ", " << *r << " GFLOP/s under " << std::lround(kSmallGemmFlops / 1e6)
+                      << " MFLOP";
         std::cout << '\n';
     }
+    std::cout << "  (* serves products of " << std::lround(kSmallGemmFlops / 1e6)
+              << " MFLOP and more, + smaller ones)\n";
     if (opt.calibrate)
         std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
-                  << ": geometric mean over the calibration shapes (engine/cpu/gemm.cpp), best "
-                     "of 4 rounds alternating the libraries, after a warm-up round; the choice "
-                     "above stays until its cache entry is deleted\n";
+                  << ": geometric mean over each class's calibration shapes "
+                     "(engine/cpu/gemm.cpp), best of 4 rounds alternating the libraries, after a "
+                     "warm-up round; the choice above stays until its cache entry is deleted\n";
     return kExitOk;
 }
 

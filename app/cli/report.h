@@ -19,7 +19,8 @@ struct ReportContext {
     int threads = 1;
     int repeat = 1;
     uint64_t cap = 0;
-    std::string gemm;  // the GEMM library that ran the kernels (engine/gemm.h); "" plan-only
+    std::string gemm;        // the GEMM library that ran the kernels (engine/gemm.h); "" plan-only
+    std::string gemm_small;  // the one that ran products under kSmallGemmFlops
 };
 
 // One strategy's outcome in `compare`: an evaluation, or why there is none.

@@ -17,6 +17,7 @@ nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
     j["cap"] = ctx.cap;
     j["cost_model"] = ctx.cost_model;
     if (!ctx.gemm.empty()) j["gemm"] = ctx.gemm;
+    if (!ctx.gemm_small.empty()) j["gemm_small"] = ctx.gemm_small;
     return j;
 }
 

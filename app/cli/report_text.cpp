@@ -1,15 +1,24 @@
 // Human output: the summary of one evaluation and the side-by-side table of `compare`.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "cli/report.h"
 #include "engine/errors.h"
+#include "engine/gemm.h"
 #include "engine/units.h"
 
 namespace rl::cli {
 
 namespace {
+
+// "eigen", or "openblas (blis under 16 MFLOP)" when small products run on another library.
+std::string gemm_text(const ReportContext& ctx) {
+    if (ctx.gemm_small.empty() || ctx.gemm_small == ctx.gemm) return ctx.gemm;
+    return ctx.gemm + " (" + ctx.gemm_small + " under " +
+           std::to_string(std::lround(kSmallGemmFlops / 1e6)) + " MFLOP)";
+}
 
 // Each row's message (why it failed or does not apply), under the table after a blank line.
 void append_messages(std::ostream& out, const std::vector<CompareRow>& rows) {
@@ -176,7 +185,7 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
     }
     out << "; cost model " << ctx.cost_model << ", " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s");
-    if (!ctx.gemm.empty()) out << ", GEMM " << ctx.gemm;
+    if (!ctx.gemm.empty()) out << ", GEMM " << gemm_text(ctx);
     out << ")\n";
     out << "schedule     " << plan.schedule.size() << " instructions: " << sim.computes
         << " computes (" << sim.recomputes << " recomputes), " << sim.backwards << " backwards, "
@@ -261,7 +270,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
     out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
         << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s") << ", cost model " << ctx.cost_model;
-    if (!ctx.gemm.empty()) out << ", GEMM " << ctx.gemm;
+    if (!ctx.gemm.empty()) out << ", GEMM " << gemm_text(ctx);
     out << ", times are medians of " << ctx.repeat << " timed run" << (ctx.repeat == 1 ? "" : "s")
         << " after a warm-up, strategies interleaved round by round; total with its min-max "
            "range";

@@ -312,16 +312,23 @@ struct Shape3 {
     int64_t m, n, k, repeat;
 };
 
-// The shapes our layers run: a linear layer's forward (X·Wᵀ) and weight gradient (dYᵀ·X), a
-// 3×3 convolution's forward (W·cols: 64 filters, 56×56 plane, 576 = 64·3·3 patch) and its input
-// gradient (Wᵀ·dY), and small attention products (repeated, as batched heads run them).
-const std::vector<Shape3>& calibration_shapes() {
-    static const std::vector<Shape3> s = {{false, true, 1024, 1024, 1024, 1},
-                                          {true, false, 512, 512, 2048, 1},
-                                          {false, false, 64, 3136, 576, 2},
-                                          {true, false, 576, 3136, 64, 2},
-                                          {false, true, 128, 128, 64, 32}};
-    return s;
+// The shapes our layers run, in two classes (kSmallGemmFlops apart). Large: a linear layer's
+// forward (X·Wᵀ) and weight gradient (dYᵀ·X), a 3×3 convolution's forward (W·cols: 64 filters,
+// 56×56 plane, 576 = 64·3·3 patch) and its input gradient (Wᵀ·dY). Small, repeated as batched
+// heads and images run them: attention's scores (Q·Kᵀ) and context (P·V) at 128 tokens and 64
+// per head, their weight-side gradient (Pᵀ·dC), a 7×7 window's context, and a 3×3 convolution
+// on a 14×14 plane.
+const std::vector<Shape3>& calibration_shapes(bool small) {
+    static const std::vector<Shape3> large = {{false, true, 1024, 1024, 1024, 1},
+                                              {true, false, 512, 512, 2048, 1},
+                                              {false, false, 64, 3136, 576, 2},
+                                              {true, false, 576, 3136, 64, 2}};
+    static const std::vector<Shape3> little = {{false, true, 128, 128, 64, 32},
+                                               {false, false, 128, 64, 128, 32},
+                                               {true, false, 128, 64, 128, 32},
+                                               {false, false, 49, 32, 49, 128},
+                                               {false, false, 64, 196, 576, 8}};
+    return small ? little : large;
 }
 
 // One shape's operands, and the time of one run of it on a library.
@@ -401,7 +408,7 @@ std::string cache_dir(std::string* why) {
     return dir;
 }
 
-GemmLibrary best_of(const std::vector<GemmRate>& rates) {
+GemmLibrary best_of(const std::vector<GemmRate>& rates) {  // Eigen when there are none
     GemmLibrary best = GemmLibrary::Eigen;
     double best_rate = -1;
     for (const GemmRate& r : rates)
@@ -449,16 +456,29 @@ GemmChoice calibrated_choice() {
         }
     }
     if (!doc.is_object()) doc = nlohmann::json::object();
+    // An entry names both choices and their rates; one from before small products were chosen
+    // apart (no "small_library") is calibrated again.
+    auto usable = [](const nlohmann::json& e, const char* field) {
+        const auto lib = library_by_name(e.value(field, ""));
+        return lib && info_of(*lib).available ? lib : std::nullopt;
+    };
+    auto rates_of = [](const nlohmann::json& e, const char* field) {
+        std::vector<GemmRate> rates;
+        if (e.contains(field) && e[field].is_object())
+            for (const auto& [name, rate] : e[field].items())
+                if (auto l = library_by_name(name); l && rate.is_number())
+                    rates.push_back({*l, rate.get<double>()});
+        return rates;
+    };
     bool found = false;
     if (doc.contains("entries") && doc["entries"].is_array()) {
         for (const auto& e : doc["entries"]) {
             if (!e.is_object() || e.value("key", "") != key) continue;
-            const auto lib = library_by_name(e.value("library", ""));
-            if (!lib || !info_of(*lib).available || !e.contains("gflops")) continue;
-            for (const auto& [name, rate] : e["gflops"].items())
-                if (auto l = library_by_name(name); l && rate.is_number())
-                    ch.rates.push_back({*l, rate.get<double>()});
+            const auto lib = usable(e, "library"), small = usable(e, "small_library");
+            if (!lib || !small) continue;
+            ch.rates = {rates_of(e, "gflops"), rates_of(e, "small_gflops")};
             ch.library = *lib;
+            ch.small_library = *small;
             ch.how = "cached calibration of " + e.value("date", std::string("?"));
             found = true;
             break;
@@ -466,15 +486,20 @@ GemmChoice calibrated_choice() {
     }
     if (!found) {
         ch.rates = calibrate_gemm(ch.threads);
-        ch.library = best_of(ch.rates);
+        ch.library = best_of(ch.rates.large);
+        ch.small_library = best_of(ch.rates.small);
         ch.how = "calibrated now";
         if (!path.empty()) {
             nlohmann::json entry = {{"key", key},
                                     {"library", gemm_library_name(ch.library)},
+                                    {"small_library", gemm_library_name(ch.small_library)},
                                     {"date", today_utc()},
                                     {"threads", ch.threads}};
-            for (const GemmRate& r : ch.rates)
+            for (const GemmRate& r : ch.rates.large)
                 entry["gflops"][gemm_library_name(r.library)] = std::round(r.gflops * 10) / 10;
+            for (const GemmRate& r : ch.rates.small)
+                entry["small_gflops"][gemm_library_name(r.library)] =
+                    std::round(r.gflops * 10) / 10;
             nlohmann::json entries = nlohmann::json::array();
             if (doc.contains("entries") && doc["entries"].is_array())
                 for (const auto& e : doc["entries"])
@@ -500,10 +525,11 @@ struct State {
     std::mutex mu;
     std::optional<GemmChoice> choice;
     std::string requested;  // select_gemm's name, "" when none
-    std::atomic<int> library{-1};
+    std::atomic<int> library{-1}, small_library{-1};
     std::atomic<bool> used{false};
     void adopt(GemmChoice ch) {
         choice = std::move(ch);
+        small_library = static_cast<int>(choice->small_library);
         library = static_cast<int>(choice->library);
     }
 };
@@ -532,7 +558,7 @@ GemmChoice choose(const std::string& requested, const std::string& how) {
         throw Error("GEMM library '" + requested + "' (from " + how +
                     ") is not available here: " + info.why_not);
     GemmChoice ch;
-    ch.library = lib;
+    ch.library = ch.small_library = lib;
     ch.how = "set by " + how;
     ch.threads = 0;
     return ch;
@@ -566,13 +592,15 @@ const std::vector<GemmLibraryInfo>& gemm_libraries() {
     return loaded().infos;
 }
 
-std::vector<GemmRate> calibrate_gemm(int threads) {
+GemmRates calibrate_gemm(int threads) {
     const int saved = cpu_threads();
     if (threads > 0 && threads != saved) set_cpu_threads(threads);
     std::vector<GemmLibrary> libs;
     for (const GemmLibraryInfo& info : gemm_libraries())
         if (info.available) libs.push_back(info.library);
-    const std::vector<Shape3>& shapes = calibration_shapes();
+    std::vector<Shape3> shapes = calibration_shapes(false);
+    const size_t large = shapes.size();
+    for (const Shape3& s : calibration_shapes(true)) shapes.push_back(s);
     std::vector<Operands> operands;
     for (const Shape3& s : shapes) operands.emplace_back(s);
     // Rounds alternate the libraries, so a busy moment of the machine lands on all of them; the
@@ -595,15 +623,20 @@ std::vector<GemmRate> calibrate_gemm(int threads) {
                 if (round > 0) best[li][si] = std::min(best[li][si], sec);
             }
     }
-    std::vector<GemmRate> rates;
-    for (size_t li = 0; li < libs.size(); ++li) {
+    // Geometric mean of GFLOP/s over shapes [from, to).
+    auto mean_rate = [&](size_t li, size_t from, size_t to) {
         double log_sum = 0;
-        for (size_t si = 0; si < shapes.size(); ++si) {
+        for (size_t si = from; si < to; ++si) {
             const Shape3& s = shapes[si];
             log_sum += std::log(2.0 * static_cast<double>(s.m * s.n * s.k * s.repeat) /
                                 best[li][si] * 1e-9);
         }
-        rates.push_back({libs[li], std::exp(log_sum / static_cast<double>(shapes.size()))});
+        return std::exp(log_sum / static_cast<double>(to - from));
+    };
+    GemmRates rates;
+    for (size_t li = 0; li < libs.size(); ++li) {
+        rates.large.push_back({libs[li], mean_rate(li, 0, large)});
+        rates.small.push_back({libs[li], mean_rate(li, large, shapes.size())});
     }
     if (threads > 0 && threads != saved) set_cpu_threads(saved);
     return rates;
@@ -611,14 +644,40 @@ std::vector<GemmRate> calibrate_gemm(int threads) {
 
 std::string GemmChoice::summary() const {
     std::ostringstream o;
-    o << gemm_library_name(library) << " (" << info_of(library).version << "), " << how;
-    if (!rates.empty()) {
-        o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
+    auto list = [&](const std::vector<GemmRate>& rates) {
         for (size_t i = 0; i < rates.size(); ++i)
             o << (i ? "," : "") << " " << gemm_library_name(rates[i].library) << " "
               << std::lround(rates[i].gflops) << " GFLOP/s";
+    };
+    o << gemm_library_name(library) << " (" << info_of(library).version << ")";
+    if (small_library != library)
+        o << ", products under " << std::lround(kSmallGemmFlops / 1e6) << " MFLOP "
+          << gemm_library_name(small_library) << " (" << info_of(small_library).version << ")";
+    o << ", " << how;
+    if (!rates.large.empty()) {
+        o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
+        list(rates.large);
+        if (!rates.small.empty()) {
+            o << "; under " << std::lround(kSmallGemmFlops / 1e6) << " MFLOP:";
+            list(rates.small);
+        }
     }
     return o.str();
+}
+
+// REMATLAB_GEMM_SMALL names the library of products under kSmallGemmFlops, whatever chose the
+// other ("auto" or empty: leave it).
+void apply_small_override(GemmChoice& ch) {
+    const char* env = std::getenv("REMATLAB_GEMM_SMALL");
+    if (!env || !*env || std::string(env) == "auto") return;
+    const GemmLibrary lib = library_named(env, "REMATLAB_GEMM_SMALL");
+    const GemmLibraryInfo& info = info_of(lib);
+    if (!info.available)
+        throw Error(std::string("GEMM library '") + env +
+                    "' (from REMATLAB_GEMM_SMALL) is not available here: " + info.why_not);
+    ch.small_library = lib;
+    ch.how += "; products under " + std::to_string(std::lround(kSmallGemmFlops / 1e6)) +
+              " MFLOP set by REMATLAB_GEMM_SMALL";
 }
 
 void select_gemm(const std::string& name) {
@@ -627,13 +686,16 @@ void select_gemm(const std::string& name) {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.choice && s.used) {
         const bool same = name == "auto" ? s.requested.empty() || s.requested == "auto"
-                                         : name == gemm_library_name(s.choice->library);
+                                         : name == gemm_library_name(s.choice->library) &&
+                                               s.choice->small_library == s.choice->library;
         if (same) return;
         throw Error("the GEMM library is chosen once per process and " +
                     std::string(gemm_library_name(s.choice->library)) +
                     " has already run; pass --gemm before anything runs");
     }
-    s.adopt(choose(name, "--gemm"));
+    GemmChoice ch = choose(name, "--gemm");
+    apply_small_override(ch);
+    s.adopt(std::move(ch));
     s.requested = name;
 }
 
@@ -642,7 +704,9 @@ const GemmChoice& gemm_choice() {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.choice) {
         const char* env = std::getenv("REMATLAB_GEMM");
-        s.adopt(choose(env ? env : "", "REMATLAB_GEMM"));
+        GemmChoice ch = choose(env ? env : "", "REMATLAB_GEMM");
+        apply_small_override(ch);
+        s.adopt(std::move(ch));
     }
     return *s.choice;
 }
@@ -653,11 +717,29 @@ void set_gemm_threads(int threads) {
     if (l.blis_threads) l.blis_threads(threads);
 }
 
+namespace {
+
+bool is_small(int64_t m, int64_t n, int64_t k) {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+           kSmallGemmFlops;
+}
+
+}  // namespace
+
+GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k) {
+    const GemmChoice& ch = gemm_choice();
+    return is_small(m, n, k) ? ch.small_library : ch.library;
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     State& s = state();
-    int lib = s.library.load(std::memory_order_acquire);
-    if (lib < 0) lib = static_cast<int>(gemm_choice().library);
+    std::atomic<int>& which = is_small(m, n, k) ? s.small_library : s.library;
+    int lib = which.load(std::memory_order_acquire);
+    if (lib < 0) {
+        gemm_choice();
+        lib = which.load(std::memory_order_acquire);
+    }
     if (!s.used.load(std::memory_order_relaxed)) s.used.store(true, std::memory_order_relaxed);
     library_sgemm(static_cast<GemmLibrary>(lib), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                   beta, c, ldc);

@@ -1089,6 +1089,9 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     const json cached = json::parse(read_bytes(file));
     ASSERT_EQ(cached["entries"].size(), 1u);
     EXPECT_EQ(cached["entries"][0]["library"], first["chosen"]);
+    // Products under 16 MFLOP are chosen apart, on their own shapes, and cached beside.
+    EXPECT_EQ(first["small_products"]["below_flops"], 16e6) << r.out;
+    EXPECT_EQ(cached["entries"][0]["small_library"], first["small_products"]["chosen"]);
     int available = 0;
     for (const json& l : first["libraries"]) {
         if (!l["available"]) {
@@ -1100,6 +1103,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
         }
         ++available;
         EXPECT_TRUE(cached["entries"][0]["gflops"].contains(l["name"])) << l;
+        EXPECT_TRUE(cached["entries"][0]["small_gflops"].contains(l["name"])) << l;
     }
     EXPECT_GE(available, 1);
 
@@ -1107,7 +1111,39 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     ASSERT_EQ(r.code, 0) << r.err;
     json second = json::parse(r.out);
     EXPECT_EQ(second["chosen"], first["chosen"]);
+    EXPECT_EQ(second["small_products"]["chosen"], first["small_products"]["chosen"]);
     EXPECT_EQ(second["how"].get<std::string>().rfind("cached calibration of ", 0), 0u) << r.out;
+
+    // The cache's two choices are what a process runs on: with two libraries here, one for
+    // each class, a run reports both and `gemm` marks both.
+    std::vector<std::string> names;
+    for (const json& l : first["libraries"])
+        if (l["available"]) names.push_back(l["name"]);
+    if (names.size() >= 2) {
+        json mixed = cached;
+        mixed["entries"][0]["library"] = names[0];
+        mixed["entries"][0]["small_library"] = names[1];
+        write_file(file, mixed.dump());
+        r = run({"gemm", "--json", "--threads", "1"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(json::parse(r.out)["chosen"], names[0]) << r.out;
+        EXPECT_EQ(json::parse(r.out)["small_products"]["chosen"], names[1]) << r.out;
+        r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1", "--json"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], names[0]);
+        EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm_small"], names[1]);
+        r = run({"--version"});
+        EXPECT_NE(r.out.find("products under 16 MFLOP " + names[1]), std::string::npos) << r.out;
+    }
+    // An entry from before the two classes (no small_library) is calibrated again.
+    json old = cached;
+    old["entries"][0].erase("small_library");
+    old["entries"][0].erase("small_gflops");
+    write_file(file, old.dump());
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["how"], "calibrated now") << r.out;
+    EXPECT_TRUE(json::parse(read_bytes(file))["entries"][0].contains("small_library"));
 
     // Another thread count is another machine configuration: calibrated apart, kept beside.
     r = run({"gemm", "--json", "--threads", "2"});
@@ -1169,6 +1205,21 @@ TEST_F(CliTest, GemmOverridesAndBadNames) {
     r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--gemm", "mkl"});
     EXPECT_CLEAN_FAILURE(r, 2);
     EXPECT_NE(r.err.find("--gemm"), std::string::npos) << r.err;
+
+    // REMATLAB_GEMM_SMALL names the small products' library whatever chose the other; a bad
+    // name is refused before anything runs.
+    ASSERT_EQ(setenv("REMATLAB_GEMM_SMALL", "eigen", 1), 0);
+    r = run({"gemm", "--json", "--gemm", "eigen"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["small_products"]["chosen"], "eigen") << r.out;
+    EXPECT_NE(json::parse(r.out)["how"].get<std::string>().find("REMATLAB_GEMM_SMALL"),
+              std::string::npos)
+        << r.out;
+    ASSERT_EQ(setenv("REMATLAB_GEMM_SMALL", "mkl", 1), 0);
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--gemm", "eigen"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("REMATLAB_GEMM_SMALL"), std::string::npos) << r.err;
+    ASSERT_EQ(unsetenv("REMATLAB_GEMM_SMALL"), 0);
 
     ASSERT_EQ(setenv("REMATLAB_GEMM", "mkl", 1), 0);
     r = run({"run", "--network", kSmallMlp, "--strategy", "none"});
