@@ -201,13 +201,59 @@ void for_bands(const Pool2dGeometry& g, int64_t rows, F&& body) {
     }
 }
 
-// A block position's 16 lanes as one GCC vector (one AVX-512 register, two AVX2 ones). The lane
-// loops were plain loops of 16 first; GCC 12 unrolled them completely before vectorising and
-// left the selects scalar with a branch per lane (the backward ran no faster than the per-plane
-// path it replaced). Positions in the blocks are 64-byte aligned; may_alias: they are float
-// arrays.
-typedef float Lanes
-    __attribute__((vector_size(kPlaneLanes * sizeof(float)), aligned(64), may_alias));
+// A block position's 16 lanes, as GCC vectors of the machine's width: one of 16 floats on
+// AVX-512, two of 8 on AVX2. The lane loops were plain loops of 16 first; GCC 12 unrolled them
+// completely before vectorising and left the selects scalar with a branch per lane (the
+// backward ran no faster than the per-plane path it replaced); and a vector of 16 on AVX2 is
+// lowered to scalar selects too. Positions in the blocks are 64-byte aligned; may_alias: they
+// are float arrays.
+#if defined(__AVX512F__)
+constexpr int64_t kVecLanes = 16;
+#else
+constexpr int64_t kVecLanes = 8;
+#endif
+constexpr int64_t kParts = kPlaneLanes / kVecLanes;
+typedef float Vec __attribute__((vector_size(kVecLanes * sizeof(float)), may_alias));
+typedef int32_t VecMask __attribute__((vector_size(kVecLanes * sizeof(int32_t))));
+
+struct __attribute__((may_alias, aligned(64))) Lanes {
+    Vec part[kParts];
+
+    static Lanes all(float x) {
+        Lanes r;
+        for (int64_t h = 0; h < kParts; ++h) r.part[h] = Vec{} + x;
+        return r;
+    }
+    Lanes& operator+=(const Lanes& o) {
+        for (int64_t h = 0; h < kParts; ++h) part[h] += o.part[h];
+        return *this;
+    }
+    Lanes operator/(float d) const {
+        Lanes r;
+        for (int64_t h = 0; h < kParts; ++h) r.part[h] = part[h] / d;
+        return r;
+    }
+};
+struct LaneMask {
+    VecMask part[kParts];
+};
+inline LaneMask operator>(const Lanes& a, const Lanes& b) {
+    LaneMask m;
+    for (int64_t h = 0; h < kParts; ++h) m.part[h] = a.part[h] > b.part[h];
+    return m;
+}
+inline LaneMask operator==(const Lanes& a, float x) {
+    LaneMask m;
+    for (int64_t h = 0; h < kParts; ++h) m.part[h] = a.part[h] == x;
+    return m;
+}
+// m ? a : b, lane by lane.
+inline Lanes select(const LaneMask& m, const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (int64_t h = 0; h < kParts; ++h) r.part[h] = m.part[h] ? a.part[h] : b.part[h];
+    return r;
+}
+
 inline Lanes& lanes_at(float* b, int64_t pos) {
     return *reinterpret_cast<Lanes*>(b + pos * kPlaneLanes);
 }
@@ -232,21 +278,21 @@ void lanes_argmax(const float* xt, const Pool2dGeometry& g, const Band& b, int64
                   Lanes& bv, Lanes& bi) {
     bool first = true;
     band_window(g, b, oh, ow, [&](int64_t k) {
-        const Lanes v = lanes_at(xt, k);
+        const Lanes& v = lanes_at(xt, k);
         const auto at = static_cast<float>(k);
         if (first) {
             bv = v;
-            if constexpr (kIndex) bi = Lanes{} + at;
+            if constexpr (kIndex) bi = Lanes::all(at);
             first = false;
             return;
         }
-        const auto take = v > bv;
-        bv = take ? v : bv;
-        if constexpr (kIndex) bi = take ? Lanes{} + at : bi;
+        const LaneMask take = v > bv;
+        bv = select(take, v, bv);
+        if constexpr (kIndex) bi = select(take, Lanes::all(at), bi);
     });
     if (first) {
-        bv = Lanes{};
-        if constexpr (kIndex) bi = Lanes{} - 1.0f;
+        bv = Lanes::all(0.0f);
+        if constexpr (kIndex) bi = Lanes::all(-1.0f);
     }
 }
 
@@ -302,9 +348,10 @@ void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometr
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
                 lanes_argmax<true>(xt, g, b, oh, ow, bv, bi);
-                const Lanes gy = lanes_at(dyt, (oh - b.oh0) * g.ow + ow);
+                const Lanes& gy = lanes_at(dyt, (oh - b.oh0) * g.ow + ow);
+                const Lanes zero = Lanes::all(0.0f);
                 band_window(g, b, oh, ow, [&](int64_t k) {
-                    lanes_at(dxt, k) += bi == static_cast<float>(k) ? gy : Lanes{};
+                    lanes_at(dxt, k) += select(bi == static_cast<float>(k), gy, zero);
                 });
             }
         planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, true);
@@ -317,10 +364,10 @@ void avgpool_lanes_forward(const float* x, const Pool2dGeometry& g, int64_t rows
         alignas(64) float yt[kBandPositions * kPlaneLanes];
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
-                Lanes s{};
+                Lanes s = Lanes::all(0.0f);
                 band_window(g, b, oh, ow, [&](int64_t k) { s += lanes_at(xt, k); });
                 const float d = window_divisor(g, oh, ow);
-                lanes_at(yt, (oh - b.oh0) * g.ow + ow) = d > 0 ? s / d : Lanes{};
+                lanes_at(yt, (oh - b.oh0) * g.ow + ow) = d > 0 ? s / d : Lanes::all(0.0f);
             }
         planes_from_lanes(yt, out, (b.oh1 - b.oh0) * g.ow, planes, p0, y + b.oh0 * g.ow, false);
     });
