@@ -159,16 +159,15 @@ TEST(Gemm, TheChoiceIsFixedOnceAGemmHasRun) {
         }
     };
     try {
-        select_gemm(gemm_library_name(libs[0]));
+        select_gemm(gemm_library_name(libs[1]));  // nothing has run yet: allowed
     } catch (const Error&) {
-        // An earlier test in this process ran a GEMM (ctest runs each test alone; the whole
-        // binary at once does not): the choice is already fixed, and stays so.
+        // An earlier test in this process ran a GEMM on another choice (ctest runs each test
+        // alone; the whole binary at once does not): the choice is fixed, and stays so.
         const GemmLibrary fixed = gemm_choice().library;
         expect_refused(fixed == libs[0] ? libs[1] : libs[0]);
         EXPECT_EQ(gemm_choice().library, fixed);
         return;
     }
-    select_gemm(gemm_library_name(libs[1]));  // nothing has run yet: allowed
     EXPECT_EQ(gemm_choice().library, libs[1]);
     float a = 2, b = 3, c = 0;
     sgemm(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1);
