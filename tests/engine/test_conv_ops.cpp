@@ -754,20 +754,19 @@ TEST(ConvOps, MaxPoolTiesGoToTheFirstMaximum) {
 }
 
 TEST(ConvOps, AvgPool) {
+    const PoolSpec with_pad{.kh = 3,
+                            .kw = 3,
+                            .sh = 2,
+                            .sw = 2,
+                            .pt = 1,
+                            .pl = 1,
+                            .pb = 1,
+                            .pr = 1,
+                            .include_pad = true};
     check_pool(true, {.kh = 2, .kw = 2, .sh = 2, .sw = 2}, 6, 6, "2x2/2");
     check_pool(true, {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 7, 6,
                "3x3/2 pad 1");
-    check_pool(true,
-               {.kh = 3,
-                .kw = 3,
-                .sh = 2,
-                .sw = 2,
-                .pt = 1,
-                .pl = 1,
-                .pb = 1,
-                .pr = 1,
-                .include_pad = true},
-               7, 6, "count_include_pad");
+    check_pool(true, with_pad, 7, 6, "count_include_pad");
     check_pool(true, {.kh = 3, .kw = 2, .sh = 2, .sw = 2, .ceil = true}, 6, 7, "ceil_mode");
     check_pool(true, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 3,
                181, "3x3/1 pad 1, wide", 1);
@@ -775,28 +774,8 @@ TEST(ConvOps, AvgPool) {
                40, "3x3/1 pad 1, 4 bands", 1);
     check_pool(true, {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1}, 4, 4,
                "3x3/1 pad 1 on 4x4, 40 planes", 20);
-    check_pool(true,
-               {.kh = 3,
-                .kw = 3,
-                .sh = 2,
-                .sw = 2,
-                .pt = 1,
-                .pl = 1,
-                .pb = 1,
-                .pr = 1,
-                .include_pad = true},
-               3, 185, "3x3/2 pad 1 count_include_pad, wide", 1);
-    check_pool(true,
-               {.kh = 3,
-                .kw = 3,
-                .sh = 2,
-                .sw = 2,
-                .pt = 1,
-                .pl = 1,
-                .pb = 1,
-                .pr = 1,
-                .include_pad = true},
-               7, 7, "3x3/2 pad 1 count_include_pad on 7x7", 17);
+    check_pool(true, with_pad, 3, 185, "3x3/2 pad 1 count_include_pad, wide", 1);
+    check_pool(true, with_pad, 7, 7, "3x3/2 pad 1 count_include_pad on 7x7", 17);
     check_pool(true, {.kh = 1, .kw = 1, .sh = 1, .sw = 1}, 6, 6,
                "1x1, as an adaptive pool to its own size");
     check_pool(true, {.kh = 2, .kw = 3, .sh = 1, .sw = 3, .pl = 2, .dh = 2, .dw = 2}, 3, 257,
