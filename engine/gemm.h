@@ -53,6 +53,7 @@ const std::vector<GemmLibraryInfo>& gemm_libraries();
 // convolution on a 14×14 plane; a transformer's linear layers at a few hundred tokens and more
 // are above it).
 constexpr double kSmallGemmFlops = 16e6;
+const char* small_gemm_label();  // "16 MFLOP": the bound as every text names it
 
 struct GemmRate {
     GemmLibrary library = GemmLibrary::Eigen;

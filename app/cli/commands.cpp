@@ -667,12 +667,10 @@ int gemm_command(const GemmOptions& opt) {
         if (auto r = rate_of(i.library))
             std::cout << ": " << std::fixed << std::setprecision(1) << *r << " GFLOP/s";
         if (auto r = small_rate_of(i.library))
-            std::cout << ", " << *r << " GFLOP/s under " << std::lround(kSmallGemmFlops / 1e6)
-                      << " MFLOP";
+            std::cout << ", " << *r << " GFLOP/s under " << small_gemm_label();
         std::cout << '\n';
     }
-    std::cout << "  (* serves products of " << std::lround(kSmallGemmFlops / 1e6)
-              << " MFLOP and more, + smaller ones)\n";
+    std::cout << "  (* serves products of " << small_gemm_label() << " and more, + smaller ones)\n";
     if (opt.calibrate)
         std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
                   << ": geometric mean over each class's calibration shapes "

@@ -16,8 +16,7 @@ namespace {
 // "eigen", or "openblas (blis under 16 MFLOP)" when small products run on another library.
 std::string gemm_text(const ReportContext& ctx) {
     if (ctx.gemm_small.empty() || ctx.gemm_small == ctx.gemm) return ctx.gemm;
-    return ctx.gemm + " (" + ctx.gemm_small + " under " +
-           std::to_string(std::lround(kSmallGemmFlops / 1e6)) + " MFLOP)";
+    return ctx.gemm + " (" + ctx.gemm_small + " under " + small_gemm_label() + ")";
 }
 
 // Each row's message (why it failed or does not apply), under the table after a blank line.

@@ -576,6 +576,11 @@ const char* build_instruction_set() {
 #endif
 }
 
+const char* small_gemm_label() {
+    static const std::string label = std::to_string(std::lround(kSmallGemmFlops / 1e6)) + " MFLOP";
+    return label.c_str();
+}
+
 const char* gemm_library_name(GemmLibrary lib) {
     switch (lib) {
         case GemmLibrary::Eigen:
@@ -651,14 +656,14 @@ std::string GemmChoice::summary() const {
     };
     o << gemm_library_name(library) << " (" << info_of(library).version << ")";
     if (small_library != library)
-        o << ", products under " << std::lround(kSmallGemmFlops / 1e6) << " MFLOP "
-          << gemm_library_name(small_library) << " (" << info_of(small_library).version << ")";
+        o << ", products under " << small_gemm_label() << " " << gemm_library_name(small_library)
+          << " (" << info_of(small_library).version << ")";
     o << ", " << how;
     if (!rates.large.empty()) {
         o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
         list(rates.large);
         if (!rates.small.empty()) {
-            o << "; under " << std::lround(kSmallGemmFlops / 1e6) << " MFLOP:";
+            o << "; under " << small_gemm_label() << ":";
             list(rates.small);
         }
     }
@@ -676,8 +681,7 @@ void apply_small_override(GemmChoice& ch) {
         throw Error(std::string("GEMM library '") + env +
                     "' (from REMATLAB_GEMM_SMALL) is not available here: " + info.why_not);
     ch.small_library = lib;
-    ch.how += "; products under " + std::to_string(std::lround(kSmallGemmFlops / 1e6)) +
-              " MFLOP set by REMATLAB_GEMM_SMALL";
+    ch.how += std::string("; products under ") + small_gemm_label() + " set by REMATLAB_GEMM_SMALL";
 }
 
 void select_gemm(const std::string& name) {

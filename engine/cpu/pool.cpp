@@ -104,15 +104,20 @@ void interior_max(const float* __restrict xp, const Pool2dGeometry& g, int64_t o
 
 constexpr int64_t kCols = 256;
 
-// window_argmax for columns [c0, c0 + n) of row oh into bv (and bi unless null): the interior
-// ones by interior_max where the stride is 1 or 2, the rest window by window.
+// The interior columns of a row that take the vector loops (stride 1 or 2), else none.
+Span vector_columns(const Pool2dGeometry& g) {
+    const Span inner = interior_columns(g);
+    return g.win.sw <= 2 ? inner : Span{0, 0};
+}
+
+// window_argmax for columns [c0, c0 + n) of row oh into bv (and bi unless null): the columns in
+// `inner` (vector_columns) by interior_max, the rest window by window.
 void row_max(const float* xp, const Pool2dGeometry& g, Span inner, int64_t oh, int64_t c0,
              int64_t n, float* bv, int64_t* bi) {
     const int64_t end = c0 + n;
     const int64_t a = std::clamp(inner.lo, c0, end), b = std::clamp(inner.hi, a, end);
-    const bool vector = b > a && (g.win.sw == 1 || g.win.sw == 2);
     for (int64_t t = c0; t < end; ++t) {
-        if (vector && t == a) {
+        if (b > a && t == a) {
             int64_t* ib = bi ? bi + (a - c0) : nullptr;
             if (g.win.sw == 1)
                 interior_max<1>(xp, g, oh, a, b - a, bv + (a - c0), ib);
@@ -402,7 +407,7 @@ void maxpool2d_forward(const ForwardCall& c) {
     float* y = as_f32(c.output);
     if (const int64_t rows = band_rows(g, false)) return maxpool_lanes_forward(x, g, rows, y);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-    const Span inner = interior_columns(g);
+    const Span inner = vector_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         float* yp = y + q * out_plane;
@@ -425,7 +430,7 @@ void maxpool2d_backward(const BackwardCall& c) {
     if (const int64_t rows = band_rows(g, true))
         return maxpool_lanes_backward(x, dy, g, rows, dx, acc);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-    const Span inner = interior_columns(g);
+    const Span inner = vector_columns(g);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         const float* dyp = dy + q * out_plane;
@@ -467,12 +472,6 @@ void interior_spread(float* __restrict dxp, const Pool2dGeometry& g, int64_t oh,
         float* __restrict ds = dxp + base;
         for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
     });
-}
-
-// The interior columns of a row that take the vector path (stride 1 or 2), else none.
-Span vector_columns(const Pool2dGeometry& g) {
-    const Span inner = interior_columns(g);
-    return g.win.sw <= 2 ? inner : Span{0, 0};
 }
 
 }  // namespace
