@@ -935,7 +935,7 @@ TEST_F(CliTest, ACrashInsideCbcCostsTheMilpSolveNotTheProgram) {
     EXPECT_LE(j.at("predicted_peak_bytes").get<uint64_t>(), peak * 8 / 10);
     // Without the fault the same MILP plans.
     const Result fine = run({"plan", "--network", kBatchMlp, "--strategy",
-                             "optimal:method=milp,time_limit=5,budget=" + budget});
+                             "optimal:method=milp,time_limit=600,budget=" + budget});
     EXPECT_EQ(fine.code, 0) << fine.err;
 }
 
@@ -1016,7 +1016,7 @@ TEST_F(CliTest, PlanJsonNamesTheClassOfItsBound) {
     EXPECT_LE(j.at("lower_bound_ms").get<double>(), j.at("predicted_recompute_ms").get<double>());
     // The whole-network MILP's bound.
     j = run_json({"plan", "-n", "mlp:depth=2,width=8,batch=4", "-s",
-                  "optimal:method=milp,time_limit=10", "--json"});
+                  "optimal:method=milp,time_limit=600", "--json"});
     ASSERT_TRUE(j.contains("lower_bound_ms")) << j.dump();
     EXPECT_EQ(j.at("bound_class"), "milp");
     // A strategy without a bound has neither key.

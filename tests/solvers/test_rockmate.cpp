@@ -35,6 +35,18 @@ std::vector<int32_t> classes_of(const Graph& g) {
     return rockmate_block_classes(g, first);
 }
 
+// The block MILP's solves stopped by branch-and-bound nodes, with wall-clock limits only as
+// guards: the defaults (0.25 s a solve) keep a worse incumbent, or none, on a slow or loaded
+// machine, and these tests assert what the MILP options achieve (CI failed them so on
+// 2026-12-03, at 20-40x the usual time per test).
+RockmateOptions load_independent(RockmateOptions o = {}) {
+    o.milp_nodes = 10;
+    o.milp_time_s = 60;
+    o.milp_total_s = 1200;
+    o.true_bound_time_s = 120;
+    return o;
+}
+
 int distinct(const std::vector<int32_t>& c) {
     return static_cast<int>(std::set<int32_t>(c.begin(), c.end()).size());
 }
@@ -215,7 +227,7 @@ TEST(Rockmate, NeverBelowTheTrueOptimumAndExactGridHasNoGap) {
         const Exhaustive::Result best = search.min_cost(budget);
         ASSERT_TRUE(best.found);
         CheckmateOptions copt;
-        copt.time_limit_s = 60;
+        copt.time_limit_s = 600;  // a guard
         copt.find_min_budget = false;
         const Plan milp = checkmate_plan(g, costs, budget, copt);
         ASSERT_EQ(milp.status, PlanStatus::Optimal) << milp.message;
@@ -340,7 +352,7 @@ void check_milp_menus(const std::string& net, bool* some_better) {
     const Graph g = load_network(net);
     const CostModel costs = CostModel::analytic(g, DeviceRates{});
     const uint64_t none_peak = simulate(g, backprop_schedule(g), costs).peak_bytes;
-    RockmateOptions with, without;
+    RockmateOptions with = load_independent(), without;
     without.milp_menus = false;
     with.lower_bound = without.lower_bound = false;
     const Plan lean_without = rockmate_plan(g, costs, 1, without);
@@ -406,7 +418,7 @@ TEST(RockmateMilp, WidenedOptionsRunWithTheirMeasuredPeaks) {
     std::vector<NodeId> first;
     RotorChain chain = rotor_chain(g, costs, &first);
     RockmateStats stats;
-    rockmate_menus(g, costs, first, chain, RockmateOptions{}, &stats);
+    rockmate_menus(g, costs, first, chain, load_independent(), &stats);
     ASSERT_GT(stats.milp_options, 0);
     const auto n = static_cast<int32_t>(chain.stages.size());
     int checked = 0;
@@ -532,9 +544,10 @@ TEST(RockmateMilp, BlockMilpSolvesStopOnARaisedFlag) {
     b.xin = g.node(b.first - 1).output;
     b.xin_forced = true;
     const auto fwd = [&](NodeId n) { return costs.forward_ms(n); };
-    // Without a flag the solve returns a schedule that runs.
+    // Without a flag the solve returns a schedule that runs (a wall-clock limit far above the
+    // solve's need, so that a slow machine finds one too).
     const auto s = block_detail::block_milp_schedule(g, t, b, fwd, UINT64_MAX / 4, UINT64_MAX / 4,
-                                                     block_detail::BlockMilpSolve{});
+                                                     block_detail::BlockMilpSolve{60, 50});
     ASSERT_TRUE(s);
     std::atomic<bool> flag{true};
     const CancelScope scope(&flag);

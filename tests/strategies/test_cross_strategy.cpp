@@ -211,7 +211,7 @@ TEST(CrossStrategy, ChainDpAndMilpFindTheSameOptimum) {
             SCOPED_TRACE("budget " + std::to_string(b));
             const Plan dp = plan_with(g, costs, at_budget(dp_spec, b));
             const Plan milp =
-                plan_with(g, costs, at_budget("optimal:method=milp,time_limit=30", b));
+                plan_with(g, costs, at_budget("optimal:method=milp,time_limit=600", b));
             ASSERT_NE(dp.status, PlanStatus::Infeasible) << dp.message;
             ASSERT_EQ(milp.status, PlanStatus::Optimal) << milp.message;
             EXPECT_EQ(dp.method, "rotor-dp");
