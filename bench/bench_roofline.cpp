@@ -14,13 +14,16 @@
 // --nodes OP also prints every node of that op (its output shape, each direction's time and
 // fraction of its roofline).
 //
-// A second table holds the GEMM layers (linear, matmul) to the raw GEMM of their own shapes: each
-// product a node's forward or backward runs (Y = X·Wᵀ; dX = dY·W and dW = dYᵀ·X, dX only when the
-// input needs a gradient; matmul's per batch, over the batch's distinct operands) is timed alone
-// on every GEMM library available, in the same run and on the same buffers' sizes, median of
-// --repeats, and the fastest library per shape is the reference. "of raw" = raw time / layer time:
-// 1.0 means the layer costs nothing beyond its products on the best library this machine has,
-// whichever the kernels use. The 512³ rate of the first table is a library's best case; thin
+// A second table holds the GEMM layers (linear, matmul, and convolutions but the depthwise ones)
+// to the raw GEMM of their own shapes: each product a node's forward or backward runs (Y = X·Wᵀ;
+// dX = dY·W and dW = dYᵀ·X, dX only when the input needs a gradient; matmul's per batch, over the
+// batch's distinct operands; a convolution's per chunk of images and group, on its im2col
+// matrix, so im2col, col2im, the bias and the images' gathering count as the layer's) is run
+// without the layer, the node's products one after another in the layer's order on buffers of
+// its sizes, on every GEMM library available, in the same run, median of --repeats; the fastest
+// library for the node is the reference. "of raw" = raw time / layer time: 1.0 means the layer
+// costs nothing beyond its products on the best library this machine has, whichever the kernels
+// use. The 512³ rate of the first table is a library's best case; thin
 // products (a few rows, a short K) run below it on every library, and this table does not count
 // that against the layer.
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "engine/gemm.h"
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
+#include "engine/ops/window.h"
 
 namespace {
 
@@ -53,13 +58,43 @@ struct Row {
 struct Product {
     bool trans_a = false, trans_b = false;
     int64_t m = 0, n = 0, k = 0;
-    int64_t count = 1;  // times it runs (matmul's batch)
-    auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k, count); }
+    int64_t count = 1;   // times it runs (matmul's batch)
+    int64_t a_sets = 0;  // distinct A operands among them (a convolution's weights: one per
+                         // group, read again by every chunk of images); 0: count
+    int64_t c_sets = 0;  // distinct outputs (a convolution's weight gradient: one per group,
+                         // added into by every chunk); 0: count
+    auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k, count, a_sets, c_sets); }
 };
 
+// The products of a convolution that takes the GEMM path (not depthwise), as engine/cpu/conv.cpp
+// runs them: per chunk of images (Conv2dGeometry::images_per_gemm) and group, forward
+// Y = W·cols [og, K]·[K, m·P]; backward dW += dY·colsᵀ, and dcols = Wᵀ·dY when the input needs a
+// gradient (for a 1×1 stride-1 convolution that is dX itself, K = C/groups). The chunks of m
+// images and the last, shorter one are two shapes.
+std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int dir) {
+    const rl::Conv2dGeometry c = rl::conv2d_geometry(g, node);
+    if (c.depthwise()) return {};
+    const int64_t nb = c.images_per_gemm(), plane = c.oh * c.ow, og = c.out_per_group();
+    const int64_t k = c.patch();
+    const bool grad_x = g.value(node.inputs[0]).requires_grad;
+    std::vector<Product> out;
+    for (const auto& [m, chunks] : {std::pair{nb, c.n / nb}, std::pair{c.n % nb, int64_t{1}}}) {
+        if (m == 0 || chunks == 0) continue;
+        const int64_t count = chunks * c.groups, cols = m * plane;
+        if (dir == 0) {
+            out.push_back({false, false, og, cols, k, count, c.groups});
+            continue;
+        }
+        out.push_back({false, true, og, k, cols, count, 0, c.groups});
+        if (grad_x) out.push_back({true, false, k, cols, og, count, c.groups});
+    }
+    return out;
+}
+
 // The products of a linear or matmul node's forward (dir 0) or backward (dir 1), as
-// engine/cpu/dense.cpp runs them.
+// engine/cpu/dense.cpp runs them; a convolution's as conv_products.
 std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int dir) {
+    if (node.op == rl::OpKind::Conv2d) return conv_products(g, node, dir);
     std::vector<Product> out;
     const rl::Shape& x = g.value(node.inputs[0]).shape;
     const rl::Shape& y = g.value(node.output).shape;
@@ -80,52 +115,76 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
     return out;
 }
 
-// The median time of one product on `lib`, after a warm-up, in ms. A batched product (matmul's,
-// count > 1) runs over `count` distinct operands, as the layer does, and its time is the batch's
-// divided by count: timed on one set of buffers, its operands stayed in cache and the layer
-// looked 2x slower than its products (attention's [64 x 128 x 32] products, 2026-12-03).
-double time_product(rl::GemmLibrary lib, const Product& p, int repeats) {
-    const int64_t a_size = p.m * p.k, b_size = p.k * p.n, c_size = p.m * p.n, count = p.count;
-    std::vector<float> a(static_cast<size_t>(a_size * count), 0.25f),
-        b(static_cast<size_t>(b_size * count), 0.5f), c(static_cast<size_t>(c_size * count));
-    const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
+// The median time, in ms, of a node's products run one after another as the layer runs them,
+// after a warm-up: each on buffers of its own of the layer's sizes, a batched product (matmul's,
+// a convolution's chunks and groups, count > 1) over `count` distinct operands (a_sets weights,
+// c_sets outputs, added into after their first product, as a convolution's weight gradient is
+// over its chunks). `lib` empty: each product on the library the kernels use for its size
+// (rl::gemm_library_for). Timed one by one on one set of buffers, a product's operands stayed in
+// cache: attention's batched products looked 2x faster than the layer (2026-12-03), and a 1×1
+// convolution on 2×2 planes, whose weight gradient and input gradient each stream 8 MB, 2x faster
+// (ResNeXt-50's last stage, 2026-12-04), where run in sequence they evict each other's operands.
+double time_products(std::optional<rl::GemmLibrary> lib, const std::vector<Product>& ps,
+                     int repeats) {
+    struct Buffers {
+        std::vector<float> a, b, c;
+    };
+    std::vector<Buffers> bufs;
+    for (const Product& p : ps) {
+        const int64_t a_sets = p.a_sets > 0 ? p.a_sets : p.count;
+        const int64_t c_sets = p.c_sets > 0 ? p.c_sets : p.count;
+        bufs.push_back({std::vector<float>(static_cast<size_t>(p.m * p.k * a_sets), 0.25f),
+                        std::vector<float>(static_cast<size_t>(p.k * p.n * p.count), 0.5f),
+                        std::vector<float>(static_cast<size_t>(p.m * p.n * c_sets))});
+    }
     std::vector<double> ms;
     for (int r = 0; r <= repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t i = 0; i < count; ++i)
-            rl::sgemm_on(lib, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f, a.data() + i * a_size, lda,
-                         b.data() + i * b_size, ldb, 0.f, c.data() + i * c_size, p.n);
+        for (size_t q = 0; q < ps.size(); ++q) {
+            const Product& p = ps[q];
+            const int64_t a_sets = p.a_sets > 0 ? p.a_sets : p.count;
+            const int64_t c_sets = p.c_sets > 0 ? p.c_sets : p.count;
+            const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
+            const rl::GemmLibrary l = lib ? *lib : rl::gemm_library_for(p.m, p.n, p.k);
+            for (int64_t i = 0; i < p.count; ++i)
+                rl::sgemm_on(l, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f,
+                             bufs[q].a.data() + (i % a_sets) * p.m * p.k, lda,
+                             bufs[q].b.data() + i * p.k * p.n, ldb, i < c_sets ? 0.f : 1.f,
+                             bufs[q].c.data() + (i % c_sets) * p.m * p.n, p.n);
+        }
         const double t =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
-        if (r) ms.push_back(t / static_cast<double>(count));
+        if (r) ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
 }
 
-// Per shape, the fastest library's median time and its name, and the time on the library the
-// kernels use for a product of that size (rl::gemm_library_for; cached: layers repeat shapes).
+// Per node and direction (its list of products: layers repeat them), the fastest library's
+// median time for the list and its name, and the time on the libraries the kernels use.
 struct RawGemm {
     struct Times {
         double fastest_ms = 1e30, chosen_ms = 0;
         std::string fastest;
     };
     int repeats = 5;
-    std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t>, Times> seen;
-    std::map<std::string, int> wins;  // products won per library
-    const Times& of(const Product& p) {
-        auto it = seen.find(p.key());
+    std::map<std::vector<decltype(Product{}.key())>, Times> seen;
+    std::map<std::string, int> wins;  // product lists won per library
+    const Times& of(const std::vector<Product>& ps) {
+        std::vector<decltype(Product{}.key())> key;
+        for (const Product& p : ps) key.push_back(p.key());
+        auto it = seen.find(key);
         if (it == seen.end()) {
             Times t;
             for (const rl::GemmLibraryInfo& i : rl::gemm_libraries()) {
                 if (!i.available) continue;
-                const double ms = time_product(i.library, p, repeats);
+                const double ms = time_products(i.library, ps, repeats);
                 if (ms < t.fastest_ms)
                     t.fastest_ms = ms, t.fastest = rl::gemm_library_name(i.library);
-                if (i.library == rl::gemm_library_for(p.m, p.n, p.k)) t.chosen_ms = ms;
             }
-            it = seen.emplace(p.key(), t).first;
+            t.chosen_ms = time_products(std::nullopt, ps, repeats);
+            it = seen.emplace(key, t).first;
             wins[t.fastest] += 1;
         }
         return it->second;
@@ -138,6 +197,21 @@ struct RawRow {
     double worst_fraction = 1e30;
     std::string worst_node;
 };
+
+// A network's short name in the tables: a preset's name ("resnet"), a model file's name without
+// its extension, or its folder's when the file is a generic "model.onnx" (zoo-check's cache).
+std::string network_label(const std::string& spec) {
+    const size_t colon = spec.find(':');
+    if (colon != std::string::npos && spec.find('/') == std::string::npos)
+        return spec.substr(0, colon);
+    std::string path = spec;
+    std::string base = path.substr(path.find_last_of('/') + 1);
+    if (base == "model.onnx" && path.find('/') != std::string::npos) {
+        path.resize(path.find_last_of('/'));
+        return path.substr(path.find_last_of('/') + 1);
+    }
+    return base.substr(0, base.rfind('.'));
+}
 
 const std::vector<std::string> kDefaultNetworks = {
     "mlp:depth=8,width=1024,batch=512",
@@ -195,7 +269,7 @@ int main(int argc, char** argv) {
                 const Node& node = g.node(n);
                 const OpDef& d = op_def(node.op);
                 const OpCost c = d.cost ? d.cost(g, node) : OpCost{};
-                const std::string where = node.name + " (" + spec.substr(0, spec.find(':')) + ")";
+                const std::string where = node.name + " (" + network_label(spec) + ")";
                 for (int dir = 0; dir < 2; ++dir) {
                     const double ms = dir == 0 ? measured.forward_ms(n) : measured.backward_ms(n);
                     const double flops = dir == 0 ? c.fwd_flops : c.bwd_flops;
@@ -216,13 +290,16 @@ int main(int argc, char** argv) {
                         r.worst_node = where;
                     }
                     total_ms += ms;
-                    if (node.op == OpKind::Linear || node.op == OpKind::MatMul) {
-                        double raw_ms = 0, chosen_ms = 0;
-                        for (const Product& p : products_of(g, node, dir)) {
-                            const RawGemm::Times& t = raw.of(p);
-                            raw_ms += t.fastest_ms * static_cast<double>(p.count);
-                            chosen_ms += t.chosen_ms * static_cast<double>(p.count);
-                        }
+                    const std::vector<Product> products = node.op == OpKind::Linear ||
+                                                                  node.op == OpKind::MatMul ||
+                                                                  node.op == OpKind::Conv2d
+                                                              ? products_of(g, node, dir)
+                                                              : std::vector<Product>{};
+                    double raw_ms = 0, chosen_ms = 0;  // the products alone: fastest, ours
+                    if (!products.empty()) {
+                        const RawGemm::Times& t = raw.of(products);
+                        raw_ms = t.fastest_ms;
+                        chosen_ms = t.chosen_ms;
                         RawRow& rr = raw_rows[std::string(d.name) + (dir == 0 ? " fwd" : " bwd")];
                         rr.layer_ms += ms;
                         rr.raw_ms += raw_ms;
@@ -233,11 +310,16 @@ int main(int argc, char** argv) {
                             rr.worst_node = where + " " + format_dims(g.output_of(n).shape);
                         }
                     }
-                    if (d.name == nodes_of)
-                        std::printf("%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)\n",
+                    if (d.name == nodes_of) {
+                        std::printf("%-40s %-22s %s %9.4f ms  %5.2f of roofline (%s)",
                                     where.c_str(), format_dims(g.output_of(n).shape).c_str(),
                                     dir == 0 ? "fwd" : "bwd", ms, roof / ms,
                                     compute_ms > memory_ms ? "GEMM" : "memory");
+                        if (raw_ms > 0)
+                            std::printf("  %5.2f of raw GEMM (%.4f ms; %.4f ms on ours)",
+                                        raw_ms / ms, raw_ms, chosen_ms);
+                        std::printf("\n");
+                    }
                 }
             }
         }
@@ -277,7 +359,7 @@ int main(int argc, char** argv) {
                 wins += (wins.empty() ? "" : ", ") + lib + " " + std::to_string(count);
             std::printf(
                 "\nGEMM layers against the raw GEMM of their own shapes, fastest library per "
-                "shape (%zu shapes; fastest: %s):\n",
+                "node (%zu distinct nodes; fastest: %s):\n",
                 raw.seen.size(), wins.c_str());
             if (markdown)
                 std::printf(

@@ -69,6 +69,14 @@ struct Conv2dGeometry {
         return (patch() + out_per_group()) * nb * oh * ow;
     }
 
+    // im2col and col2im go through a zero-padded copy of each channel's plane, on the stack,
+    // where the window's extent of the plane (padded_h × padded_w) fits kPaddedPlaneFloats (the
+    // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not.
+    static constexpr int64_t kPaddedPlaneFloats = 4096;
+    bool im2col_through_padded_plane() const {
+        return padded_h() * padded_w() <= kPaddedPlaneFloats;
+    }
+
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):
     // each block's input plane zero-padded and transposed, its output (forward) or output

@@ -169,6 +169,40 @@ TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
                "stride 3x2, no bias");
 }
 
+// im2col and col2im take a zero-padded copy of each plane where the window's extent fits on the
+// stack, and go row by row with bounds where it does not: both paths against the float64
+// reference and central differences, with padding, strides 1 and 2, and an output width that is
+// one of the compiled-in ones (8) and one that is not (5).
+TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
+    const ConvSpec small{.n = 2,
+                         .c = 2,
+                         .h = 8,
+                         .w = 8,
+                         .out = 3,
+                         .kh = 3,
+                         .kw = 3,
+                         .pt = 1,
+                         .pl = 1,
+                         .pb = 1,
+                         .pr = 1};
+    ConvSpec odd = small;
+    odd.w = 9, odd.sw = 2, odd.pr = 0;  // 5 columns out
+    ConvSpec large = small;
+    large.n = 1, large.c = 1, large.h = 66, large.w = 70;  // 68 × 72 padded: over 4096 floats
+    ConvSpec large_strided = large;
+    large_strided.sh = 2, large_strided.sw = 2;
+    for (const auto& [s, padded, what] :
+         {std::tuple{small, true, "8x8, padded copy"}, std::tuple{odd, true, "5 columns, stride 2"},
+          std::tuple{large, false, "66x70, row by row"},
+          std::tuple{large_strided, false, "66x70 stride 2, row by row"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        ASSERT_EQ(conv2d_geometry(c.g, c.n()).im2col_through_padded_plane(), padded);
+        check_conv(s, what);
+    }
+}
+
 // Small planes run several images per GEMM (Conv2dGeometry::images_per_gemm), their columns side
 // by side, with a shorter last chunk when the batch does not divide: a 3×3 grouped and a 1×1
 // convolution of 5 images in chunks of 3 + 2 and 4 + 1, forward against the float64 reference,
