@@ -171,8 +171,8 @@ TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
 
 // im2col and col2im take a zero-padded copy of each plane where the window's extent fits on the
 // stack, and go row by row with bounds where it does not: both paths against the float64
-// reference and central differences, with padding, strides 1 and 2, and an output width that is
-// one of the compiled-in ones (8) and one that is not (5).
+// reference and central differences, with padding, strides 1, 2 and 3, and output widths that
+// are compiled in (8) and that are not (9, 5, 3).
 TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     const ConvSpec small{.n = 2,
                          .c = 2,
@@ -185,14 +185,17 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
                          .pl = 1,
                          .pb = 1,
                          .pr = 1};
-    ConvSpec odd = small;
-    odd.w = 9, odd.sw = 2, odd.pr = 0;  // 5 columns out
+    ConvSpec wide = small, odd2 = small, odd3 = small;
+    wide.w = 9;                             // 9 columns out, stride 1
+    odd2.w = 10, odd2.sw = 2, odd2.pr = 0;  // 5 columns out
+    odd3.w = 10, odd3.sw = 3, odd3.pr = 0;  // 3 columns out, a stride not compiled in
     ConvSpec large = small;
     large.n = 1, large.c = 1, large.h = 66, large.w = 70;  // 68 × 72 padded: over 4096 floats
     ConvSpec large_strided = large;
     large_strided.sh = 2, large_strided.sw = 2;
     for (const auto& [s, padded, what] :
-         {std::tuple{small, true, "8x8, padded copy"}, std::tuple{odd, true, "5 columns, stride 2"},
+         {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
+          std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{large, false, "66x70, row by row"},
           std::tuple{large_strided, false, "66x70 stride 2, row by row"}}) {
         SCOPED_TRACE(what);
