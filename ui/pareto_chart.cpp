@@ -411,14 +411,19 @@ void ParetoChart::placeLabels() {
 QString ParetoChart::hoverText(QPointF pos) const {
     const QPointF at = chart()->mapFromScene(mapToScene(pos.toPoint()));
     constexpr double kReach = 9;  // pixels
-    const HoverPoint* best = nullptr;
-    double best_d = kReach * kReach;
+    // Every point under the cursor, nearest first: strategies that land on the same spot (equal
+    // peaks, recompute times within a pixel) are all named rather than one hiding the others.
+    std::vector<std::pair<double, const HoverPoint*>> near;
     for (const HoverPoint& h : hover_) {
         const QPointF p = chart()->mapToPosition(h.value);
         const double dx = p.x() - at.x(), dy = p.y() - at.y(), d = dx * dx + dy * dy;
-        if (d <= best_d) best_d = d, best = &h;
+        if (d <= kReach * kReach) near.emplace_back(d, &h);
     }
-    return best ? best->text : QString();
+    std::stable_sort(near.begin(), near.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    QStringList texts;
+    for (const auto& [d, h] : near) texts << h->text;
+    return texts.join(QStringLiteral("<hr>"));
 }
 
 void ParetoChart::mouseMoveEvent(QMouseEvent* event) {
