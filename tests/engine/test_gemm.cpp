@@ -61,6 +61,11 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
                             {ta, tb, dim(rng), dim(rng), dim(rng), pad(rng), alpha, beta});
     cases.push_back({false, true, 257, 129, 513, 0, 1.f, 0.f});  // past one cache block
     cases.push_back({true, false, 64, 3136, 576, 3, 1.f, 1.f});  // a convolution's shape
+    // A transposed A of a million floats or more against at most 8 columns (Eigen: its own
+    // few-columns kernel), with rows that are not a whole number of 16-row strips.
+    cases.push_back({true, false, 1030, 3, 1100, 2, 0.375f, 1.f});
+    cases.push_back({true, true, 1041, 8, 1031, 0, 1.f, 0.f});
+    cases.push_back({true, false, 2000, 1, 600, 1, 1.f, 0.f});
     ASSERT_FALSE(available().empty());
     for (GemmLibrary lib : available())
         for (const GemmCase& c : cases) {
@@ -120,6 +125,28 @@ TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
         }
     }
     set_cpu_threads(saved);
+}
+
+// Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
+// over k in order, one thread per part of C's rows: the same bits at any thread count.
+TEST(Gemm, FewColumnsOfATransposedAAreTheSameBitsAtAnyThreadCount) {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const int64_t m = 2100, n = 5, k = 700;
+    std::vector<float> a(m * k), b(k * n);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    const int saved = cpu_threads();
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2, 3}) {
+        set_cpu_threads(threads);
+        outs.emplace_back(m * n);
+        sgemm_on(GemmLibrary::Eigen, true, false, m, n, k, 1.f, a.data(), m, b.data(), n, 0.f,
+                 outs.back().data(), n);
+    }
+    set_cpu_threads(saved);
+    EXPECT_EQ(outs[0], outs[1]);
+    EXPECT_EQ(outs[0], outs[2]);
 }
 
 TEST(Gemm, UnknownNamesAreRefusedWithTheChoices) {
