@@ -61,6 +61,67 @@ BENCHMARK_CAPTURE(BM_RawGemm, eigen, GemmLibrary::Eigen)->Apply(LinearShapes);
 BENCHMARK_CAPTURE(BM_RawGemm, openblas, GemmLibrary::OpenBLAS)->Apply(LinearShapes);
 BENCHMARK_CAPTURE(BM_RawGemm, blis, GemmLibrary::BLIS)->Apply(LinearShapes);
 
+// One product shape that a layer runs, on one library, one thread: which library leads which
+// shape (the calibration chooses per class of shapes, engine/cpu/gemm.cpp).
+struct GemmShape {
+    const char* what;
+    bool ta, tb;
+    int64_t m, n, k;
+};
+const GemmShape kGemmShapes[] = {
+    {"linear_fwd_XWt_1024", false, true, 1024, 1024, 1024},
+    {"linear_dX_dYW_1024", false, false, 1024, 1024, 1024},
+    {"linear_dW_dYtX_1024", true, false, 1024, 1024, 1024},
+    {"vit_fwd_XWt_400x3072x768", false, true, 400, 3072, 768},
+    {"vit2_fwd_XWt_100x2304x768", false, true, 100, 2304, 768},
+    {"vit2_fwd_XWt_100x768x3072", false, true, 100, 768, 3072},
+    {"mlp512_fwd_XWt_512x1024x1024", false, true, 512, 1024, 1024},
+    {"tf256_fwd_XWt_1024x768x256", false, true, 1024, 768, 256},
+    {"tf256_fwd_XWt_1024x256x1024", false, true, 1024, 256, 1024},
+    {"vit_dW_dYtX_3072x768x400", true, false, 3072, 768, 400},
+    {"alexnet_fc1_fwd_XWt_2x4096x9216", false, true, 2, 4096, 9216},
+    {"alexnet_fc1_dX_dYW_2x9216x4096", false, false, 2, 9216, 4096},
+    {"alexnet_fc1_dW_dYtX_4096x9216x2", true, false, 4096, 9216, 2},
+    {"conv56_fwd_Wcols", false, false, 64, 3136, 576},
+    {"conv56_dcols_WtdY", true, false, 576, 3136, 64},
+    {"conv56_dW_dYcolst", false, true, 64, 576, 3136},
+    {"conv14_fwd_Wcols", false, false, 256, 196, 2304},
+    {"conv14_dcols_WtdY", true, false, 2304, 196, 256},
+    {"conv14_dW_dYcolst", false, true, 256, 2304, 196},
+    {"conv7_dW_dYcolst", false, true, 512, 4608, 49},
+};
+
+void BM_GemmShape(benchmark::State& state, GemmLibrary lib) {
+    const GemmShape& s = kGemmShapes[state.range(0)];
+    state.SetLabel(s.what);
+    set_cpu_threads(1);
+    bool available = false;
+    for (const GemmLibraryInfo& i : gemm_libraries())
+        if (i.library == lib) available = i.available;
+    if (!available) {
+        state.SkipWithError("library not available here");
+        for (auto _ : state) {
+        }
+        return;
+    }
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    RowMat a = RowMat::Random(s.m, s.k), b = RowMat::Random(s.k, s.n), c(s.m, s.n);
+    for (auto _ : state) {
+        sgemm_on(lib, s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(),
+                 s.n);
+        benchmark::DoNotOptimize(c.data());
+    }
+    state.counters["GFLOPs"] =
+        benchmark::Counter(2.0 * s.m * s.n * s.k, benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::kIs1000);
+}
+void GemmShapes(benchmark::internal::Benchmark* b) {
+    b->DenseRange(0, std::size(kGemmShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_GemmShape, eigen, GemmLibrary::Eigen)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_GemmShape, openblas, GemmLibrary::OpenBLAS)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_GemmShape, blis, GemmLibrary::BLIS)->Apply(GemmShapes);
+
 // Our linear kernel (with bias) forward + backward through the CPU backend, on the library the
 // machine's calibration chose (or REMATLAB_GEMM): its counter names it.
 void BM_LinearForwardBackward(benchmark::State& state) {

@@ -16,13 +16,18 @@
 // ones (attention's per-head products, a 7×7 window's, late convolutions on small planes), timed
 // on shapes of their own: the libraries rank differently there (on an AVX2 machine BLIS led
 // OpenBLAS by 15-23 % on attention's products where OpenBLAS led on the layers' large ones).
+// They choose a third time for thin products (is_thin_gemm: at most 4 rows or 8 columns against
+// an operand of a million floats or more; a classifier at batch 2, a 1×1 convolution on a 2×2
+// plane), which stream that operand once and are bound by memory, not FMAs: on AVX2 kernels
+// OpenBLAS ran AlexNet's first classifier layer ([2 × 9216] · [4096 × 9216]ᵀ) in 17 ms where
+// BLIS took 7 and Eigen 9, while leading the large products (2026-12-04).
 // A library named by steps 1 or 2 serves every size, except that REMATLAB_GEMM_SMALL (eigen,
 // openblas or blis) names the one for small products whatever chose the other.
 // Processes calibrating at once take a file lock, so every process of a machine agrees.
-// The choice never changes within a process, and a product's size alone says which of the two
-// serves it: each library is deterministic at a fixed thread count (static partitioning, its own
-// packing), so a product of given operands gives the same bits every time it runs, and gradients
-// stay bitwise equal across strategies whichever libraries serve them.
+// The choice never changes within a process, and a product's shape alone says which of the
+// three serves it: each library is deterministic at a fixed thread count (static partitioning, its
+// own packing), so a product of given operands gives the same bits every time it runs, and
+// gradients stay bitwise equal across strategies whichever libraries serve them.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,18 +60,25 @@ const std::vector<GemmLibraryInfo>& gemm_libraries();
 constexpr double kSmallGemmFlops = 16e6;
 const char* small_gemm_label();  // "16 MFLOP": the bound as every text names it
 
+// Thin: at most kThinRows rows (m) or kThinColumns columns (n) against an operand of
+// kThinOperandFloats or more (op(B) for few rows, A for few columns), whatever its FLOPs.
+constexpr int64_t kThinRows = 4, kThinColumns = 8, kThinOperandFloats = int64_t{1} << 20;
+bool is_thin_gemm(int64_t m, int64_t n, int64_t k);
+const char* thin_gemm_label();  // "at most 4 rows or 8 columns": as every text names the class
+
 struct GemmRate {
     GemmLibrary library = GemmLibrary::Eigen;
     double gflops = 0;  // geometric mean over the calibration shapes
 };
 
 struct GemmRates {
-    std::vector<GemmRate> large, small;  // per available library, on each class's shapes
+    std::vector<GemmRate> large, small, thin;  // per available library, on each class's shapes
 };
 
 struct GemmChoice {
     GemmLibrary library = GemmLibrary::Eigen;        // products of kSmallGemmFlops or more
     GemmLibrary small_library = GemmLibrary::Eigen;  // products under it
+    GemmLibrary thin_library = GemmLibrary::Eigen;   // thin products, of any size (is_thin_gemm)
     std::string how;  // "--gemm", "REMATLAB_GEMM", "calibrated now", "cached calibration (date)"
     int threads = 1;  // the thread count of the calibration (0 when not calibrated)
     GemmRates rates;  // the calibration's figures, when one decided
@@ -83,7 +95,7 @@ void select_gemm(const std::string& name);
 const GemmChoice& gemm_choice();
 
 // Times every available library now at `threads` threads (0: the current setting) on the
-// calibration shapes of both classes; does not change the choice or the cache.
+// calibration shapes of all three classes; does not change the choice or the cache.
 GemmRates calibrate_gemm(int threads = 0);
 
 // The library that serves an m × n × k product in this process (choosing now if nothing has).

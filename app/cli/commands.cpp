@@ -350,10 +350,11 @@ std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::stri
 
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
                           int threads, int repeat, uint64_t cap) {
-    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}, {}};
+    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}, {}, {}};
     if (!g.plan_only()) {
         ctx.gemm = gemm_library_name(gemm_choice().library);
         ctx.gemm_small = gemm_library_name(gemm_choice().small_library);
+        ctx.gemm_thin = gemm_library_name(gemm_choice().thin_library);
     }
     return ctx;
 }
@@ -628,11 +629,16 @@ int gemm_command(const GemmOptions& opt) {
     };
     auto rate_of = [&](GemmLibrary lib) { return rate_in(rates.large, lib); };
     auto small_rate_of = [&](GemmLibrary lib) { return rate_in(rates.small, lib); };
+    auto thin_rate_of = [&](GemmLibrary lib) { return rate_in(rates.thin, lib); };
     if (opt.json) {
         nlohmann::json j;
         j["chosen"] = gemm_library_name(choice.library);
         j["small_products"] = {{"chosen", gemm_library_name(choice.small_library)},
                                {"below_flops", kSmallGemmFlops}};
+        j["thin_products"] = {{"chosen", gemm_library_name(choice.thin_library)},
+                              {"max_rows", kThinRows},
+                              {"max_columns", kThinColumns},
+                              {"min_operand_floats", kThinOperandFloats}};
         j["how"] = choice.how;
         j["threads"] = threads;
         j["build"] = build_instruction_set();
@@ -644,6 +650,7 @@ int gemm_command(const GemmOptions& opt) {
             if (!i.available) l["why_not"] = i.why_not;
             if (auto r = rate_of(i.library)) l["gflops"] = *r;
             if (auto r = small_rate_of(i.library)) l["small_gflops"] = *r;
+            if (auto r = thin_rate_of(i.library)) l["thin_gflops"] = *r;
             j["libraries"].push_back(l);
         }
         std::cout << j.dump() << '\n';
@@ -653,10 +660,12 @@ int gemm_command(const GemmOptions& opt) {
               << "  (this build's own kernels, Eigen's included: " << build_instruction_set()
               << ")\n";
     if (!choice.cache_note.empty()) std::cout << "  (" << choice.cache_note << ")\n";
-    // * marks the library of large products, + that of products under kSmallGemmFlops.
+    // * marks the library of large products, + that of products under kSmallGemmFlops, ~ that
+    // of thin ones.
     for (const GemmLibraryInfo& i : gemm_libraries()) {
         std::cout << "  " << (i.library == choice.library ? '*' : ' ')
-                  << (i.library == choice.small_library ? '+' : ' ') << std::left << std::setw(9)
+                  << (i.library == choice.small_library ? '+' : ' ')
+                  << (i.library == choice.thin_library ? '~' : ' ') << std::left << std::setw(9)
                   << gemm_library_name(i.library);
         if (!i.available) {
             std::cout << "not available: " << i.why_not << '\n';
@@ -668,9 +677,12 @@ int gemm_command(const GemmOptions& opt) {
             std::cout << ": " << std::fixed << std::setprecision(1) << *r << " GFLOP/s";
         if (auto r = small_rate_of(i.library))
             std::cout << ", " << *r << " GFLOP/s under " << small_gemm_label();
+        if (auto r = thin_rate_of(i.library)) std::cout << ", " << *r << " GFLOP/s thin";
         std::cout << '\n';
     }
-    std::cout << "  (* serves products of " << small_gemm_label() << " and more, + smaller ones)\n";
+    std::cout << "  (* serves products of " << small_gemm_label() << " and more, + smaller ones, ~ "
+              << "thin ones: " << thin_gemm_label() << " against an operand of "
+              << (kThinOperandFloats >> 20) << "M floats or more, of any size)\n";
     if (opt.calibrate)
         std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
                   << ": geometric mean over each class's calibration shapes "

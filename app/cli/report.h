@@ -21,6 +21,7 @@ struct ReportContext {
     uint64_t cap = 0;
     std::string gemm;        // the GEMM library that ran the kernels (engine/gemm.h); "" plan-only
     std::string gemm_small;  // the one that ran products under kSmallGemmFlops
+    std::string gemm_thin;   // the one that ran thin products (is_thin_gemm)
 };
 
 // One strategy's outcome in `compare`: an evaluation, or why there is none.

@@ -18,6 +18,7 @@ nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
     j["cost_model"] = ctx.cost_model;
     if (!ctx.gemm.empty()) j["gemm"] = ctx.gemm;
     if (!ctx.gemm_small.empty()) j["gemm_small"] = ctx.gemm_small;
+    if (!ctx.gemm_thin.empty()) j["gemm_thin"] = ctx.gemm_thin;
     return j;
 }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/report.h"
 #include "engine/errors.h"
@@ -13,10 +15,17 @@ namespace rl::cli {
 
 namespace {
 
-// "eigen", or "openblas (blis under 16 MFLOP)" when small products run on another library.
+// "eigen", or "openblas (blis under 16 MFLOP; eigen thin)" when small or thin products run on
+// another library.
 std::string gemm_text(const ReportContext& ctx) {
-    if (ctx.gemm_small.empty() || ctx.gemm_small == ctx.gemm) return ctx.gemm;
-    return ctx.gemm + " (" + ctx.gemm_small + " under " + small_gemm_label() + ")";
+    std::vector<std::string> others;
+    if (!ctx.gemm_small.empty() && ctx.gemm_small != ctx.gemm)
+        others.push_back(ctx.gemm_small + " under " + small_gemm_label());
+    if (!ctx.gemm_thin.empty() && ctx.gemm_thin != ctx.gemm)
+        others.push_back(ctx.gemm_thin + " thin");
+    std::string text = ctx.gemm;
+    for (size_t i = 0; i < others.size(); ++i) text += (i ? "; " : " (") + others[i];
+    return others.empty() ? text : text + ")";
 }
 
 // Each row's message (why it failed or does not apply), under the table after a blank line.

@@ -236,8 +236,8 @@ void eigen_rows_product(MMap& c, const A& a, const B& b, float alpha, float beta
 // Products of at most kFewRows rows against a large operand go row by row: Eigen's blocked
 // product took 442 ms for VGG's classifier input gradient at batch 2 (dY [2, 4096] · W [4096,
 // 25088]) against OpenBLAS's 48, and its forward 66 ms against 39 row by row (docs/onnx.md).
-constexpr int64_t kFewRows = 4;
-constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
+constexpr int64_t kFewRows = kThinRows;
+constexpr int64_t kFewRowsMinOperand = kThinOperandFloats;  // floats of op(B)
 
 // Products of a transposed A (stored [k, m]) and at most kFewColumns columns of op(B), against a
 // large A: Eigen packs all of A for a few columns of use. A 1×1 convolution's input gradient on
@@ -245,7 +245,7 @@ constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
 // Eigen against 0.74 on OpenBLAS (one thread, 2026-12-04). Here 16 rows of C at a time are 16
 // lanes of n accumulators; A is read once, a strip of 16 of its columns per p, and each element
 // of C is Σ_p in order, whatever the thread count.
-constexpr int64_t kFewColumns = 8;
+constexpr int64_t kFewColumns = kThinColumns;
 constexpr int64_t kStripRows = 16;
 typedef float Strip __attribute__((vector_size(kStripRows * sizeof(float))));
 
@@ -401,8 +401,18 @@ struct Shape3 {
 // 2026-12-04: on AVX2 kernels BLIS ran those of late stages (a short K: 64 to 196 columns) 26-40 %
 // slower than OpenBLAS while leading the other large shapes by 1-2 %, and the calibration without
 // them had chosen BLIS by that margin for every convolution's backward (docs/benchmarks.md).
-constexpr int kCalibrationShapesRevision = 2;  // in the cache key: a new set calibrates again
-const std::vector<Shape3>& calibration_shapes(bool small) {
+// Thin (is_thin_gemm), added on 2026-12-04: a classifier's forward and input gradient at batch 2
+// against a 32 MB weight, a 1×1 convolution's input gradient and a 3×3 convolution's forward on
+// a 2×2 plane at batch 2 (8 and 9 MB weights).
+constexpr int kCalibrationShapesRevision = 3;  // in the cache key: a new set calibrates again
+enum class ShapeClass { Large, Small, Thin };
+const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
+    static const std::vector<Shape3> thin = {{false, true, 2, 4096, 2048, 1},
+                                             {false, false, 2, 2048, 4096, 1},
+                                             {true, false, 1024, 8, 2048, 1},
+                                             {false, false, 512, 8, 4608, 1}};
+    if (which == ShapeClass::Thin) return thin;
+    const bool small = which == ShapeClass::Small;
     static const std::vector<Shape3> large = {
         {false, true, 1024, 1024, 1024, 1}, {true, false, 512, 512, 2048, 1},
         {false, false, 64, 3136, 576, 2},   {true, false, 576, 3136, 64, 2},
@@ -540,8 +550,8 @@ GemmChoice calibrated_choice() {
         }
     }
     if (!doc.is_object()) doc = nlohmann::json::object();
-    // An entry names both choices and their rates; one from before small products were chosen
-    // apart (no "small_library") is calibrated again.
+    // An entry names the three choices and their rates; one from before small or thin products
+    // were chosen apart (no "small_library" or "thin_library") is calibrated again.
     auto usable = [](const nlohmann::json& e, const char* field) {
         const auto lib = library_by_name(e.value(field, ""));
         return lib && info_of(*lib).available ? lib : std::nullopt;
@@ -558,11 +568,14 @@ GemmChoice calibrated_choice() {
     if (doc.contains("entries") && doc["entries"].is_array()) {
         for (const auto& e : doc["entries"]) {
             if (!e.is_object() || e.value("key", "") != key) continue;
-            const auto lib = usable(e, "library"), small = usable(e, "small_library");
-            if (!lib || !small) continue;
-            ch.rates = {rates_of(e, "gflops"), rates_of(e, "small_gflops")};
+            const auto lib = usable(e, "library"), small = usable(e, "small_library"),
+                       thin = usable(e, "thin_library");
+            if (!lib || !small || !thin) continue;
+            ch.rates = {rates_of(e, "gflops"), rates_of(e, "small_gflops"),
+                        rates_of(e, "thin_gflops")};
             ch.library = *lib;
             ch.small_library = *small;
+            ch.thin_library = *thin;
             ch.how = "cached calibration of " + e.value("date", std::string("?"));
             found = true;
             break;
@@ -572,11 +585,13 @@ GemmChoice calibrated_choice() {
         ch.rates = calibrate_gemm(ch.threads);
         ch.library = best_of(ch.rates.large);
         ch.small_library = best_of(ch.rates.small);
+        ch.thin_library = best_of(ch.rates.thin);
         ch.how = "calibrated now";
         if (!path.empty()) {
             nlohmann::json entry = {{"key", key},
                                     {"library", gemm_library_name(ch.library)},
                                     {"small_library", gemm_library_name(ch.small_library)},
+                                    {"thin_library", gemm_library_name(ch.thin_library)},
                                     {"date", today_utc()},
                                     {"threads", ch.threads}};
             for (const GemmRate& r : ch.rates.large)
@@ -584,6 +599,8 @@ GemmChoice calibrated_choice() {
             for (const GemmRate& r : ch.rates.small)
                 entry["small_gflops"][gemm_library_name(r.library)] =
                     std::round(r.gflops * 10) / 10;
+            for (const GemmRate& r : ch.rates.thin)
+                entry["thin_gflops"][gemm_library_name(r.library)] = std::round(r.gflops * 10) / 10;
             nlohmann::json entries = nlohmann::json::array();
             if (doc.contains("entries") && doc["entries"].is_array())
                 for (const auto& e : doc["entries"])
@@ -609,11 +626,12 @@ struct State {
     std::mutex mu;
     std::optional<GemmChoice> choice;
     std::string requested;  // select_gemm's name, "" when none
-    std::atomic<int> library{-1}, small_library{-1};
+    std::atomic<int> library{-1}, small_library{-1}, thin_library{-1};
     std::atomic<bool> used{false};
     void adopt(GemmChoice ch) {
         choice = std::move(ch);
         small_library = static_cast<int>(choice->small_library);
+        thin_library = static_cast<int>(choice->thin_library);
         library = static_cast<int>(choice->library);
     }
 };
@@ -642,7 +660,7 @@ GemmChoice choose(const std::string& requested, const std::string& how) {
         throw Error("GEMM library '" + requested + "' (from " + how +
                     ") is not available here: " + info.why_not);
     GemmChoice ch;
-    ch.library = ch.small_library = lib;
+    ch.library = ch.small_library = ch.thin_library = lib;
     ch.how = "set by " + how;
     ch.threads = 0;
     return ch;
@@ -687,9 +705,11 @@ GemmRates calibrate_gemm(int threads) {
     std::vector<GemmLibrary> libs;
     for (const GemmLibraryInfo& info : gemm_libraries())
         if (info.available) libs.push_back(info.library);
-    std::vector<Shape3> shapes = calibration_shapes(false);
+    std::vector<Shape3> shapes = calibration_shapes(ShapeClass::Large);
     const size_t large = shapes.size();
-    for (const Shape3& s : calibration_shapes(true)) shapes.push_back(s);
+    for (const Shape3& s : calibration_shapes(ShapeClass::Small)) shapes.push_back(s);
+    const size_t small = shapes.size();
+    for (const Shape3& s : calibration_shapes(ShapeClass::Thin)) shapes.push_back(s);
     std::vector<Operands> operands;
     for (const Shape3& s : shapes) operands.emplace_back(s);
     // Rounds alternate the libraries, so a busy moment of the machine lands on all of them; the
@@ -725,7 +745,8 @@ GemmRates calibrate_gemm(int threads) {
     GemmRates rates;
     for (size_t li = 0; li < libs.size(); ++li) {
         rates.large.push_back({libs[li], mean_rate(li, 0, large)});
-        rates.small.push_back({libs[li], mean_rate(li, large, shapes.size())});
+        rates.small.push_back({libs[li], mean_rate(li, large, small)});
+        rates.thin.push_back({libs[li], mean_rate(li, small, shapes.size())});
     }
     if (threads > 0 && threads != saved) set_cpu_threads(saved);
     return rates;
@@ -742,6 +763,9 @@ std::string GemmChoice::summary() const {
     if (small_library != library)
         o << ", products under " << small_gemm_label() << " " << gemm_library_name(small_library)
           << " (" << info_of(small_library).version << ")";
+    if (thin_library != library)
+        o << ", thin products (" << thin_gemm_label() << ") " << gemm_library_name(thin_library)
+          << " (" << info_of(thin_library).version << ")";
     o << ", " << how;
     if (!rates.large.empty()) {
         o << " at " << threads << (threads == 1 ? " thread:" : " threads:");
@@ -749,6 +773,10 @@ std::string GemmChoice::summary() const {
         if (!rates.small.empty()) {
             o << "; under " << small_gemm_label() << ":";
             list(rates.small);
+        }
+        if (!rates.thin.empty()) {
+            o << "; thin:";
+            list(rates.thin);
         }
     }
     return o.str();
@@ -775,7 +803,8 @@ void select_gemm(const std::string& name) {
     if (s.choice && s.used) {
         const bool same = name == "auto" ? s.requested.empty() || s.requested == "auto"
                                          : name == gemm_library_name(s.choice->library) &&
-                                               s.choice->small_library == s.choice->library;
+                                               s.choice->small_library == s.choice->library &&
+                                               s.choice->thin_library == s.choice->library;
         if (same) return;
         throw Error("the GEMM library is chosen once per process and " +
                     std::string(gemm_library_name(s.choice->library)) +
@@ -814,15 +843,30 @@ bool is_small(int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
+bool is_thin_gemm(int64_t m, int64_t n, int64_t k) {
+    return (m <= kThinRows && n * k >= kThinOperandFloats) ||
+           (n <= kThinColumns && m * k >= kThinOperandFloats);
+}
+
+const char* thin_gemm_label() {
+    static const std::string label = "at most " + std::to_string(kThinRows) + " rows or " +
+                                     std::to_string(kThinColumns) + " columns";
+    return label.c_str();
+}
+
 GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k) {
     const GemmChoice& ch = gemm_choice();
-    return is_small(m, n, k) ? ch.small_library : ch.library;
+    return is_thin_gemm(m, n, k) ? ch.thin_library
+           : is_small(m, n, k)   ? ch.small_library
+                                 : ch.library;
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     State& s = state();
-    std::atomic<int>& which = is_small(m, n, k) ? s.small_library : s.library;
+    std::atomic<int>& which = is_thin_gemm(m, n, k) ? s.thin_library
+                              : is_small(m, n, k)   ? s.small_library
+                                                    : s.library;
     int lib = which.load(std::memory_order_acquire);
     if (lib < 0) {
         gemm_choice();

@@ -1092,6 +1092,10 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     // Products under 16 MFLOP are chosen apart, on their own shapes, and cached beside.
     EXPECT_EQ(first["small_products"]["below_flops"], 16e6) << r.out;
     EXPECT_EQ(cached["entries"][0]["small_library"], first["small_products"]["chosen"]);
+    // So are thin products (a few rows or columns against a large operand).
+    EXPECT_EQ(first["thin_products"]["max_rows"], 4) << r.out;
+    EXPECT_EQ(first["thin_products"]["max_columns"], 8) << r.out;
+    EXPECT_EQ(cached["entries"][0]["thin_library"], first["thin_products"]["chosen"]);
     int available = 0;
     for (const json& l : first["libraries"]) {
         if (!l["available"]) {
@@ -1104,6 +1108,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
         ++available;
         EXPECT_TRUE(cached["entries"][0]["gflops"].contains(l["name"])) << l;
         EXPECT_TRUE(cached["entries"][0]["small_gflops"].contains(l["name"])) << l;
+        EXPECT_TRUE(cached["entries"][0]["thin_gflops"].contains(l["name"])) << l;
     }
     EXPECT_GE(available, 1);
 
@@ -1112,10 +1117,12 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     json second = json::parse(r.out);
     EXPECT_EQ(second["chosen"], first["chosen"]);
     EXPECT_EQ(second["small_products"]["chosen"], first["small_products"]["chosen"]);
+    EXPECT_EQ(second["thin_products"]["chosen"], first["thin_products"]["chosen"]);
     EXPECT_EQ(second["how"].get<std::string>().rfind("cached calibration of ", 0), 0u) << r.out;
 
-    // The cache's two choices are what a process runs on: with two libraries here, one for
-    // each class, a run reports both and `gemm` marks both.
+    // The cache's three choices are what a process runs on: with two libraries here, one for
+    // large products and thin ones, the other for small ones, a run reports them and `gemm`
+    // marks them; with a third, thin products get it.
     std::vector<std::string> names;
     for (const json& l : first["libraries"])
         if (l["available"]) names.push_back(l["name"]);
@@ -1123,18 +1130,37 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
         json mixed = cached;
         mixed["entries"][0]["library"] = names[0];
         mixed["entries"][0]["small_library"] = names[1];
+        const std::string thin = names.size() >= 3 ? names[2] : names[0];
+        mixed["entries"][0]["thin_library"] = thin;
         write_file(file, mixed.dump());
         r = run({"gemm", "--json", "--threads", "1"});
         ASSERT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(json::parse(r.out)["chosen"], names[0]) << r.out;
         EXPECT_EQ(json::parse(r.out)["small_products"]["chosen"], names[1]) << r.out;
+        EXPECT_EQ(json::parse(r.out)["thin_products"]["chosen"], thin) << r.out;
         r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--threads", "1", "--json"});
         ASSERT_EQ(r.code, 0) << r.err;
         EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], names[0]);
         EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm_small"], names[1]);
+        EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm_thin"], thin);
         r = run({"--version"});
         EXPECT_NE(r.out.find("products under 16 MFLOP " + names[1]), std::string::npos) << r.out;
+        EXPECT_EQ(
+            r.out.find("thin products (at most 4 rows or 8 columns) " + thin) != std::string::npos,
+            thin != names[0])
+            << r.out;
+        r = run({"gemm", "--threads", "1"});
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_NE(r.out.find("~" + thin), std::string::npos) << r.out;
     }
+    // So is one from before thin products were chosen apart (no thin_library).
+    json no_thin = cached;
+    no_thin["entries"][0].erase("thin_library");
+    write_file(file, no_thin.dump());
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["how"], "calibrated now") << r.out;
+    EXPECT_TRUE(json::parse(read_bytes(file))["entries"][0].contains("thin_library"));
     // An entry from before the two classes (no small_library) is calibrated again.
     json old = cached;
     old["entries"][0].erase("small_library");

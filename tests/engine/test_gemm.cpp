@@ -4,9 +4,11 @@
 // GemmLibrary.* ctest entries (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -102,29 +104,46 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
 }
 
 // The bitwise invariant rests on this: the same product, run again, gives the same bits, at the
-// thread count the suite runs with and at two threads, on every library.
+// thread count the suite runs with and at two threads, on every library: a large product and a
+// thin one (2 rows against 1.2 M floats), which any library may serve (is_thin_gemm).
 TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    const int64_t m = 300, n = 280, k = 310;
-    std::vector<float> a(m * k), b(k * n);
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
     const int saved = cpu_threads();
-    for (int threads : {1, 2}) {
-        set_cpu_threads(threads);
-        for (GemmLibrary lib : available()) {
-            std::vector<float> first(m * n), again(m * n);
-            sgemm_on(lib, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, first.data(),
-                     n);
-            for (int rep = 0; rep < 3; ++rep) {
+    for (const auto& [m, n, k] : {std::array<int64_t, 3>{300, 280, 310}, {2, 2000, 600}}) {
+        std::vector<float> a(m * k), b(k * n);
+        for (float& x : a) x = u(rng);
+        for (float& x : b) x = u(rng);
+        for (int threads : {1, 2}) {
+            set_cpu_threads(threads);
+            for (GemmLibrary lib : available()) {
+                std::vector<float> first(m * n), again(m * n);
                 sgemm_on(lib, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f,
-                         again.data(), n);
-                ASSERT_EQ(first, again) << gemm_library_name(lib) << " at " << threads;
+                         first.data(), n);
+                for (int rep = 0; rep < 3; ++rep) {
+                    sgemm_on(lib, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f,
+                             again.data(), n);
+                    ASSERT_EQ(first, again)
+                        << gemm_library_name(lib) << " at " << threads << " threads, m " << m;
+                }
             }
         }
     }
     set_cpu_threads(saved);
+}
+
+// Thin products are chosen apart (engine/gemm.h): at most 4 rows or 8 columns against an operand
+// of 2^20 floats or more, whatever their FLOPs.
+TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
+    EXPECT_TRUE(is_thin_gemm(2, 4096, 9216));  // a classifier at batch 2
+    EXPECT_TRUE(is_thin_gemm(4, 1024, 1024));
+    EXPECT_FALSE(is_thin_gemm(5, 1024, 1024));  // five rows
+    EXPECT_FALSE(is_thin_gemm(4, 1000, 1000));  // an operand under 2^20 floats
+    EXPECT_TRUE(is_thin_gemm(1024, 8, 2048));   // a 1×1 conv's input gradient on 2×2 planes
+    EXPECT_FALSE(is_thin_gemm(1024, 9, 2048));  // nine columns
+    EXPECT_FALSE(is_thin_gemm(1000, 8, 1000));  // A under 2^20 floats
+    EXPECT_FALSE(is_thin_gemm(1024, 1024, 2));  // an outer product: short k, not thin
+    EXPECT_NE(std::string(thin_gemm_label()).find("4 rows or 8 columns"), std::string::npos);
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
@@ -196,6 +215,10 @@ TEST(Gemm, TheChoiceIsFixedOnceAGemmHasRun) {
         return;
     }
     EXPECT_EQ(gemm_choice().library, libs[1]);
+    // A library named serves every class, thin products included.
+    EXPECT_EQ(gemm_choice().small_library, libs[1]);
+    EXPECT_EQ(gemm_choice().thin_library, libs[1]);
+    EXPECT_EQ(gemm_library_for(2, 4096, 2048), libs[1]);
     float a = 2, b = 3, c = 0;
     sgemm(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1);
     EXPECT_EQ(c, 6.f);
