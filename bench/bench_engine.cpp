@@ -27,20 +27,22 @@ void LinearShapes(benchmark::internal::Benchmark* b) {
     b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+// One thread, and whether `lib` is installed here (if not, the benchmark says so and is skipped).
+bool ready_on_one_thread(benchmark::State& state, GemmLibrary lib) {
+    set_cpu_threads(1);
+    for (const GemmLibraryInfo& i : gemm_libraries())
+        if (i.library == lib && i.available) return true;
+    state.SkipWithError("library not available here");
+    for (auto _ : state) {
+    }
+    return false;
+}
+
 // The three GEMMs of a linear layer's step (Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X), raw, on one
 // library (engine/gemm.h: Eigen, OpenBLAS, BLIS; a library not installed is skipped).
 void BM_RawGemm(benchmark::State& state, GemmLibrary lib) {
     const int64_t n = state.range(0), in = state.range(1), out = state.range(2);
-    set_cpu_threads(1);
-    bool available = false;
-    for (const GemmLibraryInfo& i : gemm_libraries())
-        if (i.library == lib) available = i.available;
-    if (!available) {
-        state.SkipWithError("library not available here");
-        for (auto _ : state) {
-        }
-        return;
-    }
+    if (!ready_on_one_thread(state, lib)) return;
     RowMat x = RowMat::Random(n, in), w = RowMat::Random(out, in), dy = RowMat::Random(n, out);
     RowMat y(n, out), dx(n, in), dw(out, in);
     for (auto _ : state) {
@@ -94,16 +96,7 @@ const GemmShape kGemmShapes[] = {
 void BM_GemmShape(benchmark::State& state, GemmLibrary lib) {
     const GemmShape& s = kGemmShapes[state.range(0)];
     state.SetLabel(s.what);
-    set_cpu_threads(1);
-    bool available = false;
-    for (const GemmLibraryInfo& i : gemm_libraries())
-        if (i.library == lib) available = i.available;
-    if (!available) {
-        state.SkipWithError("library not available here");
-        for (auto _ : state) {
-        }
-        return;
-    }
+    if (!ready_on_one_thread(state, lib)) return;
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     RowMat a = RowMat::Random(s.m, s.k), b = RowMat::Random(s.k, s.n), c(s.m, s.n);
     for (auto _ : state) {
