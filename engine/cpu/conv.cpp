@@ -127,17 +127,13 @@ template <int OW, int SW>
 void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
                    bool accumulate) {
     const Window2d& w = g.win;
-    const int64_t hp = g.padded_h(), wp = g.padded_w(), ow_n = OW ? OW : g.ow, sw = SW ? SW : w.sw;
+    const int64_t wp = g.padded_w(), ow_n = OW ? OW : g.ow, sw = SW ? SW : w.sw;
     const PlaneInside in = plane_inside(g);
     parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
         float P[kPaddedPlaneMax];
         float* dxc = dx + c * g.h * g.w;
         if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
-        for (int64_t k = 0; k < hp * wp; ++k) P[k] = 0.0f;
-        for (int64_t r = in.r0; r < in.r1; ++r) {  // the sums start from dx, as on the direct path
-            const float* d = dxc + (r - w.pad_top) * g.w - w.pad_left;
-            for (int64_t q = in.q0; q < in.q1; ++q) P[r * wp + q] = d[q];
-        }
+        pad_plane(dxc, g, P);  // the sums start from dx, as on the direct path
         for (int64_t i = 0; i < w.kh; ++i)
             for (int64_t j = 0; j < w.kw; ++j) {
                 const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;

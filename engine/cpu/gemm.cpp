@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -407,21 +408,53 @@ struct Shape3 {
 constexpr int kCalibrationShapesRevision = 3;  // in the cache key: a new set calibrates again
 enum class ShapeClass { Large, Small, Thin };
 const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
-    static const std::vector<Shape3> thin = {{false, true, 2, 4096, 2048, 1},
-                                             {false, false, 2, 2048, 4096, 1},
-                                             {true, false, 1024, 8, 2048, 1},
-                                             {false, false, 512, 8, 4608, 1}};
-    if (which == ShapeClass::Thin) return thin;
-    const bool small = which == ShapeClass::Small;
     static const std::vector<Shape3> large = {
         {false, true, 1024, 1024, 1024, 1}, {true, false, 512, 512, 2048, 1},
         {false, false, 64, 3136, 576, 2},   {true, false, 576, 3136, 64, 2},
         {false, true, 64, 576, 3136, 2},    {false, true, 256, 2304, 196, 1}};
-    static const std::vector<Shape3> little = {
+    static const std::vector<Shape3> small = {
         {false, true, 128, 128, 64, 32}, {false, false, 128, 64, 128, 32},
         {true, false, 128, 64, 128, 32}, {false, false, 49, 32, 49, 128},
         {false, false, 64, 196, 576, 8}, {false, true, 64, 576, 196, 8}};
-    return small ? little : large;
+    static const std::vector<Shape3> thin = {{false, true, 2, 4096, 2048, 1},
+                                             {false, false, 2, 2048, 4096, 1},
+                                             {true, false, 1024, 8, 2048, 1},
+                                             {false, false, 512, 8, 4608, 1}};
+    switch (which) {
+        case ShapeClass::Small:
+            return small;
+        case ShapeClass::Thin:
+            return thin;
+        default:
+            return large;
+    }
+}
+
+// Each class's choice and rates in GemmChoice, and their names in a cache entry.
+struct ClassFields {
+    ShapeClass shapes;
+    GemmLibrary GemmChoice::*library;
+    std::vector<GemmRate> GemmRates::*rates;
+    const char* library_key;
+    const char* rates_key;
+};
+constexpr ClassFields kClasses[] = {
+    {ShapeClass::Large, &GemmChoice::library, &GemmRates::large, "library", "gflops"},
+    {ShapeClass::Small, &GemmChoice::small_library, &GemmRates::small, "small_library",
+     "small_gflops"},
+    {ShapeClass::Thin, &GemmChoice::thin_library, &GemmRates::thin, "thin_library", "thin_gflops"}};
+
+static_assert(kClasses[0].shapes == ShapeClass::Large && kClasses[1].shapes == ShapeClass::Small &&
+                  kClasses[2].shapes == ShapeClass::Thin,
+              "kClasses is indexed by ShapeClass");
+
+// The class a product of this shape belongs to: thin first (whatever its FLOPs), then by FLOPs.
+ShapeClass shape_class(int64_t m, int64_t n, int64_t k) {
+    if (is_thin_gemm(m, n, k)) return ShapeClass::Thin;
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+                   kSmallGemmFlops
+               ? ShapeClass::Small
+               : ShapeClass::Large;
 }
 
 // One shape's operands, and the time of one run of it on a library.
@@ -568,14 +601,13 @@ GemmChoice calibrated_choice() {
     if (doc.contains("entries") && doc["entries"].is_array()) {
         for (const auto& e : doc["entries"]) {
             if (!e.is_object() || e.value("key", "") != key) continue;
-            const auto lib = usable(e, "library"), small = usable(e, "small_library"),
-                       thin = usable(e, "thin_library");
-            if (!lib || !small || !thin) continue;
-            ch.rates = {rates_of(e, "gflops"), rates_of(e, "small_gflops"),
-                        rates_of(e, "thin_gflops")};
-            ch.library = *lib;
-            ch.small_library = *small;
-            ch.thin_library = *thin;
+            bool complete = true;
+            for (const ClassFields& f : kClasses) complete = complete && usable(e, f.library_key);
+            if (!complete) continue;
+            for (const ClassFields& f : kClasses) {
+                ch.*f.library = *usable(e, f.library_key);
+                ch.rates.*f.rates = rates_of(e, f.rates_key);
+            }
             ch.how = "cached calibration of " + e.value("date", std::string("?"));
             found = true;
             break;
@@ -583,24 +615,16 @@ GemmChoice calibrated_choice() {
     }
     if (!found) {
         ch.rates = calibrate_gemm(ch.threads);
-        ch.library = best_of(ch.rates.large);
-        ch.small_library = best_of(ch.rates.small);
-        ch.thin_library = best_of(ch.rates.thin);
+        for (const ClassFields& f : kClasses) ch.*f.library = best_of(ch.rates.*f.rates);
         ch.how = "calibrated now";
         if (!path.empty()) {
-            nlohmann::json entry = {{"key", key},
-                                    {"library", gemm_library_name(ch.library)},
-                                    {"small_library", gemm_library_name(ch.small_library)},
-                                    {"thin_library", gemm_library_name(ch.thin_library)},
-                                    {"date", today_utc()},
-                                    {"threads", ch.threads}};
-            for (const GemmRate& r : ch.rates.large)
-                entry["gflops"][gemm_library_name(r.library)] = std::round(r.gflops * 10) / 10;
-            for (const GemmRate& r : ch.rates.small)
-                entry["small_gflops"][gemm_library_name(r.library)] =
-                    std::round(r.gflops * 10) / 10;
-            for (const GemmRate& r : ch.rates.thin)
-                entry["thin_gflops"][gemm_library_name(r.library)] = std::round(r.gflops * 10) / 10;
+            nlohmann::json entry = {{"key", key}, {"date", today_utc()}, {"threads", ch.threads}};
+            for (const ClassFields& f : kClasses) {
+                entry[f.library_key] = gemm_library_name(ch.*f.library);
+                for (const GemmRate& r : ch.rates.*f.rates)
+                    entry[f.rates_key][gemm_library_name(r.library)] =
+                        std::round(r.gflops * 10) / 10;
+            }
             nlohmann::json entries = nlohmann::json::array();
             if (doc.contains("entries") && doc["entries"].is_array())
                 for (const auto& e : doc["entries"])
@@ -626,13 +650,12 @@ struct State {
     std::mutex mu;
     std::optional<GemmChoice> choice;
     std::string requested;  // select_gemm's name, "" when none
-    std::atomic<int> library{-1}, small_library{-1}, thin_library{-1};
+    std::atomic<int> library_of[std::size(kClasses)] = {-1, -1, -1};  // by ShapeClass
     std::atomic<bool> used{false};
     void adopt(GemmChoice ch) {
         choice = std::move(ch);
-        small_library = static_cast<int>(choice->small_library);
-        thin_library = static_cast<int>(choice->thin_library);
-        library = static_cast<int>(choice->library);
+        for (const ClassFields& f : kClasses)
+            library_of[static_cast<int>(f.shapes)] = static_cast<int>(*choice.*f.library);
     }
 };
 
@@ -705,11 +728,12 @@ GemmRates calibrate_gemm(int threads) {
     std::vector<GemmLibrary> libs;
     for (const GemmLibraryInfo& info : gemm_libraries())
         if (info.available) libs.push_back(info.library);
-    std::vector<Shape3> shapes = calibration_shapes(ShapeClass::Large);
-    const size_t large = shapes.size();
-    for (const Shape3& s : calibration_shapes(ShapeClass::Small)) shapes.push_back(s);
-    const size_t small = shapes.size();
-    for (const Shape3& s : calibration_shapes(ShapeClass::Thin)) shapes.push_back(s);
+    std::vector<Shape3> shapes;
+    std::vector<size_t> class_end;  // each class's shapes end here, in kClasses' order
+    for (const ClassFields& f : kClasses) {
+        for (const Shape3& s : calibration_shapes(f.shapes)) shapes.push_back(s);
+        class_end.push_back(shapes.size());
+    }
     std::vector<Operands> operands;
     for (const Shape3& s : shapes) operands.emplace_back(s);
     // Rounds alternate the libraries, so a busy moment of the machine lands on all of them; the
@@ -743,11 +767,10 @@ GemmRates calibrate_gemm(int threads) {
         return std::exp(log_sum / static_cast<double>(to - from));
     };
     GemmRates rates;
-    for (size_t li = 0; li < libs.size(); ++li) {
-        rates.large.push_back({libs[li], mean_rate(li, 0, large)});
-        rates.small.push_back({libs[li], mean_rate(li, large, small)});
-        rates.thin.push_back({libs[li], mean_rate(li, small, shapes.size())});
-    }
+    for (size_t li = 0; li < libs.size(); ++li)
+        for (size_t ci = 0; ci < std::size(kClasses); ++ci)
+            (rates.*kClasses[ci].rates)
+                .push_back({libs[li], mean_rate(li, ci ? class_end[ci - 1] : 0, class_end[ci])});
     if (threads > 0 && threads != saved) set_cpu_threads(saved);
     return rates;
 }
@@ -834,15 +857,6 @@ void set_gemm_threads(int threads) {
     if (l.blis_threads) l.blis_threads(threads);
 }
 
-namespace {
-
-bool is_small(int64_t m, int64_t n, int64_t k) {
-    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
-           kSmallGemmFlops;
-}
-
-}  // namespace
-
 bool is_thin_gemm(int64_t m, int64_t n, int64_t k) {
     return (m <= kThinRows && n * k >= kThinOperandFloats) ||
            (n <= kThinColumns && m * k >= kThinOperandFloats);
@@ -855,18 +869,13 @@ const char* thin_gemm_label() {
 }
 
 GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k) {
-    const GemmChoice& ch = gemm_choice();
-    return is_thin_gemm(m, n, k) ? ch.thin_library
-           : is_small(m, n, k)   ? ch.small_library
-                                 : ch.library;
+    return gemm_choice().*kClasses[static_cast<int>(shape_class(m, n, k))].library;
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     State& s = state();
-    std::atomic<int>& which = is_thin_gemm(m, n, k) ? s.thin_library
-                              : is_small(m, n, k)   ? s.small_library
-                                                    : s.library;
+    std::atomic<int>& which = s.library_of[static_cast<int>(shape_class(m, n, k))];
     int lib = which.load(std::memory_order_acquire);
     if (lib < 0) {
         gemm_choice();
