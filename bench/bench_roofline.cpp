@@ -64,6 +64,8 @@ struct Product {
     int64_t c_sets = 0;  // distinct outputs (a convolution's weight gradient: one per group,
                          // added into by every chunk); 0: count
     auto key() const { return std::make_tuple(trans_a, trans_b, m, n, k, count, a_sets, c_sets); }
+    int64_t distinct_a() const { return a_sets > 0 ? a_sets : count; }
+    int64_t distinct_c() const { return c_sets > 0 ? c_sets : count; }
 };
 
 // The products of a convolution that takes the GEMM path (not depthwise), as engine/cpu/conv.cpp
@@ -130,20 +132,16 @@ double time_products(std::optional<rl::GemmLibrary> lib, const std::vector<Produ
         std::vector<float> a, b, c;
     };
     std::vector<Buffers> bufs;
-    for (const Product& p : ps) {
-        const int64_t a_sets = p.a_sets > 0 ? p.a_sets : p.count;
-        const int64_t c_sets = p.c_sets > 0 ? p.c_sets : p.count;
-        bufs.push_back({std::vector<float>(static_cast<size_t>(p.m * p.k * a_sets), 0.25f),
+    for (const Product& p : ps)
+        bufs.push_back({std::vector<float>(static_cast<size_t>(p.m * p.k * p.distinct_a()), 0.25f),
                         std::vector<float>(static_cast<size_t>(p.k * p.n * p.count), 0.5f),
-                        std::vector<float>(static_cast<size_t>(p.m * p.n * c_sets))});
-    }
+                        std::vector<float>(static_cast<size_t>(p.m * p.n * p.distinct_c()))});
     std::vector<double> ms;
     for (int r = 0; r <= repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (size_t q = 0; q < ps.size(); ++q) {
             const Product& p = ps[q];
-            const int64_t a_sets = p.a_sets > 0 ? p.a_sets : p.count;
-            const int64_t c_sets = p.c_sets > 0 ? p.c_sets : p.count;
+            const int64_t a_sets = p.distinct_a(), c_sets = p.distinct_c();
             const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
             const rl::GemmLibrary l = lib ? *lib : rl::gemm_library_for(p.m, p.n, p.k);
             for (int64_t i = 0; i < p.count; ++i)
