@@ -128,6 +128,15 @@ inline float max_lane(const Packet& p) {
 #endif
 }
 
+// exp(a), 0 where a < log(FLT_MIN). Eigen's packet exp clamps its argument at about -88.4 and
+// returns 2.9e-39 there, -inf included (AVX2; seen when the test suite first ran on the x86-64-v3
+// build): a masked key (-inf) got a denormal weight instead of PyTorch's 0. Below log(FLT_MIN)
+// float's exp is a denormal at best; those lanes give 0, NaN stays NaN.
+inline Packet exp_or_zero(const Packet& a) {
+    const Packet lo = ei::pset1<Packet>(-87.33654475f);
+    return ei::pandnot(ei::pexp(a), ei::pcmp_lt(a, lo));
+}
+
 void softmax_row(const float* __restrict x, float* __restrict y, int64_t d) {
     using P = Packet;
     constexpr int64_t L = kLanes;
@@ -147,9 +156,9 @@ void softmax_row(const float* __restrict x, float* __restrict y, int64_t d) {
     // a denormal, and a denormal result cost a microcode assist per row on AMD's AVX2 path (the
     // row ran 1.5× slower than through the scalar exp).
     if (tail)
-        vsum = et = ei::pselect(valid, ei::pexp(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
+        vsum = et = ei::pselect(valid, exp_or_zero(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
     for (int64_t j = 0; j < body; j += L) {
-        const P e = ei::pexp(ei::psub(ei::ploadu<P>(x + j), m));
+        const P e = exp_or_zero(ei::psub(ei::ploadu<P>(x + j), m));
         ei::pstoreu(y + j, e);
         vsum = ei::padd(vsum, e);
     }
