@@ -330,7 +330,12 @@ void maxpool_lanes_forward(const float* x, const Pool2dGeometry& g, int64_t rows
     });
 }
 
-// The planes' gradients start at 0 unless accumulating; each band adds its windows' share.
+// The planes' gradients start at 0 unless accumulating. Each band loads its input rows' gradients
+// (the caller's values, or what the band above left in the rows they share), adds its windows'
+// shares in (oh, ow) order and stores them back: every input's gradient is the sum, in output
+// order, from the value it started at, as the per-plane path and the CUDA kernels add. (Summing a
+// band from 0 and adding that to dx rounded differently when accumulating onto an existing
+// gradient, e.g. where a pooled value has a second consumer: the first GPU run caught it.)
 void zero_unless(bool accumulate, const Pool2dGeometry& g, float* dx) {
     if (!accumulate)
         parallel_for(g.n * g.c, g.h * g.w, [&](int64_t q) {
@@ -348,7 +353,7 @@ void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometr
         alignas(64) float dyt[kBandPositions * kPlaneLanes], dxt[kBandPositions * kPlaneLanes];
         const int64_t size_in = (b.ih1 - b.ih0) * g.w;
         planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
-        std::fill(dxt, dxt + size_in * kPlaneLanes, 0.0f);
+        planes_to_lanes(dx + b.ih0 * g.w, in, size_in, planes, p0, dxt);
         Lanes bv, bi;
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
@@ -359,7 +364,7 @@ void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometr
                     lanes_at(dxt, k) += select(bi == static_cast<float>(k), gy, zero);
                 });
             }
-        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, true);
+        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, false);
     });
 }
 
@@ -387,7 +392,7 @@ void avgpool_lanes_backward(const float* dy, const Pool2dGeometry& g, int64_t ro
         alignas(64) float dyt[kBandPositions * kPlaneLanes];
         const int64_t size_in = (b.ih1 - b.ih0) * g.w;
         planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
-        std::fill(dxt, dxt + size_in * kPlaneLanes, 0.0f);
+        planes_to_lanes(dx + b.ih0 * g.w, in, size_in, planes, p0, dxt);
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
                 const float d = window_divisor(g, oh, ow);
@@ -395,7 +400,7 @@ void avgpool_lanes_backward(const float* dy, const Pool2dGeometry& g, int64_t ro
                 const Lanes v = lanes_at(dyt, (oh - b.oh0) * g.ow + ow) / d;
                 band_window(g, b, oh, ow, [&](int64_t k) { lanes_at(dxt, k) += v; });
             }
-        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, true);
+        planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, false);
     });
 }
 
@@ -463,15 +468,23 @@ void interior_sum(const float* __restrict xp, const Pool2dGeometry& g, int64_t o
     });
 }
 
-// dX at each interior column's window taps += v[t], taps in scan order, for columns
-// [c0, c0 + n) of row oh.
+// dX at each interior column's window taps += v[t], for columns [c0, c0 + n) of row oh: tap
+// rows in order, tap columns from the last to the first. An input column that two windows of
+// the row share is tap j of column t and tap j' < j of column t' > t, so the last tap first adds
+// their shares in column (output) order, as the per-window path, the 16-plane blocks and the CUDA
+// kernel do: the same sum, bit for bit, onto the same starting gradient.
 template <int64_t S>
 void interior_spread(float* __restrict dxp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
                      int64_t n, const float* __restrict v) {
-    interior_taps<S>(g, oh, c0, [&](int64_t base) {
-        float* __restrict ds = dxp + base;
-        for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
-    });
+    const Window2d& w = g.win;
+    for (int64_t i = 0; i < w.kh; ++i) {
+        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+        if (ih < 0 || ih >= g.h) continue;
+        for (int64_t j = w.kw - 1; j >= 0; --j) {
+            float* __restrict ds = dxp + ih * g.w + c0 * S + j * w.dw - w.pad_left;
+            for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
+        }
+    }
 }
 
 }  // namespace
@@ -517,8 +530,8 @@ void avgpool2d_forward(const ForwardCall& c) {
     });
 }
 
-// Outputs in (oh, ow) order except that a row's interior columns spread tap by tap (each tap
-// across all of them), so overlapping windows add in a fixed order.
+// Outputs in (oh, ow) order; a row's interior columns spread tap by tap (each tap across all of
+// them) in an order that adds each input's shares in that same order (interior_spread).
 void avgpool2d_backward(const BackwardCall& c) {
     float* dx = c.grad_inputs[0];
     if (!dx) return;

@@ -1,4 +1,5 @@
 // concat, flatten and dropout: copies and a recomputable mask.
+#include <cmath>
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
@@ -85,6 +86,15 @@ void dropout_forward(const ForwardCall& c) {
     });
 }
 
+// dX = dY·scale where kept, 0 where dropped; accumulating, dX + dY·scale as one fused multiply-add
+// where kept (std::fma, and fmaf in the CUDA kernel), dX where dropped. Written out rather than
+// left to the compiler: GCC contracts a·b + c in C++ at its default -ffp-contract=fast, and nvcc
+// too, each where it chooses, so the two backends' bits would hang on their optimisers.
+inline float dropout_grad(bool kept, float dy, float scale, float dx, bool acc) {
+    if (acc) return kept ? std::fma(dy, scale, dx) : dx;
+    return kept ? dy * scale : 0.0f;
+}
+
 void dropout_backward(const BackwardCall& c) {
     float* dx = c.grad_inputs[0];
     if (!dx) return;
@@ -94,21 +104,15 @@ void dropout_backward(const BackwardCall& c) {
     if (c.node.inputs.size() == 2) {
         const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
         for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-            for (int64_t i = s; i < s + n; ++i) {
-                const float v = dy[i] * m.scale;  // loaded unconditionally: a blend
-                const float g = keep[i] ? v : 0.0f;
-                dx[i] = acc ? dx[i] + g : g;
-            }
+            for (int64_t i = s; i < s + n; ++i)
+                dx[i] = dropout_grad(keep[i] != 0, dy[i], m.scale, acc ? dx[i] : 0.0f, acc);
         });
         return;
     }
     for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-        for (int64_t i = s; i < s + n; ++i) {
-            const float g = dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold)
-                                ? dy[i] * m.scale
-                                : 0.0f;
-            dx[i] = acc ? dx[i] + g : g;
-        }
+        for (int64_t i = s; i < s + n; ++i)
+            dx[i] = dropout_grad(dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold), dy[i],
+                                 m.scale, acc ? dx[i] : 0.0f, acc);
     });
 }
 

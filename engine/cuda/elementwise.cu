@@ -1,9 +1,10 @@
 // Pointwise kernels of the CUDA backend: activations, add, scaling, bias seeding and dropout.
 // The formulas are the CPU kernels' (engine/cpu/elementwise.cpp); dropout hashes its mask with
 // the same counter-based function (engine/rng.h), so the GPU draws the CPU's mask bit for bit.
-// nvcc contracts a·b + c into an FMA (--fmad=true) where GCC in ISO mode does not; the kernels
-// that must match the CPU bitwise (relu, add, copies, dropout) have no such pattern or use
-// __fmul_rn.
+// nvcc contracts a·b + c into an FMA (--fmad=true), and so does GCC in C++ (its default
+// -ffp-contract=fast, whatever -std says), each where its optimiser chooses; the kernels that must
+// match the CPU bitwise (relu, add, copies, dropout) have no such pattern, or spell the rounding
+// out (__fmul_rn, fmaf) as the CPU does (std::fma).
 #include "engine/cuda/common.cuh"
 #include "engine/rng.h"
 
@@ -96,14 +97,19 @@ __global__ void dropout_fwd_kernel(const float* x, float* y, int64_t n, uint64_t
     y[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? __fmul_rn(x[i], scale) : 0.0f;
 }
 
+// The CPU's dropout_grad (engine/cpu/tensor_ops.cpp): accumulating, one fused multiply-add where
+// kept; overwriting, __fmul_rn (never contracted).
+__device__ __forceinline__ float dropout_grad(bool kept, float dy, float scale, float dx,
+                                              bool acc) {
+    if (acc) return kept ? fmaf(dy, scale, dx) : dx;
+    return kept ? __fmul_rn(dy, scale) : 0.0f;
+}
+
 __global__ void dropout_bwd_kernel(const float* dy, float* dx, bool acc, int64_t n, uint64_t key,
                                    uint32_t threshold, float scale) {
     RL_GRID_STRIDE(i, n) {
-        // __fmul_rn: never contracted into an FMA with the accumulation, as on the CPU.
-        const float g = dropout_keeps(key, static_cast<uint64_t>(i), threshold)
-                            ? __fmul_rn(dy[i], scale)
-                            : 0.0f;
-        store(dx + i, g, acc);
+        const bool kept = dropout_keeps(key, static_cast<uint64_t>(i), threshold);
+        dx[i] = dropout_grad(kept, dy[i], scale, acc ? dx[i] : 0.0f, acc);
     }
 }
 
@@ -118,7 +124,7 @@ __global__ void dropout_masked_fwd_kernel(const float* x, const uint8_t* keep, f
 
 __global__ void dropout_masked_bwd_kernel(const float* dy, const uint8_t* keep, float* dx, bool acc,
                                           int64_t n, float scale) {
-    RL_GRID_STRIDE(i, n) store(dx + i, keep[i] ? __fmul_rn(dy[i], scale) : 0.0f, acc);
+    RL_GRID_STRIDE(i, n) dx[i] = dropout_grad(keep[i] != 0, dy[i], scale, acc ? dx[i] : 0.0f, acc);
 }
 
 }  // namespace

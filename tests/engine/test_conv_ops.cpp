@@ -819,6 +819,77 @@ TEST(ConvOps, AvgPool) {
                "dilation 2, stride 3", 1);
 }
 
+// Every path of the pooling backwards (16-plane blocks in one band and in several, the row path
+// at strides 1 and 2) adds each input's shares in output (oh, ow) order onto the gradient it
+// started from: the starting values when accumulating, 0 when not. Checked bitwise against that
+// sum written out in float, so the CPU and the CUDA kernels (which gather in that order) agree
+// to the bit, also when a pooled value has a second consumer.
+TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
+    struct Case {
+        int64_t planes, h, w, stride;
+        const char* what;
+    };
+    for (const bool avg : {false, true})
+        for (const Case k :
+             {Case{20, 4, 4, 1, "blocks, one band"}, Case{1, 45, 45, 2, "blocks, 5 bands"},
+              Case{1, 3, 185, 2, "row path, stride 2"}, Case{1, 3, 181, 1, "row path, stride 1"}})
+            for (const bool acc : {false, true}) {
+                SCOPED_TRACE(std::string(avg ? "avg " : "max ") + k.what +
+                             (acc ? ", accumulating" : ""));
+                const PoolSpec p{.kh = 3,
+                                 .kw = 3,
+                                 .sh = k.stride,
+                                 .sw = k.stride,
+                                 .pt = 1,
+                                 .pl = 1,
+                                 .pb = 1,
+                                 .pr = 1,
+                                 .include_pad = true};
+                ConvCase c;
+                const Shape in{1, k.planes, k.h, k.w};
+                const ValueId x = avg ? c.input("x", in) : c.distinct_input("x", in);
+                c.op(avg ? OpKind::AvgPool2d : OpKind::MaxPool2d, {x}, p.attrs(avg));
+                const int64_t oh = c.out_shape()[2], ow = c.out_shape()[3];
+                const Floats& v = c.data(x);
+                const Floats dy = c.random(static_cast<size_t>(k.planes * oh * ow));
+                Grads start;
+                start.inputs[x] = c.random(v.size());
+                Floats want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
+                for (int64_t q = 0; q < k.planes; ++q)
+                    for (int64_t a = 0; a < oh; ++a)
+                        for (int64_t b = 0; b < ow; ++b) {
+                            std::vector<size_t> taps;
+                            int64_t best = -1;
+                            for (int64_t i = 0; i < 3; ++i)
+                                for (int64_t j = 0; j < 3; ++j) {
+                                    const int64_t ih = a * k.stride - 1 + i,
+                                                  iw = b * k.stride - 1 + j;
+                                    if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                                    const auto t = static_cast<size_t>((q * k.h + ih) * k.w + iw);
+                                    taps.push_back(t);
+                                    if (best < 0 || v[t] > v[static_cast<size_t>(best)])
+                                        best = static_cast<int64_t>(t);
+                                }
+                            const float g = dy[static_cast<size_t>((q * oh + a) * ow + b)];
+                            if (!avg) {
+                                want[static_cast<size_t>(best)] += g;
+                                continue;
+                            }
+                            // count_include_pad: the window's taps within the padded extent.
+                            const auto inside = [](int64_t o, int64_t s, int64_t n) {
+                                int64_t m = 0;
+                                for (int64_t t = 0; t < 3; ++t) m += o * s - 1 + t < n + 1;
+                                return m;
+                            };
+                            const auto div = static_cast<float>(inside(a, k.stride, k.h) *
+                                                                inside(b, k.stride, k.w));
+                            for (size_t t : taps) want[t] += g / div;
+                        }
+                const Grads got = c.backward(dy, acc ? &start : nullptr);
+                EXPECT_TRUE(got.inputs.at(x) == want) << "not the output-order sum, bit for bit";
+            }
+}
+
 TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
     ConvCase c;
     const ValueId x = c.input("x", Shape{1, 1, 2, 4});
