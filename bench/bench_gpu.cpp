@@ -137,6 +137,7 @@ nlohmann::json step(rl::Backend& b, const Network& net, const std::string& strat
         for (rl::NodeId c : plan.checkpoints) checkpoints.push_back(g.node(c).name);
         j["checkpoints"] = checkpoints;
         j["step_ms"] = median(total);
+        j["step_ms_all"] = total;  // every timed step, for the spread
         j["device_ms"] = median(device);
         j["recompute_ms"] = median(recompute);
         j["predicted_peak_bytes"] = sim.peak_bytes;
