@@ -330,17 +330,33 @@ void maxpool_lanes_forward(const float* x, const Pool2dGeometry& g, int64_t rows
     });
 }
 
-// The planes' gradients start at 0 unless accumulating. Each band loads its input rows' gradients
-// (the caller's values, or what the band above left in the rows they share), adds its windows'
-// shares in (oh, ow) order and stores them back: every input's gradient is the sum, in output
-// order, from the value it started at, as the per-plane path and the CUDA kernels add. (Summing a
-// band from 0 and adding that to dx rounded differently when accumulating onto an existing
-// gradient, e.g. where a pooled value has a second consumer: the first GPU run caught it.)
+// The planes' gradients start at 0 unless accumulating. Each band starts its input rows'
+// gradients from what they hold (the caller's values when accumulating, what the band above left
+// in the rows they share), adds its windows' shares in (oh, ow) order and stores them back: every
+// input's gradient is the sum, in output order, from the value it started at, as the per-plane
+// path and the CUDA kernels add. (Summing a band from 0 and adding that to dx rounded differently
+// when accumulating onto an existing gradient, e.g. where a pooled value has a second consumer:
+// the first GPU run caught it.)
 void zero_unless(bool accumulate, const Pool2dGeometry& g, float* dx) {
     if (!accumulate)
         parallel_for(g.n * g.c, g.h * g.w, [&](int64_t q) {
             std::fill(dx + q * g.h * g.w, dx + (q + 1) * g.h * g.w, 0.0f);
         });
+}
+
+// The band's input-row gradients into the block dxt: loaded from dx where they may hold
+// something (every row when accumulating, else the rows the band above also read), 0 elsewhere,
+// so that a band with no shared rows costs a fill, not a transpose.
+void start_band(const float* dx, const Pool2dGeometry& g, const Band& b, int64_t p0,
+                bool accumulate, float* dxt) {
+    const Window2d& w = g.win;
+    const int64_t above_end =
+        b.oh0 == 0
+            ? b.ih0
+            : std::clamp((b.oh0 - 1) * w.sh - w.pad_top + (w.kh - 1) * w.dh + 1, b.ih0, b.ih1);
+    const int64_t loaded = (accumulate ? b.ih1 : above_end) - b.ih0;
+    planes_to_lanes(dx + b.ih0 * g.w, g.h * g.w, loaded * g.w, g.n * g.c, p0, dxt);
+    std::fill(dxt + loaded * g.w * kPlaneLanes, dxt + (b.ih1 - b.ih0) * g.w * kPlaneLanes, 0.0f);
 }
 
 // Each window's gradient goes, lane by lane, to the tap its forward chose: tap by tap, a
@@ -353,7 +369,7 @@ void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometr
         alignas(64) float dyt[kBandPositions * kPlaneLanes], dxt[kBandPositions * kPlaneLanes];
         const int64_t size_in = (b.ih1 - b.ih0) * g.w;
         planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
-        planes_to_lanes(dx + b.ih0 * g.w, in, size_in, planes, p0, dxt);
+        start_band(dx, g, b, p0, accumulate, dxt);
         Lanes bv, bi;
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
@@ -392,7 +408,7 @@ void avgpool_lanes_backward(const float* dy, const Pool2dGeometry& g, int64_t ro
         alignas(64) float dyt[kBandPositions * kPlaneLanes];
         const int64_t size_in = (b.ih1 - b.ih0) * g.w;
         planes_to_lanes(dy + b.oh0 * g.ow, out, (b.oh1 - b.oh0) * g.ow, planes, p0, dyt);
-        planes_to_lanes(dx + b.ih0 * g.w, in, size_in, planes, p0, dxt);
+        start_band(dx, g, b, p0, accumulate, dxt);
         for (int64_t oh = b.oh0; oh < b.oh1; ++oh)
             for (int64_t ow = 0; ow < g.ow; ++ow) {
                 const float d = window_divisor(g, oh, ow);
