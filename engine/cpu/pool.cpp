@@ -54,16 +54,19 @@ int64_t window_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int6
 }
 
 // Calls tap(base) for each tap of output row oh's windows that lies inside the input's height,
-// in scan order (rows, then columns), with base the plane index of that tap for column c0; for
-// column c0 + t it is base + t·S, S the column stride. Interior columns only: every column tap
-// is inside the width.
-template <int64_t S, class F>
+// in scan order (rows, then columns; with kLastColumnFirst, a row's columns from the last to
+// the first), with base the plane index of that tap for column c0; for column c0 + t it is
+// base + t·S, S the column stride. Interior columns only: every column tap is inside the width.
+template <int64_t S, bool kLastColumnFirst = false, class F>
 void interior_taps(const Pool2dGeometry& g, int64_t oh, int64_t c0, F&& tap) {
     const Window2d& w = g.win;
     for (int64_t i = 0; i < w.kh; ++i) {
         const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
         if (ih < 0 || ih >= g.h) continue;
-        for (int64_t j = 0; j < w.kw; ++j) tap(ih * g.w + c0 * S + j * w.dw - w.pad_left);
+        for (int64_t q = 0; q < w.kw; ++q) {
+            const int64_t j = kLastColumnFirst ? w.kw - 1 - q : q;
+            tap(ih * g.w + c0 * S + j * w.dw - w.pad_left);
+        }
     }
 }
 
@@ -194,14 +197,18 @@ struct Band {
     int64_t oh0, oh1, ih0, ih1;
 };
 
+// One past the last input row that output rows before oh1 read (unclamped).
+int64_t input_rows_end(const Pool2dGeometry& g, int64_t oh1) {
+    const Window2d& w = g.win;
+    return (oh1 - 1) * w.sh - w.pad_top + (w.kh - 1) * w.dh + 1;
+}
+
 template <class F>
 void for_bands(const Pool2dGeometry& g, int64_t rows, F&& body) {
-    const Window2d& w = g.win;
     for (int64_t oh0 = 0; oh0 < g.oh; oh0 += rows) {
         const int64_t oh1 = std::min(g.oh, oh0 + rows);
-        const int64_t ih0 = std::clamp(oh0 * w.sh - w.pad_top, int64_t{0}, g.h);
-        const int64_t ih1 =
-            std::clamp((oh1 - 1) * w.sh - w.pad_top + (w.kh - 1) * w.dh + 1, ih0, g.h);
+        const int64_t ih0 = std::clamp(oh0 * g.win.sh - g.win.pad_top, int64_t{0}, g.h);
+        const int64_t ih1 = std::clamp(input_rows_end(g, oh1), ih0, g.h);
         body(Band{oh0, oh1, ih0, ih1});
     }
 }
@@ -349,11 +356,8 @@ void zero_unless(bool accumulate, const Pool2dGeometry& g, float* dx) {
 // so that a band with no shared rows costs a fill, not a transpose.
 void start_band(const float* dx, const Pool2dGeometry& g, const Band& b, int64_t p0,
                 bool accumulate, float* dxt) {
-    const Window2d& w = g.win;
     const int64_t above_end =
-        b.oh0 == 0
-            ? b.ih0
-            : std::clamp((b.oh0 - 1) * w.sh - w.pad_top + (w.kh - 1) * w.dh + 1, b.ih0, b.ih1);
+        b.oh0 == 0 ? b.ih0 : std::clamp(input_rows_end(g, b.oh0), b.ih0, b.ih1);
     const int64_t loaded = (accumulate ? b.ih1 : above_end) - b.ih0;
     planes_to_lanes(dx + b.ih0 * g.w, g.h * g.w, loaded * g.w, g.n * g.c, p0, dxt);
     std::fill(dxt + loaded * g.w * kPlaneLanes, dxt + (b.ih1 - b.ih0) * g.w * kPlaneLanes, 0.0f);
@@ -492,15 +496,10 @@ void interior_sum(const float* __restrict xp, const Pool2dGeometry& g, int64_t o
 template <int64_t S>
 void interior_spread(float* __restrict dxp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
                      int64_t n, const float* __restrict v) {
-    const Window2d& w = g.win;
-    for (int64_t i = 0; i < w.kh; ++i) {
-        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-        if (ih < 0 || ih >= g.h) continue;
-        for (int64_t j = w.kw - 1; j >= 0; --j) {
-            float* __restrict ds = dxp + ih * g.w + c0 * S + j * w.dw - w.pad_left;
-            for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
-        }
-    }
+    interior_taps<S, true>(g, oh, c0, [&](int64_t base) {
+        float* __restrict ds = dxp + base;
+        for (int64_t t = 0; t < n; ++t) ds[t * S] += v[t];
+    });
 }
 
 }  // namespace
