@@ -1,7 +1,8 @@
 // conv2d on NCHW float32: im2col + GEMM per group and chunk of images, direct kernels for
 // depthwise convolutions (channels-last blocks of 16 where rows are short, zero-padded planes of
-// whole vectors where they are longer, per row otherwise), and no im2col at all for 1×1 stride-1
-// unpadded ones.
+// whole vectors where they are longer, per row otherwise), direct kernels on channels-last padded
+// planes for grouped convolutions with whole vectors of channels a group (conv_grouped.cpp), and
+// no im2col at all for 1×1 stride-1 unpadded ones.
 //
 // Forward, per chunk of nb images (Conv2dGeometry::images_per_gemm: 1 unless the plane is small)
 // and group g (K = (C/groups)·kh·kw, P = oh·ow):
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "engine/cpu/conv_grouped.h"
 #include "engine/cpu/kernels.h"
 #include "engine/gemm.h"
 #include "engine/ops/window.h"
@@ -854,6 +856,10 @@ void conv2d_forward(const ForwardCall& c) {
         depthwise_forward(x, wt, b, g, y);
         return;
     }
+    if (g.grouped_direct()) {
+        grouped_direct_forward(x, wt, b, g, y, as_f32(c.workspace));
+        return;
+    }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
     const int64_t k = g.patch(), nb = g.images_per_gemm(), image = g.c * g.h * g.w;
     float* col = as_f32(c.workspace);
@@ -896,6 +902,10 @@ void conv2d_backward(const BackwardCall& c) {
     if (g.depthwise()) {
         if (dw) depthwise_backward_weight(x, dy, g, dw);
         if (dx) depthwise_backward_input(dy, wt, g, dx, acc);
+        return;
+    }
+    if (g.grouped_direct()) {
+        if (dw || dx) grouped_direct_backward(x, dy, wt, g, dw, dx, acc, as_f32(c.workspace));
         return;
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();

@@ -32,16 +32,20 @@ Residuals conv2d_residuals(const Graph&, const Node&) {
 // convolutions (the input is its own column matrix). Small planes batch several images per GEMM:
 // their columns side by side, and the group's outputs (or output gradients) gathered beside them
 // (window.h). Depthwise ones run a direct kernel, with channels-last blocks as scratch where rows
-// are short or strided.
+// are short or strided; on the CPU, grouped ones with whole vectors of channels a group run a
+// direct kernel on channels-last padded planes (window.h), while the CUDA backend still runs
+// im2col there: the larger of the two is declared.
 uint64_t conv2d_fwd_workspace(const Graph& g, const Node& n) {
     const Conv2dGeometry c = conv2d_geometry(g, n);
-    return sizeof(float) * static_cast<uint64_t>(std::max(c.gemm_workspace_floats(),
-                                                          c.depthwise_workspace_floats(false)));
+    return sizeof(float) * static_cast<uint64_t>(std::max({c.gemm_workspace_floats(),
+                                                           c.depthwise_workspace_floats(false),
+                                                           c.grouped_workspace_floats(false)}));
 }
 uint64_t conv2d_bwd_workspace(const Graph& g, const Node& n) {
     const Conv2dGeometry c = conv2d_geometry(g, n);
-    return sizeof(float) * static_cast<uint64_t>(std::max(c.gemm_workspace_floats(),
-                                                          c.depthwise_workspace_floats(true)));
+    return sizeof(float) * static_cast<uint64_t>(std::max({c.gemm_workspace_floats(),
+                                                           c.depthwise_workspace_floats(true),
+                                                           c.grouped_workspace_floats(true)}));
 }
 
 OpCost conv2d_cost(const Graph& g, const Node& n) {
@@ -55,6 +59,14 @@ OpCost conv2d_cost(const Graph& g, const Node& n) {
     OpCost k;
     k.fwd_flops = 2 * macs + bias * out;
     k.bwd_flops = 4 * macs + bias * out;
+    if (c.grouped_direct()) {
+        // No columns. Forward: X read, its padded channels-last copy written and read; Y's
+        // channels-last tile written, read and written out. Backward: the same for X, and for
+        // dX; dY read, written and read channels-last and again as its padded plane.
+        k.fwd_bytes = 4 * (3 * in + weights + 3 * out);
+        k.bwd_bytes = 4 * (5 * out + 6 * in + 2 * weights + bias * c.out_c);
+        return k;
+    }
     // Reads X, W; writes Y; im2col writes and reads its columns once.
     k.fwd_bytes = 4 * (in + weights + out + 2 * cols);
     // Reads dY, X, W; writes dX, dW, db; im2col and col2im pass twice over the columns.

@@ -121,6 +121,49 @@ struct Conv2dGeometry {
                (win.kw == 3 || win.kw == 5 || win.kw == 7) && win.kh <= kPlaneMaxRows;
     }
     bool depthwise_padded() const { return planes_apply() && !depthwise_blocked(); }
+
+    // Grouped convolutions whose groups have whole 8-float vectors of input and of output
+    // channels (RegNet's and ResNeXt's 3×3s: 8 to 32 channels a group) run a direct kernel
+    // (engine/cpu/conv_grouped.cpp): with so few output channels per group, each element of an
+    // im2col matrix would serve only that many products, and building it cost as much as the
+    // GEMM (docs/benchmarks.md). Each group's input plane is zero-padded and made channels-last
+    // in its own slice of the workspace, and the windows read it in place.
+    static constexpr int64_t kGroupLanes = 8;
+    bool grouped_direct() const {
+        return groups > 1 && !depthwise() && c_per_group() % kGroupLanes == 0 &&
+               out_per_group() % kGroupLanes == 0;
+    }
+    // Floats of one group's slice: per image of a chunk, the padded channels-last input, the
+    // outputs (forward) or output gradients (backward) channels-last and, backward, the input
+    // gradient channels-last and the output gradient's padded plane; once, the group's weights
+    // reordered and, backward, the weight gradient's sums.
+    // The output gradient's padded plane for the input gradient's gather: dy (oh, ow) at row
+    // oh + (kh - 1)·dh / sh, column ow + (kw - 1)·dw / sw, with rows (columns) down to the last
+    // input's; zero elsewhere.
+    int64_t grouped_grad_h() const {
+        return std::max((h - 1 + win.pad_top) / win.sh + 1, oh) + (win.kh - 1) * win.dh / win.sh;
+    }
+    int64_t grouped_grad_w() const {
+        return std::max((w - 1 + win.pad_left) / win.sw + 1, ow) + (win.kw - 1) * win.dw / win.sw;
+    }
+    // Images a group takes at once: as many as make images_per_gemm()'s columns, so that the
+    // positions of small planes (2×2 to 8×8 in a RegNet at 64 px) fill the kernel's tiles and
+    // amortise its weight reordering.
+    int64_t grouped_images() const { return images_per_gemm(); }
+    int64_t grouped_slice_floats(bool backward) const {
+        const int64_t in = padded_h() * padded_w() * c_per_group();
+        const int64_t out = oh * ow * out_per_group();
+        const int64_t weights = win.kh * win.kw * c_per_group() * out_per_group();
+        const int64_t nb = grouped_images();
+        if (!backward) return nb * (in + out) + weights;
+        return nb * (in + out + h * w * c_per_group() +
+                     grouped_grad_h() * grouped_grad_w() * out_per_group()) +
+               2 * weights;
+    }
+    // Every group's slice (groups run in parallel, images one after another); 0 on other paths.
+    int64_t grouped_workspace_floats(bool backward) const {
+        return grouped_direct() ? groups * grouped_slice_floats(backward) : 0;
+    }
     // The input plane, padded: x[ih, iw] at row ih + pad_top, column q = iw + pad_left, held in
     // phase q mod sw at column q / sw. Output (oh, ow) reads tap (i, j) at row oh·sh + i, in
     // phase j mod sw at column ow + j / sw, for ow up to a whole vector past the last output.

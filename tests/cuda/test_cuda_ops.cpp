@@ -148,6 +148,13 @@ std::vector<OpCaseSpec> op_cases() {
                           conv(6, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true));
                  },
                  2e-4});
+    // 16 channels a group: the CPU's direct channels-last kernel against the GPU's im2col.
+    c.push_back({"conv2d_groups_direct",
+                 [](OpHarness& h) {
+                     h.op(OpKind::Conv2d, {h.input("x", Shape{2, 32, 9, 9})},
+                          conv(32, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2, true));
+                 },
+                 2e-4});
     c.push_back({"conv2d_depthwise",
                  [](OpHarness& h) {
                      h.op(OpKind::Conv2d, {h.input("x", Shape{2, 3, 8, 9})},

@@ -500,6 +500,132 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                "depthwise, 9 columns at stride 2 across: padded planes");
 }
 
+// Groups of whole 8-float vectors of input and output channels run the direct kernel on
+// channels-last padded planes (conv_grouped.cpp): both tile shapes (16 channels a group: two
+// vectors by 6 positions; 8: one by 12), positions that do not fill the last tile, the input
+// gradient gathered at stride 1 and 2 (phases), dilation, asymmetric padding, input rows and
+// columns no window reaches, chunks of images (grouped_images) with a remainder, and no bias.
+TEST(ConvOps, Conv2dGroupedDirectKernel) {
+    const std::vector<std::pair<ConvSpec, const char*>> cases = {
+        {{.n = 2,
+          .c = 16,
+          .h = 6,
+          .w = 6,
+          .out = 16,
+          .kh = 3,
+          .kw = 3,
+          .pt = 1,
+          .pl = 1,
+          .pb = 1,
+          .pr = 1,
+          .groups = 2},
+         "8 in, 8 out a group, 3x3 padded"},
+        {{.n = 3,
+          .c = 32,
+          .h = 7,
+          .w = 7,
+          .out = 32,
+          .kh = 3,
+          .kw = 3,
+          .sh = 2,
+          .sw = 2,
+          .pt = 1,
+          .pl = 1,
+          .pb = 1,
+          .pr = 1,
+          .groups = 2},
+         "16 in, 16 out a group, stride 2"},
+        {{.n = 1,
+          .c = 16,
+          .h = 5,
+          .w = 9,
+          .out = 32,
+          .kh = 3,
+          .kw = 2,
+          .sh = 2,
+          .sw = 1,
+          .dh = 2,
+          .dw = 2,
+          .pt = 2,
+          .pl = 0,
+          .pb = 1,
+          .pr = 3,
+          .groups = 2,
+          .bias = false},
+         "8 in, 16 out a group, dilation 2, asymmetric padding, no bias"},
+        {{.n = 2,
+          .c = 24,
+          .h = 8,
+          .w = 8,
+          .out = 48,
+          .kh = 3,
+          .kw = 3,
+          .sh = 2,
+          .sw = 2,
+          .groups = 3},
+         "8 in, 16 out a group, stride 2, last row and column unread"},
+        {{.n = 2,
+          .c = 32,
+          .h = 4,
+          .w = 4,
+          .out = 64,
+          .kh = 3,
+          .kw = 3,
+          .pt = 1,
+          .pl = 1,
+          .pb = 1,
+          .pr = 1,
+          .groups = 2},
+         "16 in, 32 out a group: two tiles of channels"},
+        {{.n = 2,
+          .c = 16,
+          .h = 7,
+          .w = 6,
+          .out = 16,
+          .kh = 3,
+          .kw = 2,
+          .dh = 2,
+          .dw = 3,
+          .pt = 2,
+          .pl = 1,
+          .pb = 0,
+          .pr = 2,
+          .groups = 2},
+         "stride 1 (the input gradient gathered), dilation, asymmetric padding"},
+        {{.n = 5,
+          .c = 16,
+          .h = 8,
+          .w = 8,
+          .out = 16,
+          .kh = 3,
+          .kw = 3,
+          .pt = 1,
+          .pl = 1,
+          .pb = 1,
+          .pr = 1,
+          .groups = 2},
+         "five 8x8 outputs: chunks of four images and one, tiles across images"},
+    };
+    for (const auto& [s, what] : cases) {
+        Graph g;
+        const NodeId n =
+            g.add_node("conv", OpKind::Conv2d,
+                       Ids{g.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry geo = conv2d_geometry(g, g.node(n));
+        ASSERT_TRUE(geo.grouped_direct()) << what;
+        if (s.n == 5) {
+            EXPECT_EQ(geo.grouped_images(), 4);  // 256 columns of 64 positions
+        }
+        check_conv(s, what);
+    }
+    // 4 channels a group stay on im2col + GEMM.
+    Graph g;
+    const NodeId n =
+        g.add_node("conv", OpKind::Conv2d, Ids{g.add_input("x", DType::F32, Shape{1, 8, 4, 4})},
+                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{2}}});
+    EXPECT_FALSE(conv2d_geometry(g, g.node(n)).grouped_direct());
+}
+
 TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
     check_conv({.n = 2, .c = 5, .h = 3, .w = 4, .out = 3, .kh = 1, .kw = 1}, "1x1");
     check_conv({.n = 2, .c = 4, .h = 3, .w = 4, .out = 6, .kh = 1, .kw = 1, .groups = 2},
@@ -1129,6 +1255,14 @@ std::vector<std::pair<const char*, Build>> small_cases() {
          [](ConvCase& c) {
              c.op(OpKind::Conv2d, {c.input("x", Shape{2, 3, 4, 4})},
                   {{"out_channels", int64_t{4}}, {"kernel", int64_t{1}}});
+         }},
+        {"conv2d grouped, channels-last direct",
+         [](ConvCase& c) {
+             c.op(OpKind::Conv2d, {c.input("x", Shape{2, 16, 5, 5})},
+                  {{"out_channels", int64_t{16}},
+                   {"kernel", int64_t{3}},
+                   {"padding", int64_t{1}},
+                   {"groups", int64_t{2}}});
          }},
         {"conv2d depthwise",
          [](ConvCase& c) {

@@ -1,0 +1,409 @@
+// Grouped convolutions with whole vectors of channels a group (Conv2dGeometry::grouped_direct:
+// RegNet's and ResNeXt's grouped 3×3s), computed directly on channels-last padded planes, with
+// no im2col matrix.
+//
+// Why: a group has only 8 to 32 output channels, so each element of an im2col matrix serves that
+// many multiply-adds, and building the matrix cost as much as its GEMM (the grouped layers of
+// RegNetX-800MF ran at 0.19-0.61 of their raw GEMMs, docs/benchmarks.md). Here the windows read
+// the input where it lies. The inner loop is the register-tiled micro-kernel of Goto and van de
+// Geijn ("Anatomy of high-performance matrix multiplication", ACM TOMS 34(3), 2008) with the
+// packed A panel replaced by the windows' addresses in the padded plane (the "implicit GEMM" of
+// direct convolution, as in Georganas et al., "Anatomy of high-performance deep learning
+// convolutions on SIMD architectures", SC 2018): a tile of MR output positions × NV vectors of
+// channels stays in registers while it runs down the taps and channels.
+//
+// Per group, in its own slice of the workspace (Conv2dGeometry::grouped_slice_floats), a chunk of
+// images at a time (Conv2dGeometry::grouped_images: enough that small planes fill the tiles),
+// per image of the chunk:
+//   xp [ph][pw][cg]   the input plane zero-padded, channels last: input (ih, iw) at row
+//                     ih + pad_top, column iw + pad_left; output (oh, ow) reads tap (i, j) at
+//                     row oh·sh + i·dh, column ow·sw + j·dw
+//   yc [P][og]        forward: the outputs; backward: the output gradients (P = oh·ow)
+//   wk                forward: the weights as [cg·taps][og] (their transpose); dX: as
+//                     [tap][og][cg]
+//   dwa [cg·taps][og] backward: the weight gradient's running sums (its transpose)
+//   dxc [h·w][cg]     backward: the input gradient, channels last
+//   dyp [qh][qw][og]  backward: the output gradient, channels last, zero-padded so that every
+//                     tap reaching every input position reads inside it
+// Forward: y[p][o] = b[o] + Σ_tap Σ_c xp[at(p) + off(tap) + c]·w[o][c][tap], taps then channels
+// in order. dW[o][c][tap] = Σ over images, then positions p in order, of
+// xp[at(p) + off(tap) + c]·dy[p][o]. dX[q][c] = Σ over the taps (i, j) that reach input q, in
+// order, of Σ_o dy[(q - off(tap)) / stride][o]·w[o][c][tap]: gathered, one sum per input, each
+// in registers until it is stored (input_tile). Groups run in parallel, each in its own
+// slice, so every sum has one order whatever the thread count, and a step repeats itself bit for
+// bit.
+#include "engine/cpu/conv_grouped.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/cpu/kernels.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace rl::cpu {
+namespace {
+
+constexpr int64_t kLanes = Conv2dGeometry::kGroupLanes;
+using V8 = float __attribute__((vector_size(kLanes * sizeof(float))));
+inline V8 load8(const float* p) {
+    V8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store8(float* p, V8 v) {
+    std::memcpy(p, &v, sizeof v);
+}
+
+// The plane's layout and the taps' offsets in it (floats), shared by the three passes.
+struct Layout {
+    int64_t ph, pw, cg, og, taps, plane, padded, nb;
+    std::vector<int64_t> tap_off;  // tap i·kw + j at (i·dh·pw + j·dw)·cg
+    explicit Layout(const Conv2dGeometry& g)
+        : ph(g.padded_h()),
+          pw(g.padded_w()),
+          cg(g.c_per_group()),
+          og(g.out_per_group()),
+          taps(g.win.kh * g.win.kw),
+          plane(g.oh * g.ow),
+          padded(ph * pw * cg),
+          nb(g.grouped_images()),
+          tap_off(static_cast<size_t>(taps)) {
+        for (int64_t i = 0; i < g.win.kh; ++i)
+            for (int64_t j = 0; j < g.win.kw; ++j)
+                tap_off[static_cast<size_t>(i * g.win.kw + j)] =
+                    (i * g.win.dh * pw + j * g.win.dw) * cg;
+    }
+};
+
+#if defined(__AVX2__)
+// r[i][j] → r[j][i] for an 8 × 8 block of floats.
+inline void transpose8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+#endif
+
+// b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols: 8 × 8 blocks through registers where the
+// build has AVX2, single floats at the edges.
+// With `add`, b[j·ldb + i] += a[i·lda + j].
+void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
+               bool add = false) {
+    int64_t i = 0;
+#if defined(__AVX2__)
+    for (; i + kLanes <= rows; i += kLanes) {
+        int64_t j = 0;
+        for (; j + kLanes <= cols; j += kLanes) {
+            __m256 r[kLanes];
+            for (int64_t k = 0; k < kLanes; ++k) r[k] = _mm256_loadu_ps(a + (i + k) * lda + j);
+            transpose8(r);
+            for (int64_t k = 0; k < kLanes; ++k) {
+                float* d = b + (j + k) * ldb + i;
+                _mm256_storeu_ps(d, add ? _mm256_add_ps(_mm256_loadu_ps(d), r[k]) : r[k]);
+            }
+        }
+        for (; j < cols; ++j)
+            for (int64_t k = 0; k < kLanes; ++k) {
+                float& d = b[j * ldb + i + k];
+                d = add ? d + a[(i + k) * lda + j] : a[(i + k) * lda + j];
+            }
+    }
+#endif
+    for (; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            float& d = b[j * ldb + i];
+            d = add ? d + a[i * lda + j] : a[i * lda + j];
+        }
+}
+
+// The group's cg channel planes of one image (x, NCHW) into xp, zero-padded, row by row through
+// 8 × 8 transposes (a float at a time, the copy cost more than the convolution); only the
+// padding is zeroed.
+void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, float* xp) {
+    const int64_t top = g.win.pad_top, left = g.win.pad_left, plane = g.h * g.w;
+    const int64_t rows = std::min(g.h, l.ph - top), cols = std::min(g.w, l.pw - left);
+    const int64_t row_floats = l.pw * l.cg;
+    std::fill(xp, xp + top * row_floats, 0.0f);
+    for (int64_t ih = 0; ih < rows; ++ih) {
+        float* dst = xp + (ih + top) * row_floats;
+        std::fill(dst, dst + left * l.cg, 0.0f);
+        transpose(x + ih * g.w, plane, l.cg, cols, dst + left * l.cg, l.cg);
+        std::fill(dst + (cols + left) * l.cg, dst + row_floats, 0.0f);
+    }
+    std::fill(xp + (rows + top) * row_floats, xp + l.ph * row_floats, 0.0f);
+}
+
+// MR output positions × NV vectors of output channels (from `o0`) of the forward.
+template <int NV, int MR>
+void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
+                  const float* wk, const float* bias, int64_t o0, float* yc) {
+    V8 acc[MR][NV];
+    for (int v = 0; v < NV; ++v) {
+        const V8 b = bias ? load8(bias + o0 + v * kLanes) : V8{};
+        for (int r = 0; r < MR; ++r) acc[r][v] = b;
+    }
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = xp + at[r < rows ? r : 0];
+    for (int64_t t = 0; t < l.taps; ++t) {
+        const int64_t off = l.tap_off[static_cast<size_t>(t)];
+        const float* w = wk + t * l.og + o0;
+        const int64_t step = l.taps * l.og;  // from channel c to c + 1
+        for (int64_t c = 0; c < l.cg; ++c) {
+            V8 wv[NV];
+            for (int v = 0; v < NV; ++v) wv[v] = load8(w + c * step + v * kLanes);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+                const float s = base[r][off + c];
+                for (int v = 0; v < NV; ++v) acc[r][v] += s * wv[v];
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int v = 0; v < NV; ++v) store8(yc + r * l.og + o0 + v * kLanes, acc[r][v]);
+}
+
+// Tap t × MR input channels from `c0` of the weight gradient × NV vectors of output channels
+// (from `o0`): adds the positions of a chunk's m images, in order, to the running sums in dwa
+// (row c·taps + t).
+// The MR reads per position fall on neighbouring channels of one tap: one cache line.
+template <int NV, int MR>
+void weight_tile(const float* xp, int64_t m, const Conv2dGeometry& g, const Layout& l,
+                 const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, float* dwa) {
+    V8 acc[MR][NV];
+    int64_t koff[MR];
+    for (int r = 0; r < MR; ++r) {
+        const int64_t c = c0 + (r < rows ? r : 0);
+        koff[r] = l.tap_off[static_cast<size_t>(t)] + c;
+        for (int v = 0; v < NV; ++v)
+            acc[r][v] = load8(dwa + (c * l.taps + t) * l.og + o0 + v * kLanes);
+    }
+    const int64_t row_step = g.win.sh * l.pw * l.cg, col_step = g.win.sw * l.cg;
+    const float* d = dyc + o0;  // the images' output gradients follow one another
+    for (int64_t j = 0; j < m; ++j)
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const float* x = xp + j * l.padded + oh * row_step;
+            for (int64_t ow = 0; ow < g.ow; ++ow, x += col_step, d += l.og) {
+                V8 dv[NV];
+                for (int v = 0; v < NV; ++v) dv[v] = load8(d + v * kLanes);
+#pragma GCC unroll 16
+                for (int r = 0; r < MR; ++r) {
+                    const float s = x[koff[r]];
+                    for (int v = 0; v < NV; ++v) acc[r][v] += s * dv[v];
+                }
+            }
+        }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int v = 0; v < NV; ++v)
+            store8(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * kLanes, acc[r][v]);
+}
+
+// MR input positions × NV vectors of input channels (from `c0`) of the input gradient, gathered
+// from the output gradient: dx[q][c] = Σ over the taps that reach q, in order, of
+// Σ_o dyp[at(q) - back(tap) + o]·w[tap][o][c]. The positions of a tile share their phase (row
+// and column modulo the stride), hence the taps that reach them (`taps`, `back`: their offsets
+// back from at(q) in dyp). Row r goes to dst[r].
+template <int NV, int MR>
+void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t rows,
+                const Layout& l, const int64_t* taps, const int64_t* back, int64_t ntaps,
+                const float* wt, int64_t c0) {
+    V8 acc[MR][NV] = {};
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
+    for (int64_t u = 0; u < ntaps; ++u) {
+        const int64_t off = back[u];
+        const float* w = wt + taps[u] * l.og * l.cg + c0;
+        for (int64_t o = 0; o < l.og; ++o) {
+            V8 wv[NV];
+            for (int v = 0; v < NV; ++v) wv[v] = load8(w + o * l.cg + v * kLanes);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+                const float s = base[r][o - off];
+                for (int v = 0; v < NV; ++v) acc[r][v] += s * wv[v];
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int v = 0; v < NV; ++v) store8(dst[r] + c0 + v * kLanes, acc[r][v]);
+}
+
+// Calls f(NV, MR) for `channels` (a multiple of 8): two vectors and six rows where they are a
+// multiple of 16, else one vector and twelve rows (twelve accumulators either way).
+template <class F>
+void with_tile(int64_t channels, F&& f) {
+    if (channels % (2 * kLanes) == 0)
+        f(std::integral_constant<int, 2>{}, std::integral_constant<int, 6>{});
+    else
+        f(std::integral_constant<int, 1>{}, std::integral_constant<int, 12>{});
+}
+
+// The window starts of positions [q0, q0 + rows) of a chunk's images (position q: image q / P,
+// output position q mod P), walked without a division each.
+void starts(const Conv2dGeometry& g, const Layout& l, int64_t q0, int64_t rows, int64_t* at) {
+    int64_t j = q0 / l.plane, oh = q0 % l.plane / g.ow, ow = q0 % l.plane % g.ow;
+    for (int64_t r = 0; r < rows; ++r) {
+        at[r] = j * l.padded + (oh * g.win.sh * l.pw + ow * g.win.sw) * l.cg;
+        if (++ow == g.ow) {
+            ow = 0;
+            if (++oh == g.oh) oh = 0, ++j;
+        }
+    }
+}
+
+constexpr int kMaxRows = 12;
+
+}  // namespace
+
+void grouped_direct_forward(const float* x, const float* wt, const float* b,
+                            const Conv2dGeometry& g, float* y, float* ws) {
+    const Layout l(g);
+    const int64_t slice = g.grouped_slice_floats(false), k = g.patch(), image = g.h * g.w;
+    parallel_for(g.groups, g.n * l.plane * k * l.og, [&](int64_t gi) {
+        float* xp = ws + gi * slice;
+        float* yc = xp + l.nb * l.padded;
+        float* wk = yc + l.nb * l.plane * l.og;
+        transpose(wt + gi * l.og * k, k, l.og, k, wk, l.og);  // [og][cg·taps] → [cg·taps][og]
+        const float* bg = b ? b + gi * l.og : nullptr;
+        for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
+            const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
+            for (int64_t j = 0; j < m; ++j)
+                pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
+            with_tile(l.og, [&](auto nv, auto mr) {
+                constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+                int64_t at[kMaxRows];
+                for (int64_t q0 = 0; q0 < positions; q0 += MR) {
+                    const int64_t rows = std::min<int64_t>(MR, positions - q0);
+                    starts(g, l, q0, rows, at);
+                    for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
+                        forward_tile<NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
+                }
+            });
+            for (int64_t j = 0; j < m; ++j)
+                transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
+                          y + ((n0 + j) * g.out_c + gi * l.og) * l.plane, l.plane);
+        }
+    });
+}
+
+void grouped_direct_backward(const float* x, const float* dy, const float* wt,
+                             const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
+                             float* ws) {
+    const Layout l(g);
+    const int64_t slice = g.grouped_slice_floats(true), k = g.patch();
+    const int64_t image = g.h * g.w;
+    // dyp: dy (oh, ow) at row oh + eh, column ow + ew (Conv2dGeometry::grouped_grad_h/w). Input
+    // (ih, iw) sits at padded row r = ih + pad_top = ph_r + sh·a (phase ph_r = r mod sh); tap i
+    // reaches it when i·dh ≡ ph_r (mod sh), from output row a - (i·dh - ph_r) / sh.
+    const int64_t sh = g.win.sh, sw = g.win.sw, dh = g.win.dh, dwl = g.win.dw;
+    const int64_t eh = (g.win.kh - 1) * dh / sh, ew = (g.win.kw - 1) * dwl / sw;
+    const int64_t qh = g.grouped_grad_h(), qw = g.grouped_grad_w();
+    struct Phase {
+        int64_t pr, pq;
+        std::vector<int64_t> taps, back;
+    };
+    std::vector<Phase> phases;
+    for (int64_t pr = 0; pr < sh; ++pr)
+        for (int64_t pq = 0; pq < sw; ++pq) {
+            Phase ph{pr, pq, {}, {}};
+            for (int64_t i = 0; i < g.win.kh; ++i)
+                for (int64_t j = 0; j < g.win.kw; ++j)
+                    if ((i * dh - pr) % sh == 0 && (j * dwl - pq) % sw == 0 && i * dh >= pr &&
+                        j * dwl >= pq) {
+                        ph.taps.push_back(i * g.win.kw + j);
+                        ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) * l.og);
+                    }
+            phases.push_back(std::move(ph));
+        }
+    const int64_t grad_plane = qh * qw * l.og;
+    parallel_for(g.groups, 2 * g.n * l.plane * k * l.og, [&](int64_t gi) {
+        float* xp = ws + gi * slice;
+        float* dyc = xp + l.nb * l.padded;
+        float* dxc = dyc + l.nb * l.plane * l.og;
+        float* dyp = dxc + l.nb * image * l.cg;
+        float* wk = dyp + l.nb * grad_plane;
+        float* dwa = wk + k * l.og;
+        const float* wg = wt + gi * l.og * k;  // [og][cg][taps]
+        if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
+            for (int64_t o = 0; o < l.og; ++o)
+                transpose(wg + o * k, l.taps, l.cg, l.taps, wk + o * l.cg, l.og * l.cg);
+        if (dw) std::fill(dwa, dwa + k * l.og, 0.0f);
+        for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
+            const int64_t m = std::min(l.nb, g.n - n0);
+            for (int64_t j = 0; j < m; ++j)
+                transpose(dy + ((n0 + j) * g.out_c + gi * l.og) * l.plane, l.plane, l.og, l.plane,
+                          dyc + j * l.plane * l.og, l.og);
+            if (dw) {
+                for (int64_t j = 0; j < m; ++j)
+                    pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
+                with_tile(l.og, [&](auto nv, auto mr) {
+                    constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+                    for (int64_t t = 0; t < l.taps; ++t)
+                        for (int64_t c0 = 0; c0 < l.cg; c0 += MR)
+                            for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
+                                weight_tile<NV, MR>(xp, m, g, l, dyc, t, c0,
+                                                    std::min<int64_t>(MR, l.cg - c0), o0, dwa);
+                });
+            }
+            if (!dx) continue;
+            std::fill(dyp, dyp + m * grad_plane, 0.0f);
+            for (int64_t j = 0; j < m; ++j)
+                for (int64_t oh = 0; oh < g.oh; ++oh)
+                    std::copy(dyc + (j * l.plane + oh * g.ow) * l.og,
+                              dyc + (j * l.plane + (oh + 1) * g.ow) * l.og,
+                              dyp + j * grad_plane + ((oh + eh) * qw + ew) * l.og);
+            // Phase by phase, the input positions of that phase, image by image in row-major
+            // order, a tile at a time; every input position gets its sum (0 where no tap
+            // reaches it).
+            with_tile(l.cg, [&](auto nv, auto mr) {
+                constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+                int64_t at[kMaxRows];
+                float* dst[kMaxRows];
+                for (const Phase& ph : phases) {
+                    const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
+                    const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
+                    int64_t rows = 0;
+                    auto flush = [&] {
+                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * kLanes)
+                            input_tile<NV, MR>(dyp, at, dst, rows, l, ph.taps.data(),
+                                               ph.back.data(), static_cast<int64_t>(ph.taps.size()),
+                                               wk, c0);
+                        rows = 0;
+                    };
+                    const int64_t a0 = (ih0 + g.win.pad_top) / sh;
+                    const int64_t b0 = (iw0 + g.win.pad_left) / sw;
+                    for (int64_t j = 0; j < m; ++j)
+                        for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
+                            for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
+                                at[rows] = j * grad_plane + ((a + eh) * qw + b + ew) * l.og;
+                                dst[rows] = dxc + (j * image + ih * g.w + iw) * l.cg;
+                                if (++rows == MR) flush();
+                            }
+                    if (rows) flush();
+                }
+            });
+            for (int64_t j = 0; j < m; ++j)
+                transpose(dxc + j * image * l.cg, l.cg, image, l.cg,
+                          dx + ((n0 + j) * g.c + gi * l.cg) * image, image, accumulate);
+        }
+        if (dw) transpose(dwa, l.og, k, l.og, dw + gi * l.og * k, k);  // → [og][cg·taps]
+    });
+}
+
+}  // namespace rl::cpu
