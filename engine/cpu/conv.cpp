@@ -21,6 +21,7 @@
 
 #include "engine/cpu/conv_grouped.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/vec8.h"
 #include "engine/gemm.h"
 #include "engine/ops/window.h"
 
@@ -626,15 +627,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
 // stored; the dy plane is zero there, so they add nothing to dW.)
 
 constexpr int64_t kPlaneLanes = Conv2dGeometry::kPlaneLanes;
-using V8 = float __attribute__((vector_size(kPlaneLanes * sizeof(float))));
-inline V8 load8(const float* p) {
-    V8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store8(float* p, V8 v) {
-    std::memcpy(p, &v, sizeof v);
-}
+static_assert(kPlaneLanes == kVec8Lanes);
 // The first n (< 8 where a row ends) lanes of v to p[l·stride], added to what is there when
 // `add`.
 inline void put(float* p, int64_t stride, V8 v, int64_t n, bool add) {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/vec8.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -49,15 +50,7 @@ namespace rl::cpu {
 namespace {
 
 constexpr int64_t kLanes = Conv2dGeometry::kGroupLanes;
-using V8 = float __attribute__((vector_size(kLanes * sizeof(float))));
-inline V8 load8(const float* p) {
-    V8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store8(float* p, V8 v) {
-    std::memcpy(p, &v, sizeof v);
-}
+static_assert(kLanes == kVec8Lanes);
 
 // The plane's layout and the taps' offsets in it (floats), shared by the three passes.
 struct Layout {

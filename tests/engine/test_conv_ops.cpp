@@ -206,23 +206,19 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     }
 }
 
+// A 3×3 window with padding 1 on every side, at stride 1, on [n, c, h, w].
+ConvSpec padded3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int64_t groups) {
+    ConvSpec s{.n = n, .c = c, .h = h, .w = w, .out = out, .kh = 3, .kw = 3, .groups = groups};
+    s.pt = s.pl = s.pb = s.pr = 1;
+    return s;
+}
+
 // Small planes run several images per GEMM (Conv2dGeometry::images_per_gemm), their columns side
 // by side, with a shorter last chunk when the batch does not divide: a 3×3 grouped and a 1×1
 // convolution of 5 images in chunks of 3 + 2 and 4 + 1, forward against the float64 reference,
 // gradients against central differences, and accumulation into an existing input gradient.
 TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
-    const ConvSpec grouped{.n = 5,
-                           .c = 4,
-                           .h = 10,
-                           .w = 10,
-                           .out = 6,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1,
-                           .groups = 2};
+    const ConvSpec grouped = padded3x3(5, 4, 10, 10, 6, 2);
     const ConvSpec pointwise{.n = 5, .c = 3, .h = 8, .w = 8, .out = 4, .kh = 1, .kw = 1};
     for (const auto& [s, per_gemm, what] : {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
                                             std::tuple{pointwise, 4, "1x1, 8x8 planes"}}) {
@@ -506,106 +502,29 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
 // gradient gathered at stride 1 and 2 (phases), dilation, asymmetric padding, input rows and
 // columns no window reaches, chunks of images (grouped_images) with a remainder, and no bias.
 TEST(ConvOps, Conv2dGroupedDirectKernel) {
-    const std::vector<std::pair<ConvSpec, const char*>> cases = {
-        {{.n = 2,
-          .c = 16,
-          .h = 6,
-          .w = 6,
-          .out = 16,
-          .kh = 3,
-          .kw = 3,
-          .pt = 1,
-          .pl = 1,
-          .pb = 1,
-          .pr = 1,
-          .groups = 2},
-         "8 in, 8 out a group, 3x3 padded"},
-        {{.n = 3,
-          .c = 32,
-          .h = 7,
-          .w = 7,
-          .out = 32,
-          .kh = 3,
-          .kw = 3,
-          .sh = 2,
-          .sw = 2,
-          .pt = 1,
-          .pl = 1,
-          .pb = 1,
-          .pr = 1,
-          .groups = 2},
-         "16 in, 16 out a group, stride 2"},
-        {{.n = 1,
-          .c = 16,
-          .h = 5,
-          .w = 9,
-          .out = 32,
-          .kh = 3,
-          .kw = 2,
-          .sh = 2,
-          .sw = 1,
-          .dh = 2,
-          .dw = 2,
-          .pt = 2,
-          .pl = 0,
-          .pb = 1,
-          .pr = 3,
-          .groups = 2,
-          .bias = false},
-         "8 in, 16 out a group, dilation 2, asymmetric padding, no bias"},
-        {{.n = 2,
-          .c = 24,
-          .h = 8,
-          .w = 8,
-          .out = 48,
-          .kh = 3,
-          .kw = 3,
-          .sh = 2,
-          .sw = 2,
-          .groups = 3},
-         "8 in, 16 out a group, stride 2, last row and column unread"},
-        {{.n = 2,
-          .c = 32,
-          .h = 4,
-          .w = 4,
-          .out = 64,
-          .kh = 3,
-          .kw = 3,
-          .pt = 1,
-          .pl = 1,
-          .pb = 1,
-          .pr = 1,
-          .groups = 2},
-         "16 in, 32 out a group: two tiles of channels"},
-        {{.n = 2,
-          .c = 16,
-          .h = 7,
-          .w = 6,
-          .out = 16,
-          .kh = 3,
-          .kw = 2,
-          .dh = 2,
-          .dw = 3,
-          .pt = 2,
-          .pl = 1,
-          .pb = 0,
-          .pr = 2,
-          .groups = 2},
-         "stride 1 (the input gradient gathered), dilation, asymmetric padding"},
-        {{.n = 5,
-          .c = 16,
-          .h = 8,
-          .w = 8,
-          .out = 16,
-          .kh = 3,
-          .kw = 3,
-          .pt = 1,
-          .pl = 1,
-          .pb = 1,
-          .pr = 1,
-          .groups = 2},
-         "five 8x8 outputs: chunks of four images and one, tiles across images"},
-    };
+    // padded3x3, then what differs.
+    const auto spec = padded3x3;
+    std::vector<std::pair<ConvSpec, const char*>> cases;
+    cases.push_back({spec(2, 16, 6, 6, 16, 2), "8 in, 8 out a group, 3x3 padded"});
+    ConvSpec s2 = spec(3, 32, 7, 7, 32, 2);
+    s2.sh = s2.sw = 2;
+    cases.push_back({s2, "16 in, 16 out a group, stride 2"});
+    ConvSpec dil = spec(1, 16, 5, 9, 32, 2);
+    std::tie(dil.kw, dil.sh, dil.dh, dil.dw) = std::tuple{2, 2, 2, 2};
+    std::tie(dil.pt, dil.pl, dil.pb, dil.pr, dil.bias) = std::tuple{2, 0, 1, 3, false};
+    cases.push_back({dil, "8 in, 16 out a group, dilation 2, asymmetric padding, no bias"});
+    ConvSpec unread = spec(2, 24, 8, 8, 48, 3);
+    unread.sh = unread.sw = 2;
+    unread.pt = unread.pl = unread.pb = unread.pr = 0;
+    cases.push_back({unread, "8 in, 16 out a group, stride 2, last row and column unread"});
+    cases.push_back({spec(2, 32, 4, 4, 64, 2), "16 in, 32 out a group: two tiles of channels"});
+    ConvSpec gathered = spec(2, 16, 7, 6, 16, 2);
+    std::tie(gathered.kw, gathered.dh, gathered.dw) = std::tuple{2, 2, 3};
+    std::tie(gathered.pt, gathered.pb, gathered.pr) = std::tuple{2, 0, 2};
+    cases.push_back(
+        {gathered, "stride 1 (the input gradient gathered), dilation, asymmetric padding"});
+    cases.push_back({spec(5, 16, 8, 8, 16, 2),
+                     "five 8x8 outputs: chunks of four images and one, tiles across images"});
     for (const auto& [s, what] : cases) {
         Graph g;
         const NodeId n =
