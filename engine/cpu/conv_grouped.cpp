@@ -176,18 +176,19 @@ void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout
 
 // Tap t × MR input channels from `c0` of the weight gradient × NV vectors of output channels
 // (from `o0`): adds the positions of a chunk's m images, in order, to the running sums in dwa
-// (row c·taps + t).
+// (row c·taps + t), which the `first` chunk starts from 0.
 // The MR reads per position fall on neighbouring channels of one tap: one cache line.
 template <int NV, int MR>
 void weight_tile(const float* xp, int64_t m, const Conv2dGeometry& g, const Layout& l,
-                 const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, float* dwa) {
+                 const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, bool first,
+                 float* dwa) {
     V8 acc[MR][NV];
     int64_t koff[MR];
     for (int r = 0; r < MR; ++r) {
         const int64_t c = c0 + (r < rows ? r : 0);
         koff[r] = l.tap_off[static_cast<size_t>(t)] + c;
         for (int v = 0; v < NV; ++v)
-            acc[r][v] = load8(dwa + (c * l.taps + t) * l.og + o0 + v * kLanes);
+            acc[r][v] = first ? V8{} : load8(dwa + (c * l.taps + t) * l.og + o0 + v * kLanes);
     }
     const int64_t row_step = g.win.sh * l.pw * l.cg, col_step = g.win.sw * l.cg;
     const float* d = dyc + o0;  // the images' output gradients follow one another
@@ -337,7 +338,6 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
         if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
             for (int64_t o = 0; o < l.og; ++o)
                 transpose(wg + o * k, l.taps, l.cg, l.taps, wk + o * l.cg, l.og * l.cg);
-        if (dw) std::fill(dwa, dwa + k * l.og, 0.0f);
         for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
             const int64_t m = std::min(l.nb, g.n - n0);
             for (int64_t j = 0; j < m; ++j)
@@ -352,7 +352,8 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                         for (int64_t c0 = 0; c0 < l.cg; c0 += MR)
                             for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
                                 weight_tile<NV, MR>(xp, m, g, l, dyc, t, c0,
-                                                    std::min<int64_t>(MR, l.cg - c0), o0, dwa);
+                                                    std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0,
+                                                    dwa);
                 });
             }
             if (!dx) continue;
