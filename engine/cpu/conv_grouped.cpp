@@ -240,13 +240,23 @@ void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t 
 }
 
 // Calls f(NV, MR) for `channels` (a multiple of 8): two vectors and six rows where they are a
-// multiple of 16, else one vector and twelve rows (twelve accumulators either way).
+// multiple of 16, else one vector and twelve rows (twelve accumulators either way). Where the
+// rows are at most 8 `positions` (a chunk of 2×2 planes; 0: rows are not positions), six would
+// leave a third of the second tile empty: there it is four rows of two vectors, or eight of one.
 template <class F>
-void with_tile(int64_t channels, F&& f) {
-    if (channels % (2 * kLanes) == 0)
-        f(std::integral_constant<int, 2>{}, std::integral_constant<int, 6>{});
-    else
-        f(std::integral_constant<int, 1>{}, std::integral_constant<int, 12>{});
+void with_tile(int64_t channels, int64_t positions, F&& f) {
+    using std::integral_constant;
+    const bool few = positions > 0 && positions <= 8;
+    if (channels % (2 * kLanes) == 0) {
+        if (few)
+            f(integral_constant<int, 2>{}, integral_constant<int, 4>{});
+        else
+            f(integral_constant<int, 2>{}, integral_constant<int, 6>{});
+    } else if (few) {
+        f(integral_constant<int, 1>{}, integral_constant<int, 8>{});
+    } else {
+        f(integral_constant<int, 1>{}, integral_constant<int, 12>{});
+    }
 }
 
 // The window starts of positions [q0, q0 + rows) of a chunk's images (position q: image q / P,
@@ -280,7 +290,7 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
             const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
             for (int64_t j = 0; j < m; ++j)
                 pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-            with_tile(l.og, [&](auto nv, auto mr) {
+            with_tile(l.og, positions, [&](auto nv, auto mr) {
                 constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
                 int64_t at[kMaxRows];
                 for (int64_t q0 = 0; q0 < positions; q0 += MR) {
@@ -346,7 +356,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             if (dw) {
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-                with_tile(l.og, [&](auto nv, auto mr) {
+                with_tile(l.og, 0, [&](auto nv, auto mr) {
                     constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
                     for (int64_t t = 0; t < l.taps; ++t)
                         for (int64_t c0 = 0; c0 < l.cg; c0 += MR)
@@ -366,7 +376,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             // Phase by phase, the input positions of that phase, image by image in row-major
             // order, a tile at a time; every input position gets its sum (0 where no tap
             // reaches it).
-            with_tile(l.cg, [&](auto nv, auto mr) {
+            with_tile(l.cg, m * image / (sh * sw), [&](auto nv, auto mr) {
                 constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
                 int64_t at[kMaxRows];
                 float* dst[kMaxRows];

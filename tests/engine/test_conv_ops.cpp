@@ -500,7 +500,8 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
 // channels-last padded planes (conv_grouped.cpp): both tile shapes (16 channels a group: two
 // vectors by 6 positions; 8: one by 12), positions that do not fill the last tile, the input
 // gradient gathered at stride 1 and 2 (phases), dilation, asymmetric padding, input rows and
-// columns no window reaches, chunks of images (grouped_images) with a remainder, and no bias.
+// columns no window reaches, chunks of images (grouped_images) with a remainder, the short tiles
+// of 2×2 planes, and no bias.
 TEST(ConvOps, Conv2dGroupedDirectKernel) {
     // padded3x3, then what differs.
     const auto spec = padded3x3;
@@ -525,6 +526,8 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
         {gathered, "stride 1 (the input gradient gathered), dilation, asymmetric padding"});
     cases.push_back({spec(5, 16, 8, 8, 16, 2),
                      "five 8x8 outputs: chunks of four images and one, tiles across images"});
+    cases.push_back({spec(2, 32, 2, 2, 32, 2), "2x2 planes: tiles of 4 positions by 16 channels"});
+    cases.push_back({spec(1, 16, 2, 2, 16, 2), "one 2x2 plane: a tile of 8 rows, half empty"});
     for (const auto& [s, what] : cases) {
         Graph g;
         const NodeId n =
