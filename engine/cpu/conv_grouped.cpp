@@ -175,11 +175,11 @@ void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout
 }
 
 // Tap t × MR input channels from `c0` of the weight gradient × NV vectors of output channels
-// (from `o0`): adds the positions of a chunk's m images, in order, to the running sums in dwa
-// (row c·taps + t), which the `first` chunk starts from 0.
+// (from `o0`): adds a chunk's positions (window starts `at`, images then positions in order) to
+// the running sums in dwa (row c·taps + t), which the `first` chunk starts from 0.
 // The MR reads per position fall on neighbouring channels of one tap: one cache line.
 template <int NV, int MR>
-void weight_tile(const float* xp, int64_t m, const Conv2dGeometry& g, const Layout& l,
+void weight_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
                  const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, bool first,
                  float* dwa) {
     V8 acc[MR][NV];
@@ -190,21 +190,17 @@ void weight_tile(const float* xp, int64_t m, const Conv2dGeometry& g, const Layo
         for (int v = 0; v < NV; ++v)
             acc[r][v] = first ? V8{} : load8(dwa + (c * l.taps + t) * l.og + o0 + v * kLanes);
     }
-    const int64_t row_step = g.win.sh * l.pw * l.cg, col_step = g.win.sw * l.cg;
-    const float* d = dyc + o0;  // the images' output gradients follow one another
-    for (int64_t j = 0; j < m; ++j)
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-            const float* x = xp + j * l.padded + oh * row_step;
-            for (int64_t ow = 0; ow < g.ow; ++ow, x += col_step, d += l.og) {
-                V8 dv[NV];
-                for (int v = 0; v < NV; ++v) dv[v] = load8(d + v * kLanes);
+    for (int64_t q = 0; q < positions; ++q) {
+        const float* x = xp + at[q];
+        const float* d = dyc + q * l.og + o0;
+        V8 dv[NV];
+        for (int v = 0; v < NV; ++v) dv[v] = load8(d + v * kLanes);
 #pragma GCC unroll 16
-                for (int r = 0; r < MR; ++r) {
-                    const float s = x[koff[r]];
-                    for (int v = 0; v < NV; ++v) acc[r][v] += s * dv[v];
-                }
-            }
+        for (int r = 0; r < MR; ++r) {
+            const float s = x[koff[r]];
+            for (int v = 0; v < NV; ++v) acc[r][v] += s * dv[v];
         }
+    }
     for (int64_t r = 0; r < rows; ++r)
         for (int v = 0; v < NV; ++v)
             store8(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * kLanes, acc[r][v]);
@@ -345,6 +341,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
         float* wk = dyp + l.nb * grad_plane;
         float* dwa = wk + k * l.og;
         const float* wg = wt + gi * l.og * k;  // [og][cg][taps]
+        std::vector<int64_t> window_at(static_cast<size_t>(dw ? l.nb * l.plane : 0));
         if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
             for (int64_t o = 0; o < l.og; ++o)
                 transpose(wg + o * k, l.taps, l.cg, l.taps, wk + o * l.cg, l.og * l.cg);
@@ -354,6 +351,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                 transpose(dy + ((n0 + j) * g.out_c + gi * l.og) * l.plane, l.plane, l.og, l.plane,
                           dyc + j * l.plane * l.og, l.og);
             if (dw) {
+                starts(g, l, 0, m * l.plane, window_at.data());
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
                 with_tile(l.og, 0, [&](auto nv, auto mr) {
@@ -361,9 +359,9 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                     for (int64_t t = 0; t < l.taps; ++t)
                         for (int64_t c0 = 0; c0 < l.cg; c0 += MR)
                             for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
-                                weight_tile<NV, MR>(xp, m, g, l, dyc, t, c0,
-                                                    std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0,
-                                                    dwa);
+                                weight_tile<NV, MR>(xp, window_at.data(), m * l.plane, l, dyc, t,
+                                                    c0, std::min<int64_t>(MR, l.cg - c0), o0,
+                                                    n0 == 0, dwa);
                 });
             }
             if (!dx) continue;
