@@ -2,7 +2,7 @@
 // RegNet's and ResNeXt's grouped 3×3s), computed directly on channels-last padded planes, with
 // no im2col matrix.
 //
-// Why: a group has only 8 to 32 output channels, so each element of an im2col matrix serves that
+// Why: a group has only 8 to 64 output channels, so each element of an im2col matrix serves that
 // many multiply-adds, and building the matrix cost as much as its GEMM (the grouped layers of
 // RegNetX-800MF ran at 0.19-0.61 of their raw GEMMs, docs/benchmarks.md). Here the windows read
 // the input where it lies. The inner loop is the register-tiled micro-kernel of Goto and van de
@@ -35,7 +35,6 @@
 #include "engine/cpu/conv_grouped.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 

@@ -123,7 +123,7 @@ struct Conv2dGeometry {
     bool depthwise_padded() const { return planes_apply() && !depthwise_blocked(); }
 
     // Grouped convolutions whose groups have whole 8-float vectors of input and of output
-    // channels (RegNet's and ResNeXt's 3×3s: 8 to 32 channels a group) run a direct kernel
+    // channels (RegNet's and ResNeXt's 3×3s: 8 to 64 channels a group) run a direct kernel
     // (engine/cpu/conv_grouped.cpp): with so few output channels per group, each element of an
     // im2col matrix would serve only that many products, and building it cost as much as the
     // GEMM (docs/benchmarks.md). Each group's input plane is zero-padded and made channels-last
