@@ -528,6 +528,10 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
                      "five 8x8 outputs: chunks of four images and one, tiles across images"});
     cases.push_back({spec(2, 32, 2, 2, 32, 2), "2x2 planes: tiles of 4 positions by 16 channels"});
     cases.push_back({spec(1, 16, 2, 2, 16, 2), "one 2x2 plane: a tile of 8 rows, half empty"});
+    ConvSpec skip = spec(2, 32, 7, 6, 16, 2);
+    std::tie(skip.kh, skip.kw, skip.sh, skip.sw) = std::tuple{1, 1, 2, 2};
+    skip.pt = skip.pl = skip.pb = skip.pr = 0;
+    cases.push_back({skip, "1x1 at stride 2: phases no tap reaches get a zero gradient"});
     for (const auto& [s, what] : cases) {
         Graph g;
         const NodeId n =
