@@ -73,8 +73,13 @@ struct Conv2dGeometry {
     // where the window's extent of the plane (padded_h × padded_w) fits kPaddedPlaneFloats (the
     // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not.
     static constexpr int64_t kPaddedPlaneFloats = 4096;
+    // A 1×1 window without padding (a strided 1×1, the shortcut projection of a ResNet or
+    // RegNet block) has no edges to pad: its rows are strided copies, and copying the whole
+    // plane first made RegNet's projections 7-9 % slower (docs/benchmarks.md).
     bool im2col_through_padded_plane() const {
-        return padded_h() * padded_w() <= kPaddedPlaneFloats;
+        const bool edgeless = win.kh == 1 && win.kw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
+                              win.pad_bottom == 0 && win.pad_right == 0;
+        return !edgeless && padded_h() * padded_w() <= kPaddedPlaneFloats;
     }
 
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly

@@ -193,11 +193,15 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     large.n = 1, large.c = 1, large.h = 66, large.w = 70;  // 68 × 72 padded: over 4096 floats
     ConvSpec large_strided = large;
     large_strided.sh = 2, large_strided.sw = 2;
+    // A strided 1×1 without padding has no edges: row by row, whatever its plane.
+    ConvSpec projection{
+        .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
     for (const auto& [s, padded, what] :
          {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{large, false, "66x70, row by row"},
-          std::tuple{large_strided, false, "66x70 stride 2, row by row"}}) {
+          std::tuple{large_strided, false, "66x70 stride 2, row by row"},
+          std::tuple{projection, false, "1x1 stride 2, row by row"}}) {
         SCOPED_TRACE(what);
         ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
