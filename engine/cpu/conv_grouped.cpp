@@ -41,10 +41,6 @@
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/vec8.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace rl::cpu {
 namespace {
 
@@ -71,61 +67,6 @@ struct Layout {
                     (i * g.win.dh * pw + j * g.win.dw) * cg;
     }
 };
-
-#if defined(__AVX2__)
-// r[i][j] → r[j][i] for an 8 × 8 block of floats.
-inline void transpose8(__m256 r[8]) {
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-#endif
-
-// b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols (with `add`, +=): 8 × 8 blocks through
-// registers where the build has AVX2, single floats at the edges. The blocks go down the rows
-// of a for each 8 columns, so that b is written as 8 streams at a time: with all of a row's
-// columns in turn (16 streams for 16 channels, 4 KB apart on a 32×32 plane) the lines of b
-// shared one cache set and were evicted half-written, and the input gradient's transpose took
-// 40 % of a stride-2 backward.
-void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
-               bool add = false) {
-    auto put = [&](int64_t i, int64_t j) {
-        float& d = b[j * ldb + i];
-        d = add ? d + a[i * lda + j] : a[i * lda + j];
-    };
-    int64_t j = 0;
-#if defined(__AVX2__)
-    for (; j + kLanes <= cols; j += kLanes) {
-        int64_t i = 0;
-        for (; i + kLanes <= rows; i += kLanes) {
-            __m256 r[kLanes];
-            for (int64_t k = 0; k < kLanes; ++k) r[k] = _mm256_loadu_ps(a + (i + k) * lda + j);
-            transpose8(r);
-            for (int64_t k = 0; k < kLanes; ++k) {
-                float* d = b + (j + k) * ldb + i;
-                _mm256_storeu_ps(d, add ? _mm256_add_ps(_mm256_loadu_ps(d), r[k]) : r[k]);
-            }
-        }
-        for (; i < rows; ++i)
-            for (int64_t k = 0; k < kLanes; ++k) put(i, j + k);
-    }
-#endif
-    for (; j < cols; ++j)
-        for (int64_t i = 0; i < rows; ++i) put(i, j);
-}
 
 // The group's cg channel planes of one image (x, NCHW) into xp, zero-padded, row by row through
 // 8 × 8 transposes (a float at a time, the copy cost more than the convolution); only the

@@ -83,6 +83,13 @@ inline Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
     return {std::min(lo, hi), hi};
 }
 
+// b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols; with `add`, b[j·ldb + i] += a[i·lda + j].
+// The one transpose between planes (NCHW) and channels-last layouts: 8 × 8 blocks through
+// registers where the build has AVX2, floats one by one at the edges (transpose.cpp). A pure copy
+// (or one add per element), so any layout change through it keeps every value's bits.
+void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
+               bool add = false);
+
 // Channels-last blocks of 16 planes, one per vector lane, for ops whose planes are too small
 // for row loops to vectorise (depthwise convolution, pooling): `size` floats of each of planes
 // [p0, p0 + 16), plane p starting at src + p·stride (NCHW: a plane per image and channel; a band
@@ -94,21 +101,12 @@ inline void planes_to_lanes(const float* src, int64_t stride, int64_t size, int6
                             int64_t p0, float* b) {
     const int64_t lanes = std::min(kPlaneLanes, count - p0);
     if (lanes < kPlaneLanes) std::fill(b, b + size * kPlaneLanes, 0.0f);
-    for (int64_t l = 0; l < lanes; ++l) {
-        const float* plane = src + (p0 + l) * stride;
-        for (int64_t p = 0; p < size; ++p) b[p * kPlaneLanes + l] = plane[p];
-    }
+    transpose(src + p0 * stride, stride, lanes, size, b, kPlaneLanes);
 }
 inline void planes_from_lanes(const float* b, int64_t stride, int64_t size, int64_t count,
                               int64_t p0, float* dst, bool accumulate) {
-    const int64_t lanes = std::min(kPlaneLanes, count - p0);
-    for (int64_t l = 0; l < lanes; ++l) {
-        float* plane = dst + (p0 + l) * stride;
-        if (accumulate)
-            for (int64_t p = 0; p < size; ++p) plane[p] += b[p * kPlaneLanes + l];
-        else
-            for (int64_t p = 0; p < size; ++p) plane[p] = b[p * kPlaneLanes + l];
-    }
+    transpose(b, kPlaneLanes, size, std::min(kPlaneLanes, count - p0), dst + p0 * stride, stride,
+              accumulate);
 }
 
 // Runs body(begin, length) over fixed chunks of [0, n), for elementwise kernels.

@@ -138,10 +138,6 @@ struct Conv2dGeometry {
         return groups > 1 && !depthwise() && c_per_group() % kGroupLanes == 0 &&
                out_per_group() % kGroupLanes == 0;
     }
-    // Floats of one group's slice: per image of a chunk, the padded channels-last input, the
-    // outputs (forward) or output gradients (backward) channels-last and, backward, the input
-    // gradient channels-last and the output gradient's padded plane; once, the group's weights
-    // reordered and, backward, the weight gradient's sums.
     // The output gradient's padded plane for the input gradient's gather: dy (oh, ow) at row
     // oh + (kh - 1)·dh / sh, column ow + (kw - 1)·dw / sw, with rows (columns) down to the last
     // input's; zero elsewhere.
@@ -155,6 +151,10 @@ struct Conv2dGeometry {
     // positions of small planes (2×2 to 8×8 in a RegNet at 64 px) fill the kernel's tiles and
     // amortise its weight reordering.
     int64_t grouped_images() const { return images_per_gemm(); }
+    // Floats of one group's slice: per image of a chunk, the padded channels-last input, the
+    // outputs (forward) or output gradients (backward) channels-last and, backward, the input
+    // gradient channels-last and the output gradient's padded plane; once, the group's weights
+    // reordered and, backward, the weight gradient's sums.
     int64_t grouped_slice_floats(bool backward) const {
         const int64_t in = padded_h() * padded_w() * c_per_group();
         const int64_t out = oh * ow * out_per_group();
