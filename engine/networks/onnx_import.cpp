@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "engine/errors.h"
+#include "engine/networks/slice_narrowing.h"
 
 #if REMATLAB_HAVE_ONNX
 #include <google/protobuf/io/coded_stream.h>
@@ -3144,7 +3145,9 @@ Graph network_from_onnx(const std::string& bytes, const std::string& origin,
         throw Error(origin + ": not a valid ONNX model (the protobuf data is truncated or " +
                     "malformed; parsing stopped at byte " + std::to_string(in.CurrentPosition()) +
                     " of " + std::to_string(bytes.size()) + "); export the network again");
-    return Importer(model, origin, opt).run();
+    Graph g = Importer(model, origin, opt).run();
+    if (!opt.narrow_slices) return g;
+    return narrow_slices(g).graph;
 }
 
 Graph load_onnx_file(const std::string& path, const OnnxImportOptions& opt) {

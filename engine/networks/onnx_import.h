@@ -57,6 +57,9 @@ struct OnnxImportOptions {
     std::string model_dir;
     uint64_t max_tensor_bytes = uint64_t{4} << 30;  // any one initializer, input or activation
     ImportLoss loss = ImportLoss::SumSquares;
+    // Move slices up the graph (slice_narrowing.h): a classifier reading the class token leaves
+    // its last block computing that token only. The nodes changed carry the tag "narrowed".
+    bool narrow_slices = true;
 };
 
 // `bytes` is the serialized ModelProto; `origin` names it in messages. Throws rl::Error.
