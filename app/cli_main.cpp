@@ -235,6 +235,11 @@ int main(int argc, char** argv) {
         app.add_subcommand("network", "write a network (preset or file) in RematLab's JSON format");
     network->add_option("--network,-n", net_opt.network, network_help)->required();
     network->add_option("--out,-o", net_opt.out, "output .json file (default: standard output)");
+    network->add_flag("--keep-slices", net_opt.keep_slices,
+                      "an ONNX model's graph as the file has it: by default a node whose only "
+                      "reader is a slice computes just the part the slice reads (a classifier "
+                      "reading the class token: its last block runs for that token), and such "
+                      "nodes carry the tag 'narrowed'");
 
     ExportOptions exp_opt;
     auto* exp = app.add_subcommand(

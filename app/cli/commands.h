@@ -82,7 +82,8 @@ struct CompareOptions {
 
 struct NetworkOptions {
     std::string network;
-    std::string out;  // "" = print the JSON to stdout
+    std::string out;           // "" = print the JSON to stdout
+    bool keep_slices = false;  // an ONNX model without slice narrowing
 };
 
 struct SweepOptions {

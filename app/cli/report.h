@@ -47,6 +47,10 @@ std::string failure_json(const ReportContext& ctx, const CompareRow& row);
 
 // Human summaries: `run` (executed) and `plan` (predicted only).
 std::string evaluation_text(const ReportContext& ctx, const Evaluation& e);
+
+// " (18 of them narrowed to the part a slice reads: tag 'narrowed')" for a graph whose import
+// moved slices up (engine/networks/slice_narrowing.h); "" otherwise.
+std::string narrowed_note(const Graph& g);
 // `plan --per-layer`: the activations each block keeps for the backward, and what one block adds.
 std::string per_layer_text(const Graph& g, const PerLayerReport& r);
 // The side-by-side table of `compare`; `baseline` (none's evaluation) gives the overhead column.

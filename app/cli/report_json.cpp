@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/report.h"
+#include "engine/networks/slice_narrowing.h"
 
 namespace rl::cli {
 
@@ -12,6 +13,7 @@ nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
     j["network"] = ctx.network;
     j["strategy"] = strategy;
     j["params"] = ctx.graph.param_bytes();
+    j["narrowed_nodes"] = narrowed_node_count(ctx.graph);
     j["threads"] = ctx.threads;
     j["repeat"] = ctx.repeat;
     j["cap"] = ctx.cap;

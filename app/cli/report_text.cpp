@@ -9,6 +9,7 @@
 #include "cli/report.h"
 #include "engine/errors.h"
 #include "engine/gemm.h"
+#include "engine/networks/slice_narrowing.h"
 #include "engine/units.h"
 
 namespace rl::cli {
@@ -169,6 +170,13 @@ std::string per_layer_text(const Graph& g, const PerLayerReport& r) {
     return out.str();
 }
 
+std::string narrowed_note(const Graph& g) {
+    const int n = narrowed_node_count(g);
+    if (n == 0) return {};
+    return " (" + std::to_string(n) + " of them narrowed to the part a slice reads: tag '" +
+           kNarrowedTag + "')";
+}
+
 std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
     const Graph& g = ctx.graph;
     const Plan& plan = e.plan;
@@ -179,9 +187,9 @@ std::string evaluation_text(const ReportContext& ctx, const Evaluation& e) {
             << " nodes, an abstract benchmark graph (plan-only: no kernels; times are its "
                "durations, in the file's own units)\n";
     else
-        out << "network      " << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
-            << format_bytes(g.param_bytes()) << ", inputs " << format_bytes(g.input_bytes())
-            << '\n';
+        out << "network      " << ctx.network << ": " << g.num_nodes() << " nodes"
+            << narrowed_note(g) << ", parameters " << format_bytes(g.param_bytes()) << ", inputs "
+            << format_bytes(g.input_bytes()) << '\n';
     out << "strategy     " << e.strategy << " (" << plan_status_name(plan.status) << ", planned in "
         << ms(plan.solve_ms) << " ms";
     if (!plan.method.empty()) out << " by " << plan.method;

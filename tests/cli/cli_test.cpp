@@ -527,6 +527,36 @@ TEST_F(CliTest, DumpsEveryOnnxInitializerInItsOwnLayout) {
     EXPECT_EQ(files, 8);
 }
 
+// An ONNX classifier reading its class token: by default its encoder's last nodes are narrowed to
+// that token (engine/networks/slice_narrowing.h) and every report says so; --keep-slices writes
+// the graph as the file has it.
+TEST_F(CliTest, NetworkSaysWhatItNarrowedAndKeepSlicesKeepsTheFilesGraph) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    const std::string vit =
+        (fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx" / "tiny_vit.onnx").string();
+    const fs::path cut = dir_ / "cut.json", whole = dir_ / "whole.json";
+    const Result a = run({"network", "--network", vit, "--out", cut.string()});
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_NE(a.out.find("narrowed to the part a slice reads"), std::string::npos) << a.out;
+    const Result b = run({"network", "--network", vit, "--keep-slices", "--out", whole.string()});
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(b.out.find("narrowed"), std::string::npos) << b.out;
+    EXPECT_EQ(read_bytes(whole).find("\"narrowed\""), std::string::npos);
+
+    const json jc = run_json({"run", "--network", cut.string(), "--strategy", "none", "--json"});
+    const json jw = run_json({"run", "--network", whole.string(), "--strategy", "none", "--json"});
+    EXPECT_GE(jc["narrowed_nodes"].get<int>(), 10);
+    EXPECT_EQ(jw["narrowed_nodes"].get<int>(), 0);
+    EXPECT_LT(jc["activation_peak_bytes"].get<uint64_t>(),
+              jw["activation_peak_bytes"].get<uint64_t>());
+    EXPECT_NEAR(jc["loss"].get<double>(), jw["loss"].get<double>(), 1e-5);
+    const Result text = run({"run", "--network", vit, "--strategy", "none"});
+    ASSERT_EQ(text.code, 0) << text.err;
+    EXPECT_NE(text.out.find("of them narrowed to the part a slice reads: tag 'narrowed'"),
+              std::string::npos)
+        << text.out;
+}
+
 // --dump-activations writes the ReLU outputs of an ONNX model (tests/fixtures/onnx/cnn.onnx:
 // conv, batch norm, ReLU, max-pool, conv, batch norm, ReLU, ...) in the file's node order, under
 // the ONNX node names, in the ONNX tensors' shapes; with --dump-activations-ops all, each ReLU's
