@@ -5,6 +5,7 @@
 
 #include "engine/errors.h"
 #include "engine/networks/presets.h"
+#include "engine/networks/slice_narrowing.h"
 #include "engine/units.h"
 #include "ui/qt_text.h"
 #include "ui/schedule_trace.h"
@@ -33,6 +34,7 @@ NetworkSummary summarize(const Graph& g, const QString& spec) {
     s.spec = spec;
     s.name = to_qstring(g.name());
     s.nodes = g.num_nodes();
+    s.narrowed = narrowed_node_count(g);
     s.params = g.num_params();
     s.param_bytes = g.param_bytes();
     s.input_bytes = g.input_bytes();

@@ -453,14 +453,20 @@ void SetupPanel::updateSummary() {
         summary_->setToolTip(s.spec);
         return;
     }
-    summary_->setText(QStringLiteral("<b>%1</b> — %2 nodes, %3 parameter tensors<br>"
+    // The ONNX import's narrowing (engine/networks/slice_narrowing.h) changes what runs: say so.
+    const QString narrowed =
+        s.narrowed == 0
+            ? QString()
+            : QStringLiteral(" (%1 narrowed to the part a slice reads)").arg(s.narrowed);
+    summary_->setText(QStringLiteral("<b>%1</b> — %2 nodes%8, %3 parameter tensors<br>"
                                      "parameters %4 · activations %5<br>"
                                      "forward %6 · plain backprop peak %7")
                           .arg(s.name.toHtmlEscaped())
                           .arg(s.nodes)
                           .arg(s.params)
                           .arg(bytes_text(s.param_bytes), bytes_text(s.activation_bytes),
-                               flops_text(s.forward_flops), bytes_text(s.none_peak_bytes)));
+                               flops_text(s.forward_flops), bytes_text(s.none_peak_bytes),
+                               narrowed));
     summary_->setToolTip(QStringLiteral("%1\ninputs %2").arg(s.spec, bytes_text(s.input_bytes)));
 }
 

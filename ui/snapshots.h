@@ -33,6 +33,7 @@ struct NetworkSummary {
     QString spec;
     QString name;
     int nodes = 0;
+    int narrowed = 0;  // nodes the ONNX import narrowed to what a slice reads (tag "narrowed")
     int params = 0;
     uint64_t param_bytes = 0;
     uint64_t input_bytes = 0;
