@@ -25,7 +25,9 @@
 #include <QThread>
 #include <algorithm>
 
+#include "engine/networks/onnx_import.h"
 #include "engine/networks/presets.h"
+#include "engine/networks/slice_narrowing.h"
 #include "engine/units.h"
 #include "ui/evaluation.h"
 #include "ui/main_window.h"
@@ -469,6 +471,32 @@ TEST(UiMainWindow, EveryPartsActionsAreInTheMenus) {
     for (QAction* a : view->actions())
         if (a->text() == QStringLiteral("&Teach mode")) a->trigger();
     EXPECT_TRUE(teach->isVisibleTo(&w));
+}
+
+// The summary says when the import narrowed nodes (engine/networks/slice_narrowing.h), with the
+// graph's own count, and says nothing of it for a network it did not touch.
+TEST(UiSetupPanel, SummarySaysHowManyNodesTheImportNarrowed) {
+    if (!onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    auto summary_text = [](const Graph& g, const QString& spec) {
+        SetupPanel panel;
+        panel.setNetwork(summarize(g, spec));
+        QString all;
+        for (const QLabel* l : panel.findChildren<QLabel*>()) all += l->text() + '\n';
+        return all;
+    };
+    const std::string vit = std::string(REMATLAB_SOURCE_DIR) + "/tests/fixtures/onnx/tiny_vit.onnx";
+    const Graph cut = load_network(vit);
+    const int n = narrowed_node_count(cut);
+    ASSERT_GT(n, 0);
+    const QString with = summary_text(cut, QString::fromStdString(vit));
+    EXPECT_TRUE(with.contains(QStringLiteral("%1 nodes (%2 narrowed to the part a slice reads)")
+                                  .arg(cut.num_nodes())
+                                  .arg(n)))
+        << with.toStdString();
+    OnnxImportOptions keep;
+    keep.narrow_slices = false;
+    const QString without = summary_text(load_onnx_file(vit, keep), QString::fromStdString(vit));
+    EXPECT_FALSE(without.contains(QStringLiteral("narrowed"))) << without.toStdString();
 }
 
 }  // namespace
