@@ -10,7 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "engine/errors.h"
 #include "engine/liveness.h"
+#include "engine/networks/slice_narrowing.h"
 #include "engine/ops/op.h"
 #include "engine/simulator.h"
 #include "engine/units.h"
@@ -931,6 +933,16 @@ std::string plan_jax(const Graph& g, const PlanExport& e) {
 }
 
 std::string plan_text(const Graph& g, const PlanExport& e, PlanFormat f) {
+    // PyTorch and JAX run the model's own graph; a plan made on one the ONNX import narrowed
+    // (slice_narrowing.h) would name activations they keep in full, with other sizes.
+    if (const int n = narrowed_node_count(g); n > 0 && f != PlanFormat::Json)
+        throw Error(
+            "this plan was made on the graph RematLab runs, in which the ONNX import "
+            "narrowed " +
+            std::to_string(n) +
+            " nodes to the part a slice reads; PyTorch and JAX run them whole, so a plan "
+            "for them must be made on the model's own graph: `rematlab-cli export-plan "
+            "--network MODEL.onnx` does that (or export this one as JSON)");
     switch (f) {
         case PlanFormat::Torch:
             return plan_torch(g, e);

@@ -28,7 +28,6 @@
 #include "engine/atomic_file.h"
 #include "engine/gemm.h"
 #include "engine/networks/network_json.h"
-#include "engine/networks/onnx_import.h"
 #include "engine/networks/presets.h"
 #include "engine/networks/slice_narrowing.h"
 #include "engine/npy.h"
@@ -709,14 +708,10 @@ int networks_command() {
 }
 
 int network_command(const NetworkOptions& opt) {
-    const bool onnx =
-        opt.network.size() >= 5 && opt.network.compare(opt.network.size() - 5, 5, ".onnx") == 0;
-    OnnxImportOptions keep;
-    keep.narrow_slices = false;
-    // An ONNX model is read as the file has it and narrowed here, to say what that saved.
-    SliceNarrowing r{
-        onnx ? load_onnx_file(opt.network, keep) : load_network(opt.network), {}, 0, 0};
-    if (onnx && !opt.keep_slices) r = narrow_slices(r.graph);
+    // An ONNX model is read as the file has it and narrowed here, to say what that saved (a
+    // network file or a preset is never narrowed).
+    SliceNarrowing r{load_network(opt.network, /*narrow_onnx_slices=*/false), {}, 0, 0};
+    if (opt.network.ends_with(".onnx") && !opt.keep_slices) r = narrow_slices(r.graph);
     const Graph& g = r.graph;
     if (opt.out.empty()) {
         std::cout << network_to_json(g) << std::flush;

@@ -17,7 +17,10 @@ namespace rl::cli {
 
 int export_plan_command(const ExportPlanOptions& opt) {
     const PlanFormat format = parse_plan_format(opt.format);
-    Graph g = load_network(opt.network);
+    // The plan is for PyTorch or JAX, which run the model's graph as it is: an ONNX model's
+    // slices are not moved up here (their narrowed nodes would name activations that framework
+    // keeps in full).
+    Graph g = load_network(opt.network, /*narrow_onnx_slices=*/false);
     if (g.plan_only())
         throw Error("export-plan: network '" + opt.network +
                     "' is an abstract benchmark graph, with no framework modules or values to "

@@ -23,6 +23,8 @@ Graph build_preset(const Spec& spec);
 // A network SPEC is a preset spec ("mlp:depth=32,width=1024"), the path of an ONNX model
 // (ending in ".onnx": its weights come along, see onnx_import.h) or of a network file (anything
 // else with a '/' or ending in ".json"). Throws rl::Error with what was wrong and where.
-Graph load_network(const std::string& spec);
+// An ONNX model's slices are moved up (slice_narrowing.h) unless `narrow_onnx_slices` is false:
+// a plan exported for PyTorch or JAX must be made on the graph that framework runs.
+Graph load_network(const std::string& spec, bool narrow_onnx_slices = true);
 
 }  // namespace rl

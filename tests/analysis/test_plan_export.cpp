@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine/liveness.h"
+#include "engine/networks/onnx_import.h"
 #include "engine/networks/presets.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
@@ -456,6 +457,28 @@ TEST(PlanExport, FormatNames) {
     EXPECT_EQ(parse_plan_format("jax"), PlanFormat::Jax);
     EXPECT_EQ(parse_plan_format("json"), PlanFormat::Json);
     EXPECT_THROW((void)parse_plan_format("tf"), Error);
+}
+
+// A graph the ONNX import narrowed (slice_narrowing.h) is not the one PyTorch or JAX runs: their
+// formats refuse it, naming the way to a plan on the model's own graph; JSON (RematLab's own
+// plan) is written.
+TEST(PlanExport, NarrowedGraphsAreRefusedForFrameworksAndWrittenAsJson) {
+    if (!onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    const std::string vit = std::string(REMATLAB_SOURCE_DIR) + "/tests/fixtures/onnx/tiny_vit.onnx";
+    const Exported cut = export_of(load_network(vit), vit, "sqrt-n");
+    for (PlanFormat f : {PlanFormat::Torch, PlanFormat::Jax}) {
+        try {
+            plan_text(cut.g, cut.e, f);
+            ADD_FAILURE() << "a narrowed graph's plan was written for a framework";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("rematlab-cli export-plan"), std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_NE(plan_text(cut.g, cut.e, PlanFormat::Json).find("rematlab-plan"), std::string::npos);
+    const Exported whole = export_of(load_network(vit, false), vit, "sqrt-n");
+    EXPECT_NE(plan_text(whole.g, whole.e, PlanFormat::Torch).find("def apply(model):"),
+              std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/cli_process.h"
+#include "engine/networks/onnx_import.h"
 
 namespace fs = std::filesystem;
 
@@ -66,6 +67,27 @@ TEST_F(ExportPlanCli, JsonOnStandardOutputIsThePlanAsData) {
     uint64_t kept = 0;
     for (const auto& v : j["kept"]) kept += v["bytes"].get<uint64_t>();
     EXPECT_EQ(j["kept_bytes"].get<uint64_t>(), kept);
+}
+
+// An ONNX model is planned on its own graph for PyTorch and JAX, not on the one RematLab runs
+// after narrowing its slices (engine/networks/slice_narrowing.h): tiny ViT reads its class token.
+TEST_F(ExportPlanCli, OnnxModelsArePlannedOnTheGraphTheFrameworkRuns) {
+    if (!rl::onnx_import_available()) GTEST_SKIP() << "built with -DREMATLAB_ONNX=OFF";
+    const std::string vit =
+        (fs::path(REMATLAB_SOURCE_DIR) / "tests" / "fixtures" / "onnx" / "tiny_vit.onnx").string();
+    const fs::path whole = dir_ / "whole.json";
+    ASSERT_EQ(run({"network", "--network", vit, "--keep-slices", "--out", whole.string()}).code, 0);
+    const Result r =
+        run({"export-plan", "--network", vit, "--strategy", "sqrt-n", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("narrow"), std::string::npos);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto on_whole = nlohmann::json::parse(
+        run({"plan", "--network", whole.string(), "--strategy", "sqrt-n", "--json"}).out);
+    const auto on_run = nlohmann::json::parse(
+        run({"plan", "--network", vit, "--strategy", "sqrt-n", "--json"}).out);
+    EXPECT_EQ(j["predicted_activation_peak_bytes"], on_whole["predicted_activation_peak_bytes"]);
+    EXPECT_NE(j["predicted_activation_peak_bytes"], on_run["predicted_activation_peak_bytes"]);
 }
 
 TEST_F(ExportPlanCli, JaxPolicyNamesEachKeptValueWithItsBytes) {
