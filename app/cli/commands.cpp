@@ -241,7 +241,10 @@ void dump_activations(const Graph& g, const Execution& pass, const std::vector<u
                          {"output", out.name},
                          {"shape", shape},
                          {"dtype", ints ? "i32" : "f32"},
-                         {"file", file}});
+                         {"file", file},
+                         // Computed for the part a slice reads only (slice_narrowing.h): the
+                         // shape is not the ONNX tensor's.
+                         {"narrowed", node.has_tag(kNarrowedTag)}});
     }
     const nlohmann::json index = {
         {"network", network},

@@ -550,6 +550,22 @@ TEST_F(CliTest, NetworkSaysWhatItNarrowedAndKeepSlicesKeepsTheFilesGraph) {
     EXPECT_LT(jc["activation_peak_bytes"].get<uint64_t>(),
               jw["activation_peak_bytes"].get<uint64_t>());
     EXPECT_NEAR(jc["loss"].get<double>(), jw["loss"].get<double>(), 1e-5);
+    // --dump-activations marks the narrowed outputs, whose shapes are the part computed.
+    const fs::path acts = dir_ / "acts";
+    ASSERT_EQ(run({"run", "--network", vit, "--strategy", "none", "--dump-activations",
+                   acts.string(), "--dump-activations-ops", "all"})
+                  .code,
+              0);
+    int marked = 0;
+    const json index = json::parse(read_bytes(acts / "index.json"));
+    for (const auto& v : index["nodes"]) {
+        marked += v["narrowed"].get<bool>();
+        if (v["node"] == "/encoder/fc2") {
+            EXPECT_TRUE(v["narrowed"].get<bool>());
+            EXPECT_EQ(v["shape"][1], 1) << v.dump();
+        }
+    }
+    EXPECT_GE(marked, jc["narrowed_nodes"].get<int>());  // and the slices put above them
     const Result text = run({"run", "--network", vit, "--strategy", "none"});
     ASSERT_EQ(text.code, 0) << text.err;
     EXPECT_NE(text.out.find("of them narrowed to the part a slice reads: tag 'narrowed'"),
