@@ -238,7 +238,7 @@ void eigen_rows_product(MMap& c, const A& a, const B& b, float alpha, float beta
 // product took 442 ms for VGG's classifier input gradient at batch 2 (dY [2, 4096] · W [4096,
 // 25088]) against OpenBLAS's 48, and its forward 66 ms against 39 row by row (docs/onnx.md).
 constexpr int64_t kFewRows = kThinRows;
-constexpr int64_t kFewRowsMinOperand = kThinOperandFloats;  // floats of op(B)
+constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
 
 // Products of a transposed A (stored [k, m]) and at most kFewColumns columns of op(B), against a
 // large A: Eigen packs all of A for a few columns of use. A 1×1 convolution's input gradient on
@@ -858,7 +858,7 @@ void set_gemm_threads(int threads) {
 }
 
 bool is_thin_gemm(int64_t m, int64_t n, int64_t k) {
-    return (m <= kThinRows && n * k >= kThinOperandFloats) ||
+    return (m <= kThinRows && n * k >= kThinRowsOperandFloats) ||
            (n <= kThinColumns && m * k >= kThinOperandFloats);
 }
 
