@@ -196,12 +196,15 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
+    ConvSpec wide_projection = projection;  // 12 columns out: eight at once, then four
+    wide_projection.h = 5, wide_projection.w = 24;
     for (const auto& [s, padded, what] :
          {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{large, false, "66x70, row by row"},
           std::tuple{large_strided, false, "66x70 stride 2, row by row"},
-          std::tuple{projection, false, "1x1 stride 2, row by row"}}) {
+          std::tuple{projection, false, "1x1 stride 2, row by row"},
+          std::tuple{wide_projection, false, "1x1 stride 2, 12 columns"}}) {
         SCOPED_TRACE(what);
         ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
