@@ -52,10 +52,9 @@ Graph build(const Graph& like, const std::vector<Spec>& specs) {
 
 double step_flops(const Graph& g) {
     double f = 0;
-    for (const Node& n : g.nodes()) {
-        const OpCost c = op_def(n.op).cost(g, n);
-        f += c.fwd_flops +
-             (g.needs_backward(static_cast<NodeId>(&n - g.nodes().data())) ? c.bwd_flops : 0.0);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+        const OpCost c = op_def(g.node(id).op).cost(g, g.node(id));
+        f += c.fwd_flops + (g.needs_backward(id) ? c.bwd_flops : 0.0);
     }
     return f;
 }
@@ -243,6 +242,7 @@ bool step(const Graph& g, std::vector<Spec>& specs, const std::unordered_set<std
         const std::string key = x.name + "|" + std::to_string(sl.axis) + "|" +
                                 std::to_string(sl.start) + "|" + std::to_string(sl.end);
         if (auto it = seen.find(key); it != seen.end()) {
+            add_tag(specs[it->second].tags, kNarrowedTag);  // it serves the other's readers too
             redirect(specs, i, n.name, specs[it->second].name);
             specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(i));
             return true;
@@ -303,7 +303,7 @@ SliceNarrowing narrow_slices(const Graph& g0) {
     // Each step rebuilds the graph (O(nodes)); ViT-B/32 takes 30 steps. The steps are capped so
     // that a file built to make thousands of slices climb long chains loads in seconds, its
     // graph narrowed part of the way (every step leaves a valid graph).
-    const int64_t nodes = g0.num_nodes();
+    const int64_t nodes = std::max(g0.num_nodes(), 1);
     const int64_t rounds =
         std::min<int64_t>(8 * nodes + 8, std::max<int64_t>(64, 20'000'000 / nodes));
     for (int64_t round = 0; round < rounds; ++round) {

@@ -15,9 +15,10 @@
 //   - a layout op (transpose, reshape when the rows kept are whole rows of its input too),
 //   - matmul (rows of its first operand; a batch range of both), concat on another axis,
 //   - a slice on the same axis (the two become one).
-// It stops at a value read by several nodes (after merging slices that are equal), at graph
-// inputs and at everything else (convolutions, pools, batch norm, reductions, dropout: their
-// outputs depend on other rows or on element positions).
+// It stops at a value read by several nodes (after merging slices that are equal: the one kept
+// is tagged; a slice that reads its input whole is dropped), at graph inputs and at everything else
+// (convolutions, pools, batch norm, reductions, dropout: their outputs depend on other rows or on
+// element positions).
 //
 // Each step keeps every surviving element's arithmetic (per-row ops see the same row; linear's
 // and matmul's dot products keep their length), and the backward loses only terms that were
