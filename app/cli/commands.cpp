@@ -717,7 +717,7 @@ int network_command(const NetworkOptions& opt) {
     // An ONNX model is read as the file has it and narrowed here, to say what that saved (a
     // network file or a preset is never narrowed).
     SliceNarrowing r{load_network(opt.network, /*narrow_onnx_slices=*/false), {}, 0, 0};
-    if (opt.network.ends_with(".onnx") && !opt.keep_slices) r = narrow_slices(r.graph);
+    if (is_onnx_spec(opt.network) && !opt.keep_slices) r = narrow_slices(r.graph);
     const Graph& g = r.graph;
     if (opt.out.empty()) {
         std::cout << network_to_json(g) << std::flush;

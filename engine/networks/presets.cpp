@@ -738,17 +738,17 @@ Graph build_preset(const Spec& spec) {
                 ".json)");
 }
 
+bool is_onnx_spec(const std::string& spec) {
+    return spec.ends_with(".onnx");
+}
+
 Graph load_network(const std::string& spec, bool narrow_onnx_slices) {
-    auto ends_with = [&](std::string_view suffix) {
-        return spec.size() >= suffix.size() &&
-               spec.compare(spec.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (ends_with(".onnx")) {
+    if (is_onnx_spec(spec)) {
         OnnxImportOptions opt;
         opt.narrow_slices = narrow_onnx_slices;
         return load_onnx_file(spec, opt);
     }
-    const bool is_path = spec.find('/') != std::string::npos || ends_with(".json");
+    const bool is_path = spec.find('/') != std::string::npos || spec.ends_with(".json");
     if (is_path) return load_network_file(spec);
     return build_preset(parse_spec(spec));
 }

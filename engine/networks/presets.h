@@ -26,5 +26,7 @@ Graph build_preset(const Spec& spec);
 // An ONNX model's slices are moved up (slice_narrowing.h) unless `narrow_onnx_slices` is false:
 // a plan exported for PyTorch or JAX must be made on the graph that framework runs.
 Graph load_network(const std::string& spec, bool narrow_onnx_slices = true);
+// Whether load_network reads `spec` as an ONNX model (and so narrows its slices by default).
+bool is_onnx_spec(const std::string& spec);
 
 }  // namespace rl

@@ -286,12 +286,15 @@ bool step(const Graph& g, std::vector<Spec>& specs, const std::unordered_set<std
     return false;
 }
 
+// A node the pass narrowed, as the reports count them (the slices it put above them are not).
+bool is_narrowed(const Node& n) {
+    return n.op != OpKind::Slice && n.has_tag(kNarrowedTag);
+}
+
 }  // namespace
 
 int narrowed_node_count(const Graph& g) {
-    int n = 0;
-    for (const Node& node : g.nodes()) n += node.op != OpKind::Slice && node.has_tag(kNarrowedTag);
-    return n;
+    return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), is_narrowed));
 }
 
 SliceNarrowing narrow_slices(const Graph& g0) {
@@ -318,7 +321,7 @@ SliceNarrowing narrow_slices(const Graph& g0) {
         }
     }
     for (const Node& n : g.nodes())
-        if (n.op != OpKind::Slice && n.has_tag(kNarrowedTag)) r.narrowed.push_back(n.name);
+        if (is_narrowed(n)) r.narrowed.push_back(n.name);
     r.flops_after = step_flops(g);
     r.graph = std::move(g);
     return r;
