@@ -283,7 +283,7 @@ std::string compare_table(const ReportContext& ctx, const std::vector<CompareRow
     const Graph& g = ctx.graph;
     if (g.plan_only()) return predicted_table(ctx, rows, baseline);
     std::ostringstream out;
-    out << ctx.network << ": " << g.num_nodes() << " nodes, parameters "
+    out << ctx.network << ": " << g.num_nodes() << " nodes" << narrowed_note(g) << ", parameters "
         << format_bytes(g.param_bytes()) << "; " << ctx.threads << " thread"
         << (ctx.threads == 1 ? "" : "s") << ", cost model " << ctx.cost_model;
     if (!ctx.gemm.empty()) out << ", GEMM " << gemm_text(ctx);

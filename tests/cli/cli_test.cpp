@@ -566,6 +566,10 @@ TEST_F(CliTest, NetworkSaysWhatItNarrowedAndKeepSlicesKeepsTheFilesGraph) {
         }
     }
     EXPECT_GE(marked, jc["narrowed_nodes"].get<int>());  // and the slices put above them
+    const Result table = run({"compare", "--network", vit, "--strategies", "none"});
+    ASSERT_EQ(table.code, 0) << table.err;
+    EXPECT_NE(table.out.find("of them narrowed to the part a slice reads"), std::string::npos)
+        << table.out;
     const Result text = run({"run", "--network", vit, "--strategy", "none"});
     ASSERT_EQ(text.code, 0) << text.err;
     EXPECT_NE(text.out.find("of them narrowed to the part a slice reads: tag 'narrowed'"),
