@@ -237,7 +237,7 @@ void eigen_rows_product(MMap& c, const A& a, const B& b, float alpha, float beta
 // Products of at most kFewRows rows against a large operand go row by row: Eigen's blocked
 // product took 442 ms for VGG's classifier input gradient at batch 2 (dY [2, 4096] · W [4096,
 // 25088]) against OpenBLAS's 48, and its forward 66 ms against 39 row by row (docs/onnx.md).
-constexpr int64_t kFewRows = kThinRows;
+constexpr int64_t kFewRows = 4;
 constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
 
 // Products of a transposed A (stored [k, m]) and at most kFewColumns columns of op(B), against a
@@ -404,8 +404,9 @@ struct Shape3 {
 // them had chosen BLIS by that margin for every convolution's backward (docs/benchmarks.md).
 // Thin (is_thin_gemm), added on 2026-12-04: a classifier's forward and input gradient at batch 2
 // against a 32 MB weight, a 1×1 convolution's input gradient and a 3×3 convolution's forward on
-// a 2×2 plane at batch 2 (8 and 9 MB weights).
-constexpr int kCalibrationShapesRevision = 3;  // in the cache key: a new set calibrates again
+// a 2×2 plane at batch 2 (8 and 9 MB weights); on 2026-12-05, when the class grew from 4 rows to
+// 16, a linear layer's forward and input gradient at 8 and 16 rows (ConvNeXt's last stage).
+constexpr int kCalibrationShapesRevision = 4;  // in the cache key: a new set calibrates again
 enum class ShapeClass { Large, Small, Thin };
 const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
     static const std::vector<Shape3> large = {
@@ -416,10 +417,10 @@ const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
         {false, true, 128, 128, 64, 32}, {false, false, 128, 64, 128, 32},
         {true, false, 128, 64, 128, 32}, {false, false, 49, 32, 49, 128},
         {false, false, 64, 196, 576, 8}, {false, true, 64, 576, 196, 8}};
-    static const std::vector<Shape3> thin = {{false, true, 2, 4096, 2048, 1},
-                                             {false, false, 2, 2048, 4096, 1},
-                                             {true, false, 1024, 8, 2048, 1},
-                                             {false, false, 512, 8, 4608, 1}};
+    static const std::vector<Shape3> thin = {
+        {false, true, 2, 4096, 2048, 1}, {false, false, 2, 2048, 4096, 1},
+        {true, false, 1024, 8, 2048, 1}, {false, false, 512, 8, 4608, 1},
+        {false, true, 8, 3072, 768, 1},  {false, false, 16, 768, 3072, 1}};
     switch (which) {
         case ShapeClass::Small:
             return small;

@@ -1143,7 +1143,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_EQ(first["small_products"]["below_flops"], 16e6) << r.out;
     EXPECT_EQ(cached["entries"][0]["small_library"], first["small_products"]["chosen"]);
     // So are thin products (a few rows or columns against a large operand).
-    EXPECT_EQ(first["thin_products"]["max_rows"], 4) << r.out;
+    EXPECT_EQ(first["thin_products"]["max_rows"], 16) << r.out;
     EXPECT_EQ(first["thin_products"]["max_columns"], 8) << r.out;
     EXPECT_EQ(cached["entries"][0]["thin_library"], first["thin_products"]["chosen"]);
     int available = 0;
@@ -1196,7 +1196,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
         r = run({"--version"});
         EXPECT_NE(r.out.find("products under 16 MFLOP " + names[1]), std::string::npos) << r.out;
         EXPECT_EQ(
-            r.out.find("thin products (at most 4 rows or 8 columns) " + thin) != std::string::npos,
+            r.out.find("thin products (at most 16 rows or 8 columns) " + thin) != std::string::npos,
             thin != names[0])
             << r.out;
         r = run({"gemm", "--threads", "1"});

@@ -132,20 +132,23 @@ TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
     set_cpu_threads(saved);
 }
 
-// Thin products are chosen apart (engine/gemm.h): at most 4 rows against an operand of 2^14
+// Thin products are chosen apart (engine/gemm.h): at most 16 rows against an operand of 2^14
 // floats or more, or 8 columns against one of 2^20, whatever their FLOPs.
 TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_TRUE(is_thin_gemm(2, 4096, 9216));  // a classifier at batch 2
     EXPECT_TRUE(is_thin_gemm(4, 1024, 1024));
-    EXPECT_FALSE(is_thin_gemm(5, 1024, 1024));  // five rows
-    EXPECT_TRUE(is_thin_gemm(2, 1000, 512));    // ResNet-18's classifier at batch 2
-    EXPECT_TRUE(is_thin_gemm(2, 128, 128));     // op(B) of 2^14 floats
-    EXPECT_FALSE(is_thin_gemm(1, 50, 64));      // one attention head's query row: per-call cost
-    EXPECT_TRUE(is_thin_gemm(1024, 8, 2048));   // a 1×1 conv's input gradient on 2×2 planes
-    EXPECT_FALSE(is_thin_gemm(1024, 9, 2048));  // nine columns
-    EXPECT_FALSE(is_thin_gemm(1000, 8, 1000));  // A under 2^20 floats
-    EXPECT_FALSE(is_thin_gemm(1024, 1024, 2));  // an outer product: short k, not thin
-    EXPECT_NE(std::string(thin_gemm_label()).find("4 rows or 8 columns"), std::string::npos);
+    EXPECT_TRUE(is_thin_gemm(8, 3072, 768));     // ConvNeXt's last stage at 64 px, batch 2
+    EXPECT_TRUE(is_thin_gemm(16, 768, 3072));    // and its input gradient at 16 rows
+    EXPECT_FALSE(is_thin_gemm(17, 1024, 1024));  // seventeen rows
+    EXPECT_FALSE(is_thin_gemm(16, 100, 100));    // op(B) under 2^14 floats
+    EXPECT_TRUE(is_thin_gemm(2, 1000, 512));     // ResNet-18's classifier at batch 2
+    EXPECT_TRUE(is_thin_gemm(2, 128, 128));      // op(B) of 2^14 floats
+    EXPECT_FALSE(is_thin_gemm(1, 50, 64));       // one attention head's query row: per-call cost
+    EXPECT_TRUE(is_thin_gemm(1024, 8, 2048));    // a 1×1 conv's input gradient on 2×2 planes
+    EXPECT_FALSE(is_thin_gemm(1024, 9, 2048));   // nine columns
+    EXPECT_FALSE(is_thin_gemm(1000, 8, 1000));   // A under 2^20 floats
+    EXPECT_FALSE(is_thin_gemm(1024, 1024, 2));   // an outer product: short k, not thin
+    EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 8 columns"), std::string::npos);
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
