@@ -16,10 +16,10 @@
 // ones (attention's per-head products, a 7×7 window's, late convolutions on small planes), timed
 // on shapes of their own: the libraries rank differently there (on an AVX2 machine BLIS led
 // OpenBLAS by 15-23 % on attention's products where OpenBLAS led on the layers' large ones).
-// They choose a third time for thin products (is_thin_gemm: at most 16 rows against an operand of
-// 16K floats or more, or 8 columns against one of a million; a classifier at batch 2, a 1×1
+// They choose a third time for thin products (is_thin_gemm: at most 16 rows or 32 columns against
+// an operand of 16K floats or more; a classifier at batch 2, a 1×1
 // convolution on a 2×2 plane, ConvNeXt's last stage at 64 px), which use each element of that
-// operand a few times at most (at 1 to 4 rows they are bound by memory, not FMAs): on
+// operand 32 times at most (at a few rows they are bound by memory, not FMAs): on
 // AVX2 kernels OpenBLAS ran AlexNet's first classifier layer ([2 × 9216] · [4096 × 9216]ᵀ) in 17 ms
 // where BLIS took 7 and Eigen 9, while leading the large products (2026-12-04). A library named by
 // steps 1 or 2 serves every size, except that REMATLAB_GEMM_SMALL (eigen, openblas or blis) names
@@ -61,20 +61,21 @@ const std::vector<GemmLibraryInfo>& gemm_libraries();
 constexpr double kSmallGemmFlops = 16e6;
 const char* small_gemm_label();  // "16 MFLOP": the bound as every text names it
 
-// Thin: at most kThinRows rows (m) against op(B) of kThinRowsOperandFloats or more, or at most
-// kThinColumns columns (n) against A of kThinOperandFloats or more, whatever their FLOPs. Few
-// rows are thin from a far smaller operand: on AVX2 kernels BLIS ran [2 × 128]·[128 × 128]ᵀ to
-// [2 × 768]·[1000 × 768]ᵀ (a classifier at batch 2, ViT's narrowed last block) 2.4-5× faster than
-// OpenBLAS, which the small class had chosen for them, but a head's [1 × 64]·[64 × 50] 2-4×
-// slower (its per-call cost) (2026-12-04); few columns against a smaller A were not faster. Up
-// to 16 rows lead the same way: BLIS ran [8 to 16 × 768]·[3072 × 768]ᵀ and their input
-// gradients (ConvNeXt's last stage at 64 px, batch 2: 8 rows) at 104-118 GFLOP/s where OpenBLAS,
-// which the large class had chosen, ran 55-98; from 24 rows the two are within 15 %, and level
-// at 48 (AVX2 kernels, one thread, 2026-12-05).
-constexpr int64_t kThinRows = 16, kThinColumns = 8, kThinOperandFloats = int64_t{1} << 20;
-constexpr int64_t kThinRowsOperandFloats = int64_t{1} << 14;
+// Thin: at most kThinRows rows (m) against op(B) of kThinOperandFloats or more, or at most
+// kThinColumns columns (n) against A of that size, whatever their FLOPs. On AVX2 kernels (one
+// thread) BLIS ran [2 × 128]·[128 × 128]ᵀ to [2 × 768]·[1000 × 768]ᵀ (a classifier at batch 2,
+// ViT's narrowed last block) 2.4-5× faster than OpenBLAS, which the small class had chosen for
+// them, but a head's [1 × 64]·[64 × 50] 2-4× slower (its per-call cost) (2026-12-04). It leads
+// the same way up to 16 rows: [8 to 16 × 768]·[3072 × 768]ᵀ and their input gradients
+// (ConvNeXt's last stage at 64 px, batch 2: 8 rows) at 104-118 GFLOP/s where OpenBLAS, which the
+// large class had chosen, ran 55-98; from 24 rows the two are within 15 %, level at 48. And up to
+// 32 columns, the products of convolutions on 4×4 and 2×2 planes at batch 2 (W·cols and Wᵀ·dY):
+// 16 columns 113-128 against OpenBLAS's 88-103 for A of 37K to 2.6M floats, 32 columns 109-134
+// against 92-117 but for one shape of ten (2026-12-05). The class's library is calibrated per
+// machine like the others (native AVX-512 builds choose Eigen for it).
+constexpr int64_t kThinRows = 16, kThinColumns = 32, kThinOperandFloats = int64_t{1} << 14;
 bool is_thin_gemm(int64_t m, int64_t n, int64_t k);
-const char* thin_gemm_label();  // "at most 16 rows or 8 columns": as every text names the class
+const char* thin_gemm_label();  // "at most 16 rows or 32 columns": as every text names the class
 
 struct GemmRate {
     GemmLibrary library = GemmLibrary::Eigen;

@@ -642,7 +642,6 @@ int gemm_command(const GemmOptions& opt) {
         j["thin_products"] = {{"chosen", gemm_library_name(choice.thin_library)},
                               {"max_rows", kThinRows},
                               {"max_columns", kThinColumns},
-                              {"min_rows_operand_floats", kThinRowsOperandFloats},
                               {"min_operand_floats", kThinOperandFloats}};
         j["how"] = choice.how;
         j["threads"] = threads;
@@ -686,10 +685,9 @@ int gemm_command(const GemmOptions& opt) {
         std::cout << '\n';
     }
     std::cout << "  (* serves products of " << small_gemm_label() << " and more, + smaller ones, ~ "
-              << "thin ones: at most " << kThinRows << " rows against an operand of "
-              << (kThinRowsOperandFloats >> 10) << "K floats or more, or " << kThinColumns
-              << " columns against one of " << (kThinOperandFloats >> 20)
-              << "M floats or more, of any size)\n";
+              << "thin ones: at most " << kThinRows << " rows or " << kThinColumns
+              << " columns against an operand of " << (kThinOperandFloats >> 10)
+              << "K floats or more, of any size)\n";
     if (opt.calibrate)
         std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
                   << ": geometric mean over each class's calibration shapes "

@@ -246,7 +246,7 @@ constexpr int64_t kFewRowsMinOperand = int64_t{1} << 20;  // floats of op(B)
 // Eigen against 0.74 on OpenBLAS (one thread, 2026-12-04). Here 16 rows of C at a time are 16
 // lanes of n accumulators; A is read once, a strip of 16 of its columns per p, and each element
 // of C is Σ_p in order, whatever the thread count.
-constexpr int64_t kFewColumns = kThinColumns;
+constexpr int64_t kFewColumns = 8;
 constexpr int64_t kStripRows = 16;
 typedef float Strip __attribute__((vector_size(kStripRows * sizeof(float))));
 
@@ -405,8 +405,9 @@ struct Shape3 {
 // Thin (is_thin_gemm), added on 2026-12-04: a classifier's forward and input gradient at batch 2
 // against a 32 MB weight, a 1×1 convolution's input gradient and a 3×3 convolution's forward on
 // a 2×2 plane at batch 2 (8 and 9 MB weights); on 2026-12-05, when the class grew from 4 rows to
-// 16, a linear layer's forward and input gradient at 8 and 16 rows (ConvNeXt's last stage).
-constexpr int kCalibrationShapesRevision = 4;  // in the cache key: a new set calibrates again
+// 16, a linear layer's forward and input gradient at 8 and 16 rows (ConvNeXt's last stage), and
+// as it grew from 8 columns to 32, a 3×3 convolution's forward on 4×4 planes at batch 2.
+constexpr int kCalibrationShapesRevision = 5;  // in the cache key: a new set calibrates again
 enum class ShapeClass { Large, Small, Thin };
 const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
     static const std::vector<Shape3> large = {
@@ -420,7 +421,8 @@ const std::vector<Shape3>& calibration_shapes(ShapeClass which) {
     static const std::vector<Shape3> thin = {
         {false, true, 2, 4096, 2048, 1}, {false, false, 2, 2048, 4096, 1},
         {true, false, 1024, 8, 2048, 1}, {false, false, 512, 8, 4608, 1},
-        {false, true, 8, 3072, 768, 1},  {false, false, 16, 768, 3072, 1}};
+        {false, true, 8, 3072, 768, 1},  {false, false, 16, 768, 3072, 1},
+        {false, false, 256, 32, 2304, 1}};
     switch (which) {
         case ShapeClass::Small:
             return small;
@@ -859,7 +861,7 @@ void set_gemm_threads(int threads) {
 }
 
 bool is_thin_gemm(int64_t m, int64_t n, int64_t k) {
-    return (m <= kThinRows && n * k >= kThinRowsOperandFloats) ||
+    return (m <= kThinRows && n * k >= kThinOperandFloats) ||
            (n <= kThinColumns && m * k >= kThinOperandFloats);
 }
 

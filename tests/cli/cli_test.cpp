@@ -1144,7 +1144,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_EQ(cached["entries"][0]["small_library"], first["small_products"]["chosen"]);
     // So are thin products (a few rows or columns against a large operand).
     EXPECT_EQ(first["thin_products"]["max_rows"], 16) << r.out;
-    EXPECT_EQ(first["thin_products"]["max_columns"], 8) << r.out;
+    EXPECT_EQ(first["thin_products"]["max_columns"], 32) << r.out;
     EXPECT_EQ(cached["entries"][0]["thin_library"], first["thin_products"]["chosen"]);
     int available = 0;
     for (const json& l : first["libraries"]) {
@@ -1195,9 +1195,9 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
         EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm_thin"], thin);
         r = run({"--version"});
         EXPECT_NE(r.out.find("products under 16 MFLOP " + names[1]), std::string::npos) << r.out;
-        EXPECT_EQ(
-            r.out.find("thin products (at most 16 rows or 8 columns) " + thin) != std::string::npos,
-            thin != names[0])
+        EXPECT_EQ(r.out.find("thin products (at most 16 rows or 32 columns) " + thin) !=
+                      std::string::npos,
+                  thin != names[0])
             << r.out;
         r = run({"gemm", "--threads", "1"});
         ASSERT_EQ(r.code, 0) << r.err;

@@ -132,8 +132,8 @@ TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
     set_cpu_threads(saved);
 }
 
-// Thin products are chosen apart (engine/gemm.h): at most 16 rows against an operand of 2^14
-// floats or more, or 8 columns against one of 2^20, whatever their FLOPs.
+// Thin products are chosen apart (engine/gemm.h): at most 16 rows or 32 columns against an
+// operand of 2^14 floats or more, whatever their FLOPs.
 TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_TRUE(is_thin_gemm(2, 4096, 9216));  // a classifier at batch 2
     EXPECT_TRUE(is_thin_gemm(4, 1024, 1024));
@@ -145,10 +145,11 @@ TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_TRUE(is_thin_gemm(2, 128, 128));      // op(B) of 2^14 floats
     EXPECT_FALSE(is_thin_gemm(1, 50, 64));       // one attention head's query row: per-call cost
     EXPECT_TRUE(is_thin_gemm(1024, 8, 2048));    // a 1×1 conv's input gradient on 2×2 planes
-    EXPECT_FALSE(is_thin_gemm(1024, 9, 2048));   // nine columns
-    EXPECT_FALSE(is_thin_gemm(1000, 8, 1000));   // A under 2^20 floats
+    EXPECT_TRUE(is_thin_gemm(32, 32, 1152));     // a 3×3 conv to 32 channels on 4×4 planes
+    EXPECT_FALSE(is_thin_gemm(1024, 33, 2048));  // thirty-three columns
+    EXPECT_FALSE(is_thin_gemm(64, 32, 128));     // A under 2^14 floats
     EXPECT_FALSE(is_thin_gemm(1024, 1024, 2));   // an outer product: short k, not thin
-    EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 8 columns"), std::string::npos);
+    EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 32 columns"), std::string::npos);
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
