@@ -494,17 +494,22 @@ void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeom
 // 1-3 % of their roofline). Here 16 channels go at once, one per vector lane: the block's
 // input plane is zero-padded and transposed to [padded_h][padded_w][16], so every tap of every
 // output position is one vector multiply-add with no bounds checks, and transposed back at the
-// end. Each output sums its bias, then its taps row by row, as the row kernel does. Blocks run in
-// parallel, each in its own slice of the declared workspace; images one after another.
+// end. Each output sums its bias, then its taps row by row, as the row kernel does, and like it
+// skips the taps that read padding (on ConvNeXt's 4×4 and 2×2 planes, 7×7 windows padded by 3,
+// two thirds and eleven twelfths of them); the weight gradient skips the positions whose tap reads
+// padding. Blocks run in parallel, each in its own slice of the declared workspace, its weights
+// packed once and the images one after another.
 
 constexpr int64_t kLanes = Conv2dGeometry::kDepthwiseLanes;
 static_assert(kLanes == kPlaneLanes);
 
 // Channels [c0, c0 + 16) of one image (`img`, NCHW planes) into the padded channels-last plane
-// `xp`; lanes past the last channel, and the padding, are zero.
+// `xp`; lanes past the last channel are zero, the padding is left unwritten.
 void pack_padded(const float* img, const Conv2dGeometry& g, int64_t c0, float* xp) {
     const int64_t hp = g.padded_h(), wp = g.padded_w(), lanes = std::min(kLanes, g.c - c0);
-    std::fill(xp, xp + hp * wp * kLanes, 0.0f);
+    // No tap reads the padding (the kernels skip those taps), so only a partial block's empty
+    // lanes need zeros: they are computed alongside, never stored.
+    if (lanes < kLanes) std::fill(xp, xp + hp * wp * kLanes, 0.0f);
     const int64_t rows = std::min(g.h, hp - g.win.pad_top);
     const int64_t cols = std::min(g.w, wp - g.win.pad_left);
     for (int64_t l = 0; l < lanes; ++l) {
@@ -521,9 +526,8 @@ void pack_padded(const float* img, const Conv2dGeometry& g, int64_t c0, float* x
 // The block's weights, [tap][16].
 void pack_weights(const float* wt, const Conv2dGeometry& g, int64_t c0, float* wk) {
     const int64_t taps = g.win.kh * g.win.kw, lanes = std::min(kLanes, g.c - c0);
-    std::fill(wk, wk + taps * kLanes, 0.0f);
-    for (int64_t l = 0; l < lanes; ++l)
-        for (int64_t t = 0; t < taps; ++t) wk[t * kLanes + l] = wt[(c0 + l) * taps + t];
+    if (lanes < kLanes) std::fill(wk, wk + taps * kLanes, 0.0f);
+    transpose(wt + c0 * taps, taps, lanes, taps, wk, kLanes);
 }
 
 // The padded input position of tap (i, j) of output (oh, ow), in floats.
@@ -543,23 +547,25 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
     const int64_t in = g.padded_h() * g.padded_w();
     const TapGrid tg = tap_grid(g);
     const Window2d& w = g.win;
-    for (int64_t n = 0; n < g.n; ++n)
-        parallel_for(blocks, plane * w.kh * w.kw * kLanes, [&](int64_t blk) {
-            const int64_t c0 = blk * kLanes;
-            float* xp = ws + blk * g.depthwise_block_floats(false);
-            float* yb = xp + in * kLanes;
-            float* wk = yb + plane * kLanes;
+    parallel_for(blocks, g.n * plane * w.kh * w.kw * kLanes, [&](int64_t blk) {
+        const int64_t c0 = blk * kLanes;
+        float* xp = ws + blk * g.depthwise_block_floats(false);
+        float* yb = xp + in * kLanes;
+        float* wk = yb + plane * kLanes;
+        pack_weights(wt, g, c0, wk);
+        float bias[kLanes] = {};
+        if (b)
+            for (int64_t l = 0; l < std::min(kLanes, g.c - c0); ++l) bias[l] = b[c0 + l];
+        for (int64_t n = 0; n < g.n; ++n) {
             pack_padded(x + n * g.c * g.h * g.w, g, c0, xp);
-            pack_weights(wt, g, c0, wk);
-            float bias[kLanes] = {};
-            if (b)
-                for (int64_t l = 0; l < std::min(kLanes, g.c - c0); ++l) bias[l] = b[c0 + l];
-            for (int64_t oh = 0; oh < g.oh; ++oh)
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+                const Span si = valid_span(oh * w.sh - w.pad_top, w.dh, g.h, w.kh);
                 for (int64_t ow = 0; ow < g.ow; ++ow) {
+                    const Span sj = valid_span(ow * w.sw - w.pad_left, w.dw, g.w, w.kw);
                     float acc[kLanes];
                     for (int64_t l = 0; l < kLanes; ++l) acc[l] = bias[l];
-                    for (int64_t i = 0; i < w.kh; ++i)
-                        for (int64_t j = 0; j < w.kw; ++j) {
+                    for (int64_t i = si.lo; i < si.hi; ++i)
+                        for (int64_t j = sj.lo; j < sj.hi; ++j) {
                             const float* xv = xp + tg.at(oh, ow, i, j);
                             const float* kv = wk + (i * w.kw + j) * kLanes;
                             for (int64_t l = 0; l < kLanes; ++l) acc[l] += kv[l] * xv[l];
@@ -567,8 +573,10 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
                     float* out = yb + (oh * g.ow + ow) * kLanes;
                     for (int64_t l = 0; l < kLanes; ++l) out[l] = acc[l];
                 }
+            }
             planes_from_lanes(yb, plane, plane, g.c, c0, y + n * g.c * plane, false);
-        });
+        }
+    });
 }
 
 // dW and dX of a block together. The weight gradient sums, tap by tap, each image's positions
@@ -598,11 +606,13 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                 // Tap by tap, this image's sum over positions in a register, then added.
                 pack_padded(x + n * g.c * g.h * g.w, g, c0, xp);
                 const float* __restrict xb = xp;
-                for (int64_t i = 0; i < w.kh; ++i)
+                for (int64_t i = 0; i < w.kh; ++i) {
+                    const Span so = valid_span(i * w.dh - w.pad_top, w.sh, g.h, g.oh);
                     for (int64_t j = 0; j < w.kw; ++j) {
+                        const Span sp = valid_span(j * w.dw - w.pad_left, w.sw, g.w, g.ow);
                         float acc[kLanes] = {};
-                        for (int64_t oh = 0; oh < g.oh; ++oh)
-                            for (int64_t ow = 0; ow < g.ow; ++ow) {
+                        for (int64_t oh = so.lo; oh < so.hi; ++oh)
+                            for (int64_t ow = sp.lo; ow < sp.hi; ++ow) {
                                 const float* xv = xb + tg.at(oh, ow, i, j);
                                 const float* gv = gb + (oh * g.ow + ow) * kLanes;
                                 for (int64_t l = 0; l < kLanes; ++l) acc[l] += xv[l] * gv[l];
@@ -610,6 +620,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                         float* __restrict a = dwk + (i * w.kw + j) * kLanes;
                         for (int64_t l = 0; l < kLanes; ++l) a[l] += acc[l];
                     }
+                }
             }
             if (!dx) continue;
             float* img = dx + (n * g.c + c0) * g.h * g.w;
@@ -636,9 +647,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                         o[l * stride] = accumulate ? o[l * stride] + acc[l] : acc[l];
                 }
         }
-        if (dw)
-            for (int64_t l = 0; l < lanes; ++l)
-                for (int64_t t = 0; t < taps; ++t) dw[(c0 + l) * taps + t] = dwk[t * kLanes + l];
+        if (dw) transpose(dwk, kLanes, taps, lanes, dw + c0 * taps, taps);
     });
 }
 

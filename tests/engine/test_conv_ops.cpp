@@ -368,6 +368,21 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pr = 2,
                 .groups = 17},
                "depthwise blocked 5x5, 17 channels");
+    // ConvNeXt's last stages: a 7×7 window padded by 3 on planes smaller than it, so most taps
+    // read padding, which the blocks skip (output positions and, backward, weight taps).
+    check_conv({.n = 2,
+                .c = 18,
+                .h = 2,
+                .w = 3,
+                .out = 18,
+                .kh = 7,
+                .kw = 7,
+                .pt = 3,
+                .pl = 3,
+                .pb = 3,
+                .pr = 3,
+                .groups = 18},
+               "depthwise blocked 7x7 on 2x3 planes: most taps read padding");
     check_conv({.n = 2,
                 .c = 2,
                 .h = 3,
