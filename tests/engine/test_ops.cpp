@@ -318,6 +318,14 @@ TEST(OpGradient, Transpose) {
         {Shape{2, 3, 4}, {2, 0, 1}},
         {Shape{2, 3, 4, 5}, {3, 1, 0, 2}},
         {Shape{2, 3, 4, 5}, {0, 1, 2, 3}},
+        // The kernel reduces a permutation first (size-1 axes dropped, axes that stay
+        // contiguous merged): NCHW to NHWC and back become transposes of 12 × 15 per image,
+        // whole 8 × 8 blocks and edges; [9, 1, 1] under a permutation is a copy.
+        {Shape{2, 12, 3, 5}, {0, 2, 3, 1}},
+        {Shape{2, 3, 5, 12}, {0, 3, 1, 2}},
+        {Shape{9, 17}, {1, 0}},
+        {Shape{2, 9, 1, 1}, {0, 2, 3, 1}},
+        {Shape{3, 1, 10}, {2, 1, 0}},
     };
     for (const auto& [shape, perm] : cases) {
         SCOPED_TRACE(format_dims(shape) + " perm " + format_dims(Shape(Dims(perm))));
