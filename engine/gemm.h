@@ -17,18 +17,17 @@
 // on shapes of their own: the libraries rank differently there (on an AVX2 machine BLIS led
 // OpenBLAS by 15-23 % on attention's products where OpenBLAS led on the layers' large ones).
 // They choose a third time for thin products (is_thin_gemm: at most 16 rows or 32 columns against
-// an operand of 16K floats or more; a classifier at batch 2, a 1×1
-// convolution on a 2×2 plane, ConvNeXt's last stage at 64 px), which use each element of that
-// operand 32 times at most (at a few rows they are bound by memory, not FMAs): on
-// AVX2 kernels OpenBLAS ran AlexNet's first classifier layer ([2 × 9216] · [4096 × 9216]ᵀ) in 17 ms
-// where BLIS took 7 and Eigen 9, while leading the large products (2026-12-04). A library named by
-// steps 1 or 2 serves every size, except that REMATLAB_GEMM_SMALL (eigen, openblas or blis) names
-// the one for small products whatever chose the other. Processes calibrating at once take a file
-// lock, so every process of a machine agrees. The choice never changes within a process, and a
-// product's shape alone says which of the three serves it: each library is deterministic at a fixed
-// thread count (static partitioning, its own packing), so a product of given operands gives the
-// same bits every time it runs, and gradients stay bitwise equal across strategies whichever
-// libraries serve them.
+// an operand of 16K floats or more: a classifier at batch 2, a 1×1 convolution on a 2×2 plane,
+// ConvNeXt's last stage at 64 px), which use each element of that operand 32 times at most (at a
+// few rows they are bound by memory, not FMAs): on AVX2 kernels OpenBLAS ran AlexNet's first
+// classifier layer ([2 × 9216] · [4096 × 9216]ᵀ) in 17 ms where BLIS took 7 and Eigen 9, while
+// leading the large products (2026-12-04). A library named by steps 1 or 2 serves every size,
+// except that REMATLAB_GEMM_SMALL (eigen, openblas or blis) names the one for small products
+// whatever chose the other. Processes calibrating at once take a file lock, so every process of a
+// machine agrees. The choice never changes within a process, and a product's shape alone says
+// which of the three serves it: each library is deterministic at a fixed thread count (static
+// partitioning, its own packing), so a product of given operands gives the same bits every time
+// it runs, and gradients stay bitwise equal across strategies whichever libraries serve them.
 #include <cstdint>
 #include <string>
 #include <vector>
