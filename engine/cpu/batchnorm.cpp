@@ -3,6 +3,10 @@
 // bitwise the same statistics for any thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/kernels.h"
 
@@ -92,6 +96,75 @@ ChannelStats channel_stats(const float* x, const Layout& l, int64_t ch, double e
     return {meanf, static_cast<float>(1.0 / std::sqrt(var + eps))};
 }
 
+// Short segments (inner < kShort, the 2×2 and 4×4 planes of late stages): four channels'
+// statistics at once, one per lane, each lane taking the steps channel_stats takes for a short
+// segment (each segment summed in float in element order, the sums accumulated in double, the
+// squared deviations from the float mean likewise), so the results are those of one code path
+// for every channel, forward and backward alike. One channel at a time, its double square root
+// and division (a chain of ~40 cycles) were most of the time: batchnorm ran at 0.07-0.09 of its
+// memory roofline on EfficientNet's [2, 1152, 2, 2] (bench_roofline, 2026-12-05).
+constexpr int64_t kStatLanes = 4;
+using D4 = double __attribute__((vector_size(kStatLanes * sizeof(double))));
+using F4 = float __attribute__((vector_size(kStatLanes * sizeof(float))));
+
+void short_channel_stats(const float* x, const Layout& l, int64_t ch0, double eps,
+                         ChannelStats out[kStatLanes]) {
+    const int64_t lanes = std::min(kStatLanes, l.c - ch0);
+    auto column = [&](int64_t n, int64_t i) {  // element i of segment n, per lane
+        F4 v = {};
+        for (int64_t k = 0; k < lanes; ++k) v[k] = x[(n * l.c + ch0 + k) * l.inner + i];
+        return v;
+    };
+    const double count = static_cast<double>(l.count());
+    D4 sum = {};
+    for (int64_t n = 0; n < l.n; ++n) {
+        F4 s = {};
+        for (int64_t i = 0; i < l.inner; ++i) s += column(n, i);
+        sum += __builtin_convertvector(s, D4);
+    }
+    const F4 mean = __builtin_convertvector(sum / count, F4);
+    D4 sq = {};
+    for (int64_t n = 0; n < l.n; ++n) {
+        F4 s = {};
+        for (int64_t i = 0; i < l.inner; ++i) {
+            const F4 d = column(n, i) - mean;
+            s += d * d;
+        }
+        sq += __builtin_convertvector(s, D4);
+    }
+    const D4 var = sq / count + eps;
+    D4 root;
+#if defined(__AVX__)
+    __m256d r;
+    std::memcpy(&r, &var, sizeof r);
+    r = _mm256_sqrt_pd(r);
+    std::memcpy(&root, &r, sizeof root);
+#else
+    for (int64_t k = 0; k < kStatLanes; ++k) root[k] = std::sqrt(var[k]);
+#endif
+    const F4 rstd = __builtin_convertvector(1.0 / root, F4);
+    for (int64_t k = 0; k < lanes; ++k) out[k] = {mean[k], rstd[k]};
+}
+
+// Calls body(ch, stats of ch) for every channel, in parallel: channels one at a time where
+// segments are long, four at a time (short_channel_stats) where they are short.
+template <class F>
+void for_channels(const float* x, const Layout& l, double eps, int64_t work_per_channel, F&& body) {
+    if (l.inner >= kShort) {
+        parallel_for(l.c, work_per_channel,
+                     [&](int64_t ch) { body(ch, channel_stats(x, l, ch, eps)); });
+        return;
+    }
+    parallel_for((l.c + kStatLanes - 1) / kStatLanes, kStatLanes * work_per_channel,
+                 [&](int64_t g) {
+                     ChannelStats st[kStatLanes];
+                     const int64_t ch0 = g * kStatLanes;
+                     short_channel_stats(x, l, ch0, eps, st);
+                     for (int64_t k = 0; k < std::min(kStatLanes, l.c - ch0); ++k)
+                         body(ch0 + k, st[k]);
+                 });
+}
+
 }  // namespace
 
 void batchnorm_forward(const ForwardCall& c) {
@@ -101,8 +174,7 @@ void batchnorm_forward(const ForwardCall& c) {
     float* y = as_f32(c.output);
     const float* w = c.params[0];
     const float* b = c.params[1];
-    parallel_for(l.c, 2 * l.count(), [&](int64_t ch) {
-        const ChannelStats st = channel_stats(x, l, ch, eps);
+    for_channels(x, l, eps, 2 * l.count(), [&](int64_t ch, const ChannelStats& st) {
         const float scale = st.rstd * w[ch], shift = b[ch] - st.mean * scale;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
@@ -127,8 +199,7 @@ void batchnorm_backward(const BackwardCall& c) {
     const bool acc = c.accumulate[0];
     float* dw = c.grad_params[0];
     float* db = c.grad_params[1];
-    parallel_for(l.c, 4 * l.count(), [&](int64_t ch) {
-        const ChannelStats st = channel_stats(x, l, ch, eps);
+    for_channels(x, l, eps, 4 * l.count(), [&](int64_t ch, const ChannelStats& st) {
         double sum_dy = 0, sum_dy_xhat = 0;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;

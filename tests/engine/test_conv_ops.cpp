@@ -1031,6 +1031,10 @@ TEST(ConvOps, BatchNorm) {
     check_batchnorm(Shape{3, 2, 3, 4});  // segments of 12: the plain loops
     check_batchnorm(Shape{2, 3, 4, 5});  // segments of 20: Eigen's reductions
     check_batchnorm(Shape{5, 3});        // [N, C]: statistics over the batch only
+    // Short segments take their statistics four channels at a time: 7 channels are a full
+    // group and one of three; [N, C] with 9 channels ends with a group of one.
+    check_batchnorm(Shape{2, 7, 2, 2});
+    check_batchnorm(Shape{4, 9});
 }
 
 TEST(ConvOps, UpsampleNearest) {
