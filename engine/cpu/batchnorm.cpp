@@ -146,6 +146,57 @@ void short_channel_stats(const float* x, const Layout& l, int64_t ch0, double ep
     for (int64_t k = 0; k < lanes; ++k) out[k] = {mean[k], rstd[k]};
 }
 
+// The backward of four channels of short segments at once, lane by lane as batchnorm_backward
+// does it for one channel (Σ dY and Σ dY·x̂ summed in float per segment, in element order, and
+// accumulated in double; then dX); st holds the four channels' statistics.
+void short_backward(const float* x, const float* dy, const float* w, const Layout& l, int64_t ch0,
+                    const ChannelStats st[kStatLanes], float* dw, float* db, float* dx, bool acc) {
+    const int64_t lanes = std::min(kStatLanes, l.c - ch0);
+    F4 mean = {}, rstd = {}, wk = {};
+    for (int64_t k = 0; k < lanes; ++k) {
+        mean[k] = st[k].mean;
+        rstd[k] = st[k].rstd;
+        wk[k] = w[ch0 + k];
+    }
+    auto at = [&](int64_t n, int64_t k, int64_t i) { return (n * l.c + ch0 + k) * l.inner + i; };
+    auto column = [&](const float* p, int64_t n, int64_t i) {
+        F4 v = {};
+        for (int64_t k = 0; k < lanes; ++k) v[k] = p[at(n, k, i)];
+        return v;
+    };
+    D4 sum_dy = {}, sum_dy_xhat = {};
+    for (int64_t n = 0; n < l.n; ++n) {
+        F4 s = {}, t = {};
+        for (int64_t i = 0; i < l.inner; ++i) {
+            const F4 g = column(dy, n, i);
+            s += g;
+            t += g * ((column(x, n, i) - mean) * rstd);
+        }
+        sum_dy += __builtin_convertvector(s, D4);
+        sum_dy_xhat += __builtin_convertvector(t, D4);
+    }
+    const F4 dwv = __builtin_convertvector(sum_dy_xhat, F4);
+    const F4 dbv = __builtin_convertvector(sum_dy, F4);
+    for (int64_t k = 0; k < lanes; ++k) {
+        if (dw) dw[ch0 + k] = dwv[k];
+        if (db) db[ch0 + k] = dbv[k];
+    }
+    if (!dx) return;
+    const double m = static_cast<double>(l.count());
+    const F4 mean_dy = __builtin_convertvector(sum_dy / m, F4);
+    const F4 mean_dy_xhat = __builtin_convertvector(sum_dy_xhat / m, F4);
+    const F4 scale = wk * rstd;
+    for (int64_t n = 0; n < l.n; ++n)
+        for (int64_t i = 0; i < l.inner; ++i) {
+            const F4 v = scale * (column(dy, n, i) - mean_dy -
+                                  ((column(x, n, i) - mean) * rstd) * mean_dy_xhat);
+            for (int64_t k = 0; k < lanes; ++k) {
+                float& d = dx[at(n, k, i)];
+                d = acc ? d + v[k] : v[k];
+            }
+        }
+}
+
 // Calls body(ch, stats of ch) for every channel, in parallel: channels one at a time where
 // segments are long, four at a time (short_channel_stats) where they are short.
 template <class F>
@@ -199,6 +250,15 @@ void batchnorm_backward(const BackwardCall& c) {
     const bool acc = c.accumulate[0];
     float* dw = c.grad_params[0];
     float* db = c.grad_params[1];
+    if (l.inner < kShort) {
+        parallel_for((l.c + kStatLanes - 1) / kStatLanes, kStatLanes * 4 * l.count(),
+                     [&](int64_t g) {
+                         ChannelStats st[kStatLanes];
+                         short_channel_stats(x, l, g * kStatLanes, eps, st);
+                         short_backward(x, dy, w, l, g * kStatLanes, st, dw, db, dx, acc);
+                     });
+        return;
+    }
     for_channels(x, l, eps, 4 * l.count(), [&](int64_t ch, const ChannelStats& st) {
         double sum_dy = 0, sum_dy_xhat = 0;
         for (int64_t n = 0; n < l.n; ++n) {
@@ -220,14 +280,6 @@ void batchnorm_backward(const BackwardCall& c) {
         const float k = w[ch] * st.rstd;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
-            if (l.inner < kShort) {
-                for (int64_t i = off; i < off + l.inner; ++i) {
-                    const float v =
-                        k * (dy[i] - mean_dy - ((x[i] - st.mean) * st.rstd) * mean_dy_xhat);
-                    dx[i] = acc ? dx[i] + v : v;
-                }
-                continue;
-            }
             const auto xhat = (ConstArrMap(x + off, l.inner) - st.mean) * st.rstd;
             store(ArrMap(dx + off, l.inner),
                   k * (ConstArrMap(dy + off, l.inner) - mean_dy - xhat * mean_dy_xhat), acc);
