@@ -107,14 +107,23 @@ constexpr int64_t kStatLanes = 4;
 using D4 = double __attribute__((vector_size(kStatLanes * sizeof(double))));
 using F4 = float __attribute__((vector_size(kStatLanes * sizeof(float))));
 
-void short_channel_stats(const float* x, const Layout& l, int64_t ch0, double eps,
-                         ChannelStats out[kStatLanes]) {
-    const int64_t lanes = std::min(kStatLanes, l.c - ch0);
-    auto column = [&](int64_t n, int64_t i) {  // element i of segment n, per lane
+// Channels [ch0, ch0 + lanes) of a short-segment group: where element i of segment n of lane k
+// lies, and those elements of p as one vector (lanes past `lanes` 0).
+struct ShortGroup {
+    const Layout& l;
+    int64_t ch0, lanes;
+    int64_t at(int64_t n, int64_t k, int64_t i) const { return (n * l.c + ch0 + k) * l.inner + i; }
+    F4 column(const float* p, int64_t n, int64_t i) const {
         F4 v = {};
-        for (int64_t k = 0; k < lanes; ++k) v[k] = x[(n * l.c + ch0 + k) * l.inner + i];
+        for (int64_t k = 0; k < lanes; ++k) v[k] = p[at(n, k, i)];
         return v;
-    };
+    }
+};
+
+void short_channel_stats(const float* x, const ShortGroup& grp, double eps,
+                         ChannelStats out[kStatLanes]) {
+    const Layout& l = grp.l;
+    auto column = [&](int64_t n, int64_t i) { return grp.column(x, n, i); };
     const double count = static_cast<double>(l.count());
     D4 sum = {};
     for (int64_t n = 0; n < l.n; ++n) {
@@ -143,34 +152,29 @@ void short_channel_stats(const float* x, const Layout& l, int64_t ch0, double ep
     for (int64_t k = 0; k < kStatLanes; ++k) root[k] = std::sqrt(var[k]);
 #endif
     const F4 rstd = __builtin_convertvector(1.0 / root, F4);
-    for (int64_t k = 0; k < lanes; ++k) out[k] = {mean[k], rstd[k]};
+    for (int64_t k = 0; k < grp.lanes; ++k) out[k] = {mean[k], rstd[k]};
 }
 
 // The backward of four channels of short segments at once, lane by lane as batchnorm_backward
 // does it for one channel (Σ dY and Σ dY·x̂ summed in float per segment, in element order, and
 // accumulated in double; then dX); st holds the four channels' statistics.
-void short_backward(const float* x, const float* dy, const float* w, const Layout& l, int64_t ch0,
+void short_backward(const float* x, const float* dy, const float* w, const ShortGroup& grp,
                     const ChannelStats st[kStatLanes], float* dw, float* db, float* dx, bool acc) {
-    const int64_t lanes = std::min(kStatLanes, l.c - ch0);
+    const Layout& l = grp.l;
+    const int64_t ch0 = grp.ch0, lanes = grp.lanes;
     F4 mean = {}, rstd = {}, wk = {};
     for (int64_t k = 0; k < lanes; ++k) {
         mean[k] = st[k].mean;
         rstd[k] = st[k].rstd;
         wk[k] = w[ch0 + k];
     }
-    auto at = [&](int64_t n, int64_t k, int64_t i) { return (n * l.c + ch0 + k) * l.inner + i; };
-    auto column = [&](const float* p, int64_t n, int64_t i) {
-        F4 v = {};
-        for (int64_t k = 0; k < lanes; ++k) v[k] = p[at(n, k, i)];
-        return v;
-    };
     D4 sum_dy = {}, sum_dy_xhat = {};
     for (int64_t n = 0; n < l.n; ++n) {
         F4 s = {}, t = {};
         for (int64_t i = 0; i < l.inner; ++i) {
-            const F4 g = column(dy, n, i);
+            const F4 g = grp.column(dy, n, i);
             s += g;
-            t += g * ((column(x, n, i) - mean) * rstd);
+            t += g * ((grp.column(x, n, i) - mean) * rstd);
         }
         sum_dy += __builtin_convertvector(s, D4);
         sum_dy_xhat += __builtin_convertvector(t, D4);
@@ -188,13 +192,27 @@ void short_backward(const float* x, const float* dy, const float* w, const Layou
     const F4 scale = wk * rstd;
     for (int64_t n = 0; n < l.n; ++n)
         for (int64_t i = 0; i < l.inner; ++i) {
-            const F4 v = scale * (column(dy, n, i) - mean_dy -
-                                  ((column(x, n, i) - mean) * rstd) * mean_dy_xhat);
+            const F4 v = scale * (grp.column(dy, n, i) - mean_dy -
+                                  ((grp.column(x, n, i) - mean) * rstd) * mean_dy_xhat);
             for (int64_t k = 0; k < lanes; ++k) {
-                float& d = dx[at(n, k, i)];
+                float& d = dx[grp.at(n, k, i)];
                 d = acc ? d + v[k] : v[k];
             }
         }
+}
+
+// Short segments: calls body(group, its channels' stats) for every group of four channels, in
+// parallel.
+template <class F>
+void for_short_groups(const float* x, const Layout& l, double eps, int64_t work_per_channel,
+                      F&& body) {
+    parallel_for(
+        (l.c + kStatLanes - 1) / kStatLanes, kStatLanes * work_per_channel, [&](int64_t g) {
+            const ShortGroup grp{l, g * kStatLanes, std::min(kStatLanes, l.c - g * kStatLanes)};
+            ChannelStats st[kStatLanes];
+            short_channel_stats(x, grp, eps, st);
+            body(grp, st);
+        });
 }
 
 // Calls body(ch, stats of ch) for every channel, in parallel: channels one at a time where
@@ -206,14 +224,10 @@ void for_channels(const float* x, const Layout& l, double eps, int64_t work_per_
                      [&](int64_t ch) { body(ch, channel_stats(x, l, ch, eps)); });
         return;
     }
-    parallel_for((l.c + kStatLanes - 1) / kStatLanes, kStatLanes * work_per_channel,
-                 [&](int64_t g) {
-                     ChannelStats st[kStatLanes];
-                     const int64_t ch0 = g * kStatLanes;
-                     short_channel_stats(x, l, ch0, eps, st);
-                     for (int64_t k = 0; k < std::min(kStatLanes, l.c - ch0); ++k)
-                         body(ch0 + k, st[k]);
-                 });
+    for_short_groups(x, l, eps, work_per_channel,
+                     [&](const ShortGroup& grp, const ChannelStats* st) {
+                         for (int64_t k = 0; k < grp.lanes; ++k) body(grp.ch0 + k, st[k]);
+                     });
 }
 
 }  // namespace
@@ -251,12 +265,10 @@ void batchnorm_backward(const BackwardCall& c) {
     float* dw = c.grad_params[0];
     float* db = c.grad_params[1];
     if (l.inner < kShort) {
-        parallel_for((l.c + kStatLanes - 1) / kStatLanes, kStatLanes * 4 * l.count(),
-                     [&](int64_t g) {
-                         ChannelStats st[kStatLanes];
-                         short_channel_stats(x, l, g * kStatLanes, eps, st);
-                         short_backward(x, dy, w, l, g * kStatLanes, st, dw, db, dx, acc);
-                     });
+        for_short_groups(x, l, eps, 4 * l.count(),
+                         [&](const ShortGroup& grp, const ChannelStats* st) {
+                             short_backward(x, dy, w, grp, st, dw, db, dx, acc);
+                         });
         return;
     }
     for_channels(x, l, eps, 4 * l.count(), [&](int64_t ch, const ChannelStats& st) {
