@@ -71,7 +71,8 @@ struct Product {
 // The products of a convolution that takes the GEMM path (not depthwise), as engine/cpu/conv.cpp
 // runs them: per chunk of images (Conv2dGeometry::images_per_gemm) and group, forward
 // Y = W·cols [og, K]·[K, m·P]; backward dW += dY·colsᵀ, and dcols = Wᵀ·dY when the input needs a
-// gradient (for a 1×1 stride-1 convolution that is dX itself, K = C/groups). The chunks of m
+// gradient (for a 1×1 stride-1 convolution that is dX itself, K = C/groups), or, where dX is a
+// correlation of dY (Conv2dGeometry::input_grad_by_correlation), dX = W̃·im2col(dY). The chunks of m
 // images and the last, shorter one are two shapes.
 std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int dir) {
     const rl::Conv2dGeometry c = rl::conv2d_geometry(g, node);
@@ -88,7 +89,11 @@ std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int
             continue;
         }
         out.push_back({false, true, og, k, cols, count, 0, c.groups});
-        if (grad_x) out.push_back({true, false, k, cols, og, count, c.groups});
+        if (grad_x && c.input_grad_by_correlation())  // dX = W̃·im2col(dY): [C/g, og·kh·kw]
+            out.push_back({false, false, c.c_per_group(), m * c.h * c.w, og * c.win.kh * c.win.kw,
+                           count, c.groups});
+        else if (grad_x)
+            out.push_back({true, false, k, cols, og, count, c.groups});
     }
     return out;
 }

@@ -14,6 +14,8 @@
 // Backward, per chunk and group, reusing the same workspace:
 //   dW_g += dY_g · colᵀ          (chunks summed in order: deterministic)
 //   col   = W_gᵀ · dY_g;  dX += col2im(col)   (col2im: one thread per input channel)
+//   or, at stride 1 (Conv2dGeometry::input_grad_by_correlation), dX as a correlation of dY with
+//   the flipped kernel: dX_g += W̃_g · im2col(dY_g), with no fold.
 //   db    = Σ over images and positions of dY, per channel, in a fixed order.
 #include <algorithm>
 #include <cstring>
@@ -325,6 +327,38 @@ const float* chunk_columns(const float* xg, const Conv2dGeometry& g, int64_t m, 
     }
     for (int64_t j = 0; j < m; ++j) im2col(xg + j * image, g, col + j * plane, m * plane);
     return col;
+}
+
+// dX_g (+)= W̃_g · im2col(dY_g) for the m images of a chunk, dyg and dxg pointing at the first
+// image's group (Conv2dGeometry::input_grad_by_correlation). ws: dY's columns [O/g·kh·kw, m·H·W],
+// then the flipped weights W̃_g, then, for m > 1, the chunk's dX side by side.
+void input_grad_by_correlation(const float* dyg, const float* wg, const Conv2dGeometry& g,
+                               int64_t m, float* dxg, bool acc, float* ws) {
+    const Conv2dGeometry t = g.input_grad_geometry();
+    const int64_t cg = g.c_per_group(), og = g.out_per_group(), taps = g.win.kh * g.win.kw;
+    const int64_t kt = og * taps, hw = g.h * g.w, ld = m * hw;
+    float* cols = ws;
+    float* wf = cols + kt * ld;
+    float* dxt = wf + cg * kt;
+    // Eight input channels at a time, so that each output channel's weights for them are one
+    // contiguous read.
+    constexpr int64_t kBlock = 8;
+    parallel_for((cg + kBlock - 1) / kBlock, kBlock * kt, [&](int64_t b) {
+        const int64_t c0 = b * kBlock, c1 = std::min(cg, c0 + kBlock);
+        for (int64_t o = 0; o < og; ++o)
+            for (int64_t ci = c0; ci < c1; ++ci) {
+                const float* src = wg + (o * cg + ci) * taps;
+                float* dst = wf + ci * kt + o * taps + taps - 1;
+                for (int64_t q = 0; q < taps; ++q) dst[-q] = src[q];
+            }
+    });
+    for (int64_t j = 0; j < m; ++j) im2col(dyg + j * g.out_c * g.oh * g.ow, t, cols + j * hw, ld);
+    if (m == 1) {
+        sgemm(false, false, cg, hw, kt, 1.f, wf, kt, cols, hw, acc ? 1.f : 0.f, dxg, hw);
+        return;
+    }
+    sgemm(false, false, cg, ld, kt, 1.f, wf, kt, cols, ld, 0.f, dxt, ld);
+    scatter_images(dxt, cg, hw, m, dxg, g.c * hw, acc);
 }
 
 // db[o] = Σ_n Σ_p dy[n, o, p], images in order.
@@ -972,6 +1006,9 @@ void conv2d_backward(const BackwardCall& c) {
             } else if (g.pointwise()) {  // the chunk's dX side by side, then back to its images
                 sgemm(true, false, cg, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
                 scatter_images(col, cg, plane, m, dxg, image, acc);
+            } else if (g.input_grad_by_correlation()) {
+                input_grad_by_correlation(dy + (n0 * g.out_c + gi * og) * plane, wg, g, m, dxg, acc,
+                                          col);
             } else {  // cols = Wᵀ·dY, folded back image by image
                 sgemm(true, false, k, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
                 for (int64_t j = 0; j < m; ++j)

@@ -43,7 +43,7 @@ uint64_t conv2d_fwd_workspace(const Graph& g, const Node& n) {
 }
 uint64_t conv2d_bwd_workspace(const Graph& g, const Node& n) {
     const Conv2dGeometry c = conv2d_geometry(g, n);
-    return sizeof(float) * static_cast<uint64_t>(std::max({c.gemm_workspace_floats(),
+    return sizeof(float) * static_cast<uint64_t>(std::max({c.backward_gemm_workspace_floats(),
                                                            c.depthwise_workspace_floats(true),
                                                            c.grouped_workspace_floats(true)}));
 }
@@ -69,7 +69,15 @@ OpCost conv2d_cost(const Graph& g, const Node& n) {
     }
     // Reads X, W; writes Y; im2col writes and reads its columns once.
     k.fwd_bytes = 4 * (in + weights + out + 2 * cols);
-    // Reads dY, X, W; writes dX, dW, db; im2col and col2im pass twice over the columns.
+    // Reads dY, X, W; writes dX, dW, db; im2col and col2im pass twice over the columns, or,
+    // where dX is a correlation of dY, im2col twice over X's columns and twice over dY's.
+    if (c.input_grad_by_correlation()) {
+        const double dy_cols =
+            static_cast<double>(c.n * c.groups * c.out_per_group() * c.win.kh * c.win.kw) *
+            static_cast<double>(c.h * c.w);
+        k.bwd_bytes = 4 * (out + 2 * in + 3 * weights + bias * c.out_c + 2 * cols + 2 * dy_cols);
+        return k;
+    }
     k.bwd_bytes = 4 * (out + 2 * in + 2 * weights + bias * c.out_c + 4 * cols);
     return k;
 }

@@ -69,6 +69,61 @@ struct Conv2dGeometry {
         return (patch() + out_per_group()) * nb * oh * ow;
     }
 
+    // The input gradient of a stride-1 convolution as a convolution of dY: the transposed
+    // convolution is a correlation of dY with the flipped kernel, through the window padded by
+    // (k - 1)·d - pad on each side (input_grad_geometry), so per chunk and group
+    //   dX_g [C/groups, nb·H·W] (+)= W̃_g [C/groups, (O/groups)·kh·kw] · im2col(dY_g),
+    // W̃_g[c, (o, t)] = W_g[o, c, kh·kw - 1 - t]. Against col = W_gᵀ·dY_g and col2im(col), its
+    // product has K = (O/groups)·kh·kw instead of O/groups, writes C/groups rows instead of
+    // (C/groups)·kh·kw, and nothing is folded back: DenseNet-121's 3×3 convolutions (128 → 32
+    // channels) on 16×16 planes go 0.96 → 0.77 ms backward (docs/benchmarks.md). Where it does
+    // not pay: O/groups over kCorrelationMaxRatio times C/groups (dY's columns outgrow those of
+    // the fold), and fewer than kCorrelationColumnsPerOutput columns a chunk per output channel
+    // (the flipping, a pass over the weights, costs more than the fold saves: ResNet-18's
+    // 512-channel 3×3s on 2×2 planes went 0.79 → 1.42 ms). The padding must not pass the
+    // window's extent, else the correlation's own would be negative.
+    static constexpr int64_t kCorrelationMaxRatio = 2;
+    static constexpr int64_t kCorrelationColumnsPerOutput = 2;
+    bool input_grad_by_correlation() const {
+        if (depthwise() || grouped_direct() || pointwise() || win.sh != 1 || win.sw != 1)
+            return false;
+        const int64_t eh = (win.kh - 1) * win.dh, ew = (win.kw - 1) * win.dw;
+        if (win.pad_top > eh || win.pad_bottom > eh || win.pad_left > ew || win.pad_right > ew)
+            return false;
+        return out_per_group() <= kCorrelationMaxRatio * c_per_group() &&
+               images_per_gemm() * h * w >= kCorrelationColumnsPerOutput * out_per_group();
+    }
+    // The correlation's geometry: one group of dY (O/groups channels of oh × ow) in, a group's
+    // input gradient (C/groups channels of h × w) out, stride 1, the same dilation.
+    Conv2dGeometry input_grad_geometry() const {
+        Conv2dGeometry t;
+        t.n = n, t.c = out_per_group(), t.h = oh, t.w = ow;
+        t.out_c = c_per_group(), t.oh = h, t.ow = w;
+        t.groups = 1, t.bias = false;
+        const int64_t eh = (win.kh - 1) * win.dh, ew = (win.kw - 1) * win.dw;
+        t.win = {win.kh,
+                 win.kw,
+                 1,
+                 1,
+                 win.dh,
+                 win.dw,
+                 eh - win.pad_top,
+                 ew - win.pad_left,
+                 eh - win.pad_bottom,
+                 ew - win.pad_right};
+        return t;
+    }
+    // Floats of the backward's GEMM-path workspace: the forward's, or, when the input gradient
+    // is a correlation, the larger of that (dW's columns and gathered dY come first) and dY's
+    // columns for the chunk, the flipped weights and, with images batched, the chunk's dX.
+    int64_t backward_gemm_workspace_floats() const {
+        if (!input_grad_by_correlation()) return gemm_workspace_floats();
+        const int64_t nb = images_per_gemm(), cg = c_per_group(), og = out_per_group();
+        const int64_t kt = og * win.kh * win.kw;
+        const int64_t dual = kt * nb * h * w + cg * kt + (nb > 1 ? cg * nb * h * w : 0);
+        return std::max(gemm_workspace_floats(), dual);
+    }
+
     // im2col and col2im go through a zero-padded copy of each channel's plane, on the stack,
     // where the window's extent of the plane (padded_h × padded_w) fits kPaddedPlaneFloats (the
     // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not.

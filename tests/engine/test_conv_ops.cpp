@@ -239,6 +239,54 @@ TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
     }
 }
 
+// At stride 1 the input gradient is a correlation of dY with the flipped kernel
+// (Conv2dGeometry::input_grad_by_correlation) instead of Wᵀ·dY folded back by col2im: chunks of
+// several images and of one (whose GEMM writes dX itself), a shorter last chunk, two groups, a
+// dilated window with asymmetric padding, dY's columns through a padded plane and row by row
+// (a plane too large for the stack) — forward against the float64 reference, gradients against
+// central differences, and accumulation into an existing input gradient. And where it is not
+// taken: strides, padding past the window's extent, many more outputs than inputs, and too few
+// columns per output channel.
+TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
+    ConvSpec dilated{.n = 2, .c = 3, .h = 9, .w = 7, .out = 4, .kh = 3, .kw = 2, .dh = 2};
+    dilated.pt = 2, dilated.pl = 0, dilated.pb = 1, dilated.pr = 1;
+    ConvSpec large{.n = 1, .c = 1, .h = 66, .w = 70, .out = 2, .kh = 3, .kw = 3};
+    large.pt = large.pl = large.pb = large.pr = 1;
+    for (const auto& [s, per_gemm, what] :
+         {std::tuple{padded3x3(2, 4, 6, 6, 4, 1), 2, "6x6, both images in one GEMM"},
+          std::tuple{padded3x3(1, 3, 8, 8, 2, 1), 1, "one image: the GEMM writes dX"},
+          std::tuple{padded3x3(5, 4, 10, 10, 6, 2), 3, "groups 2, chunks of 3 + 2"},
+          std::tuple{dilated, 2, "3x2, dilation 2, asymmetric padding"},
+          std::tuple{large, 1, "66x70: dY's columns row by row"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
+        ASSERT_TRUE(geo.input_grad_by_correlation());
+        ASSERT_EQ(geo.images_per_gemm(), per_gemm);
+        const Conv2dGeometry t = geo.input_grad_geometry();
+        EXPECT_EQ(std::tuple(t.c, t.h, t.w, t.out_c, t.oh, t.ow),
+                  std::tuple(s.out / s.groups, s.oh(), s.ow(), s.c / s.groups, s.h, s.w));
+        EXPECT_EQ(t.im2col_through_padded_plane(), s.h < 60);
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+        check_conv(s, what);
+    }
+    ConvSpec strided = padded3x3(2, 4, 8, 8, 4, 1);
+    strided.sw = 2;
+    ConvSpec wide_pad = padded3x3(2, 4, 8, 8, 4, 1);
+    wide_pad.pl = 3;
+    for (const auto& [s, what] :
+         {std::tuple{strided, "stride 2 across"}, std::tuple{wide_pad, "padding 3 on a 3x3"},
+          std::tuple{padded3x3(2, 4, 8, 8, 9, 1), "9 outputs from 4 inputs"},
+          std::tuple{padded3x3(2, 16, 2, 2, 16, 1), "2x2 planes: 8 columns for 16 outputs"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        EXPECT_FALSE(conv2d_geometry(c.g, c.n()).input_grad_by_correlation());
+        check_conv(s, what);
+    }
+}
+
 TEST(ConvOps, Conv2dGroupsAndDepthwise) {
     check_conv({.n = 2,
                 .c = 4,
@@ -616,6 +664,9 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
                                    {"groups", int64_t{2}}});
     EXPECT_EQ(conv2d_geometry(g, g.node(one)).images_per_gemm(), 1);
     EXPECT_EQ(d.fwd_workspace(g, g.node(one)), 4u * 4 * 9 * 256);
+    // Backward, its input gradient is a correlation of dY (input_grad_by_correlation): dY's
+    // columns, (16/2)·3·3 rows × 256, and the group's flipped weights, 4 × 72.
+    EXPECT_EQ(d.bwd_workspace(g, g.node(one)), 4u * (8 * 9 * 256 + 4 * 72));
     const OpCost cost = d.cost(g, g.node(conv));
     EXPECT_DOUBLE_EQ(cost.fwd_flops, 2.0 * (2 * 16 * 25) * 36 + 2 * 16 * 25);
     EXPECT_GT(cost.bwd_flops, cost.fwd_flops);
