@@ -1,6 +1,7 @@
 // Grouped convolutions with whole vectors of channels a group (Conv2dGeometry::grouped_direct:
-// RegNet's and ResNeXt's grouped 3×3s), computed directly on channels-last padded planes, with
-// no im2col matrix.
+// RegNet's and ResNeXt's grouped 3×3s, and ungrouped ones with few outputs, as one group:
+// DenseNet's 3×3s to 32 channels), computed directly on channels-last padded planes, with no
+// im2col matrix.
 //
 // Why: a group has only 8 to 64 output channels, so each element of an im2col matrix serves that
 // many multiply-adds, and building the matrix cost as much as its GEMM (the grouped layers of
@@ -31,7 +32,8 @@
 // order, of Σ_o dy[(q - off(tap)) / stride][o]·w[o][c][tap]: gathered, one sum per input, each
 // in registers until it is stored (input_tile). Groups run in parallel, each in its own
 // slice, so every sum has one order whatever the thread count, and a step repeats itself bit for
-// bit.
+// bit; a convolution of one group runs its tiles in parallel instead (for_tiles), each tile's
+// sums in the same order.
 #include "engine/cpu/conv_grouped.h"
 
 #include <algorithm>
@@ -210,6 +212,18 @@ void starts(const Conv2dGeometry& g, const Layout& l, int64_t q0, int64_t rows, 
 
 constexpr int kMaxRows = 12;
 
+// The groups run in parallel; a convolution of one group (an ungrouped one with few outputs)
+// runs its tiles in parallel instead. Each tile writes outputs of its own, each a sum in a fixed
+// order, so the thread count changes nothing.
+template <class F>
+void for_tiles(const Conv2dGeometry& g, int64_t n, int64_t work_per_item, F&& body) {
+    if (g.groups == 1) {
+        parallel_for(n, work_per_item, body);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) body(i);
+}
+
 }  // namespace
 
 void grouped_direct_forward(const float* x, const float* wt, const float* b,
@@ -228,13 +242,13 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
                 pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
             with_tile(l.og, positions, [&](auto nv, auto mr) {
                 constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
-                int64_t at[kMaxRows];
-                for (int64_t q0 = 0; q0 < positions; q0 += MR) {
-                    const int64_t rows = std::min<int64_t>(MR, positions - q0);
+                for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
+                    int64_t at[kMaxRows];
+                    const int64_t q0 = tile * MR, rows = std::min<int64_t>(MR, positions - q0);
                     starts(g, l, q0, rows, at);
                     for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
                         forward_tile<NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
-                }
+                });
             });
             for (int64_t j = 0; j < m; ++j)
                 transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
@@ -282,6 +296,8 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
         float* dwa = wk + k * l.og;
         const float* wg = wt + gi * l.og * k;  // [og][cg][taps]
         std::vector<int64_t> window_at(static_cast<size_t>(dw ? l.nb * l.plane : 0));
+        std::vector<int64_t> input_at;  // dX: one phase's input positions, in order
+        std::vector<float*> input_dst;
         if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
             for (int64_t o = 0; o < l.og; ++o)
                 transpose(wg + o * k, l.taps, l.cg, l.taps, wk + o * l.cg, l.og * l.cg);
@@ -296,12 +312,13 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                     pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
                 with_tile(l.og, 0, [&](auto nv, auto mr) {
                     constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
-                    for (int64_t t = 0; t < l.taps; ++t)
-                        for (int64_t c0 = 0; c0 < l.cg; c0 += MR)
-                            for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
-                                weight_tile<NV, MR>(xp, window_at.data(), m * l.plane, l, dyc, t,
-                                                    c0, std::min<int64_t>(MR, l.cg - c0), o0,
-                                                    n0 == 0, dwa);
+                    const int64_t blocks = (l.cg + MR - 1) / MR, positions = m * l.plane;
+                    for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
+                        const int64_t t = i / blocks, c0 = i % blocks * MR;
+                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
+                            weight_tile<NV, MR>(xp, window_at.data(), positions, l, dyc, t, c0,
+                                                std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0, dwa);
+                    });
                 });
             }
             if (!dx) continue;
@@ -316,29 +333,28 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             // reaches it).
             with_tile(l.cg, m * image / (sh * sw), [&](auto nv, auto mr) {
                 constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
-                int64_t at[kMaxRows];
-                float* dst[kMaxRows];
                 for (const Phase& ph : phases) {
                     const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
                     const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
-                    int64_t rows = 0;
-                    auto flush = [&] {
-                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * kLanes)
-                            input_tile<NV, MR>(dyp, at, dst, rows, l, ph.taps.data(),
-                                               ph.back.data(), static_cast<int64_t>(ph.taps.size()),
-                                               wk, c0);
-                        rows = 0;
-                    };
                     const int64_t a0 = (ih0 + g.win.pad_top) / sh;
                     const int64_t b0 = (iw0 + g.win.pad_left) / sw;
+                    input_at.clear(), input_dst.clear();
                     for (int64_t j = 0; j < m; ++j)
                         for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
                             for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
-                                at[rows] = j * grad_plane + ((a + eh) * qw + b + ew) * l.og;
-                                dst[rows] = dxc + (j * image + ih * g.w + iw) * l.cg;
-                                if (++rows == MR) flush();
+                                input_at.push_back(j * grad_plane +
+                                                   ((a + eh) * qw + b + ew) * l.og);
+                                input_dst.push_back(dxc + (j * image + ih * g.w + iw) * l.cg);
                             }
-                    if (rows) flush();
+                    const int64_t count = static_cast<int64_t>(input_at.size());
+                    const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
+                    for_tiles(g, (count + MR - 1) / MR, MR * ntaps * l.og * l.cg, [&](int64_t i) {
+                        const int64_t q0 = i * MR, rows = std::min<int64_t>(MR, count - q0);
+                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * kLanes)
+                            input_tile<NV, MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
+                                               rows, l, ph.taps.data(), ph.back.data(), ntaps, wk,
+                                               c0);
+                    });
                 }
             });
             for (int64_t j = 0; j < m; ++j)

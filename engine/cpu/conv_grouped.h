@@ -1,6 +1,6 @@
 #pragma once
-// Direct kernels for grouped convolutions with whole vectors of channels a group
-// (Conv2dGeometry::grouped_direct), in the workspace the op declares
+// Direct kernels for grouped convolutions with whole vectors of channels a group, and ungrouped
+// ones with few outputs (Conv2dGeometry::grouped_direct), in the workspace the op declares
 // (Conv2dGeometry::grouped_workspace_floats). conv2d_forward/backward (conv.cpp) call them.
 #include "engine/ops/window.h"
 

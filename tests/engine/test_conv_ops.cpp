@@ -278,7 +278,7 @@ TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
     for (const auto& [s, what] :
          {std::tuple{strided, "stride 2 across"}, std::tuple{wide_pad, "padding 3 on a 3x3"},
           std::tuple{padded3x3(2, 4, 8, 8, 9, 1), "9 outputs from 4 inputs"},
-          std::tuple{padded3x3(2, 16, 2, 2, 16, 1), "2x2 planes: 8 columns for 16 outputs"}}) {
+          std::tuple{padded3x3(2, 12, 2, 2, 16, 1), "2x2 planes: 8 columns for 16 outputs"}}) {
         SCOPED_TRACE(what);
         ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
@@ -602,6 +602,12 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
     std::tie(skip.kh, skip.kw, skip.sh, skip.sw) = std::tuple{1, 1, 2, 2};
     skip.pt = skip.pl = skip.pb = skip.pr = 0;
     cases.push_back({skip, "1x1 at stride 2: phases no tap reaches get a zero gradient"});
+    // Ungrouped, with up to 64 outputs: one group, whose tiles run in parallel.
+    cases.push_back({spec(2, 16, 8, 8, 32, 1), "ungrouped, 16 in, 32 out"});
+    cases.push_back({spec(3, 24, 5, 5, 64, 1), "ungrouped, 64 out, chunks of 3 images"});
+    ConvSpec one_strided = skip;
+    one_strided.groups = 1;
+    cases.push_back({one_strided, "ungrouped 1x1 at stride 2"});
     for (const auto& [s, what] : cases) {
         Graph g;
         const NodeId n =
@@ -614,12 +620,22 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
         }
         check_conv(s, what);
     }
-    // 4 channels a group stay on im2col + GEMM.
+    // 4 channels a group stay on im2col + GEMM; so do ungrouped convolutions with more than 64
+    // outputs or more than 64K floats of weights, and 1×1 ones at stride 1 (their input is the
+    // GEMM's operand as it stands).
     Graph g;
-    const NodeId n =
-        g.add_node("conv", OpKind::Conv2d, Ids{g.add_input("x", DType::F32, Shape{1, 8, 4, 4})},
-                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{2}}});
-    EXPECT_FALSE(conv2d_geometry(g, g.node(n)).grouped_direct());
+    const ValueId x = g.add_input("x", DType::F32, Shape{1, 8, 4, 4});
+    const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 128, 4, 4});
+    for (const auto& [in, out, kernel, groups, what] :
+         {std::tuple{x, 8, 3, 2, "4 channels a group"}, std::tuple{x, 72, 3, 1, "72 outputs"},
+          std::tuple{x, 16, 1, 1, "1x1 at stride 1"},
+          std::tuple{wide, 64, 3, 1, "64 outputs of 128 x 3 x 3 weights: 73,728 floats"}}) {
+        const NodeId n = g.add_node(what, OpKind::Conv2d, Ids{in},
+                                    {{"out_channels", int64_t{out}},
+                                     {"kernel", int64_t{kernel}},
+                                     {"groups", int64_t{groups}}});
+        EXPECT_FALSE(conv2d_geometry(g, g.node(n)).grouped_direct()) << what;
+    }
 }
 
 TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
@@ -740,6 +756,29 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
                                           {"groups", int64_t{4}}});
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw_dilated)), 0u);
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw_dilated)), 0u);
+}
+
+// An ungrouped convolution on the direct kernel runs its tiles in parallel: the output and every
+// gradient are the same bits at one thread and at two.
+TEST(ConvOps, Conv2dUngroupedDirectSameAtOneAndTwoThreads) {
+    ConvCase c;
+    c.op(OpKind::Conv2d, {c.input("x", Shape{3, 16, 9, 7})},
+         {{"out_channels", int64_t{32}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
+    ASSERT_TRUE(conv2d_geometry(c.g, c.n()).grouped_direct());
+    const Floats dy = c.random(static_cast<size_t>(c.out_shape().numel()));
+    set_cpu_threads(1);
+    const Floats y1 = c.forward();
+    const Grads g1 = c.backward(dy);
+    set_cpu_threads(2);
+    const Floats y2 = c.forward();
+    const Grads g2 = c.backward(dy);
+    set_cpu_threads(1);
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
+    for (const auto& [v, g] : g1.inputs)
+        EXPECT_EQ(std::memcmp(g.data(), g2.inputs.at(v).data(), g.size() * 4), 0);
+    for (size_t p = 0; p < g1.params.size(); ++p)
+        EXPECT_EQ(std::memcmp(g1.params[p].data(), g2.params[p].data(), g1.params[p].size() * 4),
+                  0);
 }
 
 // ResNet's stem, as ONNX describes it: 224 -> conv 7x7/2 pad 3 -> 112 -> maxpool 3x3/2 pad 1 -> 56.
@@ -1327,9 +1366,13 @@ TEST(ConvOps, AccumulateAddsToExistingGradient) {
 TEST(ConvOps, RepeatedRunsAreBitwiseIdenticalAtTwoThreads) {
     set_cpu_threads(2);
     const std::vector<Build> builds = {
-        [](ConvCase& c) {
+        [](ConvCase& c) {  // the direct kernel, its tiles in parallel
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
                  {{"out_channels", int64_t{48}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
+        },
+        [](ConvCase& c) {  // im2col, the GEMM, and dX as a correlation of dY
+            c.op(OpKind::Conv2d, {c.input("x", Shape{4, 40, 20, 20})},
+                 {{"out_channels", int64_t{72}}, {"kernel", int64_t{3}}, {"padding", int64_t{1}}});
         },
         [](ConvCase& c) {
             c.op(OpKind::Conv2d, {c.input("x", Shape{4, 32, 20, 20})},
