@@ -197,6 +197,22 @@ void with_tile(int64_t channels, int64_t positions, F&& f) {
     }
 }
 
+// The weight gradient's tiles run over input channels (rows) × vectors of output channels. With
+// one vector (8 output channels a group), with_tile's twelve rows computed 12 or 24 rows for 8 or
+// 16 input channels (RegNetY-400MF's groups), half again the work: there the rows are eight where
+// twelve do not divide cg (a 3×3 of 8 channels a group on 8×8 planes: 0.097 → 0.063 ms backward).
+// With two vectors, six rows stay: four, dividing any cg, made 16 channels a group 12 % slower.
+template <class F>
+void with_weight_tile(int64_t og, int64_t cg, F&& f) {
+    using std::integral_constant;
+    if (og % (2 * kLanes) == 0)
+        f(integral_constant<int, 2>{}, integral_constant<int, 6>{});
+    else if (cg % 12 == 0)
+        f(integral_constant<int, 1>{}, integral_constant<int, 12>{});
+    else
+        f(integral_constant<int, 1>{}, integral_constant<int, 8>{});
+}
+
 // The window starts of positions [q0, q0 + rows) of a chunk's images (position q: image q / P,
 // output position q mod P), walked without a division each.
 void starts(const Conv2dGeometry& g, const Layout& l, int64_t q0, int64_t rows, int64_t* at) {
@@ -310,7 +326,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                 starts(g, l, 0, m * l.plane, window_at.data());
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-                with_tile(l.og, 0, [&](auto nv, auto mr) {
+                with_weight_tile(l.og, l.cg, [&](auto nv, auto mr) {
                     constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
                     const int64_t blocks = (l.cg + MR - 1) / MR, positions = m * l.plane;
                     for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {

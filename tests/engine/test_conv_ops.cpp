@@ -578,6 +578,7 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
     const auto spec = padded3x3;
     std::vector<std::pair<ConvSpec, const char*>> cases;
     cases.push_back({spec(2, 16, 6, 6, 16, 2), "8 in, 8 out a group, 3x3 padded"});
+    cases.push_back({spec(2, 48, 6, 6, 16, 2), "24 in, 8 out a group: dW in tiles of 12 rows"});
     ConvSpec s2 = spec(3, 32, 7, 7, 32, 2);
     s2.sh = s2.sw = 2;
     cases.push_back({s2, "16 in, 16 out a group, stride 2"});
