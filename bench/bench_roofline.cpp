@@ -77,6 +77,13 @@ struct Product {
 std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int dir) {
     const rl::Conv2dGeometry c = rl::conv2d_geometry(g, node);
     if (c.depthwise()) return {};
+    if (c.linear_like()) {  // as a linear layer on [N, C]
+        if (dir == 0) return {{false, true, c.n, c.out_c, c.c, 1}};
+        std::vector<Product> out{{true, false, c.out_c, c.c, c.n, 1}};
+        if (g.value(node.inputs[0]).requires_grad)
+            out.push_back({false, false, c.n, c.c, c.out_c, 1});
+        return out;
+    }
     const int64_t nb = c.images_per_gemm(), plane = c.oh * c.ow, og = c.out_per_group();
     const int64_t k = c.patch();
     const bool grad_x = g.value(node.inputs[0]).requires_grad;

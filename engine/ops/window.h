@@ -46,6 +46,13 @@ struct Conv2dGeometry {
         return win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.pad_top == 0 &&
                win.pad_left == 0 && win.pad_bottom == 0 && win.pad_right == 0;
     }
+    // A 1×1 stride-1 convolution on 1×1 planes without groups (a squeeze-and-excitation block's
+    // projections) is a linear layer on the [N, C] matrix the input already is: one product
+    // per direction, no gathering of images, no workspace. As a gathered pointwise convolution
+    // its products of 2 columns ran at 0.33 of the raw GEMM (MobileNetV3's, docs/benchmarks.md).
+    bool linear_like() const {
+        return pointwise() && groups == 1 && h == 1 && w == 1 && oh == 1 && ow == 1;
+    }
     // Floats of one group's im2col matrix for one image; 0 when none is needed.
     int64_t im2col_floats() const { return depthwise() || pointwise() ? 0 : patch() * oh * ow; }
 
@@ -63,7 +70,7 @@ struct Conv2dGeometry {
     // where images are batched, that group's outputs (forward) or output gradients (backward)
     // for the chunk, gathered from their image-major planes.
     int64_t gemm_workspace_floats() const {
-        if (depthwise()) return 0;
+        if (depthwise() || linear_like()) return 0;
         const int64_t nb = images_per_gemm();
         if (nb == 1) return im2col_floats();
         return (patch() + out_per_group()) * nb * oh * ow;

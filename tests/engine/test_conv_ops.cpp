@@ -728,6 +728,38 @@ TEST(ConvOps, Conv2dPointwiseNeedsNoWorkspace) {
                "1x1 stride 2 (im2col)");
 }
 
+// A 1×1 convolution on 1×1 planes (a squeeze-and-excitation projection) runs as a linear layer
+// on [N, C] with no workspace: with and without bias, one image and several, an input gradient
+// added onto what was there; grouped ones and larger planes keep the gathered path.
+TEST(ConvOps, Conv2dOnOneByOnePlanesIsALinearLayer) {
+    for (const auto& [s, what] :
+         {std::pair{ConvSpec{.n = 3, .c = 24, .h = 1, .w = 1, .out = 10, .kh = 1, .kw = 1},
+                    "3 images, 24 -> 10"},
+          std::pair{
+              ConvSpec{.n = 1, .c = 7, .h = 1, .w = 1, .out = 5, .kh = 1, .kw = 1, .bias = false},
+              "one image, no bias"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        EXPECT_TRUE(conv2d_geometry(c.g, c.n()).linear_like());
+        EXPECT_EQ(op_def(OpKind::Conv2d).fwd_workspace(c.g, c.n()), 0u);
+        EXPECT_EQ(op_def(OpKind::Conv2d).bwd_workspace(c.g, c.n()), 0u);
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+        check_conv(s, what);
+    }
+    for (const auto& [s, what] :
+         {std::pair{
+              ConvSpec{.n = 2, .c = 4, .h = 1, .w = 1, .out = 6, .kh = 1, .kw = 1, .groups = 2},
+              "groups 2"},
+          std::pair{ConvSpec{.n = 2, .c = 4, .h = 2, .w = 1, .out = 6, .kh = 1, .kw = 1},
+                    "2x1 planes"}}) {
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        EXPECT_FALSE(conv2d_geometry(c.g, c.n()).linear_like()) << what;
+        check_conv(s, what);
+    }
+}
+
 TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     Graph g;
     const ValueId x = g.add_input("x", DType::F32, Shape{2, 8, 10, 10});
