@@ -65,30 +65,36 @@ struct ConvSpec {
     int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
 };
 
-std::vector<double> conv_reference(const ConvSpec& s, const Floats& x, const Floats& wt,
-                                   const Floats* b) {
+// Calls f(yi, xi, wi) for every output element yi (NCHW order) and every input element xi and
+// weight wi that meet in one of its window's taps inside the input.
+template <class F>
+void for_each_tap(const ConvSpec& s, F&& f) {
     const int64_t cg = s.c / s.groups, og = s.out / s.groups;
-    std::vector<double> y;
+    size_t yi = 0;
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t o = 0; o < s.out; ++o)
             for (int64_t oh = 0; oh < s.oh(); ++oh)
-                for (int64_t ow = 0; ow < s.ow(); ++ow) {
-                    double acc = b ? (*b)[static_cast<size_t>(o)] : 0.0;
-                    const int64_t gi = o / og;
+                for (int64_t ow = 0; ow < s.ow(); ++ow, ++yi)
                     for (int64_t ci = 0; ci < cg; ++ci)
                         for (int64_t i = 0; i < s.kh; ++i)
                             for (int64_t j = 0; j < s.kw; ++j) {
                                 const int64_t ih = oh * s.sh - s.pt + i * s.dh;
                                 const int64_t iw = ow * s.sw - s.pl + j * s.dw;
                                 if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
-                                const int64_t xc = gi * cg + ci;
-                                acc +=
-                                    double(wt[static_cast<size_t>(
-                                        ((o * cg + ci) * s.kh + i) * s.kw + j)]) *
-                                    x[static_cast<size_t>(((n * s.c + xc) * s.h + ih) * s.w + iw)];
+                                const int64_t xc = o / og * cg + ci;
+                                f(yi, static_cast<size_t>(((n * s.c + xc) * s.h + ih) * s.w + iw),
+                                  static_cast<size_t>(((o * cg + ci) * s.kh + i) * s.kw + j));
                             }
-                    y.push_back(acc);
-                }
+}
+
+std::vector<double> conv_reference(const ConvSpec& s, const Floats& x, const Floats& wt,
+                                   const Floats* b) {
+    std::vector<double> y(static_cast<size_t>(s.n * s.out * s.oh() * s.ow()), 0.0);
+    if (b)
+        for (size_t yi = 0; yi < y.size(); ++yi)
+            y[yi] = (*b)[yi / static_cast<size_t>(s.oh() * s.ow()) % static_cast<size_t>(s.out)];
+    for_each_tap(
+        s, [&](size_t yi, size_t xi, size_t wi) { y[yi] += double(wt[wi]) * x[xi]; });
     return y;
 }
 
@@ -639,29 +645,12 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
 // dX and dW of a convolution in float64, straight from the definition.
 void conv_backward_reference(const ConvSpec& s, const Floats& x, const Floats& wt, const Floats& dy,
                              std::vector<double>& dx, std::vector<double>& dw) {
-    const int64_t cg = s.c / s.groups, og = s.out / s.groups;
     dx.assign(x.size(), 0.0);
     dw.assign(wt.size(), 0.0);
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t o = 0; o < s.out; ++o)
-            for (int64_t oh = 0; oh < s.oh(); ++oh)
-                for (int64_t ow = 0; ow < s.ow(); ++ow) {
-                    const double d =
-                        dy[static_cast<size_t>(((n * s.out + o) * s.oh() + oh) * s.ow() + ow)];
-                    for (int64_t ci = 0; ci < cg; ++ci)
-                        for (int64_t i = 0; i < s.kh; ++i)
-                            for (int64_t j = 0; j < s.kw; ++j) {
-                                const int64_t ih = oh * s.sh - s.pt + i * s.dh;
-                                const int64_t iw = ow * s.sw - s.pl + j * s.dw;
-                                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
-                                const auto xi = static_cast<size_t>(
-                                    ((n * s.c + o / og * cg + ci) * s.h + ih) * s.w + iw);
-                                const auto wi =
-                                    static_cast<size_t>(((o * cg + ci) * s.kh + i) * s.kw + j);
-                                dx[xi] += d * wt[wi];
-                                dw[wi] += d * x[xi];
-                            }
-                }
+    for_each_tap(s, [&](size_t yi, size_t xi, size_t wi) {
+        dx[xi] += double(dy[yi]) * wt[wi];
+        dw[wi] += double(dy[yi]) * x[xi];
+    });
 }
 
 // An ungrouped convolution with few outputs runs the direct kernel as one group, its tiles in
