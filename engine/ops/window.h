@@ -84,12 +84,12 @@ struct Conv2dGeometry {
     // product has K = (O/groups)·kh·kw instead of O/groups, writes C/groups rows instead of
     // (C/groups)·kh·kw, and nothing is folded back: DenseNet-121's 3×3 convolutions (128 → 32
     // channels) on 16×16 planes go 0.96 → 0.77 ms backward (docs/benchmarks.md). Where it does
-    // not pay: O/groups over kCorrelationMaxRatio times C/groups (dY's columns outgrow those of
-    // the fold), and fewer than kCorrelationColumnsPerOutput columns a chunk per output channel
-    // (the flipping, a pass over the weights, costs more than the fold saves: ResNet-18's
-    // 512-channel 3×3s on 2×2 planes went 0.79 → 1.42 ms). The padding must not pass the
-    // window's extent, else the correlation's own would be negative.
-    static constexpr int64_t kCorrelationMaxRatio = 2;
+    // not pay: more than half as many outputs as inputs a group (with as many, dY's columns are
+    // X's and only the product's shape changes: on the native build 64 → 64 channels went
+    // 4.66 → 5.04 ms on 56×56 planes), and fewer than kCorrelationColumnsPerOutput columns a
+    // chunk per output channel (the flipping, a pass over the weights, costs more than the fold
+    // saves: ResNet-18's 512-channel 3×3s on 2×2 planes went 0.79 → 1.42 ms). The padding must
+    // not pass the window's extent, else the correlation's own would be negative.
     static constexpr int64_t kCorrelationColumnsPerOutput = 2;
     bool input_grad_by_correlation() const {
         if (depthwise() || grouped_direct() || pointwise() || win.sh != 1 || win.sw != 1)
@@ -97,7 +97,7 @@ struct Conv2dGeometry {
         const int64_t eh = (win.kh - 1) * win.dh, ew = (win.kw - 1) * win.dw;
         if (win.pad_top > eh || win.pad_bottom > eh || win.pad_left > ew || win.pad_right > ew)
             return false;
-        return out_per_group() <= kCorrelationMaxRatio * c_per_group() &&
+        return 2 * out_per_group() <= c_per_group() &&
                images_per_gemm() * h * w >= kCorrelationColumnsPerOutput * out_per_group();
     }
     // The correlation's geometry: one group of dY (O/groups channels of oh × ow) in, a group's

@@ -93,8 +93,7 @@ std::vector<double> conv_reference(const ConvSpec& s, const Floats& x, const Flo
     if (b)
         for (size_t yi = 0; yi < y.size(); ++yi)
             y[yi] = (*b)[yi / static_cast<size_t>(s.oh() * s.ow()) % static_cast<size_t>(s.out)];
-    for_each_tap(
-        s, [&](size_t yi, size_t xi, size_t wi) { y[yi] += double(wt[wi]) * x[xi]; });
+    for_each_tap(s, [&](size_t yi, size_t xi, size_t wi) { y[yi] += double(wt[wi]) * x[xi]; });
     return y;
 }
 
@@ -255,14 +254,14 @@ TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
 // taken: strides, padding past the window's extent, many more outputs than inputs, and too few
 // columns per output channel.
 TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
-    ConvSpec dilated{.n = 2, .c = 3, .h = 9, .w = 7, .out = 4, .kh = 3, .kw = 2, .dh = 2};
+    ConvSpec dilated{.n = 2, .c = 4, .h = 9, .w = 7, .out = 2, .kh = 3, .kw = 2, .dh = 2};
     dilated.pt = 2, dilated.pl = 0, dilated.pb = 1, dilated.pr = 1;
-    ConvSpec large{.n = 1, .c = 1, .h = 66, .w = 70, .out = 2, .kh = 3, .kw = 3};
+    ConvSpec large{.n = 1, .c = 2, .h = 66, .w = 70, .out = 1, .kh = 3, .kw = 3};
     large.pt = large.pl = large.pb = large.pr = 1;
     for (const auto& [s, per_gemm, what] :
-         {std::tuple{padded3x3(2, 4, 6, 6, 4, 1), 2, "6x6, both images in one GEMM"},
-          std::tuple{padded3x3(1, 3, 8, 8, 2, 1), 1, "one image: the GEMM writes dX"},
-          std::tuple{padded3x3(5, 4, 10, 10, 6, 2), 3, "groups 2, chunks of 3 + 2"},
+         {std::tuple{padded3x3(2, 4, 6, 6, 2, 1), 2, "6x6, both images in one GEMM"},
+          std::tuple{padded3x3(1, 4, 8, 8, 2, 1), 1, "one image: the GEMM writes dX"},
+          std::tuple{padded3x3(5, 8, 10, 10, 4, 2), 3, "groups 2, chunks of 3 + 2"},
           std::tuple{dilated, 2, "3x2, dilation 2, asymmetric padding"},
           std::tuple{large, 1, "66x70: dY's columns row by row"}}) {
         SCOPED_TRACE(what);
@@ -278,14 +277,14 @@ TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
         ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
         check_conv(s, what);
     }
-    ConvSpec strided = padded3x3(2, 4, 8, 8, 4, 1);
+    ConvSpec strided = padded3x3(2, 4, 8, 8, 2, 1);
     strided.sw = 2;
-    ConvSpec wide_pad = padded3x3(2, 4, 8, 8, 4, 1);
+    ConvSpec wide_pad = padded3x3(2, 4, 8, 8, 2, 1);
     wide_pad.pl = 3;
     for (const auto& [s, what] :
          {std::tuple{strided, "stride 2 across"}, std::tuple{wide_pad, "padding 3 on a 3x3"},
-          std::tuple{padded3x3(2, 4, 8, 8, 9, 1), "9 outputs from 4 inputs"},
-          std::tuple{padded3x3(2, 12, 2, 2, 16, 1), "2x2 planes: 8 columns for 16 outputs"}}) {
+          std::tuple{padded3x3(2, 4, 8, 8, 3, 1), "3 outputs from 4 inputs"},
+          std::tuple{padded3x3(2, 36, 2, 2, 16, 1), "2x2 planes: 8 columns for 16 outputs"}}) {
         SCOPED_TRACE(what);
         ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
@@ -783,9 +782,19 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
                                    {"groups", int64_t{2}}});
     EXPECT_EQ(conv2d_geometry(g, g.node(one)).images_per_gemm(), 1);
     EXPECT_EQ(d.fwd_workspace(g, g.node(one)), 4u * 4 * 9 * 256);
-    // Backward, its input gradient is a correlation of dY (input_grad_by_correlation): dY's
-    // columns, (16/2)·3·3 rows × 256, and the group's flipped weights, 4 × 72.
-    EXPECT_EQ(d.bwd_workspace(g, g.node(one)), 4u * (8 * 9 * 256 + 4 * 72));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(one)), 4u * 4 * 9 * 256);
+    // With at most half as many outputs as inputs a group, its input gradient is a correlation
+    // of dY (input_grad_by_correlation): besides X's columns, dY's, (4/2)·3·3 rows × 256 columns,
+    // and the group's flipped weights, 4 × 18, of which X's are the larger.
+    const NodeId narrow = g.add_node("narrow", OpKind::Conv2d, Ids{big},
+                                     {{"out_channels", int64_t{4}},
+                                      {"kernel", int64_t{3}},
+                                      {"padding", int64_t{1}},
+                                      {"groups", int64_t{2}}});
+    ASSERT_TRUE(conv2d_geometry(g, g.node(narrow)).input_grad_by_correlation());
+    EXPECT_EQ(conv2d_geometry(g, g.node(narrow)).backward_gemm_workspace_floats(),
+              std::max<int64_t>(4 * 9 * 256, 2 * 9 * 256 + 4 * 18));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(narrow)), 4u * 4 * 9 * 256);
     const OpCost cost = d.cost(g, g.node(conv));
     EXPECT_DOUBLE_EQ(cost.fwd_flops, 2.0 * (2 * 16 * 25) * 36 + 2 * 16 * 25);
     EXPECT_GT(cost.bwd_flops, cost.fwd_flops);

@@ -78,15 +78,15 @@ TEST(UiPlanExport, RefusedPlanIsAnErrorAndNoFile) {
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("plan.py"));
     QString summary;
-    const QString err = write_plan_file(*trace_of("vgg:width=9", "optimal:budget=1.87MiB"),
+    const QString err = write_plan_file(*trace_of("vgg:width=9", "optimal:budget=1.83MiB"),
                                         "vgg:width=9", path, PlanFormat::Torch, summary);
     EXPECT_TRUE(err.contains(
-        QStringLiteral("cannot export 'optimal:budget=1.87MiB' on 'vgg:width=9' for PyTorch")))
+        QStringLiteral("cannot export 'optimal:budget=1.83MiB' on 'vgg:width=9' for PyTorch")))
         << err.toStdString();
     EXPECT_FALSE(QFile::exists(path));
     // As JSON the same plan is written, saying why PyTorch cannot take it.
     const QString json = dir.filePath(QStringLiteral("plan.json"));
-    EXPECT_EQ(write_plan_file(*trace_of("vgg:width=9", "optimal:budget=1.87MiB"), "vgg:width=9",
+    EXPECT_EQ(write_plan_file(*trace_of("vgg:width=9", "optimal:budget=1.83MiB"), "vgg:width=9",
                               json, PlanFormat::Json, summary),
               QString());
     EXPECT_NE(slurp(json).find("\"exportable\": false"), std::string::npos);
