@@ -68,6 +68,16 @@ struct Product {
     int64_t distinct_c() const { return c_sets > 0 ? c_sets : count; }
 };
 
+// A linear layer's products on [rows, in] inputs to `out` features, forward (dir 0) or backward,
+// as engine/cpu/dense.cpp runs them (linear_products_forward/backward).
+std::vector<Product> linear_products(int64_t rows, int64_t in, int64_t out, int dir, bool grad_x) {
+    if (dir == 0) return {{false, true, rows, out, in, 1}};
+    std::vector<Product> ps;
+    if (grad_x) ps.push_back({false, false, rows, in, out, 1});  // dX = dY·W
+    ps.push_back({true, false, out, in, rows, 1});               // dW = dYᵀ·X
+    return ps;
+}
+
 // The products of a convolution that takes the GEMM path (not depthwise), as engine/cpu/conv.cpp
 // runs them: per chunk of images (Conv2dGeometry::images_per_gemm) and group, forward
 // Y = W·cols [og, K]·[K, m·P]; backward dW += dY·colsᵀ, and dcols = Wᵀ·dY when the input needs a
@@ -77,13 +87,8 @@ struct Product {
 std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int dir) {
     const rl::Conv2dGeometry c = rl::conv2d_geometry(g, node);
     if (c.depthwise()) return {};
-    if (c.linear_like()) {  // as a linear layer on [N, C]
-        if (dir == 0) return {{false, true, c.n, c.out_c, c.c, 1}};
-        std::vector<Product> out{{true, false, c.out_c, c.c, c.n, 1}};
-        if (g.value(node.inputs[0]).requires_grad)
-            out.push_back({false, false, c.n, c.c, c.out_c, 1});
-        return out;
-    }
+    if (c.linear_like())  // as a linear layer on [N, C]
+        return linear_products(c.n, c.c, c.out_c, dir, g.value(node.inputs[0]).requires_grad);
     const int64_t nb = c.images_per_gemm(), plane = c.oh * c.ow, og = c.out_per_group();
     const int64_t k = c.patch();
     const bool grad_x = g.value(node.inputs[0]).requires_grad;
@@ -113,13 +118,8 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
     const rl::Shape& x = g.value(node.inputs[0]).shape;
     const rl::Shape& y = g.value(node.output).shape;
     const bool grad_a = g.value(node.inputs[0]).requires_grad;
-    if (node.op == rl::OpKind::Linear) {
-        const int64_t in = x[-1], rows = x.numel() / in, outf = y[-1];
-        if (dir == 0) return {{false, true, rows, outf, in, 1}};
-        if (grad_a) out.push_back({false, false, rows, in, outf, 1});  // dX = dY·W
-        out.push_back({true, false, outf, in, rows, 1});               // dW = dYᵀ·X
-        return out;
-    }
+    if (node.op == rl::OpKind::Linear)
+        return linear_products(x.numel() / x[-1], x[-1], y[-1], dir, grad_a);
     const bool tb = node.attrs.get_int("transpose_b", 0) != 0;
     const int64_t b = x[0], m = x[1], k = x[2], n = y[2];
     if (dir == 0) return {{false, tb, m, n, k, b}};

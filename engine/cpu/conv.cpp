@@ -932,9 +932,7 @@ void conv2d_forward(const ForwardCall& c) {
         return;
     }
     if (g.linear_like()) {  // Y [N, O] = X [N, C] · Wᵀ (+ b)
-        if (b)
-            for (int64_t i = 0; i < g.n; ++i) std::copy(b, b + g.out_c, y + i * g.out_c);
-        sgemm(false, true, g.n, g.out_c, g.c, 1.f, x, g.c, wt, g.c, b ? 1.f : 0.f, y, g.out_c);
+        linear_products_forward(x, wt, b, g.n, g.c, g.out_c, y);
         return;
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
@@ -985,11 +983,8 @@ void conv2d_backward(const BackwardCall& c) {
         if (dw || dx) grouped_direct_backward(x, dy, wt, g, dw, dx, acc, as_f32(c.workspace));
         return;
     }
-    if (g.linear_like()) {  // dW = dYᵀ·X [O, C], dX (+)= dY·W [N, C]
-        if (dw) sgemm(true, false, g.out_c, g.c, g.n, 1.f, dy, g.out_c, x, g.c, 0.f, dw, g.c);
-        if (dx)
-            sgemm(false, false, g.n, g.c, g.out_c, 1.f, dy, g.out_c, wt, g.c, acc ? 1.f : 0.f, dx,
-                  g.c);
+    if (g.linear_like()) {  // dX (+)= dY·W [N, C], dW = dYᵀ·X [O, C]
+        linear_products_backward(x, wt, dy, g.n, g.c, g.out_c, dx, acc, dw);
         return;
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();

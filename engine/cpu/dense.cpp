@@ -19,30 +19,32 @@ LinearDims linear_dims(const Graph& g, const Node& n) {
 
 }  // namespace
 
+void linear_products_forward(const float* x, const float* w, const float* b, int64_t rows,
+                             int64_t in, int64_t out, float* y) {
+    if (b)  // Seed Y with the bias and let the GEMM add into it: the same one pass over Y that a
+            // plain `Y = X·Wᵀ` spends on zeroing it.
+        parallel_for(rows, out, [&](int64_t r) { ArrMap(y + r * out, out) = ConstArrMap(b, out); });
+    sgemm(false, true, rows, out, in, 1.f, x, in, w, in, b ? 1.f : 0.f, y, out);
+}
+
+void linear_products_backward(const float* x, const float* w, const float* dy, int64_t rows,
+                              int64_t in, int64_t out, float* dx, bool accumulate, float* dw) {
+    if (dx)  // dX = dY·W
+        sgemm(false, false, rows, in, out, 1.f, dy, out, w, in, accumulate ? 1.f : 0.f, dx, in);
+    if (dw)  // dW = dYᵀ·X
+        sgemm(true, false, out, in, rows, 1.f, dy, out, x, in, 0.f, dw, in);
+}
+
 void linear_forward(const ForwardCall& c) {
     const LinearDims d = linear_dims(c.graph, c.node);
-    const float* x = as_f32(c.inputs[0]);
-    float* y = as_f32(c.output);
-    if (d.bias) {
-        // Seed Y with the bias and let the GEMM add into it: the same one pass over Y that a
-        // plain `Y = X·Wᵀ` spends on zeroing it.
-        const float* b = c.params[1];
-        parallel_for(d.rows, d.out,
-                     [&](int64_t r) { ArrMap(y + r * d.out, d.out) = ConstArrMap(b, d.out); });
-    }
-    sgemm(false, true, d.rows, d.out, d.in, 1.f, x, d.in, c.params[0], d.in, d.bias ? 1.f : 0.f, y,
-          d.out);
+    linear_products_forward(as_f32(c.inputs[0]), c.params[0], d.bias ? c.params[1] : nullptr,
+                            d.rows, d.in, d.out, as_f32(c.output));
 }
 
 void linear_backward(const BackwardCall& c) {
     const LinearDims d = linear_dims(c.graph, c.node);
-    const float* dy = c.grad_output;
-    if (c.grad_inputs[0])  // dX = dY·W
-        sgemm(false, false, d.rows, d.in, d.out, 1.f, dy, d.out, c.params[0], d.in,
-              c.accumulate[0] ? 1.f : 0.f, c.grad_inputs[0], d.in);
-    if (c.grad_params[0])  // dW = dYᵀ·X
-        sgemm(true, false, d.out, d.in, d.rows, 1.f, dy, d.out, as_f32(c.inputs[0]), d.in, 0.f,
-              c.grad_params[0], d.in);
+    linear_products_backward(as_f32(c.inputs[0]), c.params[0], c.grad_output, d.rows, d.in, d.out,
+                             c.grad_inputs[0], c.accumulate[0], c.grad_params[0]);
     if (d.bias && c.grad_params[1]) column_sums(c.grad_output, d.rows, d.out, c.grad_params[1]);
 }
 

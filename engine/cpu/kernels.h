@@ -127,6 +127,13 @@ void column_sums(const float* src, int64_t rows, int64_t cols, float* dst);
 using ForwardKernel = void (*)(const ForwardCall&);
 using BackwardKernel = void (*)(const BackwardCall&);
 
+// A linear layer's products on [rows, in] inputs and an [out, in] weight: Y = X·Wᵀ (+ b, when b
+// is given); dX (+)= dY·W and dW = dYᵀ·X, each where its pointer is given. conv2d's 1×1
+// convolutions on 1×1 planes run them too (Conv2dGeometry::linear_like).
+void linear_products_forward(const float* x, const float* w, const float* b, int64_t rows,
+                             int64_t in, int64_t out, float* y);
+void linear_products_backward(const float* x, const float* w, const float* dy, int64_t rows,
+                              int64_t in, int64_t out, float* dx, bool accumulate, float* dw);
 void linear_forward(const ForwardCall& c);
 void linear_backward(const BackwardCall& c);
 void matmul_forward(const ForwardCall& c);

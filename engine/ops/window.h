@@ -94,9 +94,8 @@ struct Conv2dGeometry {
     bool input_grad_by_correlation() const {
         if (depthwise() || grouped_direct() || pointwise() || win.sh != 1 || win.sw != 1)
             return false;
-        const int64_t eh = (win.kh - 1) * win.dh, ew = (win.kw - 1) * win.dw;
-        if (win.pad_top > eh || win.pad_bottom > eh || win.pad_left > ew || win.pad_right > ew)
-            return false;
+        const Window2d t = input_grad_geometry().win;
+        if (t.pad_top < 0 || t.pad_bottom < 0 || t.pad_left < 0 || t.pad_right < 0) return false;
         return 2 * out_per_group() <= c_per_group() &&
                images_per_gemm() * h * w >= kCorrelationColumnsPerOutput * out_per_group();
     }
