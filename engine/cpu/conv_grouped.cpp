@@ -11,7 +11,8 @@
 // packed A panel replaced by the windows' addresses in the padded plane (the "implicit GEMM" of
 // direct convolution, as in Georganas et al., "Anatomy of high-performance deep learning
 // convolutions on SIMD architectures", SC 2018): a tile of MR output positions × NV vectors of
-// channels stays in registers while it runs down the taps and channels.
+// channels stays in registers while it runs down the taps and channels. The vectors are 8 floats,
+// or 16 where the build has AVX-512 and the channels come in sixteens (with_tile).
 //
 // Per group, in its own slice of the workspace (Conv2dGeometry::grouped_slice_floats), a chunk of
 // images at a time (Conv2dGeometry::grouped_images: enough that small planes fill the tiles),
@@ -46,8 +47,7 @@
 namespace rl::cpu {
 namespace {
 
-constexpr int64_t kLanes = Conv2dGeometry::kGroupLanes;
-static_assert(kLanes == kVec8Lanes);
+static_assert(Conv2dGeometry::kGroupLanes == kVec8Lanes);
 
 // The plane's layout and the taps' offsets in it (floats), shared by the three passes.
 struct Layout {
@@ -87,13 +87,14 @@ void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, float*
     std::fill(xp + (rows + top) * row_floats, xp + l.ph * row_floats, 0.0f);
 }
 
-// MR output positions × NV vectors of output channels (from `o0`) of the forward.
-template <int NV, int MR>
+// MR output positions × NV vectors of W output channels (from `o0`) of the forward.
+template <int W, int NV, int MR>
 void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
                   const float* wk, const float* bias, int64_t o0, float* yc) {
-    V8 acc[MR][NV];
+    using V = typename Vec<W>::T;
+    V acc[MR][NV];
     for (int v = 0; v < NV; ++v) {
-        const V8 b = bias ? load8(bias + o0 + v * kLanes) : V8{};
+        const V b = bias ? Vec<W>::load(bias + o0 + v * W) : V{};
         for (int r = 0; r < MR; ++r) acc[r][v] = b;
     }
     const float* base[MR];
@@ -103,8 +104,8 @@ void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout
         const float* w = wk + t * l.og + o0;
         const int64_t step = l.taps * l.og;  // from channel c to c + 1
         for (int64_t c = 0; c < l.cg; ++c) {
-            V8 wv[NV];
-            for (int v = 0; v < NV; ++v) wv[v] = load8(w + c * step + v * kLanes);
+            V wv[NV];
+            for (int v = 0; v < NV; ++v) wv[v] = Vec<W>::load(w + c * step + v * W);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
                 const float s = base[r][off + c];
@@ -113,30 +114,31 @@ void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout
         }
     }
     for (int64_t r = 0; r < rows; ++r)
-        for (int v = 0; v < NV; ++v) store8(yc + r * l.og + o0 + v * kLanes, acc[r][v]);
+        for (int v = 0; v < NV; ++v) Vec<W>::store(yc + r * l.og + o0 + v * W, acc[r][v]);
 }
 
 // Tap t × MR input channels from `c0` of the weight gradient × NV vectors of output channels
 // (from `o0`): adds a chunk's positions (window starts `at`, images then positions in order) to
 // the running sums in dwa (row c·taps + t), which the `first` chunk starts from 0.
 // The MR reads per position fall on neighbouring channels of one tap: one cache line.
-template <int NV, int MR>
+template <int W, int NV, int MR>
 void weight_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
                  const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, bool first,
                  float* dwa) {
-    V8 acc[MR][NV];
+    using V = typename Vec<W>::T;
+    V acc[MR][NV];
     int64_t koff[MR];
     for (int r = 0; r < MR; ++r) {
         const int64_t c = c0 + (r < rows ? r : 0);
         koff[r] = l.tap_off[static_cast<size_t>(t)] + c;
         for (int v = 0; v < NV; ++v)
-            acc[r][v] = first ? V8{} : load8(dwa + (c * l.taps + t) * l.og + o0 + v * kLanes);
+            acc[r][v] = first ? V{} : Vec<W>::load(dwa + (c * l.taps + t) * l.og + o0 + v * W);
     }
     for (int64_t q = 0; q < positions; ++q) {
         const float* x = xp + at[q];
         const float* d = dyc + q * l.og + o0;
-        V8 dv[NV];
-        for (int v = 0; v < NV; ++v) dv[v] = load8(d + v * kLanes);
+        V dv[NV];
+        for (int v = 0; v < NV; ++v) dv[v] = Vec<W>::load(d + v * W);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
             const float s = x[koff[r]];
@@ -145,7 +147,7 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
     }
     for (int64_t r = 0; r < rows; ++r)
         for (int v = 0; v < NV; ++v)
-            store8(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * kLanes, acc[r][v]);
+            Vec<W>::store(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * W, acc[r][v]);
 }
 
 // MR input positions × NV vectors of input channels (from `c0`) of the input gradient, gathered
@@ -153,19 +155,20 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
 // Σ_o dyp[at(q) - back(tap) + o]·w[tap][o][c]. The positions of a tile share their phase (row
 // and column modulo the stride), hence the taps that reach them (`taps`, `back`: their offsets
 // back from at(q) in dyp). Row r goes to dst[r].
-template <int NV, int MR>
+template <int W, int NV, int MR>
 void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t rows,
                 const Layout& l, const int64_t* taps, const int64_t* back, int64_t ntaps,
                 const float* wt, int64_t c0) {
-    V8 acc[MR][NV] = {};
+    using V = typename Vec<W>::T;
+    V acc[MR][NV] = {};
     const float* base[MR];
     for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
     for (int64_t u = 0; u < ntaps; ++u) {
         const int64_t off = back[u];
         const float* w = wt + taps[u] * l.og * l.cg + c0;
         for (int64_t o = 0; o < l.og; ++o) {
-            V8 wv[NV];
-            for (int v = 0; v < NV; ++v) wv[v] = load8(w + o * l.cg + v * kLanes);
+            V wv[NV];
+            for (int v = 0; v < NV; ++v) wv[v] = Vec<W>::load(w + o * l.cg + v * W);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
                 const float s = base[r][o - off];
@@ -174,43 +177,94 @@ void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t 
         }
     }
     for (int64_t r = 0; r < rows; ++r)
-        for (int v = 0; v < NV; ++v) store8(dst[r] + c0 + v * kLanes, acc[r][v]);
+        for (int v = 0; v < NV; ++v) Vec<W>::store(dst[r] + c0 + v * W, acc[r][v]);
 }
 
-// Calls f(NV, MR) for `channels` (a multiple of 8): two vectors and six rows where they are a
-// multiple of 16, else one vector and twelve rows (twelve accumulators either way). Where the
+// The widest vectors the build has: AVX-512's 16 floats, whose multiply-adds run at twice the
+// rate of 8-float ones where the machine has 512-bit FMA units (the AMD EPYC of the pool: Eigen's
+// AVX-512 products at 179 GFLOP/s against 116 for OpenBLAS's AVX2 kernels, docs/benchmarks.md),
+// else 8.
+#if defined(__AVX512F__)
+constexpr int kWide = kVec16Lanes;
+#else
+constexpr int kWide = kVec8Lanes;
+#endif
+
+// Calls f(W, NV, MR) for `channels` (a multiple of 8): NV vectors of W floats by MR rows.
+// 8-float vectors: two vectors and six rows where the channels are a multiple of 16, else one
+// vector and twelve rows (twelve accumulators of AVX2's sixteen registers either way). Where the
 // rows are at most 8 `positions` (a chunk of 2×2 planes; 0: rows are not positions), six would
 // leave a third of the second tile empty: there it is four rows of two vectors, or eight of one.
+// 16-float vectors (AVX-512's 32 registers) where the channels are a multiple of 16: two vectors
+// by twelve rows for multiples of 32, one by sixteen otherwise; eight rows for few positions.
 template <class F>
 void with_tile(int64_t channels, int64_t positions, F&& f) {
     using std::integral_constant;
+    using Eight = integral_constant<int, kVec8Lanes>;
     const bool few = positions > 0 && positions <= 8;
-    if (channels % (2 * kLanes) == 0) {
+    if constexpr (kWide == kVec16Lanes) {
+        using Sixteen = integral_constant<int, kVec16Lanes>;
+        if (channels % (2 * kVec16Lanes) == 0) {
+            if (few)
+                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 8>{});
+            else
+                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 12>{});
+            return;
+        }
+        if (channels % kVec16Lanes == 0) {
+            if (few)
+                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
+            else
+                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 16>{});
+            return;
+        }
+    }
+    if (channels % (2 * kVec8Lanes) == 0) {
         if (few)
-            f(integral_constant<int, 2>{}, integral_constant<int, 4>{});
+            f(Eight{}, integral_constant<int, 2>{}, integral_constant<int, 4>{});
         else
-            f(integral_constant<int, 2>{}, integral_constant<int, 6>{});
+            f(Eight{}, integral_constant<int, 2>{}, integral_constant<int, 6>{});
     } else if (few) {
-        f(integral_constant<int, 1>{}, integral_constant<int, 8>{});
+        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
     } else {
-        f(integral_constant<int, 1>{}, integral_constant<int, 12>{});
+        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 12>{});
     }
 }
 
 // The weight gradient's tiles run over input channels (rows) × vectors of output channels. With
-// one vector (8 output channels a group), with_tile's twelve rows computed 12 or 24 rows for 8 or
-// 16 input channels (RegNetY-400MF's groups), half again the work: there the rows are eight where
-// twelve do not divide cg (a 3×3 of 8 channels a group on 8×8 planes: 0.097 → 0.063 ms backward).
-// With two vectors, six rows stay: four, dividing any cg, made 16 channels a group 12 % slower.
+// one 8-float vector (8 output channels a group), with_tile's twelve rows computed 12 or 24 rows
+// for 8 or 16 input channels (RegNetY-400MF's groups), half again the work: there the rows are
+// eight where twelve do not divide cg (a 3×3 of 8 channels a group on 8×8 planes: 0.097 → 0.063
+// ms backward). With two, six rows stay: four, dividing any cg, made 16 channels a group 12 %
+// slower. With 16-float vectors: two by twelve rows (eight where twelve do not divide cg), or
+// one by sixteen (eight).
 template <class F>
 void with_weight_tile(int64_t og, int64_t cg, F&& f) {
     using std::integral_constant;
-    if (og % (2 * kLanes) == 0)
-        f(integral_constant<int, 2>{}, integral_constant<int, 6>{});
+    using Eight = integral_constant<int, kVec8Lanes>;
+    if constexpr (kWide == kVec16Lanes) {
+        using Sixteen = integral_constant<int, kVec16Lanes>;
+        if (og % (2 * kVec16Lanes) == 0) {
+            if (cg % 12 == 0)
+                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 12>{});
+            else
+                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 8>{});
+            return;
+        }
+        if (og % kVec16Lanes == 0) {
+            if (cg % 16 == 0)
+                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 16>{});
+            else
+                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
+            return;
+        }
+    }
+    if (og % (2 * kVec8Lanes) == 0)
+        f(Eight{}, integral_constant<int, 2>{}, integral_constant<int, 6>{});
     else if (cg % 12 == 0)
-        f(integral_constant<int, 1>{}, integral_constant<int, 12>{});
+        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 12>{});
     else
-        f(integral_constant<int, 1>{}, integral_constant<int, 8>{});
+        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
 }
 
 // The window starts of positions [q0, q0 + rows) of a chunk's images (position q: image q / P,
@@ -226,7 +280,7 @@ void starts(const Conv2dGeometry& g, const Layout& l, int64_t q0, int64_t rows, 
     }
 }
 
-constexpr int kMaxRows = 12;
+constexpr int kMaxRows = 16;
 
 // The groups run in parallel; a convolution of one group (an ungrouped one with few outputs)
 // runs its tiles in parallel instead. Each tile writes outputs of its own, each a sum in a fixed
@@ -256,14 +310,15 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
             const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
             for (int64_t j = 0; j < m; ++j)
                 pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-            with_tile(l.og, positions, [&](auto nv, auto mr) {
-                constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+            with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
+                constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                constexpr int MR = decltype(mr)::value;
                 for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
                     int64_t at[kMaxRows];
                     const int64_t q0 = tile * MR, rows = std::min<int64_t>(MR, positions - q0);
                     starts(g, l, q0, rows, at);
-                    for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
-                        forward_tile<NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
+                    for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                        forward_tile<W, NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
                 });
             });
             for (int64_t j = 0; j < m; ++j)
@@ -326,14 +381,16 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                 starts(g, l, 0, m * l.plane, window_at.data());
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-                with_weight_tile(l.og, l.cg, [&](auto nv, auto mr) {
-                    constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+                with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
+                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                    constexpr int MR = decltype(mr)::value;
                     const int64_t blocks = (l.cg + MR - 1) / MR, positions = m * l.plane;
                     for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
                         const int64_t t = i / blocks, c0 = i % blocks * MR;
-                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * kLanes)
-                            weight_tile<NV, MR>(xp, window_at.data(), positions, l, dyc, t, c0,
-                                                std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0, dwa);
+                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                            weight_tile<W, NV, MR>(xp, window_at.data(), positions, l, dyc, t, c0,
+                                                   std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0,
+                                                   dwa);
                     });
                 });
             }
@@ -347,8 +404,9 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             // Phase by phase, the input positions of that phase, image by image in row-major
             // order, a tile at a time; every input position gets its sum (0 where no tap
             // reaches it).
-            with_tile(l.cg, m * image / (sh * sw), [&](auto nv, auto mr) {
-                constexpr int NV = decltype(nv)::value, MR = decltype(mr)::value;
+            with_tile(l.cg, m * image / (sh * sw), [&](auto w, auto nv, auto mr) {
+                constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                constexpr int MR = decltype(mr)::value;
                 for (const Phase& ph : phases) {
                     const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
                     const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
@@ -366,10 +424,10 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                     const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
                     for_tiles(g, (count + MR - 1) / MR, MR * ntaps * l.og * l.cg, [&](int64_t i) {
                         const int64_t q0 = i * MR, rows = std::min<int64_t>(MR, count - q0);
-                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * kLanes)
-                            input_tile<NV, MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
-                                               rows, l, ph.taps.data(), ph.back.data(), ntaps, wk,
-                                               c0);
+                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * W)
+                            input_tile<W, NV, MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
+                                                  rows, l, ph.taps.data(), ph.back.data(), ntaps,
+                                                  wk, c0);
                     });
                 }
             });

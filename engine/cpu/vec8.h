@@ -1,7 +1,8 @@
 #pragma once
 // Eight floats as one GCC vector: the direct convolution kernels (conv.cpp, conv_grouped.cpp)
 // write their multiply-adds on it, and the compiler maps it onto one AVX register (two SSE
-// registers in a build without AVX). Loads and stores go through memcpy: any alignment.
+// registers in a build without AVX); sixteen likewise (V16). Loads and stores go through memcpy:
+// any alignment.
 #include <cstring>
 
 namespace rl::cpu {
@@ -17,5 +18,35 @@ inline V8 load8(const float* p) {
 inline void store8(float* p, V8 v) {
     std::memcpy(p, &v, sizeof v);
 }
+
+// Sixteen floats: one AVX-512 register, the direct kernels' wide tiles where the build has
+// AVX-512 (conv_grouped.cpp). Defined only in such builds: in others, passing one by value would
+// change the calling convention (GCC's -Wpsabi).
+constexpr int kVec16Lanes = 16;
+#if defined(__AVX512F__)
+using V16 = float __attribute__((vector_size(kVec16Lanes * sizeof(float))));
+#endif
+
+// The vector of W floats and its loads and stores, for kernels written once for both widths.
+template <int W>
+struct Vec;
+template <>
+struct Vec<kVec8Lanes> {
+    using T = V8;
+    static T load(const float* p) { return load8(p); }
+    static void store(float* p, T v) { store8(p, v); }
+};
+#if defined(__AVX512F__)
+template <>
+struct Vec<kVec16Lanes> {
+    using T = V16;
+    static T load(const float* p) {
+        T v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static void store(float* p, T v) { std::memcpy(p, &v, sizeof v); }
+};
+#endif
 
 }  // namespace rl::cpu

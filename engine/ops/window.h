@@ -196,30 +196,27 @@ struct Conv2dGeometry {
     // in its own slice of the workspace, and the windows read it in place. The same holds for
     // an ungrouped convolution (one group) with up to kDirectMaxOutputs output channels and
     // weights of up to kDirectMaxWeightFloats (each tile of positions runs down all of them, so
-    // they must stay in L2), other than a 1×1 at stride 1 (its input already is the GEMM's
-    // operand): DenseNet-121's 3×3s to 32 channels ran 0.43 → 0.33 ms forward on 16×16 planes,
-    // while 256 → 64 channels on 4×4 planes (147K floats of weights) ran 0.10 → 0.12 ms and the
-    // direct kernel lost to im2col and the GEMM from 256 outputs on (docs/benchmarks.md).
-    // Only where the machine's vectors are the kernel's 8 floats: against Eigen's 16-float
-    // AVX-512 products the kernel made ResNet-18's 64-channel 3×3s 0.20 → 0.32 ms forward.
+    // they must stay in L2), other than a 1×1 one (at stride 1 its input already is the GEMM's
+    // operand; at stride 2 the kernel made the padded plane of every input for a quarter of them
+    // and lost to im2col, 1.12-1.16× its time on RegNetY-400MF's projection): DenseNet-121's 3×3s
+    // to 32 channels ran 0.43 → 0.33 ms forward on 16×16 planes (AVX2), while 256 → 64 channels
+    // on 4×4 planes (147K floats of weights) ran 0.10 → 0.12 ms and the direct kernel lost to
+    // im2col and the GEMM from 256 outputs on (docs/benchmarks.md). With AVX-512 the kernel runs
+    // 16-float vectors where the channels allow (with 8-float ones it lost to Eigen's 16-float
+    // products: ResNet-18's 64-channel 3×3s 0.20 → 0.32 ms forward).
     static constexpr int64_t kGroupLanes = 8;
     static constexpr int64_t kDirectMaxOutputs = 64;
     static constexpr int64_t kDirectMaxWeightFloats = int64_t{1} << 16;
-#if defined(__AVX512F__)
-    static constexpr bool kDirectUngrouped = false;
-#else
-    static constexpr bool kDirectUngrouped = true;
-#endif
     bool grouped_direct() const {
-        if (groups == 1) return kDirectUngrouped && ungrouped_direct_fits();
+        if (groups == 1) return ungrouped_direct_fits();
         return !depthwise() && c_per_group() % kGroupLanes == 0 &&
                out_per_group() % kGroupLanes == 0;
     }
-    // Whether an ungrouped convolution is one the direct kernel takes where the machine's
-    // vectors are 8 floats (kDirectUngrouped).
+    // Whether an ungrouped convolution is one the direct kernel takes.
     bool ungrouped_direct_fits() const {
-        return groups == 1 && c % kGroupLanes == 0 && out_c % kGroupLanes == 0 && !pointwise() &&
-               out_c <= kDirectMaxOutputs && patch() * out_c <= kDirectMaxWeightFloats;
+        return groups == 1 && c % kGroupLanes == 0 && out_c % kGroupLanes == 0 &&
+               win.kh * win.kw > 1 && out_c <= kDirectMaxOutputs &&
+               patch() * out_c <= kDirectMaxWeightFloats;
     }
     // The output gradient's padded plane for the input gradient's gather: dy (oh, ow) at row
     // oh + (kh - 1)·dh / sh, column ow + (kw - 1)·dw / sw, with rows (columns) down to the last
@@ -233,9 +230,7 @@ struct Conv2dGeometry {
     // Images a group takes at once: as many as make images_per_gemm()'s columns, so that the
     // positions of small planes (2×2 to 8×8 in a RegNet at 64 px) fill the kernel's tiles and
     // amortise its weight reordering.
-    int64_t grouped_images() const {
-        return images_per_gemm();
-    }
+    int64_t grouped_images() const { return images_per_gemm(); }
     // Floats of one group's slice: per image of a chunk, the padded channels-last input, the
     // outputs (forward) or output gradients (backward) channels-last and, backward, the input
     // gradient channels-last and the output gradient's padded plane; once, the group's weights
@@ -257,15 +252,9 @@ struct Conv2dGeometry {
     // The input plane, padded: x[ih, iw] at row ih + pad_top, column q = iw + pad_left, held in
     // phase q mod sw at column q / sw. Output (oh, ow) reads tap (i, j) at row oh·sh + i, in
     // phase j mod sw at column ow + j / sw, for ow up to a whole vector past the last output.
-    int64_t input_plane_h() const {
-        return (oh - 1) * win.sh + win.kh;
-    }
-    int64_t input_plane_w() const {
-        return whole_lanes(ow) + (win.kw - 1) / win.sw;
-    }
-    int64_t input_planes_floats() const {
-        return win.sw * input_plane_h() * input_plane_w();
-    }
+    int64_t input_plane_h() const { return (oh - 1) * win.sh + win.kh; }
+    int64_t input_plane_w() const { return whole_lanes(ow) + (win.kw - 1) / win.sw; }
+    int64_t input_planes_floats() const { return win.sw * input_plane_h() * input_plane_w(); }
     // The output-gradient plane: dy[oh, ow] at row oh, column ow + (kw - 1) / sw. dW reads rows
     // a whole vector at a time from there; dX reads, for input columns iw with
     // (iw + pad_left) mod sw = p, the columns u - m + (kw - 1) / sw, u = (iw + pad_left) / sw,

@@ -596,6 +596,8 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
     unread.pt = unread.pl = unread.pb = unread.pr = 0;
     cases.push_back({unread, "8 in, 16 out a group, stride 2, last row and column unread"});
     cases.push_back({spec(2, 32, 4, 4, 64, 2), "16 in, 32 out a group: two tiles of channels"});
+    cases.push_back({spec(2, 48, 5, 5, 64, 2),
+                     "24 in, 32 out a group: AVX-512's dW tiles of 12 rows by two vectors"});
     ConvSpec gathered = spec(2, 16, 7, 6, 16, 2);
     std::tie(gathered.kw, gathered.dh, gathered.dw) = std::tuple{2, 2, 3};
     std::tie(gathered.pt, gathered.pb, gathered.pr) = std::tuple{2, 0, 2};
@@ -622,18 +624,20 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
         check_conv(s, what);
     }
     // 4 channels a group stay on im2col + GEMM; so do ungrouped convolutions with more than 64
-    // outputs or more than 64K floats of weights, and 1×1 ones at stride 1 (their input is the
-    // GEMM's operand as it stands).
+    // outputs or more than 64K floats of weights, and 1×1 ones (at stride 1 their input is the
+    // GEMM's operand as it stands; at stride 2 im2col was faster).
     Graph g;
     const ValueId x = g.add_input("x", DType::F32, Shape{1, 8, 4, 4});
     const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 128, 4, 4});
-    for (const auto& [in, out, kernel, groups, what] :
-         {std::tuple{x, 8, 3, 2, "4 channels a group"}, std::tuple{x, 72, 3, 1, "72 outputs"},
-          std::tuple{x, 16, 1, 1, "1x1 at stride 1"},
-          std::tuple{wide, 64, 3, 1, "64 outputs of 128 x 3 x 3 weights: 73,728 floats"}}) {
+    for (const auto& [in, out, kernel, groups, stride, what] :
+         {std::tuple{x, 8, 3, 2, 1, "4 channels a group"}, std::tuple{x, 72, 3, 1, 1, "72 outputs"},
+          std::tuple{x, 16, 1, 1, 1, "1x1 at stride 1"},
+          std::tuple{x, 16, 1, 1, 2, "1x1 at stride 2"},
+          std::tuple{wide, 64, 3, 1, 1, "64 outputs of 128 x 3 x 3 weights: 73,728 floats"}}) {
         const NodeId n = g.add_node(what, OpKind::Conv2d, Ids{in},
                                     {{"out_channels", int64_t{out}},
                                      {"kernel", int64_t{kernel}},
+                                     {"stride", int64_t{stride}},
                                      {"groups", int64_t{groups}}});
         const Conv2dGeometry geo = conv2d_geometry(g, g.node(n));
         EXPECT_FALSE(geo.grouped_direct()) << what;
@@ -653,17 +657,19 @@ void conv_backward_reference(const ConvSpec& s, const Floats& x, const Floats& w
 }
 
 // An ungrouped convolution with few outputs runs the direct kernel as one group, its tiles in
-// parallel, where the machine's vectors are 8 floats (kDirectUngrouped; on AVX-512 builds the op
-// keeps im2col and the GEMM). The kernel itself, called as the op calls it whatever the build:
-// the output against the float64 reference, the gradients against the float64 definition (and
-// dX added onto what was there), and the same bits at one thread and at two.
+// parallel. The kernel itself, called as the op calls it: the output against the float64
+// reference, the gradients against the float64 definition (and dX added onto what was there),
+// and the same bits at one thread and at two. On AVX-512 builds the cases take the 16-float
+// tiles where the channels allow (32 outputs: two vectors; 16: one; 24 inputs: 8-float ones for
+// the input gradient) and both row counts of the weight gradient's (24 inputs: twelve; 16 and
+// 32: eight and sixteen).
 TEST(ConvOps, Conv2dUngroupedDirectKernel) {
-    ConvSpec one_strided{.n = 2, .c = 32, .h = 7, .w = 6, .out = 16, .kh = 1, .kw = 1};
-    one_strided.sh = one_strided.sw = 2;
+    ConvSpec strided = padded3x3(2, 32, 7, 6, 16, 1);
+    strided.sh = strided.sw = 2;
     for (const auto& [s, what] :
          {std::pair{padded3x3(2, 16, 8, 8, 32, 1), "16 in, 32 out"},
           std::pair{padded3x3(3, 24, 5, 5, 64, 1), "64 out, chunks of 3 images"},
-          std::pair{one_strided, "1x1 at stride 2"}}) {
+          std::pair{strided, "32 in, 16 out, 3x3 at stride 2"}}) {
         SCOPED_TRACE(what);
         Graph graph;
         const NodeId node = graph.add_node(
@@ -671,7 +677,7 @@ TEST(ConvOps, Conv2dUngroupedDirectKernel) {
             Ids{graph.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
         const Conv2dGeometry g = conv2d_geometry(graph, graph.node(node));
         ASSERT_TRUE(g.ungrouped_direct_fits());
-        EXPECT_EQ(g.grouped_direct(), Conv2dGeometry::kDirectUngrouped);
+        EXPECT_TRUE(g.grouped_direct());
         SplitMix64 rng(7);
         auto draw = [&](int64_t count) {
             Floats v(static_cast<size_t>(count));
