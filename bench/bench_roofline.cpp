@@ -82,8 +82,9 @@ std::vector<Product> linear_products(int64_t rows, int64_t in, int64_t out, int 
 // runs them: per chunk of images (Conv2dGeometry::images_per_gemm) and group, forward
 // Y = W·cols [og, K]·[K, m·P]; backward dW += dY·colsᵀ, and dcols = Wᵀ·dY when the input needs a
 // gradient (for a 1×1 stride-1 convolution that is dX itself, K = C/groups), or, where dX is a
-// correlation of dY (Conv2dGeometry::input_grad_by_correlation), dX = W̃·im2col(dY). The chunks of m
-// images and the last, shorter one are two shapes.
+// correlation of dY (Conv2dGeometry::input_grad_by_correlation), dX = W̃·im2col(dY); for windows
+// without overlap (Conv2dGeometry::patches) the same products on Pᵀ = cols: Y = W·Pᵀ, dW = dY·P,
+// dP = dYᵀ·W. The chunks of m images and the last, shorter one are two shapes.
 std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int dir) {
     const rl::Conv2dGeometry c = rl::conv2d_geometry(g, node);
     if (c.depthwise()) return {};
@@ -96,6 +97,15 @@ std::vector<Product> conv_products(const rl::Graph& g, const rl::Node& node, int
     for (const auto& [m, chunks] : {std::pair{nb, c.n / nb}, std::pair{c.n % nb, int64_t{1}}}) {
         if (m == 0 || chunks == 0) continue;
         const int64_t count = chunks * c.groups, cols = m * plane;
+        if (c.patches()) {  // one group
+            if (dir == 0) {
+                out.push_back({false, true, og, cols, k, count, 1});
+                continue;
+            }
+            out.push_back({false, false, og, k, cols, count, 0, 1});
+            if (grad_x) out.push_back({true, false, cols, k, og, count});
+            continue;
+        }
         if (dir == 0) {
             out.push_back({false, false, og, cols, k, count, c.groups});
             continue;

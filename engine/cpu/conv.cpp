@@ -329,6 +329,51 @@ const float* chunk_columns(const float* xg, const Conv2dGeometry& g, int64_t m, 
     return col;
 }
 
+// Non-overlapping windows (Conv2dGeometry::patches): row (j, oh, ow) of P [m·P, K] is image j's
+// window at (oh, ow), its kernel rows copied whole, channel by channel (K = C·kh·kw, the weights'
+// order), for the m images of a chunk from x.
+void gather_patches(const float* x, const Conv2dGeometry& g, int64_t m, float* p) {
+    const int64_t kh = g.win.kh, kw = g.win.kw, plane = g.h * g.w, k = g.patch();
+    parallel_for(m * g.oh, g.ow * k, [&](int64_t r) {
+        const int64_t j = r / g.oh, oh = r % g.oh;
+        const float* img = x + j * g.c * plane + oh * kh * g.w;
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+            float* row = p + (r * g.ow + ow) * k;
+            for (int64_t c = 0; c < g.c; ++c)
+                for (int64_t i = 0; i < kh; ++i) {
+                    const float* src = img + c * plane + i * g.w + ow * kw;
+                    std::copy(src, src + kw, row + (c * kh + i) * kw);
+                }
+        }
+    });
+}
+
+// And back: the rows of dP [m·P, K] to (or onto, when accumulating) the windows they came from;
+// inputs no window reaches (the last rows and columns, where the kernel does not divide the
+// plane) get 0, or keep what they had.
+void scatter_patches(const float* p, const Conv2dGeometry& g, int64_t m, float* dx,
+                     bool accumulate) {
+    const int64_t kh = g.win.kh, kw = g.win.kw, plane = g.h * g.w, k = g.patch();
+    const bool covered = g.oh * kh == g.h && g.ow * kw == g.w;
+    parallel_for(m * g.c, plane, [&](int64_t r) {
+        const int64_t j = r / g.c, c = r % g.c;
+        float* dst = dx + r * plane;
+        if (!accumulate && !covered) std::fill(dst, dst + plane, 0.0f);
+        for (int64_t oh = 0; oh < g.oh; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const float* row = p + ((j * g.oh + oh) * g.ow + ow) * k + c * kh * kw;
+                for (int64_t i = 0; i < kh; ++i) {
+                    float* d = dst + (oh * kh + i) * g.w + ow * kw;
+                    const float* s = row + i * kw;
+                    if (accumulate)
+                        for (int64_t q = 0; q < kw; ++q) d[q] += s[q];
+                    else
+                        std::copy(s, s + kw, d);
+                }
+            }
+    });
+}
+
 // dX_g (+)= W̃_g · im2col(dY_g) for the m images of a chunk, dyg and dxg pointing at the first
 // image's group (Conv2dGeometry::input_grad_by_correlation). ws: dY's columns [O/g·kh·kw, m·H·W],
 // then the flipped weights W̃_g, then, for m > 1, the chunk's dX side by side.
@@ -937,6 +982,7 @@ void conv2d_forward(const ForwardCall& c) {
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
     const int64_t k = g.patch(), nb = g.images_per_gemm(), image = g.c * g.h * g.w;
+    const bool patches = g.patches();
     float* col = as_f32(c.workspace);
     float* yt = col + k * nb * plane;  // the chunk's outputs, when images are batched
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
@@ -944,13 +990,18 @@ void conv2d_forward(const ForwardCall& c) {
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const float* xg = x + n0 * image + gi * cg * g.h * g.w;
             float* yg = y + (n0 * g.out_c + gi * og) * plane;
-            const float* cols = chunk_columns(xg, g, m, col);
             float* out = nb > 1 ? yt : yg;
             if (b)  // seed with the bias; the GEMM adds into it
                 for (int64_t o = 0; o < og; ++o)
                     std::fill(out + o * ld, out + (o + 1) * ld, b[gi * og + o]);
-            sgemm(false, false, og, ld, k, 1.f, wt + gi * og * k, k, cols, ld, b ? 1.f : 0.f, out,
-                  ld);  // Y = W·cols
+            if (patches) {  // Y = W·Pᵀ
+                gather_patches(xg, g, m, col);
+                sgemm(false, true, og, ld, k, 1.f, wt, k, col, k, b ? 1.f : 0.f, out, ld);
+            } else {  // Y = W·cols
+                const float* cols = chunk_columns(xg, g, m, col);
+                sgemm(false, false, og, ld, k, 1.f, wt + gi * og * k, k, cols, ld, b ? 1.f : 0.f,
+                      out, ld);
+            }
             if (nb > 1) scatter_images(yt, og, plane, m, yg, g.out_c * plane, false);
         }
     }
@@ -1001,13 +1052,24 @@ void conv2d_backward(const BackwardCall& c) {
                 dyg = dyt;
             }
             const float* wg = wt + gi * og * k;
+            float* dxg = dx ? dx + n0 * image + gi * cg * g.h * g.w : nullptr;
+            if (g.patches()) {  // dW += dY·P; dP = dYᵀ·W, back to its windows
+                if (dw) {
+                    gather_patches(xg, g, m, col);
+                    sgemm(false, false, og, k, ld, 1.f, dyg, ld, col, k, n0 > 0 ? 1.f : 0.f, dw, k);
+                }
+                if (dx) {
+                    sgemm(true, false, ld, k, og, 1.f, dyg, ld, wg, k, 0.f, col, k);
+                    scatter_patches(col, g, m, dxg, acc);
+                }
+                continue;
+            }
             if (dw) {
                 const float* cols = chunk_columns(xg, g, m, col);
                 sgemm(false, true, og, k, ld, 1.f, dyg, ld, cols, ld, n0 > 0 ? 1.f : 0.f,
                       dw + gi * og * k, k);  // dW += dY·colsᵀ
             }
             if (!dx) continue;
-            float* dxg = dx + n0 * image + gi * cg * g.h * g.w;
             if (g.pointwise() && nb == 1) {  // dX = Wᵀ·dY (k == cg)
                 sgemm(true, false, cg, plane, og, 1.f, wg, k, dyg, plane, acc ? 1.f : 0.f, dxg,
                       plane);

@@ -53,6 +53,20 @@ struct Conv2dGeometry {
     bool linear_like() const {
         return pointwise() && groups == 1 && h == 1 && w == 1 && oh == 1 && ow == 1;
     }
+    // Windows that tile the input without overlap (stride = kernel, no padding or dilation, one
+    // group) with rows of at least kPatchMinColumns: ViT's patch embeddings. im2col would gather
+    // each of its rows across the plane at the kernel's stride (ViT-B/32: every float from a
+    // cache line of its own); instead the CPU kernel copies each window's rows whole into a row
+    // of a [positions, C·kh·kw] matrix P, and the products take Pᵀ: Y = W·Pᵀ, dW = dY·P,
+    // dP = dYᵀ·W, dP's rows copied back to their windows (engine/cpu/conv.cpp). P has im2col's
+    // floats: the workspace is the same. With shorter rows the copies are too short: ConvNeXt's
+    // 2×2 downsampling from 96 channels went 0.17 → 0.22 ms forward (docs/benchmarks.md).
+    static constexpr int64_t kPatchMinColumns = 8;
+    bool patches() const {
+        return groups == 1 && win.kw >= kPatchMinColumns && win.sh == win.kh && win.sw == win.kw &&
+               win.dh == 1 && win.dw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
+               win.pad_bottom == 0 && win.pad_right == 0;
+    }
     // Floats of one group's im2col matrix for one image; 0 when none is needed.
     int64_t im2col_floats() const { return depthwise() || pointwise() ? 0 : patch() * oh * ow; }
 

@@ -293,6 +293,54 @@ TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
     }
 }
 
+// Windows that tile the input without overlap and have rows of 8 or more (ViT's patch
+// embeddings) copy whole window rows into P [positions, C·kh·kw] and take its transpose
+// (Conv2dGeometry::patches): planes the windows cover exactly and planes with rows and columns
+// no window reaches (their gradient is 0, or what was there), chunks of several images with a
+// shorter last one, no bias — forward against the float64 reference, gradients against central
+// differences, and accumulation into an existing input gradient. And the windows that keep
+// im2col: rows shorter than 8, overlap, padding, groups.
+TEST(ConvOps, Conv2dNonOverlappingWindowsAsPatches) {
+    auto patchify = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int64_t k) {
+        return ConvSpec{
+            .n = n, .c = c, .h = h, .w = w, .out = out, .kh = k, .kw = k, .sh = k, .sw = k};
+    };
+    ConvSpec rect = patchify(2, 2, 13, 19, 4, 8);
+    rect.kh = rect.sh = 4, rect.bias = false;
+    ConvSpec rows = patchify(9, 1, 2, 128, 2, 8);
+    rows.kh = rows.sh = 1;
+    for (const auto& [s, per_gemm, what] :
+         {std::tuple{patchify(2, 3, 16, 16, 5, 8), 2, "8x8 windows covering 16x16"},
+          std::tuple{patchify(5, 2, 20, 18, 3, 8), 5, "20x18: the last rows and columns unread"},
+          std::tuple{rect, 2, "4x8 windows, no bias"},
+          std::tuple{patchify(1, 2, 16, 16, 3, 16), 1, "one 16x16 window, one image"},
+          std::tuple{rows, 8, "1x8 windows, 9 images: chunks of 8 and 1"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
+        ASSERT_TRUE(geo.patches());
+        ASSERT_EQ(geo.images_per_gemm(), per_gemm);
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+        check_conv(s, what);
+    }
+    ConvSpec overlap = patchify(2, 2, 16, 16, 3, 8);
+    overlap.sw = 4;
+    ConvSpec padded = patchify(2, 2, 14, 14, 3, 8);
+    padded.pt = padded.pl = 1;
+    ConvSpec grouped = patchify(2, 4, 16, 16, 4, 8);
+    grouped.groups = 2;
+    for (const auto& [s, what] :
+         {std::tuple{patchify(2, 2, 16, 16, 3, 4), "4x4 windows: rows too short"},
+          std::tuple{overlap, "stride 4 across 8 columns"}, std::tuple{padded, "padding"},
+          std::tuple{grouped, "groups 2"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        EXPECT_FALSE(conv2d_geometry(c.g, c.n()).patches());
+    }
+}
+
 TEST(ConvOps, Conv2dGroupsAndDepthwise) {
     check_conv({.n = 2,
                 .c = 4,
