@@ -284,6 +284,16 @@ void col2im(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx, bo
     });
 }
 
+// C = op(A)·B + beta·C with B [k, n] not transposed: a product with 8 or 16 columns (2×2 planes
+// of two images) on few_columns_product, which reads W without packing it; others on the GEMM.
+void columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (few_columns_apply(trans_a, m, n, k))
+        few_columns_product(trans_a, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    else
+        sgemm(trans_a, false, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+}
+
 // Images side by side (Conv2dGeometry::images_per_gemm): rows r < `rows` of m images' planes,
 // image j's at src + j·image_stride, become row r of a [rows, m·plane] matrix (ld = m·plane), and
 // back.
@@ -999,8 +1009,8 @@ void conv2d_forward(const ForwardCall& c) {
                 sgemm(false, true, og, ld, k, 1.f, wt, k, col, k, b ? 1.f : 0.f, out, ld);
             } else {  // Y = W·cols
                 const float* cols = chunk_columns(xg, g, m, col);
-                sgemm(false, false, og, ld, k, 1.f, wt + gi * og * k, k, cols, ld, b ? 1.f : 0.f,
-                      out, ld);
+                columns_product(false, og, ld, k, wt + gi * og * k, k, cols, ld, b ? 1.f : 0.f, out,
+                                ld);
             }
             if (nb > 1) scatter_images(yt, og, plane, m, yg, g.out_c * plane, false);
         }
@@ -1071,16 +1081,16 @@ void conv2d_backward(const BackwardCall& c) {
             }
             if (!dx) continue;
             if (g.pointwise() && nb == 1) {  // dX = Wᵀ·dY (k == cg)
-                sgemm(true, false, cg, plane, og, 1.f, wg, k, dyg, plane, acc ? 1.f : 0.f, dxg,
-                      plane);
+                columns_product(true, cg, plane, og, wg, k, dyg, plane, acc ? 1.f : 0.f, dxg,
+                                plane);
             } else if (g.pointwise()) {  // the chunk's dX side by side, then back to its images
-                sgemm(true, false, cg, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
+                columns_product(true, cg, ld, og, wg, k, dyg, ld, 0.f, col, ld);
                 scatter_images(col, cg, plane, m, dxg, image, acc);
             } else if (g.input_grad_by_correlation()) {
                 input_grad_by_correlation(dy + (n0 * g.out_c + gi * og) * plane, wg, g, m, dxg, acc,
                                           col);
             } else {  // cols = Wᵀ·dY, folded back image by image
-                sgemm(true, false, k, ld, og, 1.f, wg, k, dyg, ld, 0.f, col, ld);
+                columns_product(true, k, ld, og, wg, k, dyg, ld, 0.f, col, ld);
                 for (int64_t j = 0; j < m; ++j)
                     col2im(col + j * plane, ld, g, dxg + j * image, acc);
             }

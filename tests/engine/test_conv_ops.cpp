@@ -15,6 +15,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/conv_grouped.h"
+#include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 #include "engine/op_harness.h"
 #include "engine/ops/op.h"
@@ -240,6 +241,28 @@ TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
         const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
         ASSERT_EQ(geo.images_per_gemm(), per_gemm);  // else this test exercises nothing new
+        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+        check_conv(s, what);
+    }
+}
+
+// Products of 8 or 16 columns (2×2 planes of two and of four images) run few_columns_product
+// (engine/cpu/few_columns.cpp): Y = W·cols and, where Wᵀ is small, cols = Wᵀ·dY; a 3×3 and a
+// 1×1 convolution, forward against the float64 reference, gradients against central
+// differences, and accumulation into an existing input gradient.
+TEST(ConvOps, Conv2dProductsOfFewColumns) {
+    const ConvSpec pointwise{.n = 4, .c = 40, .h = 2, .w = 2, .out = 36, .kh = 1, .kw = 1};
+    for (const auto& [s, columns, what] :
+         {std::tuple{padded3x3(2, 12, 2, 2, 40, 1), 8, "3x3, 12 -> 40 on 2x2 planes, 2 images"},
+          std::tuple{pointwise, 16, "1x1, 40 -> 36 on 2x2 planes, 4 images"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
+        ASSERT_FALSE(geo.grouped_direct());
+        ASSERT_EQ(geo.images_per_gemm() * s.oh() * s.ow(), columns);
+        ASSERT_TRUE(cpu::few_columns_apply(false, s.out, columns, geo.patch()));  // Y = W·cols
+        ASSERT_TRUE(cpu::few_columns_apply(true, geo.patch(), columns, s.out));   // Wᵀ·dY
         ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
         check_conv(s, what);
     }

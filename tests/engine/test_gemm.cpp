@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 #include "engine/gemm.h"
 
@@ -150,6 +151,63 @@ TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_FALSE(is_thin_gemm(64, 32, 128));     // A under 2^14 floats
     EXPECT_FALSE(is_thin_gemm(1024, 1024, 2));   // an outer product: short k, not thin
     EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 32 columns"), std::string::npos);
+}
+
+// The convolution's own kernel for products with 8 or 16 columns (engine/cpu/few_columns.cpp),
+// which packs nothing: A and Aᵀ, both widths, beta 0 (C's garbage never read) and 1, rows that
+// are not a whole number of tiles, padded leading dimensions, against the float64 reference; C's
+// padding left alone; the same bits at one and two threads. And where it is taken.
+TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const int saved = cpu_threads();
+    for (bool ta : {false, true})
+        for (int64_t n : {8, 16})
+            for (float beta : {0.f, 1.f})
+                for (const auto& [m, k, pad] : {std::array<int64_t, 3>{37, 33, 0}, {100, 300, 3}}) {
+                    const GemmCase c{ta, false, m, n, k, pad, 1.f, beta};
+                    ASSERT_TRUE(cpu::few_columns_apply(ta, m, n, k));
+                    const int64_t lda = (ta ? m : k) + pad, ldb = n + pad, ldc = n + pad;
+                    std::vector<float> a(static_cast<size_t>((ta ? k : m) * lda)),
+                        b(static_cast<size_t>(k * ldb)), c0(static_cast<size_t>(m * ldc));
+                    for (float& x : a) x = u(rng);
+                    for (float& x : b) x = u(rng);
+                    for (float& x : c0) x = u(rng);
+                    const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
+                    std::vector<std::vector<float>> outs;
+                    for (int threads : {1, 2}) {
+                        set_cpu_threads(threads);
+                        std::vector<float> out = c0;
+                        if (beta == 0)
+                            for (int64_t i = 0; i < m; ++i)
+                                for (int64_t j = 0; j < n; ++j)
+                                    out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                        cpu::few_columns_product(ta, m, n, k, a.data(), lda, b.data(), ldb, beta,
+                                                 out.data(), ldc);
+                        outs.push_back(out);
+                    }
+                    set_cpu_threads(saved);
+                    const std::string what = "ta=" + std::to_string(ta) +
+                                             " n=" + std::to_string(n) +
+                                             " beta=" + std::to_string(beta) + " " +
+                                             std::to_string(m) + "x" + std::to_string(k);
+                    EXPECT_EQ(outs[0], outs[1]) << what;
+                    for (int64_t i = 0; i < m; ++i) {
+                        for (int64_t j = 0; j < n; ++j)
+                            ASSERT_NEAR(outs[0][i * ldc + j], ref[i * ldc + j],
+                                        1e-5 * static_cast<double>(k) + 1e-6)
+                                << what << " at " << i << "," << j;
+                        for (int64_t j = n; j < ldc; ++j)
+                            ASSERT_EQ(outs[0][i * ldc + j], c0[i * ldc + j]) << what;
+                    }
+                }
+    EXPECT_TRUE(cpu::few_columns_apply(false, 512, 8, 4608));    // ResNet-18's last 3×3s
+    EXPECT_FALSE(cpu::few_columns_apply(true, 4608, 8, 512));    // and their Wᵀ: 2.4M floats
+    EXPECT_TRUE(cpu::few_columns_apply(true, 672, 8, 672));      // a 1×1's Wᵀ: 0.45M floats
+    EXPECT_FALSE(cpu::few_columns_apply(false, 512, 12, 4608));  // not whole vectors
+    EXPECT_FALSE(cpu::few_columns_apply(false, 512, 32, 4608));  // more than 16 columns
+    EXPECT_FALSE(cpu::few_columns_apply(false, 31, 8, 4608));    // too few rows
+    EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
