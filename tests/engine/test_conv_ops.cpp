@@ -110,6 +110,20 @@ void check_conv(const ConvSpec& s, const char* what) {
     check_gradients(c, 1e-2, 5e-4, 1e-3);
 }
 
+// check_conv for a convolution that must take a given path: `expect` asserts it on the
+// geometry first (a test that took another path would exercise nothing new), then the input
+// gradient's accumulation into what was there, then check_conv.
+void check_conv_path(const ConvSpec& s, const char* what,
+                     const std::function<void(const Conv2dGeometry&)>& expect) {
+    SCOPED_TRACE(what);
+    ConvCase c;
+    c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+    expect(conv2d_geometry(c.g, c.n()));
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
+    check_conv(s, what);
+}
+
 // ---------------------------------------------------------------------------------------------
 // conv2d
 
@@ -236,13 +250,9 @@ TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
     const ConvSpec pointwise{.n = 5, .c = 3, .h = 8, .w = 8, .out = 4, .kh = 1, .kw = 1};
     for (const auto& [s, per_gemm, what] : {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
                                             std::tuple{pointwise, 4, "1x1, 8x8 planes"}}) {
-        SCOPED_TRACE(what);
-        ConvCase c;
-        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
-        ASSERT_EQ(geo.images_per_gemm(), per_gemm);  // else this test exercises nothing new
-        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
-        check_conv(s, what);
+        check_conv_path(s, what, [&, per_gemm = per_gemm](const Conv2dGeometry& geo) {
+            ASSERT_EQ(geo.images_per_gemm(), per_gemm);
+        });
     }
 }
 
@@ -255,16 +265,13 @@ TEST(ConvOps, Conv2dProductsOfFewColumns) {
     for (const auto& [s, columns, what] :
          {std::tuple{padded3x3(2, 12, 2, 2, 40, 1), 8, "3x3, 12 -> 40 on 2x2 planes, 2 images"},
           std::tuple{pointwise, 16, "1x1, 40 -> 36 on 2x2 planes, 4 images"}}) {
-        SCOPED_TRACE(what);
-        ConvCase c;
-        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
-        ASSERT_FALSE(geo.grouped_direct());
-        ASSERT_EQ(geo.images_per_gemm() * s.oh() * s.ow(), columns);
-        ASSERT_TRUE(cpu::few_columns_apply(false, s.out, columns, geo.patch()));  // Y = W·cols
-        ASSERT_TRUE(cpu::few_columns_apply(true, geo.patch(), columns, s.out));   // Wᵀ·dY
-        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
-        check_conv(s, what);
+        const ConvSpec& spec = s;
+        check_conv_path(s, what, [&, columns = columns](const Conv2dGeometry& geo) {
+            ASSERT_FALSE(geo.grouped_direct());
+            ASSERT_EQ(geo.images_per_gemm() * spec.oh() * spec.ow(), columns);
+            ASSERT_TRUE(cpu::few_columns_apply(false, spec.out, columns, geo.patch()));  // W·cols
+            ASSERT_TRUE(cpu::few_columns_apply(true, geo.patch(), columns, spec.out));   // Wᵀ·dY
+        });
     }
 }
 
@@ -287,18 +294,16 @@ TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
           std::tuple{padded3x3(5, 8, 10, 10, 4, 2), 3, "groups 2, chunks of 3 + 2"},
           std::tuple{dilated, 2, "3x2, dilation 2, asymmetric padding"},
           std::tuple{large, 1, "66x70: dY's columns row by row"}}) {
-        SCOPED_TRACE(what);
-        ConvCase c;
-        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
-        ASSERT_TRUE(geo.input_grad_by_correlation());
-        ASSERT_EQ(geo.images_per_gemm(), per_gemm);
-        const Conv2dGeometry t = geo.input_grad_geometry();
-        EXPECT_EQ(std::tuple(t.c, t.h, t.w, t.out_c, t.oh, t.ow),
-                  std::tuple(s.out / s.groups, s.oh(), s.ow(), s.c / s.groups, s.h, s.w));
-        EXPECT_EQ(t.im2col_through_padded_plane(), s.h < 60);
-        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
-        check_conv(s, what);
+        const ConvSpec& spec = s;
+        check_conv_path(s, what, [&, per_gemm = per_gemm](const Conv2dGeometry& geo) {
+            ASSERT_TRUE(geo.input_grad_by_correlation());
+            ASSERT_EQ(geo.images_per_gemm(), per_gemm);
+            const Conv2dGeometry t = geo.input_grad_geometry();
+            EXPECT_EQ(std::tuple(t.c, t.h, t.w, t.out_c, t.oh, t.ow),
+                      std::tuple(spec.out / spec.groups, spec.oh(), spec.ow(), spec.c / spec.groups,
+                                 spec.h, spec.w));
+            EXPECT_EQ(t.im2col_through_padded_plane(), spec.h < 60);
+        });
     }
     ConvSpec strided = padded3x3(2, 4, 8, 8, 2, 1);
     strided.sw = 2;
@@ -338,14 +343,10 @@ TEST(ConvOps, Conv2dNonOverlappingWindowsAsPatches) {
           std::tuple{rect, 2, "4x8 windows, no bias"},
           std::tuple{patchify(1, 2, 16, 16, 3, 16), 1, "one 16x16 window, one image"},
           std::tuple{rows, 8, "1x8 windows, 9 images: chunks of 8 and 1"}}) {
-        SCOPED_TRACE(what);
-        ConvCase c;
-        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry geo = conv2d_geometry(c.g, c.n());
-        ASSERT_TRUE(geo.patches());
-        ASSERT_EQ(geo.images_per_gemm(), per_gemm);
-        ASSERT_NO_FATAL_FAILURE(check_accumulate(c));
-        check_conv(s, what);
+        check_conv_path(s, what, [&, per_gemm = per_gemm](const Conv2dGeometry& geo) {
+            ASSERT_TRUE(geo.patches());
+            ASSERT_EQ(geo.images_per_gemm(), per_gemm);
+        });
     }
     ConvSpec overlap = patchify(2, 2, 16, 16, 3, 8);
     overlap.sw = 4;
