@@ -1,7 +1,9 @@
 #include "solvers/isolated.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,6 +43,17 @@ void write_all(int fd, const std::string& bytes) {
     // means (and signals the child itself); the application's handler has no business here.
     // CBC installs its own SIGINT handler during parts of a solve, which still stops it.
     g_in_child = true;
+    // Only this thread exists here, while OpenMP's pool is the parent's: a parallel region would
+    // wait for its threads forever. CBC's LAPACK is Debian's liblapack.so.3, which is OpenBLAS's
+    // OpenMP build wherever libopenblas0-openmp is installed (scripts/install-deps installs it),
+    // and its dgetrs went parallel inside Clp: every block MILP of `compare -s optimal` on
+    // ResNet-18 hung there until the watchdog stopped it (4 minutes for the plan). One thread
+    // for OpenMP, which OpenBLAS's OpenMP build follows, and for OpenBLAS itself where it runs
+    // its own threads.
+    omp_set_num_threads(1);
+    using SetThreads = void (*)(int);
+    if (void* f = ::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
+        reinterpret_cast<SetThreads>(f)(1);
     ::signal(SIGINT, SIG_IGN);
     sigset_t unblock;
     sigemptyset(&unblock);

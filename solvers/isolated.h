@@ -11,8 +11,9 @@
 //   else use(decode(r.answer));                                         //  signal 6 (Aborted)"
 //
 // `work` runs in a fork of this process. Only the calling thread exists there, so it must not
-// wait on a lock another thread may hold (malloc's are fork-safe in glibc; Qt, iostreams under
-// other threads' use and OpenMP pools are not to be touched). Its return value comes back
+// wait on a lock another thread may hold (malloc's are fork-safe in glibc; Qt and iostreams
+// under other threads' use are not to be touched); OpenMP, and OpenBLAS under CBC's LAPACK,
+// are set to one thread there. Its return value comes back
 // through a pipe; an rl::Error it throws is thrown again here with the same message. While the
 // child runs, `cancelled` is polled every 20 ms: when it returns true the child is sent SIGINT
 // (CBC's own handler then stops the search, and the child still answers with its incumbent) and

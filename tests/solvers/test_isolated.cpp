@@ -1,16 +1,22 @@
 // Solver calls in a child process (solvers/isolated.h): the answer comes back, a crash in the
 // child comes back as a failure that names the signal instead of ending the test process, an
 // Error keeps its message, a cancel stops a child that would otherwise run on, the watchdog
-// stops one that hangs; and a Checkmate MILP solved that way gives what it always gave.
+// stops one that hangs, an OpenMP parallel region in the child runs on one thread; and a
+// Checkmate MILP solved that way gives what it always gave.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/cancel.h"
 #include "engine/errors.h"
@@ -121,6 +127,75 @@ TEST(Isolated, TheWatchdogStopsAHungChild) {
     EXPECT_FALSE(r.completed);
     EXPECT_TRUE(r.timed_out);
     EXPECT_NE(r.failure.find("stopped"), std::string::npos) << r.failure;
+}
+
+// The child has only the calling thread while OpenMP's pool is the parent's, so a parallel
+// region there must run on one thread instead of waiting for the pool: CBC's LAPACK, on
+// Debian's OpenMP OpenBLAS, opened one inside Clp and hung every block MILP of ResNet-18 until
+// the watchdog. The parent's pool is started first, at two threads.
+TEST(Isolated, AParallelRegionInTheChildRunsOnOneThread) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+    std::atomic<int> started{0};
+#pragma omp parallel
+    started += 1;
+    ASSERT_EQ(started.load(), 2);
+    const auto t0 = std::chrono::steady_clock::now();
+    const IsolatedRun r = run_isolated(
+        [] {
+            int threads = 0;
+#pragma omp parallel reduction(+ : threads)
+            threads += 1;
+            return std::to_string(threads);
+        },
+        nullptr, 0, 10);
+    omp_set_num_threads(saved);
+    EXPECT_TRUE(r.completed) << r.failure;
+    EXPECT_EQ(r.answer, "1");
+    EXPECT_LT(seconds_since(t0), 5.0);
+}
+
+// CBC's LAPACK is the system's liblapack.so.3: Debian's OpenMP OpenBLAS wherever
+// libopenblas0-openmp is installed (scripts/install-deps installs it). With its threads started
+// in the parent, its threaded LU solve hung in the child (every block MILP of ResNet-18, inside
+// Clp's dense factorization, until the watchdog): there it must run on one thread. The solve
+// itself: A·x = b for a diagonally dominant A, factorised and solved with dgetrf/dgetrs.
+// Skipped where there is no OpenBLAS to load.
+TEST(Isolated, OpenBlasStartedInTheParentRunsInTheChild) {
+    void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) GTEST_SKIP() << "no libopenblas.so.0 here: " << dlerror();
+    using Getrf = void (*)(const int*, const int*, double*, const int*, int*, int*);
+    using Getrs = void (*)(const char*, const int*, const int*, const double*, const int*,
+                           const int*, double*, const int*, int*);
+    using SetThreads = void (*)(int);
+    const auto getrf = reinterpret_cast<Getrf>(dlsym(h, "dgetrf_"));
+    const auto getrs = reinterpret_cast<Getrs>(dlsym(h, "dgetrs_"));
+    const auto set_threads = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"));
+    if (!getrf || !getrs || !set_threads) GTEST_SKIP() << "libopenblas.so.0 without LAPACK";
+    constexpr int n = 300, nrhs = 2;
+    auto solve = [&] {  // x with A·x = b, b = A·1: x should be all ones
+        std::vector<double> a(n * n), b(n * nrhs, 0.0);
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) a[j * n + i] = i == j ? n : 1.0 / (1 + i + j);
+        for (int r = 0; r < nrhs; ++r)
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j) b[r * n + i] += a[j * n + i];
+        std::vector<int> piv(n);
+        int info = 0;
+        getrf(&n, &n, a.data(), &n, piv.data(), &info);
+        getrs("N", &n, &nrhs, a.data(), &n, piv.data(), b.data(), &n, &info);
+        double worst = 0;
+        for (double x : b) worst = std::max(worst, std::abs(x - 1.0));
+        return worst;
+    };
+    set_threads(2);
+    ASSERT_LT(solve(), 1e-9);  // the parent's threads start
+    const auto t0 = std::chrono::steady_clock::now();
+    const IsolatedRun r = run_isolated(
+        [&] { return std::string(solve() < 1e-9 ? "solved" : "wrong"); }, nullptr, 0, 10);
+    EXPECT_TRUE(r.completed) << r.failure;
+    EXPECT_EQ(r.answer, "solved");
+    EXPECT_LT(seconds_since(t0), 5.0);
 }
 
 // min x + 2y over integers with x + y >= 3.5, x <= 2: the optimum is x = 2, y = 2 (6).
