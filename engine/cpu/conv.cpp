@@ -1050,6 +1050,7 @@ void conv2d_backward(const BackwardCall& c) {
     }
     const int64_t plane = g.oh * g.ow, cg = g.c_per_group(), og = g.out_per_group();
     const int64_t k = g.patch(), nb = g.images_per_gemm(), image = g.c * g.h * g.w;
+    const bool patches = g.patches();
     float* col = as_f32(c.workspace);
     float* dyt = col + k * nb * plane;  // the chunk's output gradients, when images are batched
     for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
@@ -1063,7 +1064,7 @@ void conv2d_backward(const BackwardCall& c) {
             }
             const float* wg = wt + gi * og * k;
             float* dxg = dx ? dx + n0 * image + gi * cg * g.h * g.w : nullptr;
-            if (g.patches()) {  // dW += dY·P; dP = dYᵀ·W, back to its windows
+            if (patches) {  // dW += dY·P; dP = dYᵀ·W, back to its windows
                 if (dw) {
                     gather_patches(xg, g, m, col);
                     sgemm(false, false, og, k, ld, 1.f, dyg, ld, col, k, n0 > 0 ? 1.f : 0.f, dw, k);

@@ -33,8 +33,7 @@ void rows_tile(int64_t i0, int64_t rows, int64_t k, const float* a, int64_t lda,
         for (int v = 0; v < NV; ++v)
             acc[r][v] = beta == 0.0f ? V{} : beta * Vec<W>::load(c + i * ldc + v * W);
     }
-    constexpr int64_t kOne = 1;
-    const int64_t step = TransA ? lda : kOne;  // op(A)(i, j) at ar[i][j·step]
+    const int64_t step = TransA ? lda : int64_t{1};  // op(A)(i, j) at ar[i][j·step]
     for (int64_t j = 0; j < k; ++j) {
         V bv[NV];
         for (int v = 0; v < NV; ++v) bv[v] = Vec<W>::load(b + j * ldb + v * W);
