@@ -12,7 +12,9 @@
 // direct convolution, as in Georganas et al., "Anatomy of high-performance deep learning
 // convolutions on SIMD architectures", SC 2018): a tile of MR output positions × NV vectors of
 // channels stays in registers while it runs down the taps and channels. The vectors are 8 floats,
-// or 16 where the build has AVX-512 and the channels come in sixteens (with_tile).
+// or 16 where the build has AVX-512 and the channels come in sixteens (with_tile); there, groups
+// of 8 channels run two at a time, one in each half of a 16-float vector (paired groups, below:
+// a unit of two groups, its planes those of one group of 16 channels).
 //
 // Per group, in its own slice of the workspace (Conv2dGeometry::grouped_slice_floats), a chunk of
 // images at a time (Conv2dGeometry::grouped_images: enough that small planes fill the tiles),
@@ -31,7 +33,7 @@
 // in order. dW[o][c][tap] = Σ over images, then positions p in order, of
 // xp[at(p) + off(tap) + c]·dy[p][o]. dX[q][c] = Σ over the taps (i, j) that reach input q, in
 // order, of Σ_o dy[(q - off(tap)) / stride][o]·w[o][c][tap]: gathered, one sum per input, each
-// in registers until it is stored (input_tile). Groups run in parallel, each in its own
+// in registers until it is stored (input_tile). Groups (or pairs) run in parallel, each in its own
 // slice, so every sum has one order whatever the thread count, and a step repeats itself bit for
 // bit; a convolution of one group runs its tiles in parallel instead (for_tiles), each tile's
 // sums in the same order.
@@ -53,11 +55,12 @@ static_assert(Conv2dGeometry::kGroupLanes == kVec8Lanes);
 struct Layout {
     int64_t ph, pw, cg, og, taps, plane, padded, nb;
     std::vector<int64_t> tap_off;  // tap i·kw + j at (i·dh·pw + j·dw)·cg
-    explicit Layout(const Conv2dGeometry& g)
+    // `count` groups side by side (paired groups: two), their channels one after another.
+    explicit Layout(const Conv2dGeometry& g, int64_t count = 1)
         : ph(g.padded_h()),
           pw(g.padded_w()),
-          cg(g.c_per_group()),
-          og(g.out_per_group()),
+          cg(g.c_per_group() * count),
+          og(g.out_per_group() * count),
           taps(g.win.kh * g.win.kw),
           plane(g.oh * g.ow),
           padded(ph * pw * cg),
@@ -180,6 +183,113 @@ void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t 
         for (int v = 0; v < NV; ++v) Vec<W>::store(dst[r] + c0 + v * W, acc[r][v]);
 }
 
+#if defined(__AVX512F__)
+// Paired groups: two groups of 8 input and 8 output channels (RegNet's 3×3s) side by side in one
+// 16-float vector, the first group's 8 lanes then the second's. A group alone fills only half an
+// AVX-512 vector, and with_tile's 8-float tiles ran its layers at half the 16-float rate (0.50 of
+// their raw products on RegNetY-400MF, docs/benchmarks.md). The two groups' planes are one
+// 16-channel channels-last plane (Layout with count 2); each multiply-add takes its operand from
+// that vector of 16 channels, channel c of each half broadcast to that half's lanes (one
+// permute). Every sum runs in the order of the 8-float tiles above, each one multiply-add per
+// term, so a pair gives the bits a group alone gives.
+using I16 = int __attribute__((vector_size(kVec16Lanes * sizeof(int))));
+constexpr int kPairLanes = kVec8Lanes;  // channels a group
+
+// Lanes 0-7: channel c of the first group (lane c of v); lanes 8-15: of the second (8 + c).
+inline V16 pair_channel(V16 v, int c) {
+    const I16 first = {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8};
+    return __builtin_shuffle(v, first + c);
+}
+
+// forward_tile for a pair: MR positions × both groups' 8 outputs; wk as [c][tap][16 lanes].
+template <int MR>
+void forward_pair_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
+                       const float* wk, const float* bias, float* yc) {
+    using V = Vec<kVec16Lanes>;
+    V16 acc[MR];
+    const V16 b = bias ? V::load(bias) : V16{};
+    for (int r = 0; r < MR; ++r) acc[r] = b;
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = xp + at[r < rows ? r : 0];
+    for (int64_t t = 0; t < l.taps; ++t) {
+        const int64_t off = l.tap_off[static_cast<size_t>(t)];
+        V16 x[MR];
+        for (int r = 0; r < MR; ++r) x[r] = V::load(base[r] + off);
+        const float* w = wk + t * kVec16Lanes;
+#pragma GCC unroll 8
+        for (int c = 0; c < kPairLanes; ++c) {
+            const V16 wv = V::load(w + c * l.taps * kVec16Lanes);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) acc[r] += pair_channel(x[r], c) * wv;
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) V::store(yc + r * kVec16Lanes, acc[r]);
+}
+
+// weight_tile for a pair: tap t × the 8 input channels, each a vector of both groups' 8
+// outputs; dwa as [c][tap][16 lanes]. (Two or three taps at a time, 16 or 24 accumulators, ran
+// RegNetY-400MF's grouped backward no faster: 0.55-0.65 ms either way.)
+void weight_pair_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
+                      const float* dyc, int64_t t, bool first, float* dwa) {
+    using V = Vec<kVec16Lanes>;
+    V16 acc[kPairLanes];
+    for (int c = 0; c < kPairLanes; ++c)
+        acc[c] = first ? V16{} : V::load(dwa + (c * l.taps + t) * kVec16Lanes);
+    const int64_t off = l.tap_off[static_cast<size_t>(t)];
+    for (int64_t q = 0; q < positions; ++q) {
+        const V16 dv = V::load(dyc + q * kVec16Lanes);
+        const V16 x = V::load(xp + at[q] + off);
+#pragma GCC unroll 8
+        for (int c = 0; c < kPairLanes; ++c) acc[c] += pair_channel(x, c) * dv;
+    }
+    for (int c = 0; c < kPairLanes; ++c) V::store(dwa + (c * l.taps + t) * kVec16Lanes, acc[c]);
+}
+
+// input_tile for a pair: MR input positions × both groups' 8 input channels; wt as
+// [tap][o][16 lanes].
+template <int MR>
+void input_pair_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t rows,
+                     const int64_t* taps, const int64_t* back, int64_t ntaps, const float* wt) {
+    using V = Vec<kVec16Lanes>;
+    V16 acc[MR] = {};
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
+    for (int64_t u = 0; u < ntaps; ++u) {
+        const int64_t off = back[u];
+        const float* w = wt + taps[u] * kPairLanes * kVec16Lanes;
+        V16 d[MR];
+        for (int r = 0; r < MR; ++r) d[r] = V::load(base[r] - off);
+#pragma GCC unroll 8
+        for (int o = 0; o < kPairLanes; ++o) {
+            const V16 wv = V::load(w + o * kVec16Lanes);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) acc[r] += pair_channel(d[r], o) * wv;
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) V::store(dst[r], acc[r]);
+}
+
+// Calls f(MR) for a pair's position tiles: twelve rows (twelve accumulators and the twelve
+// vectors they read, of the 32 registers), eight for few positions.
+template <class F>
+void with_pair_tile(int64_t positions, F&& f) {
+    if (positions <= 8)
+        f(std::integral_constant<int, 8>{});
+    else
+        f(std::integral_constant<int, 12>{});
+}
+#endif
+
+// Groups a unit of work takes: two where they pair (AVX-512, 8 input and 8 output channels a
+// group), else one.
+int64_t groups_per_unit(const Conv2dGeometry& g) {
+#if defined(__AVX512F__)
+    if (g.groups > 1 && g.c_per_group() == kVec8Lanes && g.out_per_group() == kVec8Lanes) return 2;
+#endif
+    (void)g;
+    return 1;
+}
+
 // The widest vectors the build has: AVX-512's 16 floats, whose multiply-adds run at twice the
 // rate of 8-float ones where the machine has 512-bit FMA units (the AMD EPYC of the pool: Eigen's
 // AVX-512 products at 179 GFLOP/s against 116 for OpenBLAS's AVX2 kernels, docs/benchmarks.md),
@@ -298,32 +408,51 @@ void for_tiles(const Conv2dGeometry& g, int64_t n, int64_t work_per_item, F&& bo
 
 void grouped_direct_forward(const float* x, const float* wt, const float* b,
                             const Conv2dGeometry& g, float* y, float* ws) {
-    const Layout l(g);
+    const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
     const int64_t slice = g.grouped_slice_floats(false), k = g.patch(), image = g.h * g.w;
-    parallel_for(g.groups, g.n * l.plane * k * l.og, [&](int64_t gi) {
-        float* xp = ws + gi * slice;
+    const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
+    parallel_for(units, per * g.n * g.oh * g.ow * k * og1, [&](int64_t u) {
+        const int64_t g0 = u * per, count = std::min(per, g.groups - g0);
+        const Layout l(g, count);
+        float* xp = ws + g0 * slice;  // a unit of two groups takes their two slices
         float* yc = xp + l.nb * l.padded;
         float* wk = yc + l.nb * l.plane * l.og;
-        transpose(wt + gi * l.og * k, k, l.og, k, wk, l.og);  // [og][cg·taps] → [cg·taps][og]
-        const float* bg = b ? b + gi * l.og : nullptr;
+        for (int64_t grp = 0; grp < count; ++grp)  // [og][cg·taps] → [cg·taps][og]
+            transpose(wt + (g0 + grp) * og1 * k, k, og1, k, wk + grp * og1, l.og);
+        const float* bg = b ? b + g0 * og1 : nullptr;
         for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
             const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
             for (int64_t j = 0; j < m; ++j)
-                pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-            with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
-                constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
-                constexpr int MR = decltype(mr)::value;
-                for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
-                    int64_t at[kMaxRows];
-                    const int64_t q0 = tile * MR, rows = std::min<int64_t>(MR, positions - q0);
-                    starts(g, l, q0, rows, at);
-                    for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
-                        forward_tile<W, NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
+                pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
+#if defined(__AVX512F__)
+            if (count == 2) {
+                with_pair_tile(positions, [&](auto mr) {
+                    constexpr int MR = decltype(mr)::value;
+                    for (int64_t q0 = 0; q0 < positions; q0 += MR) {
+                        int64_t at[kMaxRows];
+                        const int64_t rows = std::min<int64_t>(MR, positions - q0);
+                        starts(g, l, q0, rows, at);
+                        forward_pair_tile<MR>(xp, at, rows, l, wk, bg, yc + q0 * l.og);
+                    }
                 });
-            });
+            } else
+#endif
+            {
+                with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
+                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                    constexpr int MR = decltype(mr)::value;
+                    for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
+                        int64_t at[kMaxRows];
+                        const int64_t q0 = tile * MR, rows = std::min<int64_t>(MR, positions - q0);
+                        starts(g, l, q0, rows, at);
+                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                            forward_tile<W, NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
+                    });
+                });
+            }
             for (int64_t j = 0; j < m; ++j)
                 transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
-                          y + ((n0 + j) * g.out_c + gi * l.og) * l.plane, l.plane);
+                          y + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane);
         }
     });
 }
@@ -331,7 +460,6 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
 void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                              const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                              float* ws) {
-    const Layout l(g);
     const int64_t slice = g.grouped_slice_floats(true), k = g.patch();
     const int64_t image = g.h * g.w;
     // dyp: dy (oh, ow) at row oh + eh, column ow + ew (Conv2dGeometry::grouped_grad_h/w). Input
@@ -344,55 +472,77 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
         int64_t pr, pq;
         std::vector<int64_t> taps, back;
     };
-    std::vector<Phase> phases;
-    for (int64_t pr = 0; pr < sh; ++pr)
-        for (int64_t pq = 0; pq < sw; ++pq) {
-            Phase ph{pr, pq, {}, {}};
-            for (int64_t i = 0; i < g.win.kh; ++i)
-                for (int64_t j = 0; j < g.win.kw; ++j)
-                    if ((i * dh - pr) % sh == 0 && (j * dwl - pq) % sw == 0 && i * dh >= pr &&
-                        j * dwl >= pq) {
-                        ph.taps.push_back(i * g.win.kw + j);
-                        ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) * l.og);
-                    }
-            phases.push_back(std::move(ph));
-        }
-    const int64_t grad_plane = qh * qw * l.og;
-    parallel_for(g.groups, 2 * g.n * l.plane * k * l.og, [&](int64_t gi) {
-        float* xp = ws + gi * slice;
+    // `og` channels a position of dyp (a unit's).
+    auto phases_of = [&](int64_t og) {
+        std::vector<Phase> phases;
+        for (int64_t pr = 0; pr < sh; ++pr)
+            for (int64_t pq = 0; pq < sw; ++pq) {
+                Phase ph{pr, pq, {}, {}};
+                for (int64_t i = 0; i < g.win.kh; ++i)
+                    for (int64_t j = 0; j < g.win.kw; ++j)
+                        if ((i * dh - pr) % sh == 0 && (j * dwl - pq) % sw == 0 && i * dh >= pr &&
+                            j * dwl >= pq) {
+                            ph.taps.push_back(i * g.win.kw + j);
+                            ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) * og);
+                        }
+                phases.push_back(std::move(ph));
+            }
+        return phases;
+    };
+    const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
+    const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
+    const std::vector<Phase> unit_phases = phases_of(per * og1);
+    const std::vector<Phase> lone_phases = per > 1 ? phases_of(og1) : std::vector<Phase>{};
+    parallel_for(units, 2 * per * g.n * g.oh * g.ow * k * og1, [&](int64_t un) {
+        const int64_t g0 = un * per, count = std::min(per, g.groups - g0);
+        const Layout l(g, count);
+        const int64_t grad_plane = qh * qw * l.og;
+        const std::vector<Phase>& phases = count == per ? unit_phases : lone_phases;
+        float* xp = ws + g0 * slice;  // a unit of two groups takes their two slices
         float* dyc = xp + l.nb * l.padded;
         float* dxc = dyc + l.nb * l.plane * l.og;
         float* dyp = dxc + l.nb * image * l.cg;
         float* wk = dyp + l.nb * grad_plane;
         float* dwa = wk + k * l.og;
-        const float* wg = wt + gi * l.og * k;  // [og][cg][taps]
+        const float* wg = wt + g0 * og1 * k;  // per group [og][cg][taps]
         std::vector<int64_t> window_at(static_cast<size_t>(dw ? l.nb * l.plane : 0));
         std::vector<int64_t> input_at;  // dX: one phase's input positions, in order
         std::vector<float*> input_dst;
         if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
-            for (int64_t o = 0; o < l.og; ++o)
-                transpose(wg + o * k, l.taps, l.cg, l.taps, wk + o * l.cg, l.og * l.cg);
+            for (int64_t grp = 0; grp < count; ++grp)
+                for (int64_t o = 0; o < og1; ++o)
+                    transpose(wg + (grp * og1 + o) * k, l.taps, cg1, l.taps,
+                              wk + o * l.cg + grp * cg1, og1 * l.cg);
         for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
             const int64_t m = std::min(l.nb, g.n - n0);
             for (int64_t j = 0; j < m; ++j)
-                transpose(dy + ((n0 + j) * g.out_c + gi * l.og) * l.plane, l.plane, l.og, l.plane,
+                transpose(dy + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane, l.og, l.plane,
                           dyc + j * l.plane * l.og, l.og);
             if (dw) {
-                starts(g, l, 0, m * l.plane, window_at.data());
+                const int64_t positions = m * l.plane;
+                starts(g, l, 0, positions, window_at.data());
                 for (int64_t j = 0; j < m; ++j)
-                    pack_input(x + ((n0 + j) * g.c + gi * l.cg) * image, g, l, xp + j * l.padded);
-                with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
-                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
-                    constexpr int MR = decltype(mr)::value;
-                    const int64_t blocks = (l.cg + MR - 1) / MR, positions = m * l.plane;
-                    for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
-                        const int64_t t = i / blocks, c0 = i % blocks * MR;
-                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
-                            weight_tile<W, NV, MR>(xp, window_at.data(), positions, l, dyc, t, c0,
-                                                   std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0,
-                                                   dwa);
+                    pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
+#if defined(__AVX512F__)
+                if (count == 2) {
+                    for (int64_t t = 0; t < l.taps; ++t)
+                        weight_pair_tile(xp, window_at.data(), positions, l, dyc, t, n0 == 0, dwa);
+                } else
+#endif
+                {
+                    with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
+                        constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                        constexpr int MR = decltype(mr)::value;
+                        const int64_t blocks = (l.cg + MR - 1) / MR;
+                        for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
+                            const int64_t t = i / blocks, c0 = i % blocks * MR;
+                            for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                                weight_tile<W, NV, MR>(xp, window_at.data(), positions, l, dyc, t,
+                                                       c0, std::min<int64_t>(MR, l.cg - c0), o0,
+                                                       n0 == 0, dwa);
+                        });
                     });
-                });
+                }
             }
             if (!dx) continue;
             std::fill(dyp, dyp + m * grad_plane, 0.0f);
@@ -404,38 +554,52 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             // Phase by phase, the input positions of that phase, image by image in row-major
             // order, a tile at a time; every input position gets its sum (0 where no tap
             // reaches it).
-            with_tile(l.cg, m * image / (sh * sw), [&](auto w, auto nv, auto mr) {
-                constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
-                constexpr int MR = decltype(mr)::value;
-                for (const Phase& ph : phases) {
-                    const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
-                    const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
-                    const int64_t a0 = (ih0 + g.win.pad_top) / sh;
-                    const int64_t b0 = (iw0 + g.win.pad_left) / sw;
-                    input_at.clear(), input_dst.clear();
-                    for (int64_t j = 0; j < m; ++j)
-                        for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
-                            for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
-                                input_at.push_back(j * grad_plane +
-                                                   ((a + eh) * qw + b + ew) * l.og);
-                                input_dst.push_back(dxc + (j * image + ih * g.w + iw) * l.cg);
-                            }
-                    const int64_t count = static_cast<int64_t>(input_at.size());
-                    const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
-                    for_tiles(g, (count + MR - 1) / MR, MR * ntaps * l.og * l.cg, [&](int64_t i) {
-                        const int64_t q0 = i * MR, rows = std::min<int64_t>(MR, count - q0);
+            for (const Phase& ph : phases) {
+                const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
+                const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
+                const int64_t a0 = (ih0 + g.win.pad_top) / sh;
+                const int64_t b0 = (iw0 + g.win.pad_left) / sw;
+                input_at.clear(), input_dst.clear();
+                for (int64_t j = 0; j < m; ++j)
+                    for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
+                        for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
+                            input_at.push_back(j * grad_plane + ((a + eh) * qw + b + ew) * l.og);
+                            input_dst.push_back(dxc + (j * image + ih * g.w + iw) * l.cg);
+                        }
+                const int64_t count_q = static_cast<int64_t>(input_at.size());
+                const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
+#if defined(__AVX512F__)
+                if (count == 2) {
+                    with_pair_tile(m * image / (sh * sw), [&](auto mr) {
+                        constexpr int MR = decltype(mr)::value;
+                        for (int64_t q0 = 0; q0 < count_q; q0 += MR)
+                            input_pair_tile<MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
+                                                std::min<int64_t>(MR, count_q - q0), ph.taps.data(),
+                                                ph.back.data(), ntaps, wk);
+                    });
+                    continue;
+                }
+#endif
+                with_tile(l.cg, m * image / (sh * sw), [&](auto w, auto nv, auto mr) {
+                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                    constexpr int MR = decltype(mr)::value;
+                    for_tiles(g, (count_q + MR - 1) / MR, MR * ntaps * l.og * l.cg, [&](int64_t i) {
+                        const int64_t q0 = i * MR;
+                        const int64_t rows = std::min<int64_t>(MR, count_q - q0);
                         for (int64_t c0 = 0; c0 < l.cg; c0 += NV * W)
                             input_tile<W, NV, MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
                                                   rows, l, ph.taps.data(), ph.back.data(), ntaps,
                                                   wk, c0);
                     });
-                }
-            });
+                });
+            }
             for (int64_t j = 0; j < m; ++j)
                 transpose(dxc + j * image * l.cg, l.cg, image, l.cg,
-                          dx + ((n0 + j) * g.c + gi * l.cg) * image, image, accumulate);
+                          dx + ((n0 + j) * g.c + g0 * cg1) * image, image, accumulate);
         }
-        if (dw) transpose(dwa, l.og, k, l.og, dw + gi * l.og * k, k);  // → [og][cg·taps]
+        if (dw)  // → [og][cg·taps], group by group
+            for (int64_t grp = 0; grp < count; ++grp)
+                transpose(dwa + grp * og1, l.og, k, og1, dw + (g0 + grp) * og1 * k, k);
     });
 }
 

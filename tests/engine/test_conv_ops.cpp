@@ -679,6 +679,18 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
                      "five 8x8 outputs: chunks of four images and one, tiles across images"});
     cases.push_back({spec(2, 32, 2, 2, 32, 2), "2x2 planes: tiles of 4 positions by 16 channels"});
     cases.push_back({spec(1, 16, 2, 2, 16, 2), "one 2x2 plane: a tile of 8 rows, half empty"});
+    // 8 in, 8 out a group: on AVX-512 builds two groups share each 16-float vector (paired
+    // groups), and an odd group count leaves the last group to the 8-float tiles.
+    cases.push_back({spec(2, 24, 6, 6, 24, 3), "three groups of 8: a pair and one alone"});
+    ConvSpec pairs2 = spec(3, 32, 7, 7, 32, 4);
+    pairs2.sh = pairs2.sw = 2;
+    cases.push_back({pairs2, "four groups of 8, stride 2: two pairs, the gradient in phases"});
+    ConvSpec pair_dil = spec(2, 40, 6, 9, 40, 5);
+    std::tie(pair_dil.kh, pair_dil.kw, pair_dil.dh, pair_dil.dw) = std::tuple{2, 2, 2, 3};
+    std::tie(pair_dil.pt, pair_dil.pl, pair_dil.pb, pair_dil.pr, pair_dil.bias) =
+        std::tuple{1, 2, 0, 1, false};
+    cases.push_back({pair_dil, "five groups of 8, 2x2 dilated, asymmetric padding, no bias"});
+    cases.push_back({spec(3, 48, 2, 2, 48, 6), "six groups of 8 on 2x2 planes: tiles of 8 rows"});
     ConvSpec skip = spec(2, 32, 7, 6, 16, 2);
     std::tie(skip.kh, skip.kw, skip.sh, skip.sw) = std::tuple{1, 1, 2, 2};
     skip.pt = skip.pl = skip.pb = skip.pr = 0;
@@ -783,6 +795,77 @@ TEST(ConvOps, Conv2dUngroupedDirectKernel) {
         for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(one.y[i], y[i], 1e-4) << i;
         for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(one.dx[i], start[i] + dx[i], 1e-4) << i;
         for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(one.dw[i], dw[i], 1e-4) << i;
+    }
+}
+
+// Groups of 8 input and 8 output channels: on AVX-512 builds two groups share each 16-float
+// vector (conv_grouped.cpp's paired groups) and an odd count leaves the last group to the 8-float
+// tiles. Each group's output, input gradient and weight gradient must have the bits the same
+// group gives run on its own (a convolution of one group, which the 8-float tiles run): the
+// paired kernel's sums run in the same order, each term one multiply-add.
+TEST(ConvOps, Conv2dPairedGroupsGiveEachGroupsBits) {
+    ConvSpec strided = padded3x3(2, 40, 7, 7, 40, 5);
+    strided.sh = strided.sw = 2;
+    for (const auto& [s, what] : {std::pair{padded3x3(3, 24, 6, 6, 24, 3), "three groups, 6x6"},
+                                  std::pair{strided, "five groups, stride 2"},
+                                  std::pair{padded3x3(2, 32, 2, 2, 32, 4), "four groups, 2x2"}}) {
+        SCOPED_TRACE(what);
+        auto geometry = [](const ConvSpec& spec) {
+            Graph graph;
+            const NodeId node = graph.add_node(
+                "conv", OpKind::Conv2d,
+                Ids{graph.add_input("x", DType::F32, Shape{spec.n, spec.c, spec.h, spec.w})},
+                spec.attrs());
+            return conv2d_geometry(graph, graph.node(node));
+        };
+        struct Run {
+            Floats y, dx, dw;
+        };
+        auto run = [&](const ConvSpec& spec, const Floats& x, const Floats& wt, const Floats& b,
+                       const Floats& dy) {
+            const Conv2dGeometry g = geometry(spec);
+            EXPECT_TRUE(g.grouped_direct());
+            Floats ws(static_cast<size_t>(
+                std::max(g.grouped_workspace_floats(false), g.grouped_workspace_floats(true))));
+            Run r{Floats(dy.size()), Floats(x.size()), Floats(wt.size())};
+            cpu::grouped_direct_forward(x.data(), wt.data(), b.data(), g, r.y.data(), ws.data());
+            cpu::grouped_direct_backward(x.data(), dy.data(), wt.data(), g, r.dw.data(),
+                                         r.dx.data(), /*accumulate=*/false, ws.data());
+            return r;
+        };
+        SplitMix64 rng(5);
+        auto draw = [&](int64_t count) {
+            Floats v(static_cast<size_t>(count));
+            for (float& f : v) f = rng.symmetric();
+            return v;
+        };
+        const int64_t image = s.h * s.w, plane = s.oh() * s.ow(), k = 8 * s.kh * s.kw;
+        const Floats x = draw(s.n * s.c * image), wt = draw(s.out * k), b = draw(s.out),
+                     dy = draw(s.n * s.out * plane);
+        const Run all = run(s, x, wt, b, dy);
+        // Channels [8·gi, 8·gi + 8) of every image of an NCHW tensor with `per` floats a channel.
+        auto slice = [&](const Floats& v, int64_t channels, int64_t per, int64_t gi) {
+            Floats out;
+            for (int64_t n = 0; n < s.n; ++n) {
+                const auto from = v.begin() + (n * channels + 8 * gi) * per;
+                out.insert(out.end(), from, from + 8 * per);
+            }
+            return out;
+        };
+        auto range = [](const Floats& v, int64_t from, int64_t count) {
+            return Floats(v.begin() + from, v.begin() + from + count);
+        };
+        ConvSpec one = s;
+        one.c = one.out = 8;
+        one.groups = 1;
+        for (int64_t gi = 0; gi < s.groups; ++gi) {
+            SCOPED_TRACE("group " + std::to_string(gi));
+            const Run alone = run(one, slice(x, s.c, image, gi), range(wt, gi * 8 * k, 8 * k),
+                                  range(b, gi * 8, 8), slice(dy, s.out, plane, gi));
+            EXPECT_EQ(slice(all.y, s.out, plane, gi), alone.y);
+            EXPECT_EQ(slice(all.dx, s.c, image, gi), alone.dx);
+            EXPECT_EQ(range(all.dw, gi * 8 * k, 8 * k), alone.dw);
+        }
     }
 }
 
