@@ -90,6 +90,13 @@ class Backend {
         synchronize();
         return -1;
     }
+    // Writes back and drops [p, p + bytes) from the caches, so that the next op finds it where
+    // a training step finds its parameters: in memory (the profiled cost model, engine/
+    // cost_model.h). Backends without such control keep the default, which does nothing.
+    virtual void evict_from_caches(const void* p, uint64_t bytes) {
+        (void)p;
+        (void)bytes;
+    }
     // The driver's view of device memory; nullopt for host backends.
     virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
     // Starts a new driver-peak window: min_free = current free, reserved_peak = reserved.

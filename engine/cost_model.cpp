@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -195,12 +196,41 @@ std::string signature(const Graph& g, const Node& n) {
 
 }  // namespace
 
-CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
+uint64_t last_level_cache_bytes() {
+    static const uint64_t bytes = [] {
+        uint64_t best = 0;
+        int best_level = 0;
+        for (int i = 0; i < 8; ++i) {
+            const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+            std::ifstream level(dir + "/level"), type(dir + "/type"), size(dir + "/size");
+            int lv = 0;
+            std::string t, sz;
+            if (!(level >> lv) || !(type >> t) || !(size >> sz) || t == "Instruction") continue;
+            uint64_t v = 0;
+            size_t k = 0;
+            while (k < sz.size() && sz[k] >= '0' && sz[k] <= '9') v = v * 10 + (sz[k++] - '0');
+            const char unit = k < sz.size() ? sz[k] : 'B';
+            v <<= unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+            if (lv > best_level || (lv == best_level && v > best)) best = v, best_level = lv;
+        }
+        return best ? best : uint64_t{32} << 20;
+    }();
+    return bytes;
+}
+
+bool parameters_leave_cache(const Graph& g, uint64_t cache_bytes) {
+    uint64_t params = 0;
+    for (ParamId p = 0; p < g.num_params(); ++p) params += g.param(p).bytes;
+    return 2 * params > cache_bytes / 2;
+}
+
+CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uint64_t cache_bytes) {
     if (g.plan_only())
         throw Error(std::string("cannot profile network '") + g.name() +
                     "': " + kPlanOnlyNoKernels);
     CostModel m;
     m.kind_ = "profiled";
+    const bool cold_parameters = parameters_leave_cache(g, cache_bytes);
     m.fwd_.resize(static_cast<size_t>(g.num_nodes()));
     m.bwd_.resize(static_cast<size_t>(g.num_nodes()));
     const LivenessTables t(g);
@@ -216,14 +246,32 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats) {
             continue;
         }
         NodeBench nb(g, id, backend, t);
+        // As a step finds them: the parameters, and backward their gradients and the values
+        // the forward kept for it, in memory (the output gradient comes hot from the node that
+        // made it, the forward's inputs from theirs).
+        auto cold = [&](bool backward) {
+            if (!cold_parameters) return;
+            for (size_t k = 0; k < n.params.size(); ++k) {
+                const uint64_t bytes = g.param(n.params[k]).bytes;
+                backend.evict_from_caches(nb.params[k], bytes);
+                if (backward) backend.evict_from_caches(nb.grad_params[k], bytes);
+            }
+            if (!backward) return;
+            for (size_t k = 0; k < n.inputs.size(); ++k)
+                if (nb.res_inputs[k])
+                    backend.evict_from_caches(nb.res_inputs[k], g.value(n.inputs[k]).bytes);
+            if (nb.res_output) backend.evict_from_caches(nb.res_output, g.value(n.output).bytes);
+        };
         std::vector<double> fwd, bwd;
         for (int r = 0; r <= repeats; ++r) {  // the first run warms caches and is dropped
+            cold(false);
             auto t0 = Clock::now();
             backend.forward(
                 ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
             backend.synchronize();
             if (r) fwd.push_back(ms_since(t0));
             if (!t.needs_backward[i]) continue;
+            cold(true);
             t0 = Clock::now();
             backend.backward(BackwardCall{g, n, nb.res_inputs.data(), nb.res_output,
                                           nb.params.data(), nb.grad_out, nb.grad_in.data(),

@@ -3,7 +3,8 @@
 // simulator turns into predicted forward / recompute / backward times.
 //  - analytic: a roofline, max(FLOPs / peak FLOP rate, bytes / bandwidth), with rates measured
 //    on this machine (a GEMM and a large copy) or given;
-//  - profiled: each op timed on the backend, median of several runs.
+//  - profiled: each op timed on the backend, median of several runs; where a step's parameters
+//    cannot stay in the caches from one use to the next, they are timed from memory.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,13 +37,33 @@ struct TransferRates {
     }
 };
 
+// This machine's last-level cache in bytes (the largest cache of CPU 0, from sysfs; 32 MiB where
+// none is reported).
+uint64_t last_level_cache_bytes();
+
+// Whether a training step of `g` reads its parameters from memory: its parameters and their
+// gradients together take more than half of a `cache_bytes` cache. A step touches each
+// parameter once in its forward and once in its backward, with all the other layers' traffic
+// between; on the 2-core EPYC of the pool (32 MiB L3, shared) a buffer read again ran at L3
+// speed up to 16 MiB and fell to memory speed from 24 MiB (docs/benchmarks.md).
+bool parameters_leave_cache(const Graph& g, uint64_t cache_bytes);
+
 class CostModel {
   public:
     CostModel() = default;
     static CostModel analytic(const Graph& g, const DeviceRates& rates);
-    // Times each node's forward and backward on the backend (median of `repeats`).
+    // Times each node's forward and backward on the backend (median of `repeats`). Alone, an op
+    // runs on data its previous run left in the caches; in a step of a network whose
+    // parameters leave the cache (parameters_leave_cache with `cache_bytes`), every layer reads
+    // its weights (and writes their gradients) from memory, the weights streaming through the
+    // cache push out the activations the backward will read, and the step took 1.4-1.7× the
+    // sum of such times (ResNet-18, RegNetY-400MF, MobileNetV3, DenseNet-121 at 64 px). There
+    // the node's parameters, and backward their gradients and its residuals, are evicted before
+    // each timed run (Backend::evict_from_caches): the same steps at 1.0-1.1× the sum
+    // (bench/bench_cost_model.cpp, docs/benchmarks.md).
     // Throws Cancelled between ops when the thread's CancelScope flag is raised (engine/cancel.h).
-    static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5);
+    static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5,
+                              uint64_t cache_bytes = last_level_cache_bytes());
     // Per-node times known already (a saved session reopened): `kind` as the model was made.
     static CostModel from_times(std::string kind, std::vector<double> forward_ms,
                                 std::vector<double> backward_ms);

@@ -18,6 +18,9 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace rl {
 
@@ -220,6 +223,20 @@ class CpuBackend final : public Backend {
     }
     void add_into(float* dst, const float* src, int64_t n) override {
         for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+    }
+    // CLFLUSH on every cache line (SSE2: every x86-64 has it), then a fence so that the next op
+    // starts after the lines have left. Elsewhere nothing.
+    void evict_from_caches(const void* p, uint64_t bytes) override {
+#if defined(__x86_64__) || defined(__i386__)
+        const auto* c = static_cast<const char*>(p);
+        constexpr uint64_t kCacheLine = 64;
+        for (uint64_t i = 0; i < bytes; i += kCacheLine) _mm_clflush(c + i);
+        if (bytes) _mm_clflush(c + bytes - 1);  // the last line, where p is not line-aligned
+        _mm_mfence();
+#else
+        (void)p;
+        (void)bytes;
+#endif
     }
 
   private:

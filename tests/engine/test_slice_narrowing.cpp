@@ -24,7 +24,7 @@ Attrs slice_of(int64_t axis, int64_t start, int64_t end) {
     return Attrs{{"axis", axis}, {"start", start}, {"end", end}};
 }
 
-const Shape& shape_of(const Graph& g, const std::string& node) {
+const Shape& output_shape_of(const Graph& g, const std::string& node) {
     const auto id = g.find_node(node);
     EXPECT_TRUE(id.has_value()) << node;
     return g.output_of(*id).shape;
@@ -114,10 +114,10 @@ TEST(SliceNarrowing, ClassTokenHeadNarrowsTheLastBlockToOneToken) {
                           "scaled", "r2", "ln"})
         EXPECT_TRUE(narrowed(r, n)) << n;
     for (const char* n : {"ln1", "k", "v"}) EXPECT_FALSE(narrowed(r, n)) << n;
-    EXPECT_EQ(shape_of(r.graph, "q"), Shape({2, 1, 8}));
-    EXPECT_EQ(shape_of(r.graph, "scores"), Shape({2, 1, 6}));
-    EXPECT_EQ(shape_of(r.graph, "fc1"), Shape({2, 1, 16}));
-    EXPECT_EQ(shape_of(r.graph, "k"), Shape({2, 6, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "q"), Shape({2, 1, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "scores"), Shape({2, 1, 6}));
+    EXPECT_EQ(output_shape_of(r.graph, "fc1"), Shape({2, 1, 16}));
+    EXPECT_EQ(output_shape_of(r.graph, "k"), Shape({2, 6, 8}));
     EXPECT_FALSE(r.graph.find_node("cls").has_value());  // it moved up: none is left there
     // What is left are the slices on the values other nodes read whole: ln1 (for q) and x.
     int slices = 0;
@@ -217,9 +217,9 @@ TEST(SliceNarrowing, ReshapesOnRowBoundariesAndSlicesOfSlicesAreFollowed) {
     g.finalize();
     const SliceNarrowing r = narrow_slices(g);
     // Row 2 of [3, 8] is rows 4 and 5 of [6, 4]: fc and relu compute those two rows only.
-    EXPECT_EQ(shape_of(r.graph, "fc"), Shape({2, 4}));
-    EXPECT_EQ(shape_of(r.graph, "act"), Shape({2, 4}));
-    EXPECT_EQ(shape_of(r.graph, "pairs"), Shape({1, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "fc"), Shape({2, 4}));
+    EXPECT_EQ(output_shape_of(r.graph, "act"), Shape({2, 4}));
+    EXPECT_EQ(output_shape_of(r.graph, "pairs"), Shape({1, 8}));
     ASSERT_EQ(r.graph.num_nodes(), 5);  // one slice on x, fc, act, pairs, loss
     const Node& cut = r.graph.node(0);
     ASSERT_EQ(cut.op, OpKind::Slice);
@@ -240,8 +240,8 @@ TEST(SliceNarrowing, TransposesCarryTheSliceToTheirInputsAxis) {
     g.add_node("loss", OpKind::SumSquares, std::vector<std::string>{"first"});
     g.finalize();
     const SliceNarrowing r = narrow_slices(g);
-    EXPECT_EQ(shape_of(r.graph, "fc"), Shape({2, 1, 8}));
-    EXPECT_EQ(shape_of(r.graph, "act"), Shape({1, 2, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "fc"), Shape({2, 1, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "act"), Shape({1, 2, 8}));
     ASSERT_EQ(r.graph.node(0).op, OpKind::Slice);
     EXPECT_EQ(r.graph.node(0).attrs.get_int("axis"), 1);
     EXPECT_EQ(r.graph.node(0).attrs.get_int("start"), 2);
@@ -261,8 +261,8 @@ TEST(SliceNarrowing, EqualSlicesMergeAndWholeOnesGo) {
     g.finalize();
     const SliceNarrowing r = narrow_slices(g);
     EXPECT_FALSE(r.graph.find_node("all").has_value());  // it read x whole
-    EXPECT_EQ(shape_of(r.graph, "act"), Shape({2, 2, 8}));
-    EXPECT_EQ(shape_of(r.graph, "fc"), Shape({2, 2, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "act"), Shape({2, 2, 8}));
+    EXPECT_EQ(output_shape_of(r.graph, "fc"), Shape({2, 2, 8}));
     int slices = 0;
     for (const Node& n : r.graph.nodes()) slices += n.op == OpKind::Slice;
     EXPECT_EQ(slices, 1);  // on x, rows 0..1
