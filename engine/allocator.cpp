@@ -11,9 +11,10 @@ TrackingAllocator::TrackingAllocator(Backend& backend, uint64_t cap, bool host)
 
 TrackingAllocator::~TrackingAllocator() = default;
 
-void TrackingAllocator::reset_epoch() {
+void TrackingAllocator::reset_epoch(std::chrono::steady_clock::time_point at) {
     for (auto& p : timeline_) p.time_ms = 0;
-    epoch_ = std::chrono::steady_clock::now();
+    epoch_ = at;
+    stopped_ms_ = -1;
 }
 
 void* TrackingAllocator::allocate(uint64_t bytes, Category c, int32_t instruction,
@@ -55,8 +56,10 @@ void TrackingAllocator::release(void* p, uint64_t bytes, Category c, int32_t ins
 void TrackingAllocator::record(int32_t instruction) {
     if (!record_) return;
     const double t =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_)
-            .count();
+        stopped_ms_ >= 0
+            ? stopped_ms_
+            : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_)
+                  .count();
     timeline_.push_back({t, live_, instruction});
 }
 

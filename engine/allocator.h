@@ -31,8 +31,11 @@ class TrackingAllocator {
     // that every Compute has an event at the time it ran.
     void mark(int32_t instruction) { record(instruction); }
 
-    // Time 0 is now; events recorded so far (set-up) move to time 0.
-    void reset_epoch();
+    // Time 0 is `at`; events recorded so far (set-up) move to time 0.
+    void reset_epoch(std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+    // Events recorded from now on (tear-down: the step's buffers released after it, the
+    // gradients copied out first) sit at `ms`, the step's end, as set-up's sit at 0.
+    void stop_clock_at(double ms) { stopped_ms_ = ms; }
     void set_record_timeline(bool on) { record_ = on; }
     uint64_t live_bytes() const { return live_; }
     uint64_t live_bytes(Category c) const { return by_category_[static_cast<size_t>(c)]; }
@@ -57,6 +60,7 @@ class TrackingAllocator {
     bool record_ = true;
     size_t outstanding_ = 0;
     std::chrono::steady_clock::time_point epoch_;
+    double stopped_ms_ = -1;  // < 0: the clock runs
 };
 
 }  // namespace rl

@@ -399,9 +399,9 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
         throw cap_context(-1, e);
     }
     backend.synchronize();
-    alloc.reset_epoch();
     const double cpu0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
+    alloc.reset_epoch(t0);  // the timeline's clock is the step's: every event within total_ms
     auto last = t0;
     for (size_t i = 0; i < s.size(); ++i) {
         if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -435,6 +435,7 @@ Execution execute(const Graph& g, const Schedule& s, Backend& backend, const Run
     result.total_ms = std::chrono::duration<double, std::milli>(last - t0).count();
     result.cpu_ms = process_cpu_ms() - cpu0;
     v.instruction = -1;
+    alloc.stop_clock_at(result.total_ms);
     live.end(static_cast<long>(s.size()), v);
     result.peak_bytes = alloc.peak_bytes();
     result.host_peak_bytes = host_alloc.peak_bytes();

@@ -66,6 +66,15 @@ TEST_P(Invariants, PredictedPeakEqualsMeasuredAndGradientsMatchNone) {
         ASSERT_EQ(sim.timeline[i].bytes, run.timeline[i].bytes) << "event " << i;
         ASSERT_EQ(sim.timeline[i].instruction, run.timeline[i].instruction) << "event " << i;
     }
+    // The measured events lie within the step, in order: set-up at 0, tear-down (the buffers
+    // released after the last instruction, the gradients copied out first) at its end.
+    ASSERT_FALSE(run.timeline.empty());
+    for (size_t i = 0; i < run.timeline.size(); ++i) {
+        EXPECT_GE(run.timeline[i].time_ms, i ? run.timeline[i - 1].time_ms : 0.0) << i;
+        EXPECT_LE(run.timeline[i].time_ms, run.total_ms) << "event " << i;
+    }
+    EXPECT_EQ(run.timeline.back().instruction, -1);
+    EXPECT_EQ(run.timeline.back().time_ms, run.total_ms);
 
     const auto reference = none_grads(g, *backend, data);
     ASSERT_EQ(reference.size(), run.param_grads.size());
