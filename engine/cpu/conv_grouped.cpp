@@ -186,10 +186,10 @@ void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t 
 #if defined(__AVX512F__)
 // Paired groups: two groups of 8 input and 8 output channels (RegNet's 3×3s) side by side in one
 // 16-float vector, the first group's 8 lanes then the second's. A group alone fills only half an
-// AVX-512 vector, and with_tile's 8-float tiles ran its layers at half the 16-float rate (0.50 of
-// their raw products on RegNetY-400MF, docs/benchmarks.md). The two groups' planes are one
-// 16-channel channels-last plane (Layout with count 2); each multiply-add takes its operand from
-// that vector of 16 channels, channel c of each half broadcast to that half's lanes (one
+// AVX-512 vector, and with_tile's 8-float tiles ran its layers at half the 16-float rate
+// (0.50-0.62 of their raw products on RegNetY-400MF, docs/benchmarks.md). The two groups' planes
+// are one 16-channel channels-last plane (Layout with count 2); each multiply-add takes its operand
+// from that vector of 16 channels, channel c of each half broadcast to that half's lanes (one
 // permute). Every sum runs in the order of the 8-float tiles above, each one multiply-add per
 // term, so a pair gives the bits a group alone gives.
 using I16 = int __attribute__((vector_size(kVec16Lanes * sizeof(int))));
@@ -228,7 +228,8 @@ void forward_pair_tile(const float* xp, const int64_t* at, int64_t rows, const L
 
 // weight_tile for a pair: tap t × the 8 input channels, each a vector of both groups' 8
 // outputs; dwa as [c][tap][16 lanes]. (Two or three taps at a time, 16 or 24 accumulators, ran
-// RegNetY-400MF's grouped backward no faster: 0.55-0.65 ms either way.)
+// RegNetY-400MF's grouped backward no faster: 0.57-0.59 and 0.55-0.74 ms against 0.56-0.65,
+// three alternating rounds.)
 void weight_pair_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
                       const float* dyc, int64_t t, bool first, float* dwa) {
     using V = Vec<kVec16Lanes>;
