@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
                      "CPU threads the cost model's rates are measured with")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
+    plan->add_flag("--nominal-rates", plan_opt.nominal_rates,
+                   "predict with fixed nominal rates rather than this CPU's measured ones: the "
+                   "same plan and figures on every machine");
     plan->add_flag("--json", plan_opt.json, "print one JSON object instead of the schedule");
     plan_link.add_to(plan);
     plan->add_flag("--per-layer", plan_opt.per_layer,
@@ -285,6 +288,10 @@ int main(int argc, char** argv) {
                      "CPU threads the cost model's rates are measured with")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
+    export_plan->add_flag("--nominal-rates", xp_opt.nominal_rates,
+                          "plan with fixed nominal rates rather than this CPU's measured ones: "
+                          "the same plan on every machine (a budgeted plan's choices depend on "
+                          "the ops' relative costs)");
 
     GemmOptions gemm_opt;
     auto* gemm = app.add_subcommand(

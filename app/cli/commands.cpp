@@ -461,6 +461,7 @@ int plan_command(const PlanOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = false;  // plan and simulate: nothing is allocated, so any size may be planned
+    eo.nominal_rates = opt.nominal_rates;
     eo.link = opt.link;
     // Ctrl-C stops planning at its next poll (a DP's memory level, a portfolio's candidate; a
     // MILP solve when CBC returns) and exits 130; CBC would otherwise swallow the signal.

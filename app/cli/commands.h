@@ -59,7 +59,8 @@ struct RunOptions {
 struct PlanOptions {
     std::string network;
     std::string strategy;
-    int threads = 1;  // the cost model's rates are measured at this thread count
+    int threads = 1;             // the cost model's rates are measured at this thread count
+    bool nominal_rates = false;  // fixed nominal rates instead: the same plan on every machine
     // The host link for offload (--link-gbps, --link-latency-us); unset: the default.
     std::optional<TransferRates> link;
     bool json = false;
@@ -137,6 +138,7 @@ struct ExportPlanOptions {
     std::string out;               // "" = standard output
     bool exact = false;            // refuse a plan the PyTorch wrapping only approximates
     int threads = 1;               // the cost model's rates are measured at this thread count
+    bool nominal_rates = false;    // fixed nominal rates instead: the same plan on every machine
 };
 
 int run_command(const RunOptions& opt);

@@ -31,6 +31,7 @@ int export_plan_command(const ExportPlanOptions& opt) {
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = false;  // planning allocates nothing
+    eo.nominal_rates = opt.nominal_rates;
     Evaluator ev(g, opt.network, eo);
     const Evaluation e = ev.evaluate(spec);
     if (e.plan.status == PlanStatus::Infeasible) {

@@ -103,14 +103,16 @@ TEST_F(ExportPlanCli, JaxPolicyNamesEachKeptValueWithItsBytes) {
 // module around it) the next layer's backward reads from outside: no checkpoint region expresses
 // it. Width 9 keeps every convolution on plain im2col and the GEMM whatever the build (the direct
 // kernel takes channels in eights, on AVX2 builds only; a vgg's channels never shrink, so no input
-// gradient is a correlation of dY), so its workspaces, hence the plan, are the same everywhere.
+// gradient is a correlation of dY), so its workspaces are the same everywhere; --nominal-rates
+// makes its costs so too (with this CPU's measured rates, the plan's choices follow the ops'
+// relative costs on the machine).
 constexpr const char* kVgg = "vgg:width=9";
 constexpr const char* kVggRecomputesPool = "optimal:budget=1.83MiB";
 TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
     const fs::path out = dir_ / "plan.py";
     { std::ofstream(out) << "previous\n"; }
     const Result r = run({"export-plan", "--network", kVgg, "--strategy", kVggRecomputesPool,
-                          "--format", "torch", "--out", out.string()});
+                          "--nominal-rates", "--format", "torch", "--out", out.string()});
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(
         r.err.find(
@@ -123,10 +125,32 @@ TEST_F(ExportPlanCli, RefusedPlanExitsOneAndLeavesTheOldFile) {
     EXPECT_EQ(rl::testing::read_bytes(out), "previous\n");
     EXPECT_EQ(leftovers(), std::vector<std::string>{"plan.py"});
     // The same plan as data says why.
-    const Result j = run(
-        {"export-plan", "--network", kVgg, "--strategy", kVggRecomputesPool, "--format", "json"});
+    const Result j = run({"export-plan", "--network", kVgg, "--strategy", kVggRecomputesPool,
+                          "--nominal-rates", "--format", "json"});
     ASSERT_EQ(j.code, 0) << j.err;
     EXPECT_FALSE(nlohmann::json::parse(j.out)["torch"]["exportable"].get<bool>());
+}
+
+// With --nominal-rates the plan and its predicted figures do not depend on the machine: the
+// same at one thread and at two (the measured rates differ between the two).
+TEST_F(ExportPlanCli, NominalRatesGiveTheSamePlanAtAnyThreadCount) {
+    auto plan_json = [&](const char* threads) {
+        const Result r = run({"plan", "--network", kVgg, "--strategy", kVggRecomputesPool,
+                              "--nominal-rates", "--threads", threads, "--json"});
+        EXPECT_EQ(r.code, 0) << r.err;
+        return nlohmann::json::parse(r.out);
+    };
+    const nlohmann::json one = plan_json("1"), two = plan_json("2");
+    EXPECT_EQ(one["predicted_total_ms"], two["predicted_total_ms"]);
+    EXPECT_GT(one["predicted_total_ms"].get<double>(), 0.0);
+    EXPECT_EQ(one["checkpoints"], two["checkpoints"]);
+    EXPECT_EQ(one["recomputes"], two["recomputes"]);
+    const Result a = run({"export-plan", "--network", kVgg, "--strategy", kVggRecomputesPool,
+                          "--nominal-rates", "--threads", "1", "--format", "json"});
+    const Result b = run({"export-plan", "--network", kVgg, "--strategy", kVggRecomputesPool,
+                          "--nominal-rates", "--threads", "2", "--format", "json"});
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
 }
 
 TEST_F(ExportPlanCli, ExactRefusesAnApproximationAndWritesNothing) {
