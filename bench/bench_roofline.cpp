@@ -2,7 +2,8 @@
 //
 // For each network given (presets at working sizes by default, or any network spec: an ONNX
 // model too), every node's forward and backward are timed on the CPU backend (the profiled cost
-// model: median of --repeats runs) and set against what the op's FLOPs and bytes allow
+// model: median of --repeats runs, its data left in the caches by the previous run, as the raw
+// products below are timed) and set against what the op's FLOPs and bytes allow
 // (OpDef::cost) at the rates measured in the same run: the GEMM rate of the library the kernels
 // use (engine/gemm.h) and the memory bandwidth of a large copy. Roofline time =
 // max(FLOPs / GEMM rate, bytes / bandwidth); achieved fraction = roofline time / measured time
@@ -30,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -284,7 +286,10 @@ int main(int argc, char** argv) {
         double total_ms = 0;
         for (const std::string& spec : networks) {
             const Graph g = load_network(spec);
-            const CostModel measured = CostModel::profiled(g, *backend, repeats);
+            // Hot, as the raw products are timed: every node as if its parameters stayed in
+            // the cache (the profile `run` makes times them from memory where they leave it).
+            const CostModel measured =
+                CostModel::profiled(g, *backend, repeats, std::numeric_limits<uint64_t>::max());
             for (NodeId n = 0; n < static_cast<NodeId>(g.num_nodes()); ++n) {
                 const Node& node = g.node(n);
                 const OpDef& d = op_def(node.op);
