@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "engine/backend.h"
 #include "engine/cancel.h"
@@ -75,14 +76,18 @@ DeviceRates DeviceRates::measure_cpu() {
 }
 
 CostModel CostModel::from_times(std::string kind, std::vector<double> forward_ms,
-                                std::vector<double> backward_ms) {
+                                std::vector<double> backward_ms, std::vector<double> recompute_ms) {
     if (forward_ms.size() != backward_ms.size())
         throw Error("cost model: " + std::to_string(forward_ms.size()) + " forward times but " +
                     std::to_string(backward_ms.size()) + " backward times");
+    if (!recompute_ms.empty() && recompute_ms.size() != forward_ms.size())
+        throw Error("cost model: " + std::to_string(forward_ms.size()) + " forward times but " +
+                    std::to_string(recompute_ms.size()) + " recompute times");
     CostModel m;
     m.kind_ = std::move(kind);
     m.fwd_ = std::move(forward_ms);
     m.bwd_ = std::move(backward_ms);
+    m.rec_ = std::move(recompute_ms);
     return m;
 }
 
@@ -234,7 +239,8 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
     m.fwd_.resize(static_cast<size_t>(g.num_nodes()));
     m.bwd_.resize(static_cast<size_t>(g.num_nodes()));
     const LivenessTables t(g);
-    std::map<std::string, std::pair<double, double>> seen;
+    std::map<std::string, std::tuple<double, double, double>> seen;
+    if (cold_parameters) m.rec_.resize(static_cast<size_t>(g.num_nodes()));
     repeats = std::max(repeats, 1);
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
         throw_if_cancelled();
@@ -242,7 +248,9 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
         const auto i = static_cast<size_t>(id);
         const std::string sig = signature(g, n);
         if (auto it = seen.find(sig); it != seen.end()) {
-            std::tie(m.fwd_[i], m.bwd_[i]) = it->second;
+            double rec = 0;
+            std::tie(m.fwd_[i], m.bwd_[i], rec) = it->second;
+            if (!m.rec_.empty()) m.rec_[i] = rec;
             continue;
         }
         NodeBench nb(g, id, backend, t);
@@ -262,7 +270,7 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
                     backend.evict_from_caches(nb.res_inputs[k], g.value(n.inputs[k]).bytes);
             if (nb.res_output) backend.evict_from_caches(nb.res_output, g.value(n.output).bytes);
         };
-        std::vector<double> fwd, bwd;
+        std::vector<double> fwd, bwd, rec;
         for (int r = 0; r <= repeats; ++r) {  // the first run warms caches and is dropped
             cold(false);
             auto t0 = Clock::now();
@@ -270,6 +278,17 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
                 ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
             backend.synchronize();
             if (r) fwd.push_back(ms_since(t0));
+            if (cold_parameters) {
+                // A recompute reads inputs kept since the forward: from memory too.
+                cold(false);
+                for (size_t k = 0; k < n.inputs.size(); ++k)
+                    backend.evict_from_caches(nb.inputs[k], g.value(n.inputs[k]).bytes);
+                t0 = Clock::now();
+                backend.forward(
+                    ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
+                backend.synchronize();
+                if (r) rec.push_back(ms_since(t0));
+            }
             if (!t.needs_backward[i]) continue;
             cold(true);
             t0 = Clock::now();
@@ -282,7 +301,8 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
         }
         m.fwd_[i] = median(fwd);
         m.bwd_[i] = median(bwd);
-        seen.emplace(sig, std::make_pair(m.fwd_[i], m.bwd_[i]));
+        if (!m.rec_.empty()) m.rec_[i] = median(rec);
+        seen.emplace(sig, std::make_tuple(m.fwd_[i], m.bwd_[i], m.rec_.empty() ? 0 : m.rec_[i]));
     }
     return m;
 }

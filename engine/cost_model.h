@@ -60,16 +60,26 @@ class CostModel {
     // sum of such times (ResNet-18, RegNetY-400MF, MobileNetV3, DenseNet-121 at 64 px). There
     // the node's parameters, and backward their gradients and its residuals, are evicted before
     // each timed run (Backend::evict_from_caches): the same steps at 1.0-1.1× the sum
-    // (bench/bench_cost_model.cpp, docs/benchmarks.md).
+    // (bench/bench_cost_model.cpp, docs/benchmarks.md). There a recompute is timed too: the
+    // forward with its inputs evicted as well, as it reads values kept since the forward
+    // (recompute_ms; the simulator prices a recompute of just-recomputed inputs at forward_ms).
     // Throws Cancelled between ops when the thread's CancelScope flag is raised (engine/cancel.h).
     static CostModel profiled(const Graph& g, Backend& backend, int repeats = 5,
                               uint64_t cache_bytes = last_level_cache_bytes());
-    // Per-node times known already (a saved session reopened): `kind` as the model was made.
+    // Per-node times known already (a saved session reopened): `kind` as the model was made;
+    // `recompute_ms` empty (recomputes cost the forward's time) or one per node.
     static CostModel from_times(std::string kind, std::vector<double> forward_ms,
-                                std::vector<double> backward_ms);
+                                std::vector<double> backward_ms,
+                                std::vector<double> recompute_ms = {});
 
     double forward_ms(NodeId n) const { return fwd_[static_cast<size_t>(n)]; }
     double backward_ms(NodeId n) const { return bwd_[static_cast<size_t>(n)]; }
+    // A recompute of n: its forward with its inputs, kept since the forward, read from memory
+    // where the profile timed that (parameters leaving the cache), else the forward's time.
+    double recompute_ms(NodeId n) const {
+        return rec_.empty() ? forward_ms(n) : rec_[static_cast<size_t>(n)];
+    }
+    bool has_recompute_times() const { return !rec_.empty(); }
     const std::string& kind() const { return kind_; }
     size_t size() const { return fwd_.size(); }
     double total_forward_ms() const;
@@ -84,7 +94,7 @@ class CostModel {
 
   private:
     std::string kind_ = "none";
-    std::vector<double> fwd_, bwd_;
+    std::vector<double> fwd_, bwd_, rec_;  // rec_: empty, or one per node
     TransferRates transfer_;
 };
 

@@ -8,8 +8,13 @@ namespace {
 
 class CountingVisitor final : public MemoryVisitor {
   public:
-    CountingVisitor(Simulation& sim, const CostModel& costs, bool record)
-        : sim_(sim), costs_(costs), has_costs_(costs.size() > 0), record_(record) {}
+    CountingVisitor(const Graph& g, Simulation& sim, const CostModel& costs, bool record)
+        : g_(g),
+          sim_(sim),
+          costs_(costs),
+          has_costs_(costs.size() > 0),
+          record_(record),
+          recomputed_(static_cast<size_t>(g.num_values()), 0) {}
 
     int32_t instruction = -1;
 
@@ -64,7 +69,14 @@ class CountingVisitor final : public MemoryVisitor {
     }
     void run_kernel(const Instruction& ins, bool recompute) override {
         if (ins.kind == InstrKind::Compute) {
-            const double ms = has_costs_ ? costs_.forward_ms(ins.target) : 0.0;
+            const Node& node = g_.node(ins.target);
+            bool inputs_kept = false;  // some input kept since the forward: read from memory
+            for (ValueId in : node.inputs) inputs_kept |= !recomputed_[static_cast<size_t>(in)];
+            const double ms = !has_costs_                ? 0.0
+                              : recompute && inputs_kept ? costs_.recompute_ms(ins.target)
+                                                         : costs_.forward_ms(ins.target);
+            recomputed_[static_cast<size_t>(node.output)] = recompute;
+            last_ms = ms;
             if (recompute) {
                 ++sim_.recomputes;
                 sim_.recompute_ms += ms;
@@ -74,14 +86,19 @@ class CountingVisitor final : public MemoryVisitor {
             ++sim_.computes;
         } else {
             ++sim_.backwards;
-            if (has_costs_) sim_.backward_ms += costs_.backward_ms(ins.target);
+            last_ms = has_costs_ ? costs_.backward_ms(ins.target) : 0.0;
+            sim_.backward_ms += last_ms;
         }
     }
 
+    double last_ms = 0;  // the latest kernel's predicted time
+
   private:
+    const Graph& g_;
     Simulation& sim_;
     const CostModel& costs_;
     bool has_costs_, record_;
+    std::vector<char> recomputed_;  // per value: its latest instance made by a recompute
     uint64_t live_ = 0, host_live_ = 0;
     std::array<uint64_t, kNumCategories> by_category_{};
     double copy_free_at_ = 0;       // when the copy stream is next idle (ms into the step)
@@ -100,14 +117,18 @@ Simulation simulate(const Graph& g, const LivenessTables& t, const Schedule& s,
                     const CostModel& costs, const SimulateOptions& opt) {
     Simulation sim;
     if (opt.record_timeline) sim.timeline.reserve(s.size() + 2 * g.num_values());
-    CountingVisitor v(sim, costs, opt.record_timeline);
+    CountingVisitor v(g, sim, costs, opt.record_timeline);
     Liveness live(g, t, s);
     live.begin(v);
+    if (opt.record_timeline) sim.instruction_ms.assign(s.size(), 0.0);
     for (size_t i = 0; i < s.size(); ++i) {
         v.instruction = static_cast<int32_t>(i);
         const Instruction& ins = s.code[i];
         if (ins.kind == InstrKind::Free) ++sim.frees;
+        v.last_ms = 0;
+        const double stalled = sim.stall_ms;
         live.step(static_cast<long>(i), v);
+        if (opt.record_timeline) sim.instruction_ms[i] = v.last_ms + (sim.stall_ms - stalled);
     }
     v.instruction = -1;
     live.end(static_cast<long>(s.size()), v);

@@ -26,6 +26,9 @@ struct Simulation : MemoryPeak, CopyCounts {
     double transfer_ms = 0, stall_ms = 0;
     std::vector<std::pair<int32_t, double>> stalls;  // (Wait instruction, ms) for each stall
     double total_ms() const { return forward_ms + recompute_ms + backward_ms + stall_ms; }
+    // Per instruction (with record_timeline): the compute stream's predicted milliseconds, a
+    // Wait's stall included.
+    std::vector<double> instruction_ms;
     std::vector<SimPoint> timeline;  // one point per allocate/release event and in-place Compute
     std::vector<SimPoint> host_timeline;  // the host pool's events (offload), bytes on the host
 };
@@ -35,9 +38,11 @@ struct SimulateOptions {
 };
 
 // Throws ScheduleError for an illegal schedule. `costs` may be empty (times are then 0, copies
-// included). Copies run on one copy stream beside the compute stream, in issue order: a copy
-// starts when it is issued or when the copy before it ends, whichever is later, and takes
-// costs.transfer().copy_ms(); a Wait stalls the compute stream until its copy's end.
+// included). A recompute that reads a value kept since the forward (or a network input) costs
+// CostModel::recompute_ms (its inputs from memory, where the profile timed that); one whose inputs
+// were all just recomputed, forward_ms. Copies run on one copy stream beside the compute stream, in
+// issue order: a copy starts when it is issued or when the copy before it ends, whichever is later,
+// and takes costs.transfer().copy_ms(); a Wait stalls the compute stream until its copy's end.
 Simulation simulate(const Graph& g, const Schedule& s, const CostModel& costs,
                     const SimulateOptions& opt = {});
 // Shares tables across many simulations of the same graph (strategies searching budgets).

@@ -73,22 +73,14 @@ std::vector<QString> instruction_texts(const Graph& g, const Schedule& s) {
     return out;
 }
 
-Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& costs,
-                            const Simulation& sim) {
+Timeline predicted_timeline(const Graph& g, const Schedule& s, const Simulation& sim) {
     (void)g;
     const size_t n = s.size();
-    // A Wait lasts as long as the compute stream stalls on its copy.
-    std::vector<double> stall(n, 0.0);
-    for (const auto& [at, ms] : sim.stalls)
-        if (at >= 0 && static_cast<size_t>(at) < n) stall[static_cast<size_t>(at)] = ms;
+    // Each instruction lasts what the simulator predicted for it (a recompute priced as it reads
+    // its inputs, a Wait its stall).
     std::vector<double> start(n + 1, 0.0);
-    for (size_t i = 0; i < n; ++i) {
-        const Instruction& ins = s.code[i];
-        double d = stall[i];
-        if (costs.size() > 0 && ins.kind == InstrKind::Compute) d = costs.forward_ms(ins.target);
-        if (costs.size() > 0 && ins.kind == InstrKind::Backward) d = costs.backward_ms(ins.target);
-        start[i + 1] = start[i] + d;
-    }
+    for (size_t i = 0; i < n; ++i)
+        start[i + 1] = start[i] + (i < sim.instruction_ms.size() ? sim.instruction_ms[i] : 0.0);
     // Events per instruction, to spread them inside it.
     std::vector<int> count(n, 0);
     for (const SimPoint& p : sim.timeline)
@@ -176,8 +168,7 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
     r.predicted_total_ms = sim.total_ms();
     r.predicted_host_peak = sim.host_peak_bytes;
     r.predicted_stall_ms = sim.stall_ms;
-    r.predicted_timeline =
-        std::make_shared<Timeline>(predicted_timeline(g, e.plan.schedule, costs, sim));
+    r.predicted_timeline = std::make_shared<Timeline>(predicted_timeline(g, e.plan.schedule, sim));
     if (e.measured) {
         const Execution& m = *e.measured;
         r.executed = true;

@@ -26,10 +26,10 @@ StrategyResult failure_result(const QString& spec, const QString& status, const 
 // "budget" of type Bytes in the schema: the budget slider drives it.
 bool takes_budget(const Strategy& s);
 
-// Predicted timeline in milliseconds: each instruction lasts its cost-model time and its events
-// are spread evenly inside it, so a peak inside an instruction shows.
-Timeline predicted_timeline(const Graph& g, const Schedule& s, const CostModel& costs,
-                            const Simulation& sim);
+// Predicted timeline in milliseconds: each instruction lasts its predicted time
+// (Simulation::instruction_ms) and its events are spread evenly inside it, so a peak inside an
+// instruction shows.
+Timeline predicted_timeline(const Graph& g, const Schedule& s, const Simulation& sim);
 std::vector<QString> instruction_texts(const Graph& g, const Schedule& s);
 
 // Evaluates one strategy spec; every failure but a cancellation becomes a result row (infeasible

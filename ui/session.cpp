@@ -230,6 +230,12 @@ json result_json(const StrategyResult& r) {
             bwd.push_back(r.trace->costs.backward_ms(NodeId(n)));
         }
         j["costs"] = {{"kind", r.trace->costs.kind()}, {"forward_ms", fwd}, {"backward_ms", bwd}};
+        if (r.trace->costs.has_recompute_times()) {
+            std::vector<double> rec;
+            for (size_t n = 0; n < r.trace->costs.size(); ++n)
+                rec.push_back(r.trace->costs.recompute_ms(NodeId(n)));
+            j["costs"]["recompute_ms"] = rec;
+        }
     }
     return j;
 }
@@ -289,7 +295,8 @@ StrategyResult result_of(const json& j, const std::shared_ptr<const Graph>& grap
         const json& c = j.at("costs");
         CostModel costs = CostModel::from_times(c.at("kind").get<std::string>(),
                                                 c.at("forward_ms").get<std::vector<double>>(),
-                                                c.at("backward_ms").get<std::vector<double>>());
+                                                c.at("backward_ms").get<std::vector<double>>(),
+                                                c.value("recompute_ms", std::vector<double>{}));
         if (costs.size() != 0 && costs.size() != size_t(graph->num_nodes()))
             throw Error("the cost model of '" + s(r.spec) + "' has " +
                         std::to_string(costs.size()) + " nodes, the network " +

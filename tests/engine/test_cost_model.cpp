@@ -36,10 +36,13 @@ class EvictionRecorder final : public Backend {
     // node reads) was evicted, whole, since the previous call; backward, whether the output
     // gradient was left alone.
     void forward(const ForwardCall& c) override {
-        bool all = true;
+        bool all = true, inputs = !c.node.inputs.empty();
         for (size_t k = 0; k < c.node.params.size(); ++k)
             all = all && evicted_.count({c.params[k], c.graph.param(c.node.params[k]).bytes});
+        for (size_t k = 0; k < c.node.inputs.size(); ++k)
+            inputs = inputs && evicted_.count({c.inputs[k], c.graph.value(c.node.inputs[k]).bytes});
         (all ? cold_ : warm_) += c.node.params.empty() ? 0 : 1;
+        cold_inputs_ += all && inputs && !c.node.params.empty() ? 1 : 0;
         evicted_.clear();
         cpu_->forward(c);
     }
@@ -61,6 +64,7 @@ class EvictionRecorder final : public Backend {
     }
     int cold_ = 0, warm_ = 0;  // calls of nodes with parameters
     int grad_output_evicted_ = 0;
+    int cold_inputs_ = 0;  // forwards of nodes with parameters whose inputs were evicted too
 
   private:
     std::unique_ptr<Backend> cpu_;
@@ -71,21 +75,26 @@ TEST(CostModel, TimesParametersFromMemoryWhereTheyLeaveTheCache) {
     const Graph g = load_network("mlp:depth=3,width=32,batch=4");
     constexpr int kRepeats = 3;
     // Two kinds of linear layer (the first, whose input needs no gradient, and the two alike,
-    // timed once), each timed forward and backward kRepeats times after a warm-up run.
-    const int calls = 2 * 2 * (kRepeats + 1);
+    // timed once), each timed kRepeats times after a warm-up run: forward and backward, and where
+    // the parameters leave the cache a recompute too (a forward with its inputs evicted).
+    const int runs = 2 * (kRepeats + 1);
     {
         EvictionRecorder b;
         const CostModel m = CostModel::profiled(g, b, kRepeats, /*cache_bytes=*/0);
         EXPECT_EQ(m.kind(), "profiled");
-        EXPECT_EQ(b.cold_, calls);
+        EXPECT_EQ(b.cold_, 3 * runs);
+        EXPECT_EQ(b.cold_inputs_, runs);
         EXPECT_EQ(b.warm_, 0);
         EXPECT_EQ(b.grad_output_evicted_, 0);
+        EXPECT_TRUE(m.has_recompute_times());
     }
     {
         EvictionRecorder b;
-        CostModel::profiled(g, b, kRepeats, /*cache_bytes=*/uint64_t{1} << 40);
+        const CostModel m = CostModel::profiled(g, b, kRepeats, /*cache_bytes=*/uint64_t{1} << 40);
         EXPECT_EQ(b.cold_, 0);
-        EXPECT_EQ(b.warm_, calls);
+        EXPECT_EQ(b.warm_, 2 * runs);
+        EXPECT_FALSE(m.has_recompute_times());
+        EXPECT_EQ(m.recompute_ms(0), m.forward_ms(0));
     }
 }
 

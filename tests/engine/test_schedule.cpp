@@ -85,6 +85,45 @@ TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
     EXPECT_EQ(sim.computes, 6);
 }
 
+// A recompute that reads a value kept since the forward (here the network input) is priced at
+// its recompute time (inputs from memory); one whose inputs were just recomputed, at its forward
+// time. The per-instruction times add up to the step's.
+TEST(Simulator, PricesARecomputeByWhereItsInputsComeFrom) {
+    const Graph g = small_chain();
+    ScheduleBuilder b(g);
+    for (int n = 0; n < 4; ++n) b.compute(n);
+    b.backward(3);
+    b.backward(2);
+    b.compute(0);  // reads x, kept since the start: recompute_ms
+    b.compute(1);  // reads fc0, just recomputed: forward_ms
+    b.backward(1);
+    b.backward(0);
+    const Schedule s = b.finish();
+    const CostModel costs =
+        CostModel::from_times("test", {1, 2, 3, 4}, {0.5, 0.5, 0.5, 0.5}, {10, 20, 30, 40});
+    const Simulation sim = simulate(g, s, costs);
+    EXPECT_DOUBLE_EQ(sim.forward_ms, 1 + 2 + 3 + 4);
+    EXPECT_DOUBLE_EQ(sim.recompute_ms, 10 + 2);
+    EXPECT_DOUBLE_EQ(sim.backward_ms, 4 * 0.5);
+    ASSERT_EQ(sim.instruction_ms.size(), s.size());
+    double sum = 0;
+    std::vector<double> computes;
+    for (size_t i = 0; i < s.size(); ++i) {
+        sum += sim.instruction_ms[i];
+        if (s.code[i].kind == InstrKind::Compute) computes.push_back(sim.instruction_ms[i]);
+        if (s.code[i].kind == InstrKind::Free) {
+            EXPECT_EQ(sim.instruction_ms[i], 0.0);
+        }
+    }
+    EXPECT_DOUBLE_EQ(sum, sim.total_ms());
+    EXPECT_EQ(computes, (std::vector<double>{1, 2, 3, 4, 10, 2}));
+    // Without recompute times, every compute costs its forward.
+    const Simulation plain =
+        simulate(g, s, CostModel::from_times("test", {1, 2, 3, 4}, {0, 0, 0, 0}));
+    EXPECT_DOUBLE_EQ(plain.recompute_ms, 1 + 2);
+    EXPECT_THROW(CostModel::from_times("test", {1, 2}, {0, 0}, {1}), Error);
+}
+
 // A value read while its offload is in flight (the device buffer stays readable until the Wait):
 // the builder frees neither it nor its prefetched instance early, and releases the offloaded
 // instance only at its Wait.
