@@ -68,8 +68,8 @@ TEST(ScheduleBuilder, FreesEachValueAfterItsLastRead) {
     EXPECT_NO_THROW(validate(g, s));
 }
 
-TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
-    const Graph g = small_chain();
+// small_chain's forward and backward, recomputing fc0 and r0 before r0's backward.
+Schedule recomputing_fc0_and_r0(const Graph& g) {
     ScheduleBuilder b(g);
     for (int n = 0; n < 4; ++n) b.compute(n);
     b.backward(3);
@@ -78,7 +78,12 @@ TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
     b.compute(1);  // r0 is still live: the builder frees the first instance first
     b.backward(1);
     b.backward(0);
-    const Schedule s = b.finish();
+    return b.finish();
+}
+
+TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
+    const Graph g = small_chain();
+    const Schedule s = recomputing_fc0_and_r0(g);
     EXPECT_NO_THROW(validate(g, s)) << to_text(g, s);
     const Simulation sim = simulate(g, s, CostModel{});
     EXPECT_EQ(sim.recomputes, 2);
@@ -90,15 +95,9 @@ TEST(ScheduleBuilder, RecomputedValueGetsASecondInstance) {
 // time. The per-instruction times add up to the step's.
 TEST(Simulator, PricesARecomputeByWhereItsInputsComeFrom) {
     const Graph g = small_chain();
-    ScheduleBuilder b(g);
-    for (int n = 0; n < 4; ++n) b.compute(n);
-    b.backward(3);
-    b.backward(2);
-    b.compute(0);  // reads x, kept since the start: recompute_ms
-    b.compute(1);  // reads fc0, just recomputed: forward_ms
-    b.backward(1);
-    b.backward(0);
-    const Schedule s = b.finish();
+    // fc0's recompute reads x, kept since the start: recompute_ms; r0's reads fc0, just
+    // recomputed: forward_ms.
+    const Schedule s = recomputing_fc0_and_r0(g);
     const CostModel costs =
         CostModel::from_times("test", {1, 2, 3, 4}, {0.5, 0.5, 0.5, 0.5}, {10, 20, 30, 40});
     const Simulation sim = simulate(g, s, costs);
