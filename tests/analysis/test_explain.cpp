@@ -84,6 +84,25 @@ TEST_F(ExplainHandChecked, RecomputeSaysWhichBackwardNeedsItAndWhereItStartsFrom
         << why(12);
 }
 
+// With recompute times (a profile where the parameters leave the cache), a recompute that reads
+// a kept value or an input costs its recompute time, as the simulator prices it, and says why;
+// one that reads only just-recomputed values costs its forward time.
+TEST_F(ExplainHandChecked, RecomputeCostIsTheSimulatorsPrice) {
+    const CostModel timed =
+        CostModel::from_times("profiled", {1, 2, 3, 4, 0.5}, {0, 0, 0, 0, 0}, {5, 6, 7, 8, 0.5});
+    const Simulation timed_sim = simulate(g, plan.schedule, timed);
+    EXPECT_DOUBLE_EQ(timed_sim.recompute_ms, 5 + 2);
+    const ScheduleExplainer ex(g, plan, timed_sim, timed);
+    const std::string fc = ex.explain(12).why, act = ex.explain(13).why;
+    EXPECT_NE(fc.find("Recomputing it reads the input x, costs 5.00 ms (its kept inputs read from "
+                      "memory; 1.00 ms in the forward) and 32 B."),
+              std::string::npos)
+        << fc;
+    EXPECT_NE(act.find("reads block0.fc (recomputed at #12), costs 2.00 ms and 32 B."),
+              std::string::npos)
+        << act;
+}
+
 TEST_F(ExplainHandChecked, FreeSaysWhyEarlyOrNeverAgain) {
     EXPECT_NE(
         why(4).find("Freed to save memory: its last read for now was compute block1.fc "
