@@ -710,7 +710,7 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
                       : reads_kept   ? costs_.recompute_ms(n)
                                      : costs_.forward_ms(n);
     why += " costs " + cost_text(ms);
-    if (costs_.size() && reads_kept && costs_.recompute_ms(n) != costs_.forward_ms(n))
+    if (costs_.size() && reads_kept && cost_text(ms) != cost_text(costs_.forward_ms(n)))
         why += " (its kept inputs read from memory; " + cost_text(costs_.forward_ms(n)) +
                " in the forward)";
     why += " and " + format_bytes(out.bytes) + ".";

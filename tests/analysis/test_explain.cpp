@@ -101,6 +101,12 @@ TEST_F(ExplainHandChecked, RecomputeCostIsTheSimulatorsPrice) {
     EXPECT_NE(act.find("reads block0.fc (recomputed at #12), costs 2.00 ms and 32 B."),
               std::string::npos)
         << act;
+    // Times that differ below the sentence's precision get no remark.
+    const CostModel close = CostModel::from_times("profiled", {1, 2, 3, 4, 0.5}, {0, 0, 0, 0, 0},
+                                                  {1.001, 2, 3, 4, 0.5});
+    const std::string same =
+        ScheduleExplainer(g, plan, simulate(g, plan.schedule, close), close).explain(12).why;
+    EXPECT_NE(same.find("reads the input x, costs 1.00 ms and 32 B."), std::string::npos) << same;
 }
 
 TEST_F(ExplainHandChecked, FreeSaysWhyEarlyOrNeverAgain) {
