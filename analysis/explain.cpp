@@ -688,7 +688,6 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
     why += ". Recomputing it";
     std::vector<std::string> reads;
     std::vector<ValueId> seen;
-    bool reads_kept = false;  // a value kept since the forward, or an input: read from memory
     for (ValueId u : node.inputs) {
         if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
         seen.push_back(u);
@@ -696,23 +695,21 @@ std::string ScheduleExplainer::explain_compute(long i, Explanation& e) const {
         const Value& val = g_.value(u);
         if (val.is_input()) {
             reads.push_back("the input " + val.name);
-            reads_kept = true;
         } else {
             const bool again = computes_of_[static_cast<size_t>(val.producer)].front() != c;
             reads.push_back(val.name + (again ? " (recomputed at " : " (kept since ") + at_text(c) +
                             ")");
-            reads_kept |= !again;
         }
     }
     if (!reads.empty()) why += " reads " + join_names(reads) + ",";
-    // As the simulator prices it (engine/simulator.h).
-    const double ms = !costs_.size() ? 0
-                      : reads_kept   ? costs_.recompute_ms(n)
-                                     : costs_.forward_ms(n);
+    // The simulator's price (Simulation::instruction_ms): above the forward's only where the
+    // recompute reads a value kept since the forward (engine/simulator.h).
+    const double forward = costs_.size() ? costs_.forward_ms(n) : 0;
+    const auto at = static_cast<size_t>(i);
+    const double ms = at < sim_.instruction_ms.size() ? sim_.instruction_ms[at] : forward;
     why += " costs " + cost_text(ms);
-    if (costs_.size() && reads_kept && cost_text(ms) != cost_text(costs_.forward_ms(n)))
-        why += " (its kept inputs read from memory; " + cost_text(costs_.forward_ms(n)) +
-               " in the forward)";
+    if (cost_text(ms) != cost_text(forward))
+        why += " (its kept inputs read from memory; " + cost_text(forward) + " in the forward)";
     why += " and " + format_bytes(out.bytes) + ".";
     const int nth = static_cast<int>(std::lower_bound(computes.begin(), computes.end(), i) -
                                      computes.begin() + 1);

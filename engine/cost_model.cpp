@@ -270,28 +270,29 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
                     backend.evict_from_caches(nb.res_inputs[k], g.value(n.inputs[k]).bytes);
             if (nb.res_output) backend.evict_from_caches(nb.res_output, g.value(n.output).bytes);
         };
-        std::vector<double> fwd, bwd, rec;
-        for (int r = 0; r <= repeats; ++r) {  // the first run warms caches and is dropped
-            cold(false);
-            auto t0 = Clock::now();
+        auto forward_ms = [&] {
+            const auto t0 = Clock::now();
             backend.forward(
                 ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
             backend.synchronize();
-            if (r) fwd.push_back(ms_since(t0));
+            return ms_since(t0);
+        };
+        std::vector<double> fwd, bwd, rec;
+        for (int r = 0; r <= repeats; ++r) {  // the first run warms caches and is dropped
+            cold(false);
+            double ms = forward_ms();
+            if (r) fwd.push_back(ms);
             if (cold_parameters) {
                 // A recompute reads inputs kept since the forward: from memory too.
                 cold(false);
                 for (size_t k = 0; k < n.inputs.size(); ++k)
                     backend.evict_from_caches(nb.inputs[k], g.value(n.inputs[k]).bytes);
-                t0 = Clock::now();
-                backend.forward(
-                    ForwardCall{g, n, nb.inputs.data(), nb.params.data(), nb.output, nb.workspace});
-                backend.synchronize();
-                if (r) rec.push_back(ms_since(t0));
+                ms = forward_ms();
+                if (r) rec.push_back(ms);
             }
             if (!t.needs_backward[i]) continue;
             cold(true);
-            t0 = Clock::now();
+            const auto t0 = Clock::now();
             backend.backward(BackwardCall{g, n, nb.res_inputs.data(), nb.res_output,
                                           nb.params.data(), nb.grad_out, nb.grad_in.data(),
                                           reinterpret_cast<const bool*>(nb.accumulate.data()),
