@@ -62,10 +62,15 @@ struct Conv2dGeometry {
     // floats: the workspace is the same. With shorter rows the copies are too short: ConvNeXt's
     // 2×2 downsampling from 96 channels went 0.17 → 0.22 ms forward (docs/benchmarks.md).
     static constexpr int64_t kPatchMinColumns = 8;
-    bool patches() const {
-        return groups == 1 && win.kw >= kPatchMinColumns && win.sh == win.kh && win.sw == win.kw &&
-               win.dh == 1 && win.dw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
-               win.pad_bottom == 0 && win.pad_right == 0;
+    bool patches() const { return tiles() && groups == 1 && win.kw >= kPatchMinColumns; }
+    // Windows larger than one position that tile the plane without overlap or padding (stride =
+    // kernel, dilation 1): ConvNeXt's 4×4 stem and 2×2 downsampling. Each input float then lands
+    // in at most one column, so im2col and col2im copy each input row once, without the
+    // zero-padded plane (engine/cpu/conv.cpp).
+    bool tiles() const {
+        return win.kh * win.kw > 1 && win.sh == win.kh && win.sw == win.kw && win.dh == 1 &&
+               win.dw == 1 && win.pad_top == 0 && win.pad_left == 0 && win.pad_bottom == 0 &&
+               win.pad_right == 0;
     }
     // Floats of one group's im2col matrix for one image; 0 when none is needed.
     int64_t im2col_floats() const { return depthwise() || pointwise() ? 0 : patch() * oh * ow; }

@@ -365,6 +365,54 @@ TEST(ConvOps, Conv2dNonOverlappingWindowsAsPatches) {
     }
 }
 
+// Shorter windows that tile the input without overlap (ConvNeXt's 4×4 stem and 2×2
+// downsampling) keep im2col, copying each input row once (Conv2dGeometry::tiles): kernels 2 and
+// 4 wide (their shuffles, with output rows of whole vectors, partial ones and longer than the
+// stack buffers), other widths and heights, planes the windows do not cover, several images a
+// product, groups — forward against the float64 reference, gradients against central
+// differences, and accumulation into an existing input gradient.
+TEST(ConvOps, Conv2dTilingWindowsKeepIm2col) {
+    auto tiling = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int64_t kh,
+                     int64_t kw) {
+        return ConvSpec{
+            .n = n, .c = c, .h = h, .w = w, .out = out, .kh = kh, .kw = kw, .sh = kh, .sw = kw};
+    };
+    ConvSpec grouped = tiling(2, 4, 8, 8, 6, 2, 2);
+    grouped.groups = 2;
+    ConvSpec no_bias = tiling(3, 5, 16, 16, 4, 2, 2);
+    no_bias.bias = false;
+    for (const auto& [s, what] :
+         {std::tuple{tiling(2, 3, 8, 8, 4, 2, 2), "2x2 on 8x8: rows of 4"},
+          std::tuple{no_bias, "2x2 on 16x16, 3 images, no bias: rows of 8"},
+          std::tuple{tiling(2, 2, 9, 23, 3, 2, 2), "2x2 on 9x23: the last row and column unread"},
+          std::tuple{tiling(1, 2, 4, 40, 3, 2, 2), "2x2 across 40: rows of 20"},
+          std::tuple{tiling(2, 3, 16, 16, 4, 4, 4), "4x4 on 16x16"},
+          std::tuple{tiling(2, 2, 6, 46, 3, 4, 4), "4x4 on 6x46: rows of 11, two rows unread"},
+          std::tuple{tiling(1, 1, 4, 1204, 2, 4, 4), "4x4 across 1204: rows of 301"},
+          std::tuple{tiling(2, 2, 9, 9, 3, 3, 3), "3x3 on 9x9"},
+          std::tuple{tiling(2, 2, 6, 5, 3, 2, 1), "2x1"}, std::tuple{grouped, "groups 2"}}) {
+        check_conv_path(s, what, [](const Conv2dGeometry& geo) {
+            ASSERT_TRUE(geo.tiles());
+            ASSERT_FALSE(geo.patches());
+            ASSERT_FALSE(geo.grouped_direct());
+        });
+    }
+    ConvSpec padded = tiling(2, 2, 8, 8, 3, 2, 2);
+    padded.pt = padded.pl = 1;
+    ConvSpec dilated = tiling(2, 2, 8, 8, 3, 2, 2);
+    dilated.dh = dilated.dw = 2;
+    ConvSpec overlap = tiling(2, 2, 8, 8, 3, 3, 3);
+    overlap.sh = overlap.sw = 2;
+    for (const auto& [s, what] :
+         {std::tuple{padded, "padding"}, std::tuple{dilated, "dilation"},
+          std::tuple{overlap, "3x3 at stride 2"}, std::tuple{tiling(2, 2, 8, 8, 3, 1, 1), "1x1"}}) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        EXPECT_FALSE(conv2d_geometry(c.g, c.n()).tiles());
+    }
+}
+
 TEST(ConvOps, Conv2dGroupsAndDepthwise) {
     check_conv({.n = 2,
                 .c = 4,
