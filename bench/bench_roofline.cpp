@@ -11,7 +11,13 @@
 // 0.9 runs at 90 % of the raw GEMM). Rows are per op kind and direction, summed over every
 // network, sorted by measured time; the worst single node of each row is named.
 //
-//   bench_roofline [--threads N] [--repeats N] [--markdown] [--nodes OP] [NETWORK ...]
+//   bench_roofline [--threads N] [--repeats N] [--rounds N] [--markdown] [--nodes OP]
+//                  [NETWORK ...]
+// --rounds (3): each network is profiled and its layers' products timed that many times over;
+// a layer's time is the median over the rounds, and its ratio to its products (below) the
+// median of the rounds' ratios, with their range, so that each ratio sets times taken at the
+// same moments against each other. Single runs of a network's convolutions moved by up to 25 %
+// between processes on an idle host (ResNet-18's backward 8.8–12.4 ms, 2026-12-05).
 // --nodes OP also prints every node of that op (its output shape, each direction's time and
 // fraction of its roofline).
 //
@@ -21,13 +27,15 @@
 // batch's distinct operands; a convolution's per chunk of images and group, on its im2col
 // matrix, so im2col, col2im, the bias and the images' gathering count as the layer's) is run
 // without the layer, the node's products one after another in the layer's order on buffers of
-// its sizes, on every GEMM library available, in the same run, median of --repeats; the fastest
+// its sizes, the forward's and the backward's alternating as the layer's are profiled, on every
+// GEMM library available, in the same run, median of --repeats; the fastest
 // library for the node is the reference. "of raw" = raw time / layer time: 1.0 means the layer
 // costs nothing beyond its products on the best library this machine has, whichever the kernels
 // use. The 512³ rate of the first table is a library's best case; thin
 // products (a few rows, a short K) run below it on every library, and this table does not count
 // that against the layer.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -141,83 +149,126 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
     return out;
 }
 
-// The median time, in ms, of a node's products run one after another as the layer runs them,
-// after a warm-up: each on buffers of its own of the layer's sizes, a batched product (matmul's,
-// a convolution's chunks and groups, count > 1) over `count` distinct operands (a_sets weights,
-// c_sets outputs, added into after their first product, as a convolution's weight gradient is
-// over its chunks). `lib` empty: each product on the library the kernels use for its size
-// (rl::gemm_library_for). Timed one by one on one set of buffers, a product's operands stayed in
-// cache: attention's batched products looked 2x faster than the layer (2026-12-03), and a 1×1
-// convolution on 2×2 planes, whose weight gradient and input gradient each stream 8 MB, 2x faster
-// (ResNeXt-50's last stage, 2026-12-04), where run in sequence they evict each other's operands.
-double time_products(std::optional<rl::GemmLibrary> lib, const std::vector<Product>& ps,
-                     int repeats) {
+// The median times, in ms, of a node's forward and backward products (`phases`: the forward's
+// list, then the backward's when the node has one), each list run one after another as the
+// layer runs it, the lists alternating as the profile runs the layer's forward and backward
+// (CostModel::profiled), after a warm-up: each product on buffers of its own of the layer's
+// sizes, a batched product (matmul's, a convolution's chunks and groups, count > 1) over `count`
+// distinct operands (a_sets weights, c_sets outputs, added into after their first product, as
+// a convolution's weight gradient is over its chunks). `lib` empty: each product on the
+// library the kernels use for its size (rl::gemm_library_for). Timed one by one on one set of
+// buffers, a product's operands stayed in cache: attention's batched products looked 2x faster
+// than the layer (2026-12-03), and a 1×1 convolution on 2×2 planes, whose weight gradient and
+// input gradient each stream 8 MB, 2x faster (ResNeXt-50's last stage, 2026-12-04), where run in
+// sequence they evict each other's operands. A direction repeated alone kept its operands in
+// the cache where the layer's other direction evicts them between two runs: ViT-B/32's patch
+// embedding, 18.9 MB of weights and weight gradient, read 0.64–0.86 of raw backward
+// (2026-12-05).
+std::vector<double> time_products(std::optional<rl::GemmLibrary> lib,
+                                  const std::vector<std::vector<Product>>& phases, int repeats) {
     struct Buffers {
         std::vector<float> a, b, c;
     };
-    std::vector<Buffers> bufs;
-    for (const Product& p : ps)
-        bufs.push_back({std::vector<float>(static_cast<size_t>(p.m * p.k * p.distinct_a()), 0.25f),
-                        std::vector<float>(static_cast<size_t>(p.k * p.n * p.count), 0.5f),
-                        std::vector<float>(static_cast<size_t>(p.m * p.n * p.distinct_c()))});
-    std::vector<double> ms;
+    std::vector<std::vector<Buffers>> bufs(phases.size());
+    for (size_t f = 0; f < phases.size(); ++f)
+        for (const Product& p : phases[f])
+            bufs[f].push_back(
+                {std::vector<float>(static_cast<size_t>(p.m * p.k * p.distinct_a()), 0.25f),
+                 std::vector<float>(static_cast<size_t>(p.k * p.n * p.count), 0.5f),
+                 std::vector<float>(static_cast<size_t>(p.m * p.n * p.distinct_c()))});
+    std::vector<std::vector<double>> ms(phases.size());
     for (int r = 0; r <= repeats; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (size_t q = 0; q < ps.size(); ++q) {
-            const Product& p = ps[q];
-            const int64_t a_sets = p.distinct_a(), c_sets = p.distinct_c();
-            const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
-            const rl::GemmLibrary l = lib ? *lib : rl::gemm_library_for(p.m, p.n, p.k);
-            for (int64_t i = 0; i < p.count; ++i)
-                rl::sgemm_on(l, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f,
-                             bufs[q].a.data() + (i % a_sets) * p.m * p.k, lda,
-                             bufs[q].b.data() + i * p.k * p.n, ldb, i < c_sets ? 0.f : 1.f,
-                             bufs[q].c.data() + (i % c_sets) * p.m * p.n, p.n);
+        for (size_t f = 0; f < phases.size(); ++f) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (size_t q = 0; q < phases[f].size(); ++q) {
+                const Product& p = phases[f][q];
+                Buffers& b = bufs[f][q];
+                const int64_t a_sets = p.distinct_a(), c_sets = p.distinct_c();
+                const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
+                const rl::GemmLibrary l = lib ? *lib : rl::gemm_library_for(p.m, p.n, p.k);
+                for (int64_t i = 0; i < p.count; ++i)
+                    rl::sgemm_on(l, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f,
+                                 b.a.data() + (i % a_sets) * p.m * p.k, lda,
+                                 b.b.data() + i * p.k * p.n, ldb, i < c_sets ? 0.f : 1.f,
+                                 b.c.data() + (i % c_sets) * p.m * p.n, p.n);
+            }
+            const double t =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            if (r) ms[f].push_back(t);
         }
-        const double t =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        if (r) ms.push_back(t);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    std::vector<double> medians;
+    for (std::vector<double>& m : ms) {
+        std::sort(m.begin(), m.end());
+        medians.push_back(m[m.size() / 2]);
+    }
+    return medians;
 }
 
-// Per node and direction (its list of products: layers repeat them), the fastest library's
-// median time for the list and its name, and the time on the libraries the kernels use.
+// Per node (its forward's and backward's lists of products: layers repeat them), per direction
+// the fastest library's median time for the list and its name, and the time on the libraries
+// the kernels use.
 struct RawGemm {
     struct Times {
         double fastest_ms = 1e30, chosen_ms = 0;
         std::string fastest;
     };
     int repeats = 5;
-    std::map<std::vector<decltype(Product{}.key())>, Times> seen;
+    using Key = std::vector<std::vector<decltype(Product{}.key())>>;
+    std::map<Key, std::vector<Times>> seen;
     std::map<std::string, int> wins;  // product lists won per library
-    const Times& of(const std::vector<Product>& ps) {
-        std::vector<decltype(Product{}.key())> key;
-        for (const Product& p : ps) key.push_back(p.key());
+    const std::vector<Times>& of(const std::vector<std::vector<Product>>& phases) {
+        Key key;
+        for (const auto& ps : phases) {
+            key.emplace_back();
+            for (const Product& p : ps) key.back().push_back(p.key());
+        }
         auto it = seen.find(key);
         if (it == seen.end()) {
-            Times t;
+            std::vector<Times> t(phases.size());
             for (const rl::GemmLibraryInfo& i : rl::gemm_libraries()) {
                 if (!i.available) continue;
-                const double ms = time_products(i.library, ps, repeats);
-                if (ms < t.fastest_ms)
-                    t.fastest_ms = ms, t.fastest = rl::gemm_library_name(i.library);
+                const std::vector<double> ms = time_products(i.library, phases, repeats);
+                for (size_t f = 0; f < phases.size(); ++f)
+                    if (ms[f] < t[f].fastest_ms)
+                        t[f].fastest_ms = ms[f], t[f].fastest = rl::gemm_library_name(i.library);
             }
-            t.chosen_ms = time_products(std::nullopt, ps, repeats);
+            const std::vector<double> chosen = time_products(std::nullopt, phases, repeats);
+            for (size_t f = 0; f < phases.size(); ++f) {
+                t[f].chosen_ms = chosen[f];
+                wins[t[f].fastest] += 1;
+            }
             it = seen.emplace(key, t).first;
-            wins[t.fastest] += 1;
         }
         return it->second;
     }
 };
 
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// A row of the raw-GEMM table: per round, its layers' and their products' summed times, so
+// that each round's ratio sets times taken in the same moments against each other.
 struct RawRow {
-    double layer_ms = 0, raw_ms = 0, chosen_ms = 0;
+    std::vector<double> layer_ms, raw_ms, chosen_ms;  // per round
     int nodes = 0;
     double worst_fraction = 1e30;
     std::string worst_node;
+    void add(size_t round, double layer, double raw, double chosen) {
+        for (auto* v : {&layer_ms, &raw_ms, &chosen_ms})
+            if (v->size() <= round) v->resize(round + 1);
+        layer_ms[round] += layer, raw_ms[round] += raw, chosen_ms[round] += chosen;
+    }
+    // Median over rounds of `num`/layer, and its range.
+    std::tuple<double, double, double> ratio(const std::vector<double>& num) const {
+        std::vector<double> r;
+        for (size_t i = 0; i < layer_ms.size(); ++i) r.push_back(num[i] / layer_ms[i]);
+        const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+        return {median_of(r), *lo, *hi};
+    }
 };
 
 // A network's short name in the tables: a preset's name ("resnet"), a model file's name without
@@ -248,19 +299,19 @@ const std::vector<std::string> kDefaultNetworks = {
 
 int main(int argc, char** argv) {
     using namespace rl;
-    int threads = 1, repeats = 7;
+    int threads = 1, repeats = 7, rounds = 3;
     bool markdown = false;
     std::string nodes_of;  // --nodes: an op whose nodes are listed one by one
     std::vector<std::string> networks;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if ((a == "--threads" || a == "--repeats") && i + 1 < argc) {
+        if ((a == "--threads" || a == "--repeats" || a == "--rounds") && i + 1 < argc) {
             const int v = std::atoi(argv[++i]);
             if (v < 1) {
                 std::fprintf(stderr, "bench_roofline: %s takes a positive integer\n", a.c_str());
                 return 2;
             }
-            (a == "--threads" ? threads : repeats) = v;
+            (a == "--threads" ? threads : a == "--repeats" ? repeats : rounds) = v;
         } else if (a == "--nodes" && i + 1 < argc) {
             nodes_of = argv[++i];
         } else if (a == "--markdown") {
@@ -268,7 +319,7 @@ int main(int argc, char** argv) {
         } else if (a.rfind("--", 0) == 0) {
             std::fprintf(stderr,
                          "bench_roofline: unknown option %s\nusage: bench_roofline [--threads N] "
-                         "[--repeats N] [--markdown] [--nodes OP] [NETWORK ...]\n",
+                         "[--repeats N] [--rounds N] [--markdown] [--nodes OP] [NETWORK ...]\n",
                          a.c_str());
             return 2;
         } else {
@@ -281,22 +332,60 @@ int main(int argc, char** argv) {
         const DeviceRates rates = DeviceRates::measure_cpu();
         std::map<std::string, Row> rows;
         std::map<std::string, RawRow> raw_rows;
-        RawGemm raw;
-        raw.repeats = repeats;
+        std::map<std::string, int> wins;  // product lists won per library, over the rounds
+        size_t distinct = 0;              // nodes of distinct products, summed over the rounds
         double total_ms = 0;
         for (const std::string& spec : networks) {
             const Graph g = load_network(spec);
-            // Hot, as the raw products are timed: every node as if its parameters stayed in
-            // the cache (the profile `run` makes times them from memory where they leave it).
-            const CostModel measured =
-                CostModel::profiled(g, *backend, repeats, std::numeric_limits<uint64_t>::max());
-            for (NodeId n = 0; n < static_cast<NodeId>(g.num_nodes()); ++n) {
+            const auto nodes = static_cast<size_t>(g.num_nodes());
+            // Per round, node and direction: the layer's time, its products' on the fastest
+            // library and on the kernels' (0 where it has none).
+            using Times = std::vector<std::array<double, 2>>;
+            std::vector<Times> layer(rounds, Times(nodes)), fastest(rounds, Times(nodes)),
+                chosen(rounds, Times(nodes));
+            for (size_t round = 0; round < static_cast<size_t>(rounds); ++round) {
+                // Hot, as the raw products are timed: every node as if its parameters stayed
+                // in the cache (the profile `run` makes times them from memory where they leave
+                // it).
+                const CostModel measured =
+                    CostModel::profiled(g, *backend, repeats, std::numeric_limits<uint64_t>::max());
+                RawGemm raw;  // each round times its own products
+                raw.repeats = repeats;
+                for (NodeId n = 0; n < static_cast<NodeId>(nodes); ++n) {
+                    const auto i = static_cast<size_t>(n);
+                    layer[round][i] = {measured.forward_ms(n), measured.backward_ms(n)};
+                    const Node& node = g.node(n);
+                    if (node.op != OpKind::Linear && node.op != OpKind::MatMul &&
+                        node.op != OpKind::Conv2d)
+                        continue;
+                    std::vector<std::vector<Product>> phases{products_of(g, node, 0)};
+                    if (measured.backward_ms(n) > 0) phases.push_back(products_of(g, node, 1));
+                    const std::vector<RawGemm::Times>& t = raw.of(phases);
+                    for (size_t dir = 0; dir < phases.size(); ++dir) {
+                        if (phases[dir].empty()) continue;
+                        fastest[round][i][dir] = t[dir].fastest_ms;
+                        chosen[round][i][dir] = t[dir].chosen_ms;
+                    }
+                }
+                for (const auto& [lib, count] : raw.wins) wins[lib] += count;
+                distinct += raw.seen.size();
+            }
+            for (NodeId n = 0; n < static_cast<NodeId>(nodes); ++n) {
+                const auto i = static_cast<size_t>(n);
                 const Node& node = g.node(n);
                 const OpDef& d = op_def(node.op);
                 const OpCost c = d.cost ? d.cost(g, node) : OpCost{};
                 const std::string where = node.name + " (" + network_label(spec) + ")";
                 for (int dir = 0; dir < 2; ++dir) {
-                    const double ms = dir == 0 ? measured.forward_ms(n) : measured.backward_ms(n);
+                    // Over the rounds: the layer's median time, and each round's raw / layer.
+                    std::vector<double> ms_r, of_raw, of_ours;
+                    for (size_t round = 0; round < static_cast<size_t>(rounds); ++round) {
+                        ms_r.push_back(layer[round][i][dir]);
+                        if (fastest[round][i][dir] <= 0) continue;
+                        of_raw.push_back(fastest[round][i][dir] / layer[round][i][dir]);
+                        of_ours.push_back(chosen[round][i][dir] / layer[round][i][dir]);
+                    }
+                    const double ms = median_of(ms_r);
                     const double flops = dir == 0 ? c.fwd_flops : c.bwd_flops;
                     const double bytes = dir == 0 ? c.fwd_bytes : c.bwd_bytes;
                     if (ms <= 0 || (flops <= 0 && bytes <= 0)) continue;
@@ -315,23 +404,14 @@ int main(int argc, char** argv) {
                         r.worst_node = where;
                     }
                     total_ms += ms;
-                    const std::vector<Product> products = node.op == OpKind::Linear ||
-                                                                  node.op == OpKind::MatMul ||
-                                                                  node.op == OpKind::Conv2d
-                                                              ? products_of(g, node, dir)
-                                                              : std::vector<Product>{};
-                    double raw_ms = 0, chosen_ms = 0;  // the products alone: fastest, ours
-                    if (!products.empty()) {
-                        const RawGemm::Times& t = raw.of(products);
-                        raw_ms = t.fastest_ms;
-                        chosen_ms = t.chosen_ms;
+                    if (!of_raw.empty()) {  // a GEMM layer: against its products alone
                         RawRow& rr = raw_rows[std::string(d.name) + (dir == 0 ? " fwd" : " bwd")];
-                        rr.layer_ms += ms;
-                        rr.raw_ms += raw_ms;
-                        rr.chosen_ms += chosen_ms;
+                        for (size_t round = 0; round < static_cast<size_t>(rounds); ++round)
+                            rr.add(round, layer[round][i][dir], fastest[round][i][dir],
+                                   chosen[round][i][dir]);
                         rr.nodes += 1;
-                        if (raw_ms / ms < rr.worst_fraction) {
-                            rr.worst_fraction = raw_ms / ms;
+                        if (median_of(of_raw) < rr.worst_fraction) {
+                            rr.worst_fraction = median_of(of_raw);
                             rr.worst_node = where + " " + format_dims(g.output_of(n).shape);
                         }
                     }
@@ -340,9 +420,13 @@ int main(int argc, char** argv) {
                                     where.c_str(), format_dims(g.output_of(n).shape).c_str(),
                                     dir == 0 ? "fwd" : "bwd", ms, roof / ms,
                                     compute_ms > memory_ms ? "GEMM" : "memory");
-                        if (raw_ms > 0)
-                            std::printf("  %5.2f of raw GEMM (%.4f ms; %.4f ms on ours)",
-                                        raw_ms / ms, raw_ms, chosen_ms);
+                        if (!of_raw.empty()) {
+                            const auto [lo, hi] = std::minmax_element(of_raw.begin(), of_raw.end());
+                            std::printf(
+                                "  %5.2f of raw GEMM (%.2f-%.2f over %d rounds; %.2f "
+                                "of its products on ours)",
+                                median_of(of_raw), *lo, *hi, rounds, median_of(of_ours));
+                        }
                         std::printf("\n");
                     }
                 }
@@ -354,9 +438,9 @@ int main(int argc, char** argv) {
         });
         std::printf(
             "GEMM %s; rates measured in this run: GEMM %.1f GFLOP/s, bandwidth %.1f GB/s; "
-            "%d thread%s, median of %d runs per node\n",
+            "%d thread%s, per node the median over %d rounds of the median of %d runs\n",
             gemm_choice().summary().c_str(), rates.gflops, rates.gbps, threads,
-            threads == 1 ? "" : "s", repeats);
+            threads == 1 ? "" : "s", rounds, repeats);
         if (markdown) {
             std::printf(
                 "\n| op | nodes | share of time | bound by | achieved of roofline | "
@@ -379,32 +463,33 @@ int main(int argc, char** argv) {
                             r.worst_node.c_str(), r.worst_fraction);
         }
         if (!raw_rows.empty()) {
-            std::string wins;
-            for (const auto& [lib, count] : raw.wins)
-                wins += (wins.empty() ? "" : ", ") + lib + " " + std::to_string(count);
+            std::string won;
+            for (const auto& [lib, count] : wins)
+                won += (won.empty() ? "" : ", ") + lib + " " + std::to_string(count);
             std::printf(
                 "\nGEMM layers against the raw GEMM of their own shapes, fastest library per "
-                "node (%zu distinct nodes; fastest: %s):\n",
-                raw.seen.size(), wins.c_str());
+                "node (%zu distinct nodes over %d rounds; fastest: %s); times: medians over the "
+                "rounds; of raw: the median of the rounds' ratios (their range):\n",
+                distinct, rounds, won.c_str());
             if (markdown)
                 std::printf(
                     "\n| op | nodes | layer ms | raw GEMM ms, fastest | of raw | raw on ours ms "
                     "| of that | worst node (of raw) |\n|---|---|---|---|---|---|---|---|\n");
             else
-                std::printf("%-22s %5s %10s %12s %7s %12s %7s  %s\n", "op", "nodes", "layer ms",
+                std::printf("%-22s %5s %10s %12s %-16s %12s %-16s  %s\n", "op", "nodes", "layer ms",
                             "raw fastest", "of raw", "raw chosen", "of that",
                             "worst node (of raw)");
             for (const auto& [name, r] : raw_rows) {
-                if (markdown)
-                    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s (%.2f) |\n",
-                                name.c_str(), r.nodes, r.layer_ms, r.raw_ms, r.raw_ms / r.layer_ms,
-                                r.chosen_ms, r.chosen_ms / r.layer_ms, r.worst_node.c_str(),
-                                r.worst_fraction);
-                else
-                    std::printf("%-22s %5d %10.2f %12.2f %7.2f %12.2f %7.2f  %s (%.2f)\n",
-                                name.c_str(), r.nodes, r.layer_ms, r.raw_ms, r.raw_ms / r.layer_ms,
-                                r.chosen_ms, r.chosen_ms / r.layer_ms, r.worst_node.c_str(),
-                                r.worst_fraction);
+                const auto [of_raw, raw_lo, raw_hi] = r.ratio(r.raw_ms);
+                const auto [of_that, that_lo, that_hi] = r.ratio(r.chosen_ms);
+                char raw_s[32], that_s[32];
+                std::snprintf(raw_s, sizeof raw_s, "%.2f (%.2f-%.2f)", of_raw, raw_lo, raw_hi);
+                std::snprintf(that_s, sizeof that_s, "%.2f (%.2f-%.2f)", of_that, that_lo, that_hi);
+                std::printf(markdown ? "| %s | %d | %.2f | %.2f | %s | %.2f | %s | %s (%.2f) |\n"
+                                     : "%-22s %5d %10.2f %12.2f %-16s %12.2f %-16s  %s (%.2f)\n",
+                            name.c_str(), r.nodes, median_of(r.layer_ms), median_of(r.raw_ms),
+                            raw_s, median_of(r.chosen_ms), that_s, r.worst_node.c_str(),
+                            r.worst_fraction);
             }
         }
     } catch (const Error& e) {
