@@ -49,7 +49,12 @@ using BliSgemm = void (*)(int ta, int tb, int64_t m, int64_t n, int64_t k, const
 
 // BLIS 0.9's rntm_t (blis.h), for its expert interface: the thread count per call, so a small
 // product or one inside our own parallel region runs on one thread without touching the global
-// setting other threads read. Used only when the library says it is 0.9.x.
+// setting other threads read; and its small-product ("sup") kernels switched off: on Haswell
+// kernels (BLIS 0.9.0, Debian 12) they read a float or two past the end of an operand
+// (flame/blis issues 635 and 821, fixed after 0.9), which valgrind showed in our convolutions'
+// products and which crashed a test process (SIGSEGV) where an operand ended a page. Without
+// them every product goes through BLIS's packing, which reads only what is there. Used only when
+// the library says it is 0.9.x.
 struct BliRntm09 {
     bool auto_factor = true;
     int64_t num_threads = -1;
@@ -185,6 +190,7 @@ GemmLibraryInfo load_blis(Loaded& l) {
     if (info.version.rfind("BLIS 0.9.", 0) == 0)
         l.blis_sgemm_ex = symbol<BliSgemmEx>(h, "bli_sgemm_ex");
     if (arch_id && arch_name) info.version += std::string(", ") + arch_name(arch_id()) + " kernels";
+    if (l.blis_sgemm_ex) info.version += ", small-product kernels off";  // see BliRntm09
     if (!forced.empty()) info.version += " (" + forced + ")";
     return info;
 }
@@ -375,6 +381,7 @@ void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int6
             constexpr int64_t kSmallMacs = int64_t{1} << 21;
             BliRntm09 rntm;
             rntm.num_threads = omp_in_parallel() || m * n * k < kSmallMacs ? 1 : cpu_threads();
+            rntm.l3_sup = false;
             l.blis_sgemm_ex(0, 0, m, n, k, &alpha, a, rsa, csa, b, rsb, csb, &beta, c, ldc, 1,
                             nullptr, &rntm);
         } else {

@@ -3,6 +3,8 @@
 // repeatability; the choice's rules. The strategies' invariants under each library are the
 // GemmLibrary.* ctest entries (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -131,6 +133,68 @@ TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
         }
     }
     set_cpu_threads(saved);
+}
+
+// Floats that end where an unreadable page begins: reading one past the end crashes.
+class EndsAtAGuardPage {
+  public:
+    explicit EndsAtAGuardPage(size_t floats) {
+        const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        const size_t data = (floats * sizeof(float) + page - 1) / page * page;
+        bytes_ = data + page;
+        void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return;
+        base_ = static_cast<char*>(p);
+        if (mprotect(base_ + data, page, PROT_NONE) != 0) return;
+        floats_ = reinterpret_cast<float*>(base_ + data) - floats;
+        for (size_t i = 0; i < floats; ++i) floats_[i] = 0.5f - static_cast<float>(i % 7) / 8;
+    }
+    ~EndsAtAGuardPage() {
+        if (base_) munmap(base_, bytes_);
+    }
+    EndsAtAGuardPage(const EndsAtAGuardPage&) = delete;
+    EndsAtAGuardPage& operator=(const EndsAtAGuardPage&) = delete;
+    float* get() const { return floats_; }
+
+  private:
+    char* base_ = nullptr;
+    size_t bytes_ = 0;
+    float* floats_ = nullptr;
+};
+
+// Every library reads only the operands it is given (and writes only C): each of A, B and C in
+// turn ends at an unreadable page, over small shapes, every transpose, and beta 0 and 1. BLIS
+// 0.9.0's small-product kernels read a float past A or B (flame/blis issues 635, 821): in a
+// convolution's product one crashed a test process, so they are switched off (engine/cpu/
+// gemm.cpp). A read past the end here ends the test binary with SIGSEGV.
+TEST(Gemm, EveryLibraryReadsOnlyItsOperands) {
+    const std::vector<int64_t> sizes = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33};
+    for (GemmLibrary lib : available()) {
+        SCOPED_TRACE(gemm_library_name(lib));
+        int products = 0;
+        for (int64_t m : sizes)
+            for (int64_t n : sizes)
+                for (int64_t k : sizes)
+                    for (int t = 0; t < 4; ++t) {
+                        const bool ta = t & 1, tb = t & 2;
+                        const size_t na = static_cast<size_t>(m * k),
+                                     nb = static_cast<size_t>(k * n),
+                                     nc = static_cast<size_t>(m * n);
+                        for (int guarded = 0; guarded < 3; ++guarded) {
+                            EndsAtAGuardPage ga(guarded == 0 ? na : 1), gb(guarded == 1 ? nb : 1),
+                                gc(guarded == 2 ? nc : 1);
+                            std::vector<float> a(na, 0.25f), b(nb, -0.5f), c(nc, 1.f);
+                            const float* pa = guarded == 0 ? ga.get() : a.data();
+                            const float* pb = guarded == 1 ? gb.get() : b.data();
+                            float* pc = guarded == 2 ? gc.get() : c.data();
+                            ASSERT_TRUE(pa && pb && pc) << "mmap or mprotect failed";
+                            sgemm_on(lib, ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n,
+                                     guarded == 2 ? 1.f : 0.f, pc, n);
+                            ++products;
+                        }
+                    }
+        EXPECT_EQ(products, 12 * 12 * 12 * 4 * 3);
+    }
 }
 
 // Thin products are chosen apart (engine/gemm.h): at most 16 rows or 32 columns against an
