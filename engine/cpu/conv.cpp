@@ -188,28 +188,21 @@ void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float*
     });
 }
 
+// Calls f(W) with `width` as a compile-time constant where it is one of Ws, else with 0.
+template <int... Ws, class F>
+void with_width(int64_t width, F&& f) {
+    const bool matched =
+        ((width == Ws ? (f(std::integral_constant<int, Ws>{}), true) : false) || ...);
+    if (!matched) f(std::integral_constant<int, 0>{});
+}
+
 // Calls f(OW, SW) with the plane's output width and stride across as compile-time constants
 // where they are common (widths 2 to 16 at 64 px and 224 px, strides 1 and 2), else as 0.
 template <class F>
 void with_row_constants(const Conv2dGeometry& g, F&& f) {
     using std::integral_constant;
     auto by_width = [&](auto sw) {
-        switch (g.ow) {
-            case 2:
-                return f(integral_constant<int, 2>{}, sw);
-            case 4:
-                return f(integral_constant<int, 4>{}, sw);
-            case 7:
-                return f(integral_constant<int, 7>{}, sw);
-            case 8:
-                return f(integral_constant<int, 8>{}, sw);
-            case 14:
-                return f(integral_constant<int, 14>{}, sw);
-            case 16:
-                return f(integral_constant<int, 16>{}, sw);
-            default:
-                return f(integral_constant<int, 0>{}, sw);
-        }
+        with_width<2, 4, 7, 8, 14, 16>(g.ow, [&](auto ow) { f(ow, sw); });
     };
     if (g.win.sw == 1) return by_width(integral_constant<int, 1>{});
     if (g.win.sw == 2) return by_width(integral_constant<int, 2>{});
@@ -340,26 +333,7 @@ template <class F>
 void with_tile_constants(const Conv2dGeometry& g, F&& f) {
     using std::integral_constant;
     auto by_width = [&](auto kw) {
-        switch (g.ow) {
-            case 2:
-                return f(kw, integral_constant<int, 2>{});
-            case 4:
-                return f(kw, integral_constant<int, 4>{});
-            case 7:
-                return f(kw, integral_constant<int, 7>{});
-            case 8:
-                return f(kw, integral_constant<int, 8>{});
-            case 14:
-                return f(kw, integral_constant<int, 14>{});
-            case 16:
-                return f(kw, integral_constant<int, 16>{});
-            case 28:
-                return f(kw, integral_constant<int, 28>{});
-            case 56:
-                return f(kw, integral_constant<int, 56>{});
-            default:
-                return f(kw, integral_constant<int, 0>{});
-        }
+        with_width<2, 4, 7, 8, 14, 16, 28, 56>(g.ow, [&](auto ow) { f(kw, ow); });
     };
     if (g.win.kw == 2) return by_width(integral_constant<int, 2>{});
     if (g.win.kw == 4) return by_width(integral_constant<int, 4>{});
