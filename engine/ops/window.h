@@ -151,8 +151,12 @@ struct Conv2dGeometry {
 
     // im2col and col2im go through a zero-padded copy of each channel's plane, on the stack,
     // where the window's extent of the plane (padded_h × padded_w) fits kPaddedPlaneFloats (the
-    // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not.
-    static constexpr int64_t kPaddedPlaneFloats = 4096;
+    // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not. At 4096
+    // floats the stems of 64-px inputs (69 × 69 for a 7×7 at stride 2, 65 × 65 for a 3×3) took
+    // the row path: ResNet-18's ran at 0.79–0.81 of its raw products forward, 0.86–0.87
+    // backward, 0.89–0.90 and 0.94–0.96 through the copy, MobileNetV3's 0.65–0.68 → 0.74–0.75
+    // forward (docs/benchmarks.md).
+    static constexpr int64_t kPaddedPlaneFloats = 8192;
     // A 1×1 window without padding (a strided 1×1, the shortcut projection of a ResNet or
     // RegNet block) has no edges to pad: its rows are strided copies, and copying the whole
     // plane first made RegNet's projections 7-9 % slower (docs/benchmarks.md).

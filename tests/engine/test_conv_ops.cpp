@@ -211,9 +211,23 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     odd2.w = 10, odd2.sw = 2, odd2.pr = 0;  // 5 columns out
     odd3.w = 10, odd3.sw = 3, odd3.pr = 0;  // 3 columns out, a stride not compiled in
     ConvSpec large = small;
-    large.n = 1, large.c = 1, large.h = 66, large.w = 70;  // 68 × 72 padded: over 4096 floats
+    large.n = 1, large.c = 1, large.h = 90, large.w = 100;  // 92 × 102 padded: over 8192 floats
     ConvSpec large_strided = large;
     large_strided.sh = 2, large_strided.sw = 2;
+    // A 7×7 stem at stride 2 on a 64-px input: 69 × 69 padded, through the copy.
+    const ConvSpec stem{.n = 1,
+                        .c = 1,
+                        .h = 64,
+                        .w = 64,
+                        .out = 2,
+                        .kh = 7,
+                        .kw = 7,
+                        .sh = 2,
+                        .sw = 2,
+                        .pt = 3,
+                        .pl = 3,
+                        .pb = 3,
+                        .pr = 3};
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
@@ -222,8 +236,9 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     for (const auto& [s, padded, what] :
          {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
-          std::tuple{large, false, "66x70, row by row"},
-          std::tuple{large_strided, false, "66x70 stride 2, row by row"},
+          std::tuple{stem, true, "7x7 stride 2 on 64x64, padded copy"},
+          std::tuple{large, false, "90x100, row by row"},
+          std::tuple{large_strided, false, "90x100 stride 2, row by row"},
           std::tuple{projection, false, "1x1 stride 2, row by row"},
           std::tuple{wide_projection, false, "1x1 stride 2, 12 columns"}}) {
         SCOPED_TRACE(what);
@@ -286,14 +301,14 @@ TEST(ConvOps, Conv2dProductsOfFewColumns) {
 TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
     ConvSpec dilated{.n = 2, .c = 4, .h = 9, .w = 7, .out = 2, .kh = 3, .kw = 2, .dh = 2};
     dilated.pt = 2, dilated.pl = 0, dilated.pb = 1, dilated.pr = 1;
-    ConvSpec large{.n = 1, .c = 2, .h = 66, .w = 70, .out = 1, .kh = 3, .kw = 3};
+    ConvSpec large{.n = 1, .c = 2, .h = 90, .w = 100, .out = 1, .kh = 3, .kw = 3};
     large.pt = large.pl = large.pb = large.pr = 1;
     for (const auto& [s, per_gemm, what] :
          {std::tuple{padded3x3(2, 4, 6, 6, 2, 1), 2, "6x6, both images in one GEMM"},
           std::tuple{padded3x3(1, 4, 8, 8, 2, 1), 1, "one image: the GEMM writes dX"},
           std::tuple{padded3x3(5, 8, 10, 10, 4, 2), 3, "groups 2, chunks of 3 + 2"},
           std::tuple{dilated, 2, "3x2, dilation 2, asymmetric padding"},
-          std::tuple{large, 1, "66x70: dY's columns row by row"}}) {
+          std::tuple{large, 1, "90x100: dY's columns row by row"}}) {
         const ConvSpec& spec = s;
         check_conv_path(s, what, [&, per_gemm = per_gemm](const Conv2dGeometry& geo) {
             ASSERT_TRUE(geo.input_grad_by_correlation());
