@@ -246,8 +246,10 @@ struct RawGemm {
 };
 
 double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // A row of the raw-GEMM table: per round, its layers' and their products' summed times, so
@@ -333,7 +335,7 @@ int main(int argc, char** argv) {
         std::map<std::string, Row> rows;
         std::map<std::string, RawRow> raw_rows;
         std::map<std::string, int> wins;  // product lists won per library, over the rounds
-        size_t distinct = 0;              // nodes of distinct products, summed over the rounds
+        size_t distinct = 0;              // nodes of distinct products
         double total_ms = 0;
         for (const std::string& spec : networks) {
             const Graph g = load_network(spec);
@@ -368,7 +370,7 @@ int main(int argc, char** argv) {
                     }
                 }
                 for (const auto& [lib, count] : raw.wins) wins[lib] += count;
-                distinct += raw.seen.size();
+                if (round == 0) distinct += raw.seen.size();
             }
             for (NodeId n = 0; n < static_cast<NodeId>(nodes); ++n) {
                 const auto i = static_cast<size_t>(n);
@@ -468,8 +470,10 @@ int main(int argc, char** argv) {
                 won += (won.empty() ? "" : ", ") + lib + " " + std::to_string(count);
             std::printf(
                 "\nGEMM layers against the raw GEMM of their own shapes, fastest library per "
-                "node (%zu distinct nodes over %d rounds; fastest: %s); times: medians over the "
-                "rounds; of raw: the median of the rounds' ratios (their range):\n",
+                "node (%zu distinct nodes; fastest, node-directions won over %d rounds: %s); "
+                "times: "
+                "medians over the rounds; of raw: the median of the rounds' ratios (their "
+                "range):\n",
                 distinct, rounds, won.c_str());
             if (markdown)
                 std::printf(
