@@ -217,7 +217,7 @@ void with_row_constants(const Conv2dGeometry& g, F&& f) {
 // constants (0: the geometry's), so that the small common rows unroll. 2 wide, the compiler
 // vectorises the split of a row; its join, float by float, took a tenth of ConvNeXt's 2×2
 // downsampling backward (perf, 2026-12-05) and goes by vector shuffles. 4 wide, both go by
-// shuffles, twice by 2: the 4×4 stem ran 0.028 → 0.025 ms forward at 64 px, 1.9 → 1.7 at 224.
+// shuffles, twice by 2: the 4×4 stem ran 0.028 → 0.025 ms forward at 64 px, 1.8 → 1.55 at 224.
 
 // d0[t] = s[2·t], d1[t] = s[2·t + 1] for t < n.
 void deinterleave2(const float* s, int n, float* d0, float* d1) {
