@@ -215,19 +215,9 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     ConvSpec large_strided = large;
     large_strided.sh = 2, large_strided.sw = 2;
     // A 7×7 stem at stride 2 on a 64-px input: 69 × 69 padded, through the copy.
-    const ConvSpec stem{.n = 1,
-                        .c = 1,
-                        .h = 64,
-                        .w = 64,
-                        .out = 2,
-                        .kh = 7,
-                        .kw = 7,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 3,
-                        .pl = 3,
-                        .pb = 3,
-                        .pr = 3};
+    ConvSpec stem = small;
+    stem.n = 1, stem.c = 1, stem.h = stem.w = 64, stem.kh = stem.kw = 7, stem.sh = stem.sw = 2;
+    stem.pt = stem.pl = stem.pb = stem.pr = 3;
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
