@@ -342,9 +342,9 @@ int main(int argc, char** argv) {
             const auto nodes = static_cast<size_t>(g.num_nodes());
             // Per round, node and direction: the layer's time, its products' on the fastest
             // library and on the kernels' (0 where it has none).
-            using Times = std::vector<std::array<double, 2>>;
-            std::vector<Times> layer(rounds, Times(nodes)), fastest(rounds, Times(nodes)),
-                chosen(rounds, Times(nodes));
+            using PerNode = std::vector<std::array<double, 2>>;
+            std::vector<PerNode> layer(rounds, PerNode(nodes)), fastest(rounds, PerNode(nodes)),
+                chosen(rounds, PerNode(nodes));
             for (size_t round = 0; round < static_cast<size_t>(rounds); ++round) {
                 // Hot, as the raw products are timed: every node as if its parameters stayed
                 // in the cache (the profile `run` makes times them from memory where they leave
@@ -387,14 +387,15 @@ int main(int argc, char** argv) {
                         of_raw.push_back(fastest[round][i][dir] / layer[round][i][dir]);
                         of_ours.push_back(chosen[round][i][dir] / layer[round][i][dir]);
                     }
-                    const double ms = median_of(ms_r);
+                    const double ms = median_of(ms_r), median_of_raw = median_of(of_raw);
+                    const std::string row = std::string(d.name) + (dir == 0 ? " fwd" : " bwd");
                     const double flops = dir == 0 ? c.fwd_flops : c.bwd_flops;
                     const double bytes = dir == 0 ? c.fwd_bytes : c.bwd_bytes;
                     if (ms <= 0 || (flops <= 0 && bytes <= 0)) continue;
                     const double compute_ms = flops / (rates.gflops * 1e6);
                     const double memory_ms = bytes / (rates.gbps * 1e6);
                     const double roof = std::max(compute_ms, memory_ms);
-                    Row& r = rows[std::string(d.name) + (dir == 0 ? " fwd" : " bwd")];
+                    Row& r = rows[row];
                     r.measured_ms += ms;
                     r.roofline_ms += roof;
                     r.flops += flops;
@@ -407,13 +408,13 @@ int main(int argc, char** argv) {
                     }
                     total_ms += ms;
                     if (!of_raw.empty()) {  // a GEMM layer: against its products alone
-                        RawRow& rr = raw_rows[std::string(d.name) + (dir == 0 ? " fwd" : " bwd")];
+                        RawRow& rr = raw_rows[row];
                         for (size_t round = 0; round < static_cast<size_t>(rounds); ++round)
                             rr.add(round, layer[round][i][dir], fastest[round][i][dir],
                                    chosen[round][i][dir]);
                         rr.nodes += 1;
-                        if (median_of(of_raw) < rr.worst_fraction) {
-                            rr.worst_fraction = median_of(of_raw);
+                        if (median_of_raw < rr.worst_fraction) {
+                            rr.worst_fraction = median_of_raw;
                             rr.worst_node = where + " " + format_dims(g.output_of(n).shape);
                         }
                     }
@@ -427,7 +428,7 @@ int main(int argc, char** argv) {
                             std::printf(
                                 "  %5.2f of raw GEMM (%.2f-%.2f over %d rounds; %.2f "
                                 "of its products on ours)",
-                                median_of(of_raw), *lo, *hi, rounds, median_of(of_ours));
+                                median_of_raw, *lo, *hi, rounds, median_of(of_ours));
                         }
                         std::printf("\n");
                     }

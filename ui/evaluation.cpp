@@ -73,8 +73,7 @@ std::vector<QString> instruction_texts(const Graph& g, const Schedule& s) {
     return out;
 }
 
-Timeline predicted_timeline(const Graph& g, const Schedule& s, const Simulation& sim) {
-    (void)g;
+Timeline predicted_timeline(const Schedule& s, const Simulation& sim) {
     const size_t n = s.size();
     // Each instruction lasts what the simulator predicted for it (a recompute priced as it reads
     // its inputs, a Wait its stall).
@@ -168,7 +167,7 @@ StrategyResult to_result(const Graph& g, const CostModel& costs, const Evaluatio
     r.predicted_total_ms = sim.total_ms();
     r.predicted_host_peak = sim.host_peak_bytes;
     r.predicted_stall_ms = sim.stall_ms;
-    r.predicted_timeline = std::make_shared<Timeline>(predicted_timeline(g, e.plan.schedule, sim));
+    r.predicted_timeline = std::make_shared<Timeline>(predicted_timeline(e.plan.schedule, sim));
     if (e.measured) {
         const Execution& m = *e.measured;
         r.executed = true;

@@ -29,7 +29,7 @@ bool takes_budget(const Strategy& s);
 // Predicted timeline in milliseconds: each instruction lasts its predicted time
 // (Simulation::instruction_ms) and its events are spread evenly inside it, so a peak inside an
 // instruction shows.
-Timeline predicted_timeline(const Graph& g, const Schedule& s, const Simulation& sim);
+Timeline predicted_timeline(const Schedule& s, const Simulation& sim);
 std::vector<QString> instruction_texts(const Graph& g, const Schedule& s);
 
 // Evaluates one strategy spec; every failure but a cancellation becomes a result row (infeasible
