@@ -73,6 +73,43 @@ void add_to_even(float* dst, const float* src, int64_t n) {
     for (; i < n; ++i) dst[2 * i] += src[i];
 }
 
+// d0[t] = s[2·t], d1[t] = s[2·t + 1] for t < n.
+[[gnu::always_inline]] inline void deinterleave2(const float* s, int n, float* d0, float* d1) {
+    int t = 0;
+    for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
+        const V8 a = load8(s + 2 * t), b = load8(s + 2 * t + kVec8Lanes);
+        store8(d0 + t, __builtin_shuffle(a, b, V8i{0, 2, 4, 6, 8, 10, 12, 14}));
+        store8(d1 + t, __builtin_shuffle(a, b, V8i{1, 3, 5, 7, 9, 11, 13, 15}));
+    }
+    for (const float* p = s + 2 * t; t < n; ++t, p += 2) d0[t] = p[0], d1[t] = p[1];
+}
+
+// d[2·t] = s0[t] and d[2·t + 1] = s1[t] for t < n: with kSum, added to d's when accumulating,
+// else to 0 (as the general col2im sums them: -0 becomes +0); without, copied.
+template <bool kSum>
+[[gnu::always_inline]] inline void interleave2(const float* s0, const float* s1, int n, float* d,
+                                               bool accumulate) {
+    auto put = [&](float* e, auto v) { return !kSum ? v : accumulate ? *e + v : 0.0f + v; };
+    int t = 0;
+    for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
+        const V8 a = load8(s0 + t), b = load8(s1 + t);
+        float* e = d + 2 * t;
+        const V8 lo = __builtin_shuffle(a, b, V8i{0, 8, 1, 9, 2, 10, 3, 11});
+        const V8 hi = __builtin_shuffle(a, b, V8i{4, 12, 5, 13, 6, 14, 7, 15});
+        if (kSum && accumulate) {
+            store8(e, load8(e) + lo);
+            store8(e + kVec8Lanes, load8(e + kVec8Lanes) + hi);
+        } else {
+            store8(e, kSum ? V8{} + lo : lo);
+            store8(e + kVec8Lanes, kSum ? V8{} + hi : hi);
+        }
+    }
+    for (float* e = d + 2 * t; t < n; ++t, e += 2) {
+        e[0] = put(e, s0[t]);
+        e[1] = put(e + 1, s1[t]);
+    }
+}
+
 void axpy_to(float* x_row, int64_t off, int64_t stride, Span s, const float* y, float k) {
     if (stride == 2 && k == 1.0f) {  // col2im at stride 2 (a product by 1 rounds nothing)
         if (s.hi > s.lo) add_to_even(x_row + 2 * s.lo + off, y + s.lo, s.hi - s.lo);
@@ -140,12 +177,74 @@ void pad_plane(const float* xc, const Conv2dGeometry& g, float* P) {
     }
 }
 
+// At stride 2 across, each padded row is kept as its even columns, then its odd ones (`half` =
+// ⌈wp / 2⌉ floats each): column q at (q mod 2)·half + ⌊q / 2⌋. A tap's row, columns
+// ow·2 + j·dw, is then a contiguous run of its phase, and the taps copy (im2col) or add (col2im)
+// whole vectors: their stride-2 moves, float by float, took 16 % of ResNet-18's 3×3 stride-2
+// backward from 64 to 128 channels on 8×8 outputs (perf, 2026-12-05). Each column takes the same
+// sums in the same order as on the plain padded plane, so the bits are the same.
+struct Phases {
+    int64_t half;
+    int64_t at(int64_t q) const { return (q & 1) * half + (q >> 1); }
+};
+
+// Rows in phases fit the stack copy (the plane plus at most one column a row).
+bool phased_fits(const Conv2dGeometry& g) {
+    return g.win.sw == 2 && g.padded_h() * 2 * ((g.padded_w() + 1) / 2) <= kPaddedPlaneMax;
+}
+
+// row[ph.at(q)] = src[q] for q in [q0, q1), and back (from_phases: dst[q] = row[ph.at(q)]).
+[[gnu::always_inline]] inline void to_phases(const float* src, int64_t q0, int64_t q1, Phases ph,
+                                             float* row) {
+    const int64_t n = q1 - q0, pairs = n / 2;
+    deinterleave2(src + q0, static_cast<int>(pairs), row + ph.at(q0), row + ph.at(q0 + 1));
+    if (n & 1) row[ph.at(q1 - 1)] = src[q1 - 1];
+}
+[[gnu::always_inline]] inline void from_phases(const float* row, Phases ph, int64_t q0, int64_t q1,
+                                               float* dst) {
+    const int64_t n = q1 - q0, pairs = n / 2;
+    interleave2<false>(row + ph.at(q0), row + ph.at(q0 + 1), static_cast<int>(pairs), dst + q0,
+                       false);
+    if (n & 1) dst[q1 - 1] = row[ph.at(q1 - 1)];
+}
+
+// P = the extent of plane xc, zero outside the plane, in phases of stride 2 across (rows of
+// 2·half floats).
+void pad_plane_phased(const float* xc, const Conv2dGeometry& g, float* P) {
+    const Phases ph{(g.padded_w() + 1) / 2};
+    const int64_t hp = g.padded_h(), row = 2 * ph.half;
+    const PlaneInside in = plane_inside(g);
+    std::fill(P, P + hp * row, 0.0f);
+    for (int64_t r = in.r0; r < in.r1; ++r)
+        to_phases(xc + (r - g.win.pad_top) * g.w - g.win.pad_left, in.q0, in.q1, ph, P + r * row);
+}
+
 // OW, SW: the output width and the stride across as compile-time constants (0: the geometry's),
 // so that the row loops of the common small planes are fixed-length vector moves.
 template <int OW, int SW>
 void im2col_padded(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
     const Window2d& w = g.win;
-    const int64_t wp = g.padded_w(), ow_n = OW ? OW : g.ow, sw = SW ? SW : w.sw;
+    const int64_t ow_n = OW ? OW : g.ow;
+    if (SW == 2 && phased_fits(g)) {
+        const Phases ph{(g.padded_w() + 1) / 2};
+        const int64_t row = 2 * ph.half;
+        parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
+            float P[kPaddedPlaneMax];
+            pad_plane_phased(x + c * g.h * g.w, g, P);
+            for (int64_t i = 0; i < w.kh; ++i)
+                for (int64_t j = 0; j < w.kw; ++j) {
+                    float* out = col + ((c * w.kh + i) * w.kw + j) * ld;
+                    const float* tap = P + i * w.dh * row + ph.at(j * w.dw);
+                    for (int64_t oh = 0; oh < g.oh; ++oh) {
+                        const float* src = tap + oh * w.sh * row;
+                        float* o = out + oh * ow_n;
+                        for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = src[ow];
+                    }
+                }
+        });
+        return;
+    }
+    const int64_t wp = g.padded_w(), sw = SW ? SW : w.sw;
     parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
         float P[kPaddedPlaneMax];
         pad_plane(x + c * g.h * g.w, g, P);
@@ -161,17 +260,55 @@ void im2col_padded(const float* x, const Conv2dGeometry& g, float* col, int64_t 
     });
 }
 
+// Without accumulation the sums start from zeros, as on the row path, in P alone where the
+// extent covers the plane; else the inputs no window reaches (past the last whole stride) get
+// their zeros in dx first.
+void fresh_gradient(float* dxc, const Conv2dGeometry& g, bool covered, float* P, int64_t floats) {
+    if (!covered) std::fill(dxc, dxc + g.h * g.w, 0.0f);
+    std::fill(P, P + floats, 0.0f);
+}
+
 template <int OW, int SW>
 void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
                    bool accumulate) {
     const Window2d& w = g.win;
-    const int64_t wp = g.padded_w(), ow_n = OW ? OW : g.ow, sw = SW ? SW : w.sw;
+    const int64_t ow_n = OW ? OW : g.ow, hp = g.padded_h();
     const PlaneInside in = plane_inside(g);
+    const bool covered = in.r1 - in.r0 == g.h && in.q1 - in.q0 == g.w;
+    if (SW == 2 && phased_fits(g)) {
+        const Phases ph{(g.padded_w() + 1) / 2};
+        const int64_t row = 2 * ph.half;
+        parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
+            float P[kPaddedPlaneMax];
+            float* dxc = dx + c * g.h * g.w;
+            if (accumulate)
+                pad_plane_phased(dxc, g, P);
+            else
+                fresh_gradient(dxc, g, covered, P, hp * row);
+            for (int64_t i = 0; i < w.kh; ++i)
+                for (int64_t j = 0; j < w.kw; ++j) {
+                    const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
+                    float* tap = P + i * w.dh * row + ph.at(j * w.dw);
+                    for (int64_t oh = 0; oh < g.oh; ++oh) {
+                        float* dst = tap + oh * w.sh * row;
+                        const float* sr = src + oh * ow_n;
+                        for (int64_t ow = 0; ow < ow_n; ++ow) dst[ow] += sr[ow];
+                    }
+                }
+            for (int64_t r = in.r0; r < in.r1; ++r)
+                from_phases(P + r * row, ph, in.q0, in.q1,
+                            dxc + (r - w.pad_top) * g.w - w.pad_left);
+        });
+        return;
+    }
+    const int64_t wp = g.padded_w(), sw = SW ? SW : w.sw;
     parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
         float P[kPaddedPlaneMax];
         float* dxc = dx + c * g.h * g.w;
-        if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
-        pad_plane(dxc, g, P);  // the sums start from dx, as on the direct path
+        if (accumulate)
+            pad_plane(dxc, g, P);
+        else
+            fresh_gradient(dxc, g, covered, P, hp * wp);
         for (int64_t i = 0; i < w.kh; ++i)
             for (int64_t j = 0; j < w.kw; ++j) {
                 const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
@@ -218,42 +355,6 @@ void with_row_constants(const Conv2dGeometry& g, F&& f) {
 // vectorises the split of a row; its join, float by float, took a tenth of ConvNeXt's 2×2
 // downsampling backward (perf, 2026-12-05) and goes by vector shuffles. 4 wide, both go by
 // shuffles, twice by 2: the 4×4 stem ran 0.028 → 0.025 ms forward at 64 px, 1.8 → 1.55 at 224.
-
-// d0[t] = s[2·t], d1[t] = s[2·t + 1] for t < n.
-void deinterleave2(const float* s, int n, float* d0, float* d1) {
-    int t = 0;
-    for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
-        const V8 a = load8(s + 2 * t), b = load8(s + 2 * t + kVec8Lanes);
-        store8(d0 + t, __builtin_shuffle(a, b, V8i{0, 2, 4, 6, 8, 10, 12, 14}));
-        store8(d1 + t, __builtin_shuffle(a, b, V8i{1, 3, 5, 7, 9, 11, 13, 15}));
-    }
-    for (const float* p = s + 2 * t; t < n; ++t, p += 2) d0[t] = p[0], d1[t] = p[1];
-}
-
-// d[2·t] = s0[t] and d[2·t + 1] = s1[t] for t < n: with kSum, added to d's when accumulating,
-// else to 0 (as the general col2im sums them: -0 becomes +0); without, copied.
-template <bool kSum>
-void interleave2(const float* s0, const float* s1, int n, float* d, bool accumulate) {
-    auto put = [&](float* e, auto v) { return !kSum ? v : accumulate ? *e + v : 0.0f + v; };
-    int t = 0;
-    for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
-        const V8 a = load8(s0 + t), b = load8(s1 + t);
-        float* e = d + 2 * t;
-        const V8 lo = __builtin_shuffle(a, b, V8i{0, 8, 1, 9, 2, 10, 3, 11});
-        const V8 hi = __builtin_shuffle(a, b, V8i{4, 12, 5, 13, 6, 14, 7, 15});
-        if (kSum && accumulate) {
-            store8(e, load8(e) + lo);
-            store8(e + kVec8Lanes, load8(e + kVec8Lanes) + hi);
-        } else {
-            store8(e, kSum ? V8{} + lo : lo);
-            store8(e + kVec8Lanes, kSum ? V8{} + hi : hi);
-        }
-    }
-    for (float* e = d + 2 * t; t < n; ++t, e += 2) {
-        e[0] = put(e, s0[t]);
-        e[1] = put(e + 1, s1[t]);
-    }
-}
 
 // Rows of up to kTileRowMax windows split through buffers on the stack at kernel width 4.
 constexpr int64_t kTileRowMax = 256;

@@ -218,6 +218,15 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     ConvSpec stem = small;
     stem.n = 1, stem.c = 1, stem.h = stem.w = 64, stem.kh = stem.kw = 7, stem.sh = stem.sw = 2;
     stem.pt = stem.pl = stem.pb = stem.pr = 3;
+    // Stride 2 across keeps each padded row as its even columns, then its odd ones: a row of 20
+    // columns inside (by vectors, from an odd padded column), and one of 19 from an even column
+    // at dilation 2 with all the padding on one side.
+    ConvSpec phased = small;
+    phased.h = 6, phased.w = 20, phased.sh = phased.sw = 2;
+    ConvSpec phased_dilated = small;
+    phased_dilated.h = 7, phased_dilated.w = 19, phased_dilated.sh = phased_dilated.sw = 2;
+    phased_dilated.dh = phased_dilated.dw = 2;
+    phased_dilated.pt = phased_dilated.pr = 2, phased_dilated.pl = phased_dilated.pb = 0;
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
@@ -227,6 +236,8 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
          {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{stem, true, "7x7 stride 2 on 64x64, padded copy"},
+          std::tuple{phased, true, "3x3 stride 2, 20 columns"},
+          std::tuple{phased_dilated, true, "3x3 stride 2 dilation 2, padded on the right"},
           std::tuple{large, false, "90x100, row by row"},
           std::tuple{large_strided, false, "90x100 stride 2, row by row"},
           std::tuple{projection, false, "1x1 stride 2, row by row"},
