@@ -157,13 +157,17 @@ struct Conv2dGeometry {
     // backward, 0.89–0.90 and 0.94–0.96 through the copy, MobileNetV3's 0.65–0.68 → 0.74–0.75
     // forward (docs/benchmarks.md).
     static constexpr int64_t kPaddedPlaneFloats = 8192;
-    // A 1×1 window without padding (a strided 1×1, the shortcut projection of a ResNet or
-    // RegNet block) has no edges to pad: its rows are strided copies, and copying the whole
-    // plane first made RegNet's projections 7-9 % slower (docs/benchmarks.md).
+    // A 1×1 window without padding at a stride over 1: the shortcut projection of a ResNet or
+    // RegNet block. It has no taps or edges: its im2col keeps every stride-th row and column, its
+    // col2im writes them back with zeros between (the CPU kernel's own loops, engine/cpu/conv.cpp);
+    // copying the whole plane first made RegNet's projections 7-9 % slower (docs/benchmarks.md).
+    bool strided_pointwise() const {
+        return win.kh == 1 && win.kw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
+               win.pad_bottom == 0 && win.pad_right == 0 && !pointwise();
+    }
     bool im2col_through_padded_plane() const {
-        const bool edgeless = win.kh == 1 && win.kw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
-                              win.pad_bottom == 0 && win.pad_right == 0;
-        return !edgeless && padded_h() * padded_w() <= kPaddedPlaneFloats;
+        return !strided_pointwise() && !pointwise() &&
+               padded_h() * padded_w() <= kPaddedPlaneFloats;
     }
 
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly

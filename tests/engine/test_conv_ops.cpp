@@ -232,6 +232,8 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
     ConvSpec wide_projection = projection;  // 12 columns out: eight at once, then four
     wide_projection.h = 5, wide_projection.w = 24;
+    ConvSpec odd_projection = projection;  // strides 3 down and across, not compiled in
+    odd_projection.h = 7, odd_projection.w = 10, odd_projection.sh = odd_projection.sw = 3;
     for (const auto& [s, padded, what] :
          {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
@@ -241,7 +243,8 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
           std::tuple{large, false, "90x100, row by row"},
           std::tuple{large_strided, false, "90x100 stride 2, row by row"},
           std::tuple{projection, false, "1x1 stride 2, row by row"},
-          std::tuple{wide_projection, false, "1x1 stride 2, 12 columns"}}) {
+          std::tuple{wide_projection, false, "1x1 stride 2, 12 columns"},
+          std::tuple{odd_projection, false, "1x1 stride 3"}}) {
         SCOPED_TRACE(what);
         ConvCase c;
         c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
