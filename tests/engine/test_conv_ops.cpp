@@ -227,6 +227,16 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     phased_dilated.h = 7, phased_dilated.w = 19, phased_dilated.sh = phased_dilated.sw = 2;
     phased_dilated.dh = phased_dilated.dw = 2;
     phased_dilated.pt = phased_dilated.pr = 2, phased_dilated.pl = phased_dilated.pb = 0;
+    // Padded rows of at most 8 floats at stride 1 across sum each row in one vector: 4×4 and
+    // 2×2 planes, rows of 8 at dilation 2, and 2 rows down a plane of 5 whose last row no window
+    // reaches.
+    ConvSpec short4 = small, short2 = small, short_dilated = small, short_uncovered = small;
+    short4.h = short4.w = 4;
+    short2.h = short2.w = 2;
+    short_dilated.h = short_dilated.w = 4, short_dilated.dh = short_dilated.dw = 2;
+    short_dilated.pt = short_dilated.pl = short_dilated.pb = short_dilated.pr = 2;
+    short_uncovered.h = 5, short_uncovered.w = 4, short_uncovered.kh = 2, short_uncovered.sh = 2;
+    short_uncovered.pt = short_uncovered.pb = 0;
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
         .n = 2, .c = 3, .h = 8, .w = 9, .out = 4, .kh = 1, .kw = 1, .sh = 2, .sw = 2};
@@ -239,6 +249,9 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{stem, true, "7x7 stride 2 on 64x64, padded copy"},
           std::tuple{phased, true, "3x3 stride 2, 20 columns"},
+          std::tuple{short4, true, "4x4 planes"}, std::tuple{short2, true, "2x2 planes"},
+          std::tuple{short_dilated, true, "4x4 planes, dilation 2"},
+          std::tuple{short_uncovered, true, "2x3 windows at stride 2 down, last row unreached"},
           std::tuple{phased_dilated, true, "3x3 stride 2 dilation 2, padded on the right"},
           std::tuple{large, false, "90x100, row by row"},
           std::tuple{large_strided, false, "90x100 stride 2, row by row"},
