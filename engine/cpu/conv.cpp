@@ -219,44 +219,65 @@ void pad_plane_phased(const float* xc, const Conv2dGeometry& g, float* P) {
         to_phases(xc + (r - g.win.pad_top) * g.w - g.win.pad_left, in.q0, in.q1, ph, P + r * row);
 }
 
+// Where a padded plane's floats lie: rows of wp floats, column q at q, a tap's row read at the
+// stride across (SW, or the geometry's where 0) ...
+template <int SW>
+struct PlainPlane {
+    int64_t wp, sw;
+    explicit PlainPlane(const Conv2dGeometry& g) : wp(g.padded_w()), sw(g.win.sw) {}
+    int64_t row() const { return wp; }
+    int64_t at(int64_t q) const { return q; }
+    int64_t step() const { return SW ? SW : sw; }  // a constant where SW is one
+    void pad(const float* xc, const Conv2dGeometry& g, float* P) const { pad_plane(xc, g, P); }
+    void unpad(const float* pr, int64_t q0, int64_t q1, float* d) const {
+        for (int64_t q = q0; q < q1; ++q) d[q] = pr[q];
+    }
+};
+// ... or, at stride 2 across, rows in phases (Phases), a tap's row contiguous.
+struct PhasedPlane {
+    Phases ph;
+    explicit PhasedPlane(const Conv2dGeometry& g) : ph{(g.padded_w() + 1) / 2} {}
+    int64_t row() const { return 2 * ph.half; }
+    int64_t at(int64_t q) const { return ph.at(q); }
+    static constexpr int64_t step() { return 1; }
+    void pad(const float* xc, const Conv2dGeometry& g, float* P) const {
+        pad_plane_phased(xc, g, P);
+    }
+    void unpad(const float* pr, int64_t q0, int64_t q1, float* d) const {
+        from_phases(pr, ph, q0, q1, d);
+    }
+};
+
+// Calls f(layout) with the padded plane's layout: in phases at stride 2 across where they fit
+// the stack copy, plain otherwise.
+template <int SW, class F>
+void with_plane_layout(const Conv2dGeometry& g, F&& f) {
+    if (SW == 2 && phased_fits(g)) return f(PhasedPlane(g));
+    f(PlainPlane<SW>(g));
+}
+
 // OW, SW: the output width and the stride across as compile-time constants (0: the geometry's),
 // so that the row loops of the common small planes are fixed-length vector moves.
 template <int OW, int SW>
 void im2col_padded(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
     const Window2d& w = g.win;
     const int64_t ow_n = OW ? OW : g.ow;
-    if (SW == 2 && phased_fits(g)) {
-        const Phases ph{(g.padded_w() + 1) / 2};
-        const int64_t row = 2 * ph.half;
+    with_plane_layout<SW>(g, [&](const auto L) {
+        const int64_t row = L.row();
         parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
             float P[kPaddedPlaneMax];
-            pad_plane_phased(x + c * g.h * g.w, g, P);
+            L.pad(x + c * g.h * g.w, g, P);
             for (int64_t i = 0; i < w.kh; ++i)
                 for (int64_t j = 0; j < w.kw; ++j) {
                     float* out = col + ((c * w.kh + i) * w.kw + j) * ld;
-                    const float* tap = P + i * w.dh * row + ph.at(j * w.dw);
+                    const float* tap = P + i * w.dh * row + L.at(j * w.dw);
                     for (int64_t oh = 0; oh < g.oh; ++oh) {
                         const float* src = tap + oh * w.sh * row;
                         float* o = out + oh * ow_n;
-                        for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = src[ow];
+                        for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = src[ow * L.step()];
                     }
                 }
         });
-        return;
-    }
-    const int64_t wp = g.padded_w(), sw = SW ? SW : w.sw;
-    parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
-        float P[kPaddedPlaneMax];
-        pad_plane(x + c * g.h * g.w, g, P);
-        for (int64_t i = 0; i < w.kh; ++i)
-            for (int64_t j = 0; j < w.kw; ++j) {
-                float* out = col + ((c * w.kh + i) * w.kw + j) * ld;
-                for (int64_t oh = 0; oh < g.oh; ++oh) {
-                    const float* src = P + (oh * w.sh + i * w.dh) * wp + j * w.dw;
-                    float* o = out + oh * ow_n;
-                    for (int64_t ow = 0; ow < ow_n; ++ow) o[ow] = src[ow * sw];
-                }
-            }
     });
 }
 
@@ -329,58 +350,33 @@ template <int OW, int SW>
 void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
                    bool accumulate) {
     const Window2d& w = g.win;
-    const int64_t ow_n = OW ? OW : g.ow, hp = g.padded_h();
+    const int64_t ow_n = OW ? OW : g.ow;
     const PlaneInside in = plane_inside(g);
     const bool covered = in.r1 - in.r0 == g.h && in.q1 - in.q0 == g.w;
     if constexpr (SW == 1 && OW == 4)
         if (g.padded_w() <= kVec8Lanes) return col2im_short_rows(col, ld, g, dx, accumulate);
-    if (SW == 2 && phased_fits(g)) {
-        const Phases ph{(g.padded_w() + 1) / 2};
-        const int64_t row = 2 * ph.half;
+    with_plane_layout<SW>(g, [&](const auto L) {
+        const int64_t row = L.row();
         parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
             float P[kPaddedPlaneMax];
             float* dxc = dx + c * g.h * g.w;
             if (accumulate)
-                pad_plane_phased(dxc, g, P);
+                L.pad(dxc, g, P);
             else
-                fresh_gradient(dxc, g, covered, P, hp * row);
+                fresh_gradient(dxc, g, covered, P, g.padded_h() * row);
             for (int64_t i = 0; i < w.kh; ++i)
                 for (int64_t j = 0; j < w.kw; ++j) {
                     const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
-                    float* tap = P + i * w.dh * row + ph.at(j * w.dw);
+                    float* tap = P + i * w.dh * row + L.at(j * w.dw);
                     for (int64_t oh = 0; oh < g.oh; ++oh) {
                         float* dst = tap + oh * w.sh * row;
                         const float* sr = src + oh * ow_n;
-                        for (int64_t ow = 0; ow < ow_n; ++ow) dst[ow] += sr[ow];
+                        for (int64_t ow = 0; ow < ow_n; ++ow) dst[ow * L.step()] += sr[ow];
                     }
                 }
             for (int64_t r = in.r0; r < in.r1; ++r)
-                from_phases(P + r * row, ph, in.q0, in.q1,
-                            dxc + (r - w.pad_top) * g.w - w.pad_left);
+                L.unpad(P + r * row, in.q0, in.q1, dxc + (r - w.pad_top) * g.w - w.pad_left);
         });
-        return;
-    }
-    const int64_t wp = g.padded_w(), sw = SW ? SW : w.sw;
-    parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
-        float P[kPaddedPlaneMax];
-        float* dxc = dx + c * g.h * g.w;
-        if (accumulate)
-            pad_plane(dxc, g, P);
-        else
-            fresh_gradient(dxc, g, covered, P, hp * wp);
-        for (int64_t i = 0; i < w.kh; ++i)
-            for (int64_t j = 0; j < w.kw; ++j) {
-                const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
-                for (int64_t oh = 0; oh < g.oh; ++oh) {
-                    float* dst = P + (oh * w.sh + i * w.dh) * wp + j * w.dw;
-                    const float* sr = src + oh * ow_n;
-                    for (int64_t ow = 0; ow < ow_n; ++ow) dst[ow * sw] += sr[ow];
-                }
-            }
-        for (int64_t r = in.r0; r < in.r1; ++r) {
-            float* d = dxc + (r - w.pad_top) * g.w - w.pad_left;
-            for (int64_t q = in.q0; q < in.q1; ++q) d[q] = P[r * wp + q];
-        }
     });
 }
 
