@@ -10,6 +10,9 @@ namespace rl::cpu {
 constexpr int kVec8Lanes = 8;
 using V8 = float __attribute__((vector_size(kVec8Lanes * sizeof(float))));
 
+// Eight ints: the lane indices of a shuffle of V8s (__builtin_shuffle).
+using V8i = int __attribute__((vector_size(kVec8Lanes * sizeof(int))));
+
 inline V8 load8(const float* p) {
     V8 v;
     std::memcpy(&v, p, sizeof v);
