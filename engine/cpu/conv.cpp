@@ -269,19 +269,10 @@ void depthwise_forward(const float* x, const float* wt, const float* b, const Co
                 }
             return;
         }
-        for (int64_t i = 0; i < w.kh; ++i)
-            for (int64_t j = 0; j < w.kw; ++j) {
-                const float k = wt[(oc * w.kh + i) * w.kw + j];
-                const int64_t off = j * w.dw - w.pad_left;
-                const Span s = valid_span(off, w.sw, g.w, g.ow);
-                for (int64_t oh = 0; oh < g.oh; ++oh) {
-                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-                    if (ih < 0 || ih >= g.h) continue;
-                    const float* xr = xc + ih * g.w;
-                    float* yr = yp + oh * g.ow;
-                    axpy_from(yr, xr, off, w.sw, s, k);
-                }
-            }
+        for_each_tap_row(g, [&](int64_t i, int64_t j, int64_t off, Span s, int64_t oh, int64_t ih) {
+            const float k = wt[(oc * w.kh + i) * w.kw + j];
+            axpy_from(yp + oh * g.ow, xc + ih * g.w, off, w.sw, s, k);
+        });
     });
 }
 
@@ -311,19 +302,11 @@ void depthwise_backward_input(const float* dy, const float* wt, const Conv2dGeom
                     }
                 continue;
             }
-            for (int64_t i = 0; i < w.kh; ++i)
-                for (int64_t j = 0; j < w.kw; ++j) {
+            for_each_tap_row(
+                g, [&](int64_t i, int64_t j, int64_t off, Span s, int64_t oh, int64_t ih) {
                     const float k = wt[(oc * w.kh + i) * w.kw + j];
-                    const int64_t off = j * w.dw - w.pad_left;
-                    const Span s = valid_span(off, w.sw, g.w, g.ow);
-                    for (int64_t oh = 0; oh < g.oh; ++oh) {
-                        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-                        if (ih < 0 || ih >= g.h) continue;
-                        float* d = dxc + ih * g.w;
-                        const float* dr = dyp + oh * g.ow;
-                        axpy_to(d, off, w.sw, s, dr, k);
-                    }
-                }
+                    axpy_to(dxc + ih * g.w, off, w.sw, s, dyp + oh * g.ow, k);
+                });
         }
     });
 }

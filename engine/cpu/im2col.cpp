@@ -589,19 +589,10 @@ void col2im(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx, bo
     parallel_for(g.c_per_group(), w.kh * w.kw * plane, [&](int64_t c) {
         float* dxc = dx + c * g.h * g.w;
         if (!accumulate) std::fill(dxc, dxc + g.h * g.w, 0.0f);
-        for (int64_t i = 0; i < w.kh; ++i)
-            for (int64_t j = 0; j < w.kw; ++j) {
-                const float* src = col + ((c * w.kh + i) * w.kw + j) * ld;
-                const int64_t off = j * w.dw - w.pad_left;
-                const Span s = valid_span(off, w.sw, g.w, g.ow);
-                for (int64_t oh = 0; oh < g.oh; ++oh) {
-                    const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
-                    if (ih < 0 || ih >= g.h) continue;
-                    float* d = dxc + ih * g.w;
-                    const float* sr = src + oh * g.ow;
-                    add_row(d, off, w.sw, s, sr);
-                }
-            }
+        for_each_tap_row(g, [&](int64_t i, int64_t j, int64_t off, Span s, int64_t oh, int64_t ih) {
+            const float* src = col + ((c * w.kh + i) * w.kw + j) * ld + oh * g.ow;
+            add_row(dxc + ih * g.w, off, w.sw, s, src);
+        });
     });
 }
 

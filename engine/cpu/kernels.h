@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "engine/backend.h"
+#include "engine/ops/window.h"
 
 namespace rl::cpu {
 
@@ -81,6 +82,24 @@ inline Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
     const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
     const int64_t hi = w - off <= 0 ? 0 : std::min(out, (w - off + s - 1) / s);
     return {std::min(lo, hi), hi};
+}
+
+// Calls f(i, j, off, s, oh, ih) for every tap (i, j) of a convolution's window, in that order,
+// and every output row oh, ascending, whose tap row ih = oh·sh - pad_top + i·dh lies in the
+// plane; off = j·dw - pad_left, s its valid output columns. The row loops of the direct
+// depthwise kernels (conv.cpp) and of col2im's row path (im2col.cpp).
+template <class F>
+void for_each_tap_row(const Conv2dGeometry& g, F&& f) {
+    const Window2d& w = g.win;
+    for (int64_t i = 0; i < w.kh; ++i)
+        for (int64_t j = 0; j < w.kw; ++j) {
+            const int64_t off = j * w.dw - w.pad_left;
+            const Span s = valid_span(off, w.sw, g.w, g.ow);
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+                const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+                if (ih >= 0 && ih < g.h) f(i, j, off, s, oh, ih);
+            }
+        }
 }
 
 // b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols; with `add`, b[j·ldb + i] += a[i·lda + j].
