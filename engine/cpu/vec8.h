@@ -1,8 +1,8 @@
 #pragma once
 // Eight floats as one GCC vector: the direct convolution kernels (conv.cpp, conv_grouped.cpp)
-// write their multiply-adds on it, and the compiler maps it onto one AVX register (two SSE
-// registers in a build without AVX); sixteen likewise (V16). Loads and stores go through memcpy:
-// any alignment.
+// and the column matrix's moves (im2col.cpp) write on it, and the compiler maps it onto one AVX
+// register (two SSE registers in a build without AVX); sixteen likewise (V16). Loads and stores
+// go through memcpy: any alignment.
 #include <cstring>
 
 namespace rl::cpu {

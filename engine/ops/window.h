@@ -66,7 +66,7 @@ struct Conv2dGeometry {
     // Windows larger than one position that tile the plane without overlap or padding (stride =
     // kernel, dilation 1): ConvNeXt's 4×4 stem and 2×2 downsampling. Each input float then lands
     // in at most one column, so im2col and col2im copy each input row once, without the
-    // zero-padded plane (engine/cpu/conv.cpp).
+    // zero-padded plane (engine/cpu/im2col.cpp).
     bool tiles() const {
         return win.kh * win.kw > 1 && win.sh == win.kh && win.sw == win.kw && win.dh == 1 &&
                win.dw == 1 && win.pad_top == 0 && win.pad_left == 0 && win.pad_bottom == 0 &&
@@ -151,7 +151,7 @@ struct Conv2dGeometry {
 
     // im2col and col2im go through a zero-padded copy of each channel's plane, on the stack,
     // where the window's extent of the plane (padded_h × padded_w) fits kPaddedPlaneFloats (the
-    // CPU kernel, engine/cpu/conv.cpp); row by row, with bounds, where it does not. At 4096
+    // CPU kernel, engine/cpu/im2col.cpp); row by row, with bounds, where it does not. At 4096
     // floats the stems of 64-px inputs (69 × 69 for a 7×7 at stride 2, 65 × 65 for a 3×3) took
     // the row path: ResNet-18's ran at 0.79–0.81 of its raw products forward, 0.86–0.87
     // backward, 0.89–0.90 and 0.94–0.96 through the copy, MobileNetV3's 0.65–0.68 → 0.74–0.75
@@ -159,8 +159,9 @@ struct Conv2dGeometry {
     static constexpr int64_t kPaddedPlaneFloats = 8192;
     // A 1×1 window without padding at a stride over 1: the shortcut projection of a ResNet or
     // RegNet block. It has no taps or edges: its im2col keeps every stride-th row and column, its
-    // col2im writes them back with zeros between (the CPU kernel's own loops, engine/cpu/conv.cpp);
-    // copying the whole plane first made RegNet's projections 7-9 % slower (docs/benchmarks.md).
+    // col2im writes them back with zeros between (the CPU kernel's own loops,
+    // engine/cpu/im2col.cpp); copying the whole plane first made RegNet's projections 7-9 %
+    // slower (docs/benchmarks.md).
     bool strided_pointwise() const {
         return win.kh == 1 && win.kw == 1 && win.pad_top == 0 && win.pad_left == 0 &&
                win.pad_bottom == 0 && win.pad_right == 0 && !pointwise();
