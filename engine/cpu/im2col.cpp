@@ -99,6 +99,8 @@ constexpr int64_t kPaddedPlaneMax = Conv2dGeometry::kPaddedPlaneFloats;
 // The extent's rows r = ih + pad_top and columns q = iw + pad_left that lie inside the plane.
 struct PlaneInside {
     int64_t r0, r1, q0, q1;
+    // The extent covers the whole plane: every input is reached by some window's rows and columns.
+    bool covers(const Conv2dGeometry& g) const { return r1 - r0 == g.h && q1 - q0 == g.w; }
 };
 PlaneInside plane_inside(const Conv2dGeometry& g) {
     const int64_t hp = g.padded_h(), wp = g.padded_w();
@@ -260,8 +262,7 @@ void col2im_short_rows(const float* col, int64_t ld, const Conv2dGeometry& g, fl
         }
     parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * OW, [&](int64_t c) {
         float* dxc = dx + c * g.h * g.w;
-        if (!accumulate && (in.r1 - in.r0 != g.h || in.q1 - in.q0 != g.w))
-            std::fill(dxc, dxc + g.h * g.w, 0.0f);
+        if (!accumulate && !in.covers(g)) std::fill(dxc, dxc + g.h * g.w, 0.0f);
         for (int64_t r = in.r0; r < in.r1; ++r) {
             float* d = dxc + (r - w.pad_top) * g.w - w.pad_left;
             V8 acc{};
@@ -298,7 +299,7 @@ void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float*
     const Window2d& w = g.win;
     const int64_t ow_n = OW ? OW : g.ow;
     const PlaneInside in = plane_inside(g);
-    const bool covered = in.r1 - in.r0 == g.h && in.q1 - in.q0 == g.w;
+    const bool covered = in.covers(g);
     if constexpr (SW == 1 && OW == 4)
         if (g.padded_w() <= kVec8Lanes) return col2im_short_rows(col, ld, g, dx, accumulate);
     with_plane_layout<SW>(g, [&](const auto L) {
