@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
         try {
             rl::set_cpu_threads(1);  // every command's default
             v += "\nGEMM " + rl::gemm_choice().summary();
+            v += "\nGEMM " + rl::gemm_shape_stats().summary();
         } catch (const rl::Error& e) {
             v += std::string("\nGEMM: ") + e.what();
         }

@@ -28,10 +28,13 @@
 // matrix, so im2col, col2im, the bias and the images' gathering count as the layer's) is run
 // without the layer, the node's products one after another in the layer's order on buffers of
 // its sizes, the forward's and the backward's alternating as the layer's are profiled, on every
-// GEMM library available, in the same run, median of --repeats; the fastest
-// library for the node is the reference. "of raw" = raw time / layer time: 1.0 means the layer
-// costs nothing beyond its products on the best library this machine has, whichever the kernels
-// use. The 512³ rate of the first table is a library's best case; thin
+// GEMM library available, in the same run, each product timed apart within the list, median
+// of --repeats; the sum of each product's fastest library is the reference (per product since
+// 2026-12-05, when the kernels began to choose the library per product shape: a per-node
+// reference, one library for all of a node's products, had read 1.17 of raw for ResNeXt-101's
+// convolutions' backward once they mixed). "of raw" = raw time / layer time: 1.0 means the layer
+// costs nothing beyond its products, each on the best library this machine has for it,
+// whichever the kernels use. The 512³ rate of the first table is a library's best case; thin
 // products (a few rows, a short K) run below it on every library, and this table does not count
 // that against the layer.
 #include <algorithm>
@@ -156,7 +159,7 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
 // sizes, a batched product (matmul's, a convolution's chunks and groups, count > 1) over `count`
 // distinct operands (a_sets weights, c_sets outputs, added into after their first product, as
 // a convolution's weight gradient is over its chunks). `lib` empty: each product on the
-// library the kernels use for its size (rl::gemm_library_for). Timed one by one on one set of
+// library the kernels use for its shape (rl::gemm_library_for). Timed one by one on one set of
 // buffers, a product's operands stayed in cache: attention's batched products looked 2x faster
 // than the layer (2026-12-03), and a 1×1 convolution on 2×2 planes, whose weight gradient and
 // input gradient each stream 8 MB, 2x faster (ResNeXt-50's last stage, 2026-12-04), where run in
@@ -164,8 +167,9 @@ std::vector<Product> products_of(const rl::Graph& g, const rl::Node& node, int d
 // the cache where the layer's other direction evicts them between two runs: ViT-B/32's patch
 // embedding, 18.9 MB of weights and weight gradient, read 0.64–0.86 of raw backward
 // (2026-12-05).
-std::vector<double> time_products(std::optional<rl::GemmLibrary> lib,
-                                  const std::vector<std::vector<Product>>& phases, int repeats) {
+std::vector<std::vector<double>> time_products(std::optional<rl::GemmLibrary> lib,
+                                               const std::vector<std::vector<Product>>& phases,
+                                               int repeats) {
     struct Buffers {
         std::vector<float> a, b, c;
     };
@@ -176,48 +180,51 @@ std::vector<double> time_products(std::optional<rl::GemmLibrary> lib,
                 {std::vector<float>(static_cast<size_t>(p.m * p.k * p.distinct_a()), 0.25f),
                  std::vector<float>(static_cast<size_t>(p.k * p.n * p.count), 0.5f),
                  std::vector<float>(static_cast<size_t>(p.m * p.n * p.distinct_c()))});
-    std::vector<std::vector<double>> ms(phases.size());
+    std::vector<std::vector<std::vector<double>>> ms(phases.size());  // phase, product, run
+    for (size_t f = 0; f < phases.size(); ++f) ms[f].resize(phases[f].size());
     for (int r = 0; r <= repeats; ++r) {
         for (size_t f = 0; f < phases.size(); ++f) {
-            const auto t0 = std::chrono::steady_clock::now();
             for (size_t q = 0; q < phases[f].size(); ++q) {
+                const auto t0 = std::chrono::steady_clock::now();
                 const Product& p = phases[f][q];
                 Buffers& b = bufs[f][q];
                 const int64_t a_sets = p.distinct_a(), c_sets = p.distinct_c();
                 const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
-                const rl::GemmLibrary l = lib ? *lib : rl::gemm_library_for(p.m, p.n, p.k);
+                const rl::GemmLibrary l =
+                    lib ? *lib
+                        : rl::gemm_library_for(p.trans_a, p.trans_b, p.m, p.n, p.k, lda, ldb, p.n);
                 for (int64_t i = 0; i < p.count; ++i)
                     rl::sgemm_on(l, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.f,
                                  b.a.data() + (i % a_sets) * p.m * p.k, lda,
                                  b.b.data() + i * p.k * p.n, ldb, i < c_sets ? 0.f : 1.f,
                                  b.c.data() + (i % c_sets) * p.m * p.n, p.n);
+                const double t =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+                if (r) ms[f][q].push_back(t);
             }
-            const double t =
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count();
-            if (r) ms[f].push_back(t);
         }
     }
-    std::vector<double> medians;
-    for (std::vector<double>& m : ms) {
-        std::sort(m.begin(), m.end());
-        medians.push_back(m[m.size() / 2]);
-    }
+    std::vector<std::vector<double>> medians(phases.size());
+    for (size_t f = 0; f < phases.size(); ++f)
+        for (std::vector<double>& m : ms[f]) {
+            std::sort(m.begin(), m.end());
+            medians[f].push_back(m[m.size() / 2]);
+        }
     return medians;
 }
 
 // Per node (its forward's and backward's lists of products: layers repeat them), per direction
-// the fastest library's median time for the list and its name, and the time on the libraries
-// the kernels use.
+// the sum over its products of the fastest library's median time for each, and the time on the
+// libraries the kernels use for each product's shape (rl::gemm_library_for).
 struct RawGemm {
     struct Times {
-        double fastest_ms = 1e30, chosen_ms = 0;
-        std::string fastest;
+        double fastest_ms = 0, chosen_ms = 0;
     };
     int repeats = 5;
     using Key = std::vector<std::vector<decltype(Product{}.key())>>;
     std::map<Key, std::vector<Times>> seen;
-    std::map<std::string, int> wins;  // product lists won per library
+    std::map<std::string, int> wins;  // products won per library
     const std::vector<Times>& of(const std::vector<std::vector<Product>>& phases) {
         Key key;
         for (const auto& ps : phases) {
@@ -227,17 +234,25 @@ struct RawGemm {
         auto it = seen.find(key);
         if (it == seen.end()) {
             std::vector<Times> t(phases.size());
+            // Per phase and product, the fastest library's median and its name.
+            std::vector<std::vector<std::pair<double, std::string>>> best(phases.size());
+            for (size_t f = 0; f < phases.size(); ++f) best[f].assign(phases[f].size(), {1e30, ""});
             for (const rl::GemmLibraryInfo& i : rl::gemm_libraries()) {
                 if (!i.available) continue;
-                const std::vector<double> ms = time_products(i.library, phases, repeats);
+                const auto ms = time_products(i.library, phases, repeats);
                 for (size_t f = 0; f < phases.size(); ++f)
-                    if (ms[f] < t[f].fastest_ms)
-                        t[f].fastest_ms = ms[f], t[f].fastest = rl::gemm_library_name(i.library);
+                    for (size_t q = 0; q < phases[f].size(); ++q)
+                        if (ms[f][q] < best[f][q].first)
+                            best[f][q] = {ms[f][q], rl::gemm_library_name(i.library)};
             }
-            const std::vector<double> chosen = time_products(std::nullopt, phases, repeats);
+            const auto chosen = time_products(std::nullopt, phases, repeats);
             for (size_t f = 0; f < phases.size(); ++f) {
-                t[f].chosen_ms = chosen[f];
-                wins[t[f].fastest] += 1;
+                t[f].fastest_ms = 0;
+                for (size_t q = 0; q < phases[f].size(); ++q) {
+                    t[f].fastest_ms += best[f][q].first;
+                    t[f].chosen_ms += chosen[f][q];
+                    wins[best[f][q].second] += 1;
+                }
             }
             it = seen.emplace(key, t).first;
         }
@@ -334,7 +349,7 @@ int main(int argc, char** argv) {
         const DeviceRates rates = DeviceRates::measure_cpu();
         std::map<std::string, Row> rows;
         std::map<std::string, RawRow> raw_rows;
-        std::map<std::string, int> wins;  // product lists won per library, over the rounds
+        std::map<std::string, int> wins;  // products won per library, over the rounds
         size_t distinct = 0;              // nodes of distinct products
         double total_ms = 0;
         for (const std::string& spec : networks) {
@@ -471,7 +486,7 @@ int main(int argc, char** argv) {
                 won += (won.empty() ? "" : ", ") + lib + " " + std::to_string(count);
             std::printf(
                 "\nGEMM layers against the raw GEMM of their own shapes, fastest library per "
-                "node (%zu distinct nodes; fastest, node-directions won over %d rounds: %s); "
+                "product (%zu distinct nodes; fastest, products won over %d rounds: %s); "
                 "times: "
                 "medians over the rounds; of raw: the median of the rounds' ratios (their "
                 "range):\n",

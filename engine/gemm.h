@@ -30,6 +30,7 @@
 // it runs, and gradients stay bitwise equal across strategies whichever libraries serve them.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rl {
@@ -90,8 +91,10 @@ struct GemmChoice {
     GemmLibrary small_library = GemmLibrary::Eigen;  // products under it
     GemmLibrary thin_library = GemmLibrary::Eigen;   // thin products, of any size (is_thin_gemm)
     std::string how;  // "--gemm", "REMATLAB_GEMM", "calibrated now", "cached calibration (date)"
-    int threads = 1;  // the thread count of the calibration (0 when not calibrated)
-    GemmRates rates;  // the calibration's figures, when one decided
+    bool per_shape = false;       // products of kShapeChoiceMinFlops or more chosen per shape
+    std::string per_shape_off;    // when not: why (a forced library, REMATLAB_GEMM_SHAPES=off)
+    int threads = 1;              // the thread count of the calibration (0 when not calibrated)
+    GemmRates rates;              // the calibration's figures, when one decided
     std::string cache_note;       // where the calibration is cached, or why it is not
     std::string summary() const;  // one line for --version and reports
 };
@@ -108,8 +111,52 @@ const GemmChoice& gemm_choice();
 // calibration shapes of all three classes; does not change the choice or the cache.
 GemmRates calibrate_gemm(int threads = 0);
 
-// The library that serves an m × n × k product in this process (choosing now if nothing has).
+// The library that serves an m × n × k product in this process (choosing now if nothing has),
+// by its class alone.
 GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k);
+
+// Per shape (engine/cpu/gemm_shapes.cpp). Which library is fastest depends on more than a class
+// says: on the AVX-512 host of 2026-12-05, Eigen (the calibrated choice for every class) packs a
+// transposed operand whose rows are 4 KB apart at half its usual rate, and ResNeXt-101's 1×1
+// convolutions' input gradients (Wᵀ·dY, [1024 × 1024]ᵀ · [1024 × 32]) ran 1.2-1.4× faster on BLIS
+// (docs/benchmarks.md). So when the library is chosen by calibration (not forced by --gemm,
+// REMATLAB_GEMM or REMATLAB_GEMM_SMALL, nor switched off by REMATLAB_GEMM_SHAPES=off), a product
+// of kShapeChoiceMinFlops or more is timed on every available library the first time its shape
+// (transposes, sizes, leading dimensions, threads) is seen, on its own operands into a scratch
+// output, and that shape runs on the fastest from then on: its class's library unless another is
+// more than kShapeChoiceMargin faster, and its class's without timing when one run takes longer
+// than kShapeChoiceMaxRunSeconds (long products run near every library's peak). The choice is
+// fixed before the shape's first result, so results never change within a process, and kept
+// under a file lock in the calibration's cache directory (gemm-shapes.json, per calibration key)
+// where the first process to time a shape decides it for every later one on this machine.
+constexpr double kShapeChoiceMinFlops = 4e6;
+constexpr double kShapeChoiceMargin = 0.03;
+constexpr double kShapeChoiceMaxRunSeconds = 0.02;
+constexpr int64_t kShapeChoiceMaxScratchFloats = int64_t{1} << 23;
+
+struct GemmShapeStats {
+    bool on = false;
+    std::string why_off;   // when off: what switched it off
+    std::string path;      // the cache file, or "" when there is none
+    std::string no_path;   // then: why
+    int cached = 0;        // shapes the file holds for this machine at this thread count
+    int cached_moved = 0;  // of them, on another library than their class's
+    int shapes = 0;        // shapes this process has run at kShapeChoiceMinFlops or more
+    int moved = 0;         // of them, on another library than their class's
+    int timed_here = 0;    // of them, timed by this process (the rest read from the file)
+    std::vector<std::pair<GemmLibrary, int>> moved_to;  // where this process's moved ones run
+    std::string summary() const;                        // one line for --version and reports
+};
+GemmShapeStats gemm_shape_stats();
+
+// The library that serves this product in this process: its shape's when one was chosen (as
+// above), else its class's. Does not time anything.
+GemmLibrary gemm_library_for(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                             int64_t lda, int64_t ldb, int64_t ldc);
+
+// For tests: drops this process's per-shape choices, so the next products read the cache file
+// (or time) again, as a new process would.
+void forget_gemm_shape_choices();
 
 // C[m, n] = alpha · op(A) · op(B) + beta · C, every matrix row-major with the given leading
 // dimension; op(X) is X or Xᵀ. A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k]).

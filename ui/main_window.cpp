@@ -1153,10 +1153,11 @@ void MainWindow::about() {
                        "<p>A lab for gradient checkpointing: plan strategies as schedules, predict "
                        "their memory, run them for real and compare.</p>"
                        "<p>Qt %2 (built with %3) · Eigen %4</p>"
-                       "<p>GEMM: %5</p>")
+                       "<p>GEMM: %5</p><p>%6</p>")
             .arg(QStringLiteral(REMATLAB_VERSION), QString::fromLatin1(qVersion()),
                  QStringLiteral(QT_VERSION_STR), QStringLiteral(EIGEN_VERSION_TEXT),
-                 QString::fromStdString(gemm_choice().summary()).toHtmlEscaped()));
+                 QString::fromStdString(gemm_choice().summary()).toHtmlEscaped(),
+                 QString::fromStdString(gemm_shape_stats().summary()).toHtmlEscaped()));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -354,11 +354,16 @@ std::vector<GivenInput> given_inputs(const Graph& g, const std::vector<std::stri
 
 ReportContext context_for(const Graph& g, const std::string& network, const CostModel& costs,
                           int threads, int repeat, uint64_t cap) {
-    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}, {}, {}};
+    ReportContext ctx{g, network, costs.kind(), threads, repeat, cap, {}, {}, {}, false, 0, {}};
     if (!g.plan_only()) {
         ctx.gemm = gemm_library_name(gemm_choice().library);
         ctx.gemm_small = gemm_library_name(gemm_choice().small_library);
         ctx.gemm_thin = gemm_library_name(gemm_choice().thin_library);
+        const GemmShapeStats st = gemm_shape_stats();
+        ctx.gemm_per_shape = st.on;
+        ctx.gemm_shapes = st.shapes;
+        for (const auto& [lib, count] : st.moved_to)
+            ctx.gemm_moved.emplace_back(gemm_library_name(lib), count);
     }
     return ctx;
 }
@@ -648,6 +653,13 @@ int gemm_command(const GemmOptions& opt) {
         j["threads"] = threads;
         j["build"] = build_instruction_set();
         if (!choice.cache_note.empty()) j["cache"] = choice.cache_note;
+        const GemmShapeStats shapes = gemm_shape_stats();
+        j["per_shape"] = {{"on", shapes.on},
+                          {"min_flops", kShapeChoiceMinFlops},
+                          {"cached_shapes", shapes.cached},
+                          {"cached_moved", shapes.cached_moved}};
+        if (!shapes.on) j["per_shape"]["why_off"] = shapes.why_off;
+        if (!shapes.path.empty()) j["per_shape"]["file"] = shapes.path;
         for (const GemmLibraryInfo& i : gemm_libraries()) {
             nlohmann::json l = {{"name", gemm_library_name(i.library)}, {"available", i.available}};
             if (i.available) l["version"] = i.version;
@@ -665,6 +677,7 @@ int gemm_command(const GemmOptions& opt) {
               << "  (this build's own kernels, Eigen's included: " << build_instruction_set()
               << ")\n";
     if (!choice.cache_note.empty()) std::cout << "  (" << choice.cache_note << ")\n";
+    std::cout << "  " << gemm_shape_stats().summary() << '\n';
     // * marks the library of large products, + that of products under kSmallGemmFlops, ~ that
     // of thin ones.
     for (const GemmLibraryInfo& i : gemm_libraries()) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/evaluate.h"
@@ -22,6 +23,11 @@ struct ReportContext {
     std::string gemm;        // the GEMM library that ran the kernels (engine/gemm.h); "" plan-only
     std::string gemm_small;  // the one that ran products under kSmallGemmFlops
     std::string gemm_thin;   // the one that ran thin products (is_thin_gemm)
+    // Per-shape choice (engine/gemm.h): whether it was on, the shapes of kShapeChoiceMinFlops or
+    // more this process ran, and the libraries those moved off their class's library run on.
+    bool gemm_per_shape = false;
+    int gemm_shapes = 0;
+    std::vector<std::pair<std::string, int>> gemm_moved;
 };
 
 // One strategy's outcome in `compare`: an evaluation, or why there is none.

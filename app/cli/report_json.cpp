@@ -21,6 +21,12 @@ nlohmann::json common(const ReportContext& ctx, const std::string& strategy) {
     if (!ctx.gemm.empty()) j["gemm"] = ctx.gemm;
     if (!ctx.gemm_small.empty()) j["gemm_small"] = ctx.gemm_small;
     if (!ctx.gemm_thin.empty()) j["gemm_thin"] = ctx.gemm_thin;
+    if (!ctx.gemm.empty()) {
+        nlohmann::json moved = nlohmann::json::object();
+        for (const auto& [lib, count] : ctx.gemm_moved) moved[lib] = count;
+        j["gemm_per_shape"] = {
+            {"on", ctx.gemm_per_shape}, {"shapes", ctx.gemm_shapes}, {"moved", moved}};
+    }
     return j;
 }
 

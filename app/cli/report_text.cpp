@@ -17,13 +17,17 @@ namespace rl::cli {
 namespace {
 
 // "eigen", or "openblas (blis under 16 MFLOP; eigen thin)" when small or thin products run on
-// another library.
+// another library, and "eigen (blis for 7 of 33 shapes by timing)" when the per-shape choice
+// moved some.
 std::string gemm_text(const ReportContext& ctx) {
     std::vector<std::string> others;
     if (!ctx.gemm_small.empty() && ctx.gemm_small != ctx.gemm)
         others.push_back(ctx.gemm_small + " under " + small_gemm_label());
     if (!ctx.gemm_thin.empty() && ctx.gemm_thin != ctx.gemm)
         others.push_back(ctx.gemm_thin + " thin");
+    for (const auto& [lib, count] : ctx.gemm_moved)
+        others.push_back(lib + " for " + std::to_string(count) + " of " +
+                         std::to_string(ctx.gemm_shapes) + " shapes by timing");
     std::string text = ctx.gemm;
     for (size_t i = 0; i < others.size(); ++i) text += (i ? "; " : " (") + others[i];
     return others.empty() ? text : text + ")";

@@ -24,6 +24,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/backend.h"
+#include "engine/cpu/gemm_internal.h"
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 
@@ -662,8 +663,10 @@ struct State {
     std::string requested;  // select_gemm's name, "" when none
     std::atomic<int> library_of[std::size(kClasses)] = {-1, -1, -1};  // by ShapeClass
     std::atomic<bool> used{false};
+    std::atomic<bool> per_shape{false};
     void adopt(GemmChoice ch) {
         choice = std::move(ch);
+        per_shape = choice->per_shape;
         for (const ClassFields& f : kClasses)
             library_of[static_cast<int>(f.shapes)] = static_cast<int>(*choice.*f.library);
     }
@@ -686,7 +689,18 @@ GemmLibrary library_named(const std::string& name, const std::string& how) {
 // The choice `requested` ("" or "auto": the calibrated one) makes; throws for a library that is
 // unknown or not available here.
 GemmChoice choose(const std::string& requested, const std::string& how) {
-    if (requested.empty() || requested == "auto") return calibrated_choice();
+    if (requested.empty() || requested == "auto") {
+        GemmChoice ch = calibrated_choice();
+        const char* env = std::getenv("REMATLAB_GEMM_SHAPES");
+        const std::string shapes = env ? env : "";
+        if (!shapes.empty() && shapes != "on" && shapes != "off")
+            throw Error("REMATLAB_GEMM_SHAPES is '" + shapes +
+                        "': use on (time each product shape's libraries, the default) or off "
+                        "(every product on its class's library)");
+        ch.per_shape = shapes != "off";
+        if (!ch.per_shape) ch.per_shape_off = "switched off by REMATLAB_GEMM_SHAPES=off";
+        return ch;
+    }
     const GemmLibrary lib = library_named(requested, how);
     const GemmLibraryInfo& info = info_of(lib);
     if (!info.available)
@@ -695,11 +709,29 @@ GemmChoice choose(const std::string& requested, const std::string& how) {
     GemmChoice ch;
     ch.library = ch.small_library = ch.thin_library = lib;
     ch.how = "set by " + how;
+    ch.per_shape_off = "every product on " + requested + ", set by " + how;
     ch.threads = 0;
     return ch;
 }
 
 }  // namespace
+
+namespace gemm_detail {
+void run_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) {
+    library_sgemm(lib, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+std::string cache_key(int threads) {
+    return calibration_key(threads);
+}
+std::string cache_directory(std::string* why) {
+    return cache_dir(why);
+}
+std::string now_utc() {
+    return today_utc();
+}
+}  // namespace gemm_detail
 
 const char* build_instruction_set() {
 #if defined(__AVX512F__)
@@ -827,6 +859,10 @@ void apply_small_override(GemmChoice& ch) {
                     "' (from REMATLAB_GEMM_SMALL) is not available here: " + info.why_not);
     ch.small_library = lib;
     ch.how += std::string("; products under ") + small_gemm_label() + " set by REMATLAB_GEMM_SMALL";
+    if (ch.per_shape) {
+        ch.per_shape = false;
+        ch.per_shape_off = "REMATLAB_GEMM_SMALL sets the small products' library";
+    }
 }
 
 void select_gemm(const std::string& name) {
@@ -892,6 +928,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
         lib = which.load(std::memory_order_acquire);
     }
     if (!s.used.load(std::memory_order_relaxed)) s.used.store(true, std::memory_order_relaxed);
+    if (s.per_shape.load(std::memory_order_relaxed) &&
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
+            kShapeChoiceMinFlops)
+        lib = static_cast<int>(gemm_detail::shape_library(
+            static_cast<GemmLibrary>(lib), trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, ldc));
     library_sgemm(static_cast<GemmLibrary>(lib), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                   beta, c, ldc);
 }

@@ -1170,6 +1170,28 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_EQ(second["thin_products"]["chosen"], first["thin_products"]["chosen"]);
     EXPECT_EQ(second["how"].get<std::string>().rfind("cached calibration of ", 0), 0u) << r.out;
 
+    // Products of 4 MFLOP or more are chosen per shape (engine/gemm.h), timed at first use and
+    // cached beside the calibration: a run says how many shapes it ran, `gemm` what the file
+    // holds, and a second run reads them from the file instead of timing them again.
+    EXPECT_EQ(second["per_shape"]["on"], true) << r.out;
+    EXPECT_EQ(second["per_shape"]["cached_shapes"], 0) << r.out;
+    const char* wide = "mlp:depth=2,width=256,batch=64";  // 2·64·256·256 = 8.4 MFLOP a layer
+    r = run({"run", "--network", wide, "--strategy", "none", "--threads", "1", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json shapes = json::parse(lines_of(r.out).back())["gemm_per_shape"];
+    EXPECT_EQ(shapes["on"], true) << shapes;
+    EXPECT_GE(shapes["shapes"].get<int>(), 2) << shapes;  // a forward and a weight gradient
+    const fs::path shapes_file = cache / "rematlab" / "gemm-shapes.json";
+    ASSERT_TRUE(fs::exists(shapes_file));
+    r = run({"gemm", "--json", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["per_shape"]["cached_shapes"], shapes["shapes"]) << r.out;
+    EXPECT_EQ(json::parse(r.out)["per_shape"]["file"], shapes_file.string()) << r.out;
+    const std::string before = read_bytes(shapes_file);
+    r = run({"run", "--network", wide, "--strategy", "sqrt-n", "--threads", "1", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_bytes(shapes_file), before) << "known shapes were timed again";
+
     // The cache's three choices are what a process runs on: with two libraries here, one for
     // large products and thin ones, the other for small ones, a run reports them and `gemm`
     // marks them; with a third, thin products get it.
@@ -1299,8 +1321,17 @@ TEST_F(CliTest, GemmOverridesAndBadNames) {
         run({"run", "--network", kSmallMlp, "--strategy", "sqrt-n", "--gemm", "eigen", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm"], "eigen");
+    EXPECT_EQ(json::parse(lines_of(r.out).back())["gemm_per_shape"]["on"], false)
+        << "a library named serves every product";
     EXPECT_FALSE(fs::exists(dir_ / "cache" / "rematlab" / "gemm-calibration.json"))
         << "--gemm eigen must not calibrate";
+
+    // REMATLAB_GEMM_SHAPES is on or off; anything else is refused before anything runs.
+    ASSERT_EQ(setenv("REMATLAB_GEMM_SHAPES", "maybe", 1), 0);
+    r = run({"run", "--network", kSmallMlp, "--strategy", "none"});
+    EXPECT_CLEAN_FAILURE(r, 1);
+    EXPECT_NE(r.err.find("REMATLAB_GEMM_SHAPES is 'maybe'"), std::string::npos) << r.err;
+    ASSERT_EQ(unsetenv("REMATLAB_GEMM_SHAPES"), 0);
 
     r = run({"run", "--network", kSmallMlp, "--strategy", "none", "--gemm", "mkl"});
     EXPECT_CLEAN_FAILURE(r, 2);

@@ -8,7 +8,12 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -353,6 +358,122 @@ TEST(Gemm, TheChoiceIsFixedOnceAGemmHasRun) {
     select_gemm(gemm_library_name(libs[1]));  // the same one again: fine
     expect_refused(libs[0]);
     EXPECT_EQ(gemm_choice().library, libs[1]);
+}
+
+// Per-shape choice (engine/gemm.h, kShapeChoiceMinFlops): a shape of that size is timed on every
+// library at first use, written to the cache file with the times that chose it, obeyed from the
+// file by a process that meets it later, and the same bits every time it runs.
+TEST(Gemm, PerShapeChoiceIsTimedOnceWrittenDownAndObeyed) {
+    const std::vector<GemmLibrary> libs = available();
+    if (libs.size() < 2) GTEST_SKIP() << "only one GEMM library here";
+    const GemmChoice& choice = gemm_choice();  // the suite's calibration, in the usual cache
+    if (!choice.per_shape) GTEST_SKIP() << "per-shape choice off: " << choice.per_shape_off;
+    namespace fs = std::filesystem;
+    const fs::path dir =
+        fs::temp_directory_path() / ("rematlab-gemm-shapes-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    ASSERT_EQ(setenv("XDG_CACHE_HOME", dir.c_str(), 1), 0);  // the shapes' file goes here
+    forget_gemm_shape_choices();
+
+    // Wᵀ·dY of a 1×1 convolution: 2·256·32·512 = 8.4 MFLOP, over the bound.
+    const bool ta = true, tb = false;
+    const int64_t m = 256, n = 32, k = 512, lda = m, ldb = n, ldc = n;
+    ASSERT_GE(2.0 * m * n * k, kShapeChoiceMinFlops);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> a(static_cast<size_t>(k * m)), b(static_cast<size_t>(k * n));
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    auto product = [&](std::optional<GemmLibrary> lib) {
+        std::vector<float> c(static_cast<size_t>(m * n), 0.f);
+        if (lib)
+            sgemm_on(*lib, ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), ldc);
+        else
+            sgemm(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), ldc);
+        return c;
+    };
+    const GemmLibrary class_library = gemm_library_for(m, n, k);
+    EXPECT_EQ(gemm_library_for(ta, tb, m, n, k, lda, ldb, ldc), class_library)
+        << "nothing is chosen for a shape before it runs";
+    const std::vector<float> first = product(std::nullopt);
+    const GemmLibrary chosen = gemm_library_for(ta, tb, m, n, k, lda, ldb, ldc);
+    EXPECT_EQ(product(std::nullopt), first) << "a shape's results change within the process";
+    EXPECT_EQ(product(chosen), first) << "the product did not run on the library reported";
+    GemmShapeStats st = gemm_shape_stats();
+    EXPECT_EQ(st.shapes, 1);
+    EXPECT_EQ(st.timed_here, 1);
+
+    // The file: this shape, every library's time, and the choice they make.
+    const fs::path file = dir / "rematlab" / "gemm-shapes.json";
+    ASSERT_TRUE(fs::exists(file)) << st.summary();
+    EXPECT_EQ(st.path, file.string());
+    EXPECT_EQ(st.cached, 1);
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(file));
+    ASSERT_EQ(doc["entries"].size(), 1u) << doc.dump(1);
+    nlohmann::json& entry = doc["entries"][0]["shapes"]["TN 256x32x512 ld 256,32,32"];
+    ASSERT_TRUE(entry.is_object()) << doc.dump(1);
+    EXPECT_EQ(entry["library"], gemm_library_name(chosen));
+    EXPECT_EQ(entry["class_library"], gemm_library_name(class_library));
+    double fastest = 1e30;
+    for (GemmLibrary lib : libs) {
+        ASSERT_TRUE(entry["ms"].contains(gemm_library_name(lib))) << entry.dump();
+        fastest = std::min(fastest, entry["ms"][gemm_library_name(lib)].get<double>());
+    }
+    const double class_ms = entry["ms"][gemm_library_name(class_library)].get<double>();
+    const double chosen_ms = entry["ms"][gemm_library_name(chosen)].get<double>();
+    if (chosen == class_library)
+        EXPECT_LE(class_ms, fastest * (1 + kShapeChoiceMargin) + 1e-3) << entry.dump();
+    else
+        EXPECT_EQ(chosen_ms, fastest) << entry.dump();
+
+    // Another process meeting the shape reads the file's choice, even one it would not make:
+    // the file names another library, and the product runs there.
+    const GemmLibrary other = chosen == libs[0] ? libs[1] : libs[0];
+    entry["library"] = gemm_library_name(other);
+    std::ofstream(file) << doc.dump(1);
+    forget_gemm_shape_choices();
+    EXPECT_EQ(gemm_library_for(ta, tb, m, n, k, lda, ldb, ldc), class_library);
+    const std::vector<float> again = product(std::nullopt);
+    EXPECT_EQ(gemm_library_for(ta, tb, m, n, k, lda, ldb, ldc), other);
+    EXPECT_EQ(again, product(other));
+    st = gemm_shape_stats();
+    EXPECT_EQ(st.shapes, 1);
+    EXPECT_EQ(st.timed_here, 0) << "the shape was in the file: nothing to time";
+
+    // A product under the bound is not chosen apart; nor is one whose leading dimension differs
+    // from a chosen shape's (a shape is its transposes, sizes and leading dimensions).
+    std::vector<float> small(16 * 16, 0.5f), out(16 * 16);
+    sgemm(false, false, 16, 16, 16, 1.f, small.data(), 16, small.data(), 16, 0.f, out.data(), 16);
+    EXPECT_EQ(gemm_shape_stats().shapes, 1);
+    EXPECT_EQ(gemm_library_for(ta, tb, m, n, k, lda + 1, ldb, ldc), class_library);
+
+    // An unreadable file is rewritten with what is chosen now; nothing fails.
+    std::ofstream(file) << "{ not json";
+    forget_gemm_shape_choices();
+    EXPECT_EQ(product(std::nullopt), product(gemm_library_for(ta, tb, m, n, k, lda, ldb, ldc)));
+    EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(file)));
+    EXPECT_EQ(gemm_shape_stats().cached, 1);
+    forget_gemm_shape_choices();
+    fs::remove_all(dir);
+}
+
+// A library named (--gemm, REMATLAB_GEMM) serves every product: nothing is chosen per shape.
+TEST(Gemm, PerShapeChoiceIsOffWhenALibraryIsNamed) {
+    const std::vector<GemmLibrary> libs = available();
+    try {
+        select_gemm(gemm_library_name(libs[0]));
+    } catch (const Error&) {
+        GTEST_SKIP() << "an earlier test in this process fixed the choice";
+    }
+    const GemmShapeStats st = gemm_shape_stats();
+    EXPECT_FALSE(st.on);
+    EXPECT_NE(st.why_off.find("set by --gemm"), std::string::npos) << st.why_off;
+    EXPECT_NE(st.summary().find("off"), std::string::npos) << st.summary();
+    const int64_t m = 128, n = 128, k = 256;  // 8.4 MFLOP
+    std::vector<float> a(m * k, 0.25f), b(k * n, 0.5f), c(m * n);
+    sgemm(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+    EXPECT_EQ(gemm_shape_stats().shapes, 0);
+    EXPECT_EQ(gemm_library_for(false, false, m, n, k, k, n, n), libs[0]);
 }
 
 }  // namespace
