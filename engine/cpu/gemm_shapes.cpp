@@ -99,7 +99,10 @@ GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const f
                             s.n);
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    // A product this long runs near every library's peak: its class's, untimed further.
+    // A product this long runs near every library's peak: its class's, untimed further. Judged
+    // on a second run: a library's first call in a process also pays its set-up (BLIS's first
+    // thin product on AVX2 kernels took over 20 ms).
+    once(class_library);
     if (once(class_library) > kShapeChoiceMaxRunSeconds) return class_library;
     std::map<GemmLibrary, double> best;
     for (int round = 0; round < 3; ++round)  // the libraries alternate, so a slow spell hits all
