@@ -128,7 +128,8 @@ GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k);
 // than kShapeChoiceMaxRunSeconds (long products run near every library's peak). The choice is
 // fixed before the shape's first result, so results never change within a process, and kept
 // under a file lock in the calibration's cache directory (gemm-shapes.json, per calibration key)
-// where the first process to time a shape decides it for every later one on this machine.
+// where the first process to time a shape decides it for every later one on this machine (without
+// a writable cache directory each process times its shapes for itself).
 constexpr double kShapeChoiceMinFlops = 4e6;
 constexpr double kShapeChoiceMargin = 0.03;
 constexpr double kShapeChoiceMaxRunSeconds = 0.02;

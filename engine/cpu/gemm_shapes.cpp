@@ -295,11 +295,12 @@ std::string GemmShapeStats::summary() const {
         o << cached << " shapes in " << path << " for this machine and thread count, "
           << cached_moved << " of them on another library than their class's";
     if (shapes > 0) {
-        o << "; this process ran " << shapes << ", " << moved << " moved";
+        o << "; this process has run " << shapes << (shapes == 1 ? " shape" : " shapes")
+          << " of that size, " << moved << " moved";
         for (size_t i = 0; i < moved_to.size(); ++i)
             o << (i ? ", " : " (") << gemm_library_name(moved_to[i].first) << ' '
               << moved_to[i].second << (i + 1 == moved_to.size() ? ")" : "");
-        o << ", " << timed_here << " timed by it";
+        o << " and " << timed_here << " timed by it";
     }
     return o.str();
 }
