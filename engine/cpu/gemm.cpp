@@ -33,6 +33,7 @@
 #endif
 
 namespace rl {
+using namespace gemm_detail;  // what gemm_shapes.cpp shares (gemm_internal.h)
 namespace {
 
 // ---- the BLAS libraries, loaded at run time ------------------------------------------------
@@ -354,6 +355,9 @@ void eigen_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 
 constexpr int64_t kIntMax = 2147483647;
 
+}  // namespace
+
+namespace gemm_detail {
 void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
@@ -392,6 +396,9 @@ void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int6
     }
     eigen_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+}  // namespace gemm_detail
+
+namespace {
 
 // ---- calibration ---------------------------------------------------------------------------
 
@@ -489,6 +496,9 @@ double seconds_of(GemmLibrary lib, const Shape3& s, Operands& o) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+}  // namespace
+
+namespace gemm_detail {
 std::string today_utc() {
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
@@ -497,6 +507,9 @@ std::string today_utc() {
     std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
     return buf;
 }
+}  // namespace gemm_detail
+
+namespace {
 
 std::string cpu_model() {
     std::ifstream f("/proc/cpuinfo");
@@ -513,6 +526,9 @@ std::string cpu_model() {
     return "unknown CPU";
 }
 
+}  // namespace
+
+namespace gemm_detail {
 // What makes a calibration valid: the CPU, the instruction set this build's Eigen uses, every
 // library's version, the thread count and the set of shapes it timed.
 std::string calibration_key(int threads) {
@@ -545,6 +561,9 @@ std::string cache_dir(std::string* why) {
     }
     return dir;
 }
+}  // namespace gemm_detail
+
+namespace {
 
 GemmLibrary best_of(const std::vector<GemmRate>& rates) {  // Eigen when there are none
     GemmLibrary best = GemmLibrary::Eigen;
@@ -568,6 +587,17 @@ const GemmLibraryInfo& info_of(GemmLibrary lib) {
         if (i.library == lib) return i;
     return gemm_libraries().front();
 }
+
+}  // namespace
+
+namespace gemm_detail {
+std::optional<GemmLibrary> available_library(const std::string& name) {
+    const auto lib = library_by_name(name);
+    return lib && info_of(*lib).available ? lib : std::nullopt;
+}
+}  // namespace gemm_detail
+
+namespace {
 
 // Reads this key's entry from the cache, or calibrates and writes it, under a file lock.
 GemmChoice calibrated_choice() {
@@ -597,8 +627,7 @@ GemmChoice calibrated_choice() {
     // An entry names the three choices and their rates; one from before small or thin products
     // were chosen apart (no "small_library" or "thin_library") is calibrated again.
     auto usable = [](const nlohmann::json& e, const char* field) {
-        const auto lib = library_by_name(e.value(field, ""));
-        return lib && info_of(*lib).available ? lib : std::nullopt;
+        return available_library(e.value(field, ""));
     };
     auto rates_of = [](const nlohmann::json& e, const char* field) {
         std::vector<GemmRate> rates;
@@ -715,23 +744,6 @@ GemmChoice choose(const std::string& requested, const std::string& how) {
 }
 
 }  // namespace
-
-namespace gemm_detail {
-void run_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc) {
-    library_sgemm(lib, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-std::string cache_key(int threads) {
-    return calibration_key(threads);
-}
-std::string cache_directory(std::string* why) {
-    return cache_dir(why);
-}
-std::string now_utc() {
-    return today_utc();
-}
-}  // namespace gemm_detail
 
 const char* build_instruction_set() {
 #if defined(__AVX512F__)

@@ -1,6 +1,7 @@
 #pragma once
 // What engine/cpu/gemm.cpp shares with engine/cpu/gemm_shapes.cpp, and nothing else includes.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/gemm.h"
@@ -8,18 +9,21 @@
 namespace rl::gemm_detail {
 
 // The product on `lib`, with no choice made and no availability check.
-void run_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc);
+void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc);
 
 // The calibration's cache key at `threads` (CPU, build, library versions, threads, shape set).
-std::string cache_key(int threads);
+std::string calibration_key(int threads);
 
 // The cache directory (created if missing), or "" with *why saying why there is none.
-std::string cache_directory(std::string* why);
+std::string cache_dir(std::string* why);
 
 // "2026-12-05 18:30 UTC".
-std::string now_utc();
+std::string today_utc();
+
+// The library of that name ("eigen", "openblas", "blis") when it is available here.
+std::optional<GemmLibrary> available_library(const std::string& name);
 
 // The library for a product of 2·m·n·k ≥ kShapeChoiceMinFlops while per-shape choice is on:
 // the shape's, choosing it now (by the cache file or by timing) if this process has not.

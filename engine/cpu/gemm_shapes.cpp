@@ -82,12 +82,6 @@ Choices& choices() {
     return c;
 }
 
-std::optional<GemmLibrary> available_named(const std::string& name) {
-    for (const GemmLibraryInfo& i : gemm_libraries())
-        if (i.available && name == gemm_library_name(i.library)) return i.library;
-    return std::nullopt;
-}
-
 // Times `s` on every available library into a scratch output; the fastest, its class's library
 // unless another beats it by more than kShapeChoiceMargin. Fills `ms` with each library's best.
 GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const float* a,
@@ -95,8 +89,8 @@ GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const f
     std::vector<float> c(static_cast<size_t>(s.m * s.n), 0.f);
     auto once = [&](GemmLibrary lib) {
         const auto t0 = std::chrono::steady_clock::now();
-        gemm_detail::run_on(lib, s.ta, s.tb, s.m, s.n, s.k, 1.f, a, s.lda, b, s.ldb, beta, c.data(),
-                            s.n);
+        gemm_detail::library_sgemm(lib, s.ta, s.tb, s.m, s.n, s.k, 1.f, a, s.lda, b, s.ldb, beta,
+                                   c.data(), s.n);
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     // A product this long runs near every library's peak: its class's, untimed further. Judged
@@ -124,7 +118,7 @@ GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const f
 
 // The cache file's path, or "" with *why saying why there is none.
 std::string shapes_path(std::string* why) {
-    const std::string dir = gemm_detail::cache_directory(why);
+    const std::string dir = gemm_detail::cache_dir(why);
     return dir.empty() ? "" : dir + "/gemm-shapes.json";
 }
 
@@ -148,7 +142,7 @@ void read_entry(const std::string& path, const std::string& key, nlohmann::json&
             continue;
         for (const auto& [name, v] : e["shapes"].items())
             if (v.is_object())
-                if (auto lib = available_named(v.value("library", ""))) {
+                if (auto lib = gemm_detail::available_library(v.value("library", ""))) {
                     into.emplace(name, *lib);
                     if (moved && v.value("library", "") != v.value("class_library", "")) ++*moved;
                 }
@@ -160,7 +154,7 @@ Chosen choose(const ProductShape& s, GemmLibrary class_library, const float* a, 
               float beta) {
     std::string why;
     const std::string path = shapes_path(&why);
-    const std::string key = gemm_detail::cache_key(s.threads);
+    const std::string key = gemm_detail::calibration_key(s.threads);
     int lock_fd = -1;
     if (!path.empty()) {
         lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
@@ -182,7 +176,7 @@ Chosen choose(const ProductShape& s, GemmLibrary class_library, const float* a, 
             const nlohmann::json record = {{"library", gemm_library_name(ch.library)},
                                            {"class_library", gemm_library_name(class_library)},
                                            {"ms", ms},
-                                           {"date", gemm_detail::now_utc()}};
+                                           {"date", gemm_detail::today_utc()}};
             nlohmann::json entries = nlohmann::json::array();
             bool placed = false;
             if (doc.contains("entries") && doc["entries"].is_array())
@@ -265,7 +259,7 @@ GemmShapeStats gemm_shape_stats() {
     if (!st.path.empty()) {
         nlohmann::json doc;
         std::unordered_map<std::string, GemmLibrary> cached;
-        read_entry(st.path, gemm_detail::cache_key(std::max(1, cpu_threads())), doc, cached,
+        read_entry(st.path, gemm_detail::calibration_key(std::max(1, cpu_threads())), doc, cached,
                    &st.cached_moved);
         st.cached = static_cast<int>(cached.size());
     }
