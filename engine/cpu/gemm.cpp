@@ -561,6 +561,38 @@ std::string cache_dir(std::string* why) {
     }
     return dir;
 }
+
+LockedCacheFile::LockedCacheFile(const std::string& name) {
+    const std::string dir = cache_dir(&why);
+    if (dir.empty()) return;
+    path = dir + "/" + name;
+    lock_fd_ = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_EX);
+    std::ifstream f(path);
+    if (f) {
+        try {
+            doc = nlohmann::json::parse(f);
+        } catch (const std::exception&) {
+            doc = nlohmann::json::object();  // unreadable: rewritten with what is decided now
+        }
+    }
+    if (!doc.is_object()) doc = nlohmann::json::object();
+}
+
+LockedCacheFile::~LockedCacheFile() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+const nlohmann::json& LockedCacheFile::entries() const {
+    static const nlohmann::json none = nlohmann::json::array();
+    const auto it = doc.find("entries");
+    return it != doc.end() && it->is_array() ? *it : none;
+}
+
+void LockedCacheFile::write(const char* about, nlohmann::json entries, int indent) {
+    doc = {{"about", about}, {"entries", std::move(entries)}};
+    write_file_atomically(path, {doc.dump(indent), "\n"});
+}
 }  // namespace gemm_detail
 
 namespace {
@@ -604,26 +636,9 @@ GemmChoice calibrated_choice() {
     GemmChoice ch;
     ch.threads = std::max(1, cpu_threads());
     const std::string key = calibration_key(ch.threads);
-    std::string why;
-    const std::string dir = cache_dir(&why);
-    const std::string path = dir.empty() ? "" : dir + "/gemm-calibration.json";
-    int lock_fd = -1;
-    if (!path.empty()) {
-        lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-        if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
-    }
-    nlohmann::json doc = nlohmann::json::object();
-    if (!path.empty()) {
-        std::ifstream f(path);
-        if (f) {
-            try {
-                doc = nlohmann::json::parse(f);
-            } catch (const std::exception&) {
-                doc = nlohmann::json::object();  // unreadable: calibrate again and rewrite it
-            }
-        }
-    }
-    if (!doc.is_object()) doc = nlohmann::json::object();
+    LockedCacheFile file("gemm-calibration.json");  // unreadable: calibrated again, rewritten
+    std::string why = file.why;
+    const std::string& path = file.path;
     // An entry names the three choices and their rates; one from before small or thin products
     // were chosen apart (no "small_library" or "thin_library") is calibrated again.
     auto usable = [](const nlohmann::json& e, const char* field) {
@@ -638,20 +653,18 @@ GemmChoice calibrated_choice() {
         return rates;
     };
     bool found = false;
-    if (doc.contains("entries") && doc["entries"].is_array()) {
-        for (const auto& e : doc["entries"]) {
-            if (!e.is_object() || e.value("key", "") != key) continue;
-            bool complete = true;
-            for (const ClassFields& f : kClasses) complete = complete && usable(e, f.library_key);
-            if (!complete) continue;
-            for (const ClassFields& f : kClasses) {
-                ch.*f.library = *usable(e, f.library_key);
-                ch.rates.*f.rates = rates_of(e, f.rates_key);
-            }
-            ch.how = "cached calibration of " + e.value("date", std::string("?"));
-            found = true;
-            break;
+    for (const auto& e : file.entries()) {
+        if (!e.is_object() || e.value("key", "") != key) continue;
+        bool complete = true;
+        for (const ClassFields& f : kClasses) complete = complete && usable(e, f.library_key);
+        if (!complete) continue;
+        for (const ClassFields& f : kClasses) {
+            ch.*f.library = *usable(e, f.library_key);
+            ch.rates.*f.rates = rates_of(e, f.rates_key);
         }
+        ch.how = "cached calibration of " + e.value("date", std::string("?"));
+        found = true;
+        break;
     }
     if (!found) {
         ch.rates = calibrate_gemm(ch.threads);
@@ -666,22 +679,19 @@ GemmChoice calibrated_choice() {
                         std::round(r.gflops * 10) / 10;
             }
             nlohmann::json entries = nlohmann::json::array();
-            if (doc.contains("entries") && doc["entries"].is_array())
-                for (const auto& e : doc["entries"])
-                    if (e.is_object() && e.value("key", "") != key) entries.push_back(e);
+            for (const auto& e : file.entries())
+                if (e.is_object() && e.value("key", "") != key) entries.push_back(e);
             entries.push_back(entry);
-            doc = {{"about",
-                    "RematLab's GEMM calibration per machine (engine/gemm.h); delete this file "
-                    "to calibrate again"},
-                   {"entries", entries}};
             try {
-                write_file_atomically(path, {doc.dump(2), "\n"});
+                file.write(
+                    "RematLab's GEMM calibration per machine (engine/gemm.h); delete this "
+                    "file to calibrate again",
+                    std::move(entries), 2);
             } catch (const Error& e) {
                 why = std::string("not cached: ") + e.what();
             }
         }
     }
-    if (lock_fd >= 0) ::close(lock_fd);  // releases the lock
     ch.cache_note = path.empty() ? why : (why.empty() ? "cached in " + path : why);
     return ch;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // What engine/cpu/gemm.cpp shares with engine/cpu/gemm_shapes.cpp, and nothing else includes.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,28 @@ std::string cache_dir(std::string* why);
 
 // "2026-12-05 18:30 UTC".
 std::string today_utc();
+
+// A JSON file in the cache directory ({"about": …, "entries": [{"key": …}, …]}: the calibration's
+// and the per-shape choices'), read under its lock file, which stays held until the object goes,
+// so that one process at a time reads, decides and writes. `doc` is {} where the file is missing
+// or unreadable (it is then rewritten whole); `path` is "" where there is no cache directory,
+// and `why` says why.
+class LockedCacheFile {
+  public:
+    explicit LockedCacheFile(const std::string& name);
+    ~LockedCacheFile();
+    LockedCacheFile(const LockedCacheFile&) = delete;
+    LockedCacheFile& operator=(const LockedCacheFile&) = delete;
+    std::string path, why;
+    nlohmann::json doc = nlohmann::json::object();
+    // The document's entries, in order (none when it has no such array).
+    const nlohmann::json& entries() const;
+    // Replaces the file with {"about": about, "entries": entries}, atomically; throws rl::Error.
+    void write(const char* about, nlohmann::json entries, int indent);
+
+  private:
+    int lock_fd_ = -1;
+};
 
 // The library of that name ("eigen", "openblas", "blis") when it is available here.
 std::optional<GemmLibrary> available_library(const std::string& name);

@@ -12,15 +12,11 @@
 // when no entry is there, then writes it back before releasing the lock: the first process to
 // time a shape decides it for every later one, so two processes never run one shape on two
 // libraries while the file stays.
-#include <fcntl.h>
 #include <omp.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -30,7 +26,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/atomic_file.h"
 #include "engine/backend.h"
 #include "engine/cpu/gemm_internal.h"
 #include "engine/errors.h"
@@ -116,27 +111,13 @@ GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const f
                                                                            : fastest;
 }
 
-// The cache file's path, or "" with *why saying why there is none.
-std::string shapes_path(std::string* why) {
-    const std::string dir = gemm_detail::cache_dir(why);
-    return dir.empty() ? "" : dir + "/gemm-shapes.json";
-}
+constexpr const char* kShapesFile = "gemm-shapes.json";
 
 // Reads the file's shapes for `key` into `into` (each with its library, when available here);
 // *moved counts those on another library than their class's.
-void read_entry(const std::string& path, const std::string& key, nlohmann::json& doc,
+void read_entry(const gemm_detail::LockedCacheFile& file, const std::string& key,
                 std::unordered_map<std::string, GemmLibrary>& into, int* moved = nullptr) {
-    std::ifstream f(path);
-    if (f) {
-        try {
-            doc = nlohmann::json::parse(f);
-        } catch (const std::exception&) {
-            doc = nlohmann::json::object();  // unreadable: rewritten with what is chosen now
-        }
-    }
-    if (!doc.is_object()) doc = nlohmann::json::object();
-    if (!doc.contains("entries") || !doc["entries"].is_array()) return;
-    for (const auto& e : doc["entries"]) {
+    for (const auto& e : file.entries()) {
         if (!e.is_object() || e.value("key", "") != key || !e.contains("shapes") ||
             !e["shapes"].is_object())
             continue;
@@ -152,17 +133,10 @@ void read_entry(const std::string& path, const std::string& key, nlohmann::json&
 // The shape's library by the cache file, or timed now and written to it, under its lock.
 Chosen choose(const ProductShape& s, GemmLibrary class_library, const float* a, const float* b,
               float beta) {
-    std::string why;
-    const std::string path = shapes_path(&why);
+    gemm_detail::LockedCacheFile file(kShapesFile);  // unreadable: rewritten with this choice
     const std::string key = gemm_detail::calibration_key(s.threads);
-    int lock_fd = -1;
-    if (!path.empty()) {
-        lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-        if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
-    }
-    nlohmann::json doc = nlohmann::json::object();
     std::unordered_map<std::string, GemmLibrary> cached;
-    if (!path.empty()) read_entry(path, key, doc, cached);
+    read_entry(file, key, cached);
     Chosen ch;
     ch.class_library = class_library;
     const std::string name = s.name();
@@ -172,40 +146,37 @@ Chosen choose(const ProductShape& s, GemmLibrary class_library, const float* a, 
         nlohmann::json ms = nlohmann::json::object();
         ch.library = time_shape(s, class_library, a, b, beta, ms);
         ch.timed_here = true;
-        if (!path.empty()) {
+        if (!file.path.empty()) {
             const nlohmann::json record = {{"library", gemm_library_name(ch.library)},
                                            {"class_library", gemm_library_name(class_library)},
                                            {"ms", ms},
                                            {"date", gemm_detail::today_utc()}};
             nlohmann::json entries = nlohmann::json::array();
             bool placed = false;
-            if (doc.contains("entries") && doc["entries"].is_array())
-                for (auto e : doc["entries"]) {
-                    if (!e.is_object()) continue;
-                    if (e.value("key", "") == key) {
-                        if (!e.contains("shapes") || !e["shapes"].is_object())
-                            e["shapes"] = nlohmann::json::object();
-                        e["shapes"][name] = record;
-                        placed = true;
-                    }
-                    entries.push_back(e);
+            for (auto e : file.entries()) {
+                if (!e.is_object()) continue;
+                if (e.value("key", "") == key) {
+                    if (!e.contains("shapes") || !e["shapes"].is_object())
+                        e["shapes"] = nlohmann::json::object();
+                    e["shapes"][name] = record;
+                    placed = true;
                 }
+                entries.push_back(e);
+            }
             if (!placed)
                 entries.push_back(
                     {{"key", key}, {"threads", s.threads}, {"shapes", {{name, record}}}});
-            doc = {{"about",
-                    "RematLab's GEMM library per product shape (engine/gemm.h, "
-                    "kShapeChoiceMinFlops): the first process to time a shape decides it; delete "
-                    "this file to time them again"},
-                   {"entries", entries}};
             try {
-                write_file_atomically(path, {doc.dump(1), "\n"});
+                file.write(
+                    "RematLab's GEMM library per product shape (engine/gemm.h, "
+                    "kShapeChoiceMinFlops): the first process to time a shape decides it; "
+                    "delete this file to time them again",
+                    std::move(entries), 1);
             } catch (const Error&) {
                 // Not cached: this process keeps its choice, a later one times the shape again.
             }
         }
     }
-    if (lock_fd >= 0) ::close(lock_fd);
     return ch;
 }
 
@@ -255,11 +226,12 @@ GemmShapeStats gemm_shape_stats() {
     GemmShapeStats st;
     st.on = choice.per_shape;
     st.why_off = choice.per_shape_off;
-    st.path = shapes_path(&st.no_path);
-    if (!st.path.empty()) {
-        nlohmann::json doc;
+    {
+        const gemm_detail::LockedCacheFile file(kShapesFile);
+        st.path = file.path;
+        st.no_path = file.why;
         std::unordered_map<std::string, GemmLibrary> cached;
-        read_entry(st.path, gemm_detail::calibration_key(std::max(1, cpu_threads())), doc, cached,
+        read_entry(file, gemm_detail::calibration_key(std::max(1, cpu_threads())), cached,
                    &st.cached_moved);
         st.cached = static_cast<int>(cached.size());
     }
