@@ -75,16 +75,25 @@ struct Layout {
 
 // The group's cg channel planes of one image (x, NCHW) into xp, zero-padded, row by row through
 // 8 × 8 transposes (a float at a time, the copy cost more than the convolution); only the
-// padding is zeroed.
+// padding is zeroed. Planes narrower than 8 columns (ResNeXt's and RegNet's 2×2 to 7×7) would
+// go a float at a time row by row; small ones are transposed whole into a buffer on the stack
+// and copied into place a row at a time.
 void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, float* xp) {
     const int64_t top = g.win.pad_top, left = g.win.pad_left, plane = g.h * g.w;
     const int64_t rows = std::min(g.h, l.ph - top), cols = std::min(g.w, l.pw - left);
     const int64_t row_floats = l.pw * l.cg;
+    constexpr int64_t kWholeFloats = 4096;
+    alignas(64) float whole[kWholeFloats];
+    const bool by_plane = g.w < 8 && plane * l.cg <= kWholeFloats;
+    if (by_plane) transpose(x, plane, l.cg, plane, whole, l.cg);
     std::fill(xp, xp + top * row_floats, 0.0f);
     for (int64_t ih = 0; ih < rows; ++ih) {
         float* dst = xp + (ih + top) * row_floats;
         std::fill(dst, dst + left * l.cg, 0.0f);
-        transpose(x + ih * g.w, plane, l.cg, cols, dst + left * l.cg, l.cg);
+        if (by_plane)
+            std::copy(whole + ih * g.w * l.cg, whole + (ih * g.w + cols) * l.cg, dst + left * l.cg);
+        else
+            transpose(x + ih * g.w, plane, l.cg, cols, dst + left * l.cg, l.cg);
         std::fill(dst + (cols + left) * l.cg, dst + row_floats, 0.0f);
     }
     std::fill(xp + (rows + top) * row_floats, xp + l.ph * row_floats, 0.0f);
@@ -130,24 +139,31 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
                  float* dwa) {
     using V = typename Vec<W>::T;
     V acc[MR][NV];
-    int64_t koff[MR];
     for (int r = 0; r < MR; ++r) {
         const int64_t c = c0 + (r < rows ? r : 0);
-        koff[r] = l.tap_off[static_cast<size_t>(t)] + c;
         for (int v = 0; v < NV; ++v)
             acc[r][v] = first ? V{} : Vec<W>::load(dwa + (c * l.taps + t) * l.og + o0 + v * W);
     }
-    for (int64_t q = 0; q < positions; ++q) {
-        const float* x = xp + at[q];
-        const float* d = dyc + q * l.og + o0;
-        V dv[NV];
-        for (int v = 0; v < NV; ++v) dv[v] = Vec<W>::load(d + v * W);
+    // The tile's channels are neighbours: one pointer a position, and for a whole tile MR fixed
+    // displacements from it (sixteen offsets of their own did not fit the registers).
+    const int64_t off = l.tap_off[static_cast<size_t>(t)] + c0;
+    auto run = [&](auto whole) {
+        for (int64_t q = 0; q < positions; ++q) {
+            const float* x = xp + at[q] + off;
+            const float* d = dyc + q * l.og + o0;
+            V dv[NV];
+            for (int v = 0; v < NV; ++v) dv[v] = Vec<W>::load(d + v * W);
 #pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {
-            const float s = x[koff[r]];
-            for (int v = 0; v < NV; ++v) acc[r][v] += s * dv[v];
+            for (int r = 0; r < MR; ++r) {
+                const float s = decltype(whole)::value ? x[r] : x[r < rows ? r : 0];
+                for (int v = 0; v < NV; ++v) acc[r][v] += s * dv[v];
+            }
         }
-    }
+    };
+    if (rows == MR)
+        run(std::true_type{});
+    else
+        run(std::false_type{});
     for (int64_t r = 0; r < rows; ++r)
         for (int v = 0; v < NV; ++v)
             Vec<W>::store(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * W, acc[r][v]);
@@ -157,13 +173,15 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
 // from the output gradient: dx[q][c] = Σ over the taps that reach q, in order, of
 // Σ_o dyp[at(q) - back(tap) + o]·w[tap][o][c]. The positions of a tile share their phase (row
 // and column modulo the stride), hence the taps that reach them (`taps`, `back`: their offsets
-// back from at(q) in dyp). Row r goes to dst[r].
+// back from at(q) in dyp). Row r goes to dxc + dst[r].
 template <int W, int NV, int MR>
-void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t rows,
+void input_tile(const float* dyp, const int64_t* at, float* dxc, const int64_t* dst, int64_t rows,
                 const Layout& l, const int64_t* taps, const int64_t* back, int64_t ntaps,
                 const float* wt, int64_t c0) {
     using V = typename Vec<W>::T;
-    V acc[MR][NV] = {};
+    V acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = V{};
     const float* base[MR];
     for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
     for (int64_t u = 0; u < ntaps; ++u) {
@@ -180,7 +198,7 @@ void input_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t 
         }
     }
     for (int64_t r = 0; r < rows; ++r)
-        for (int v = 0; v < NV; ++v) Vec<W>::store(dst[r] + c0 + v * W, acc[r][v]);
+        for (int v = 0; v < NV; ++v) Vec<W>::store(dxc + dst[r] + c0 + v * W, acc[r][v]);
 }
 
 #if defined(__AVX512F__)
@@ -249,8 +267,9 @@ void weight_pair_tile(const float* xp, const int64_t* at, int64_t positions, con
 // input_tile for a pair: MR input positions × both groups' 8 input channels; wt as
 // [tap][o][16 lanes].
 template <int MR>
-void input_pair_tile(const float* dyp, const int64_t* at, float* const* dst, int64_t rows,
-                     const int64_t* taps, const int64_t* back, int64_t ntaps, const float* wt) {
+void input_pair_tile(const float* dyp, const int64_t* at, float* dxc, const int64_t* dst,
+                     int64_t rows, const int64_t* taps, const int64_t* back, int64_t ntaps,
+                     const float* wt) {
     using V = Vec<kVec16Lanes>;
     V16 acc[MR] = {};
     const float* base[MR];
@@ -267,7 +286,7 @@ void input_pair_tile(const float* dyp, const int64_t* at, float* const* dst, int
             for (int r = 0; r < MR; ++r) acc[r] += pair_channel(d[r], o) * wv;
         }
     }
-    for (int64_t r = 0; r < rows; ++r) V::store(dst[r], acc[r]);
+    for (int64_t r = 0; r < rows; ++r) V::store(dxc + dst[r], acc[r]);
 }
 
 // Calls f(MR) for a pair's position tiles: twelve rows (twelve accumulators and the twelve
@@ -469,36 +488,62 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
     const int64_t sh = g.win.sh, sw = g.win.sw, dh = g.win.dh, dwl = g.win.dw;
     const int64_t eh = (g.win.kh - 1) * dh / sh, ew = (g.win.kw - 1) * dwl / sw;
     const int64_t qh = g.grouped_grad_h(), qw = g.grouped_grad_w();
+    // Input positions of one phase (row and column modulo the stride): the taps that reach them
+    // (`taps`, `back`: their offsets back from a position in dyp) and, for a chunk of nb images,
+    // each position's place in dyp (`at`) and in dxc (`dst`), images one after another, each in
+    // row-major order; a chunk of m images takes the first m·per_image.
     struct Phase {
-        int64_t pr, pq;
-        std::vector<int64_t> taps, back;
+        std::vector<int64_t> taps, back, at, dst;
+        int64_t per_image = 0;
     };
-    // `og` channels a position of dyp (a unit's).
-    auto phases_of = [&](int64_t og) {
+    // The window starts, the phases and their positions for a unit's layout, worked out once
+    // per call rather than per group and chunk.
+    struct Plan {
+        std::vector<int64_t> window_at;
         std::vector<Phase> phases;
+    };
+    auto plan_of = [&](const Layout& l) {
+        Plan plan;
+        if (dw) {
+            plan.window_at.resize(static_cast<size_t>(l.nb * l.plane));
+            starts(g, l, 0, l.nb * l.plane, plan.window_at.data());
+        }
+        if (!dx) return plan;
+        const int64_t grad_plane = qh * qw * l.og;
         for (int64_t pr = 0; pr < sh; ++pr)
             for (int64_t pq = 0; pq < sw; ++pq) {
-                Phase ph{pr, pq, {}, {}};
+                Phase ph;
                 for (int64_t i = 0; i < g.win.kh; ++i)
                     for (int64_t j = 0; j < g.win.kw; ++j)
                         if ((i * dh - pr) % sh == 0 && (j * dwl - pq) % sw == 0 && i * dh >= pr &&
                             j * dwl >= pq) {
                             ph.taps.push_back(i * g.win.kw + j);
-                            ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) * og);
+                            ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) *
+                                              l.og);
                         }
-                phases.push_back(std::move(ph));
+                const int64_t ih0 = (pr - g.win.pad_top % sh + sh) % sh;
+                const int64_t iw0 = (pq - g.win.pad_left % sw + sw) % sw;
+                const int64_t a0 = (ih0 + g.win.pad_top) / sh, b0 = (iw0 + g.win.pad_left) / sw;
+                for (int64_t j = 0; j < l.nb; ++j)
+                    for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
+                        for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
+                            ph.at.push_back(j * grad_plane + ((a + eh) * qw + b + ew) * l.og);
+                            ph.dst.push_back((j * image + ih * g.w + iw) * l.cg);
+                        }
+                ph.per_image = static_cast<int64_t>(ph.at.size()) / l.nb;
+                plan.phases.push_back(std::move(ph));
             }
-        return phases;
+        return plan;
     };
     const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
     const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
-    const std::vector<Phase> unit_phases = phases_of(per * og1);
-    const std::vector<Phase> lone_phases = per > 1 ? phases_of(og1) : std::vector<Phase>{};
+    const Plan unit_plan = plan_of(Layout(g, per));
+    const Plan lone_plan = per > 1 ? plan_of(Layout(g, 1)) : Plan{};
     parallel_for(units, 2 * per * g.n * g.oh * g.ow * k * og1, [&](int64_t un) {
         const int64_t g0 = un * per, count = std::min(per, g.groups - g0);
         const Layout l(g, count);
         const int64_t grad_plane = qh * qw * l.og;
-        const std::vector<Phase>& phases = count == per ? unit_phases : lone_phases;
+        const Plan& plan = count == per ? unit_plan : lone_plan;
         float* xp = ws + g0 * slice;  // a unit of two groups takes their two slices
         float* dyc = xp + l.nb * l.padded;
         float* dxc = dyc + l.nb * l.plane * l.og;
@@ -506,10 +551,11 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
         float* wk = dyp + l.nb * grad_plane;
         float* dwa = wk + k * l.og;
         const float* wg = wt + g0 * og1 * k;  // per group [og][cg][taps]
-        std::vector<int64_t> window_at(static_cast<size_t>(dw ? l.nb * l.plane : 0));
-        std::vector<int64_t> input_at;  // dX: one phase's input positions, in order
-        std::vector<float*> input_dst;
-        if (dx)  // [tap][og][cg]: each output channel's [cg][taps] transposed into place
+        // [tap][og][cg]: each output channel's [cg][taps] transposed into place; for one group,
+        // its [og·cg][taps] at once.
+        if (dx && count == 1)
+            transpose(wg, l.taps, og1 * cg1, l.taps, wk, og1 * cg1);
+        else if (dx)
             for (int64_t grp = 0; grp < count; ++grp)
                 for (int64_t o = 0; o < og1; ++o)
                     transpose(wg + (grp * og1 + o) * k, l.taps, cg1, l.taps,
@@ -521,13 +567,13 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                           dyc + j * l.plane * l.og, l.og);
             if (dw) {
                 const int64_t positions = m * l.plane;
-                starts(g, l, 0, positions, window_at.data());
+                const int64_t* window_at = plan.window_at.data();
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
 #if defined(__AVX512F__)
                 if (count == 2) {
                     for (int64_t t = 0; t < l.taps; ++t)
-                        weight_pair_tile(xp, window_at.data(), positions, l, dyc, t, n0 == 0, dwa);
+                        weight_pair_tile(xp, window_at, positions, l, dyc, t, n0 == 0, dwa);
                 } else
 #endif
                 {
@@ -538,8 +584,8 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                         for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
                             const int64_t t = i / blocks, c0 = i % blocks * MR;
                             for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
-                                weight_tile<W, NV, MR>(xp, window_at.data(), positions, l, dyc, t,
-                                                       c0, std::min<int64_t>(MR, l.cg - c0), o0,
+                                weight_tile<W, NV, MR>(xp, window_at, positions, l, dyc, t, c0,
+                                                       std::min<int64_t>(MR, l.cg - c0), o0,
                                                        n0 == 0, dwa);
                         });
                     });
@@ -555,26 +601,15 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
             // Phase by phase, the input positions of that phase, image by image in row-major
             // order, a tile at a time; every input position gets its sum (0 where no tap
             // reaches it).
-            for (const Phase& ph : phases) {
-                const int64_t ih0 = (ph.pr - g.win.pad_top % sh + sh) % sh;
-                const int64_t iw0 = (ph.pq - g.win.pad_left % sw + sw) % sw;
-                const int64_t a0 = (ih0 + g.win.pad_top) / sh;
-                const int64_t b0 = (iw0 + g.win.pad_left) / sw;
-                input_at.clear(), input_dst.clear();
-                for (int64_t j = 0; j < m; ++j)
-                    for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
-                        for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
-                            input_at.push_back(j * grad_plane + ((a + eh) * qw + b + ew) * l.og);
-                            input_dst.push_back(dxc + (j * image + ih * g.w + iw) * l.cg);
-                        }
-                const int64_t count_q = static_cast<int64_t>(input_at.size());
+            for (const Phase& ph : plan.phases) {
+                const int64_t count_q = m * ph.per_image;
                 const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
 #if defined(__AVX512F__)
                 if (count == 2) {
                     with_pair_tile(m * image / (sh * sw), [&](auto mr) {
                         constexpr int MR = decltype(mr)::value;
                         for (int64_t q0 = 0; q0 < count_q; q0 += MR)
-                            input_pair_tile<MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
+                            input_pair_tile<MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
                                                 std::min<int64_t>(MR, count_q - q0), ph.taps.data(),
                                                 ph.back.data(), ntaps, wk);
                     });
@@ -588,7 +623,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                         const int64_t q0 = i * MR;
                         const int64_t rows = std::min<int64_t>(MR, count_q - q0);
                         for (int64_t c0 = 0; c0 < l.cg; c0 += NV * W)
-                            input_tile<W, NV, MR>(dyp, input_at.data() + q0, input_dst.data() + q0,
+                            input_tile<W, NV, MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
                                                   rows, l, ph.taps.data(), ph.back.data(), ntaps,
                                                   wk, c0);
                     });

@@ -724,6 +724,36 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                "depthwise, 9 columns at stride 2 across: padded planes");
 }
 
+// The one layout change of the CPU kernels (cpu::transpose): every size from 1 to 19 on each
+// side, so whole 8 × 8 blocks, edges of one float (a float at a time) and of 2 to 7 (blocks
+// overlapping the one before them) all run, with and without adding to what is there; leading
+// dimensions wider than the matrices, and every float outside the result must be left as it was.
+TEST(ConvOps, TransposeCoversEveryEdgeAndWritesNothingElse) {
+    for (const bool add : {false, true})
+        for (int64_t rows = 1; rows < 20; ++rows)
+            for (int64_t cols = 1; cols < 20; ++cols) {
+                const int64_t lda = cols + 3, ldb = rows + 5;
+                std::vector<float> a(static_cast<size_t>(rows * lda));
+                for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f + 1.0f;
+                std::vector<float> b(static_cast<size_t>(cols * ldb + 7));
+                for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i) - 0.25f;
+                const std::vector<float> before = b;
+                cpu::transpose(a.data(), lda, rows, cols, b.data(), ldb, add);
+                int wrong = 0;
+                for (int64_t i = 0; i < static_cast<int64_t>(b.size()); ++i) {
+                    const int64_t j = i / ldb, r = i % ldb;
+                    const size_t at = static_cast<size_t>(i);
+                    float want = before[at];
+                    if (j < cols && r < rows) {
+                        const float v = a[static_cast<size_t>(r * lda + j)];
+                        want = add ? before[at] + v : v;
+                    }
+                    wrong += b[at] != want;
+                }
+                EXPECT_EQ(wrong, 0) << rows << " x " << cols << (add ? " added" : "");
+            }
+}
+
 // Groups of whole 8-float vectors of input and output channels run the direct kernel on
 // channels-last padded planes (conv_grouped.cpp): both tile shapes (16 channels a group: two
 // vectors by 6 positions; 8: one by 12), positions that do not fill the last tile, the input
