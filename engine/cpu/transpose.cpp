@@ -1,5 +1,4 @@
 // The CPU kernels' one transpose between planes and channels-last layouts (kernels.h).
-#include <algorithm>
 #include <cstdint>
 
 #include "engine/cpu/kernels.h"
@@ -56,26 +55,26 @@ void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b
     };
     int64_t j = 0;
 #if defined(__AVX2__)
-    auto block = [&](int64_t i, int64_t j) {
+    auto block = [&](int64_t i0, int64_t j0) {  // rows [i0, i0 + 8) × columns [j0, j0 + 8)
         __m256 r[kLanes];
-        for (int64_t k = 0; k < kLanes; ++k) r[k] = _mm256_loadu_ps(a + (i + k) * lda + j);
+        for (int64_t k = 0; k < kLanes; ++k) r[k] = _mm256_loadu_ps(a + (i0 + k) * lda + j0);
         transpose8(r);
         for (int64_t k = 0; k < kLanes; ++k) {
-            float* d = b + (j + k) * ldb + i;
+            float* d = b + (j0 + k) * ldb + i0;
             _mm256_storeu_ps(d, add ? _mm256_add_ps(_mm256_loadu_ps(d), r[k]) : r[k]);
         }
     };
     const int64_t whole_rows = rows / kLanes * kLanes, whole_cols = cols / kLanes * kLanes;
     const bool overlap_rows = !add && whole_rows > 0 && rows - whole_rows >= 2;
     const bool overlap_cols = !add && whole_cols > 0 && cols - whole_cols >= 2;
-    // Blocks of 8 columns starting at j: down the whole rows, then the edge rows.
-    auto column = [&](int64_t j) {
-        for (int64_t i = 0; i < whole_rows; i += kLanes) block(i, j);
+    // The 8 columns from j0: down the whole rows' blocks, then the edge rows.
+    auto column = [&](int64_t j0) {
+        for (int64_t i = 0; i < whole_rows; i += kLanes) block(i, j0);
         if (overlap_rows)
-            block(rows - kLanes, j);
+            block(rows - kLanes, j0);
         else
             for (int64_t i = whole_rows; i < rows; ++i)
-                for (int64_t k = 0; k < kLanes; ++k) put(i, j + k);
+                for (int64_t k = 0; k < kLanes; ++k) put(i, j0 + k);
     };
     for (; j < whole_cols; j += kLanes) column(j);
     if (overlap_cols) {
