@@ -20,7 +20,8 @@
 // given `grace_s` seconds before SIGKILL. A child still running `watchdog_s` seconds after it
 // started is killed too (a solver that ignores its own time limit, or a child that hangs). Where
 // fork fails, `work` runs in this process. With REMATLAB_INJECT_SOLVER_CRASH=abort in the
-// environment every child aborts before it answers (the tests' fault injection).
+// environment every child (and every worker, below) aborts before it answers (the tests' fault
+// injection).
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -41,9 +42,40 @@ struct IsolatedRun {
 IsolatedRun run_isolated(const std::function<std::string()>& work,
                          const std::function<bool()>& cancelled, double grace_s, double watchdog_s);
 
-// True inside a child of run_isolated (work may then change process-wide state such as its
-// stdout, which a run without a child, where fork failed, must leave alone).
+// The same, for the many small solves of one kind (the block MILPs: hundreds per plan, most
+// under a millisecond of CBC): `request` is answered by a long-lived child, a worker, which
+// `serve` answers in turn as it comes. A fork per solve cost more than most solves (2.5 MB of
+// fresh pages each, a page fault apiece: 15 ms a solve on these machines, 13 of the 23 s of the
+// explanation test's 854 solves). A worker was forked by the first request that found none
+// idle, so it runs `serve` as that fork saw the process; `serve` is therefore a plain function
+// of the request's bytes, and whatever it needs travels in them. A worker that crashes, is
+// cancelled or outlives its watchdog is killed and the request fails as run_isolated's would;
+// the next request forks another. One left idle for kWorkerIdleSeconds exits on its own (the
+// pages it shares with this process are then this process's alone again); a request never goes
+// to one idle for half of that. Requests from several threads at once go to as many workers.
+// Where no worker can be started, `serve` runs here.
+using Serve = std::string (*)(const std::string& request);
+constexpr double kWorkerIdleSeconds = 2.0;
+IsolatedRun run_in_worker(Serve serve, const std::string& request,
+                          const std::function<bool()>& cancelled, double grace_s,
+                          double watchdog_s);
+
+// True inside a child of run_isolated or a worker (work may then change process-wide state such
+// as its stdout, which a run without a child, where fork failed, must leave alone).
 bool in_isolated_child();
+
+// Points stdout at /dev/null while it lives, when `quiet` (CBC's preprocessing prints there
+// whatever its log level, and the CLI's --json output must stay clean), and back after.
+class QuietStdout {
+  public:
+    explicit QuietStdout(bool quiet);
+    ~QuietStdout();
+    QuietStdout(const QuietStdout&) = delete;
+    QuietStdout& operator=(const QuietStdout&) = delete;
+
+  private:
+    int saved_ = -1;
+};
 
 // The answer's bytes: trivially copyable values and vectors of them, read back in the order
 // written. Both ends are the same binary, so no byte order or layout is negotiated.

@@ -1,13 +1,11 @@
 #include "solvers/milp_model.h"
 
 #include <coin/Cbc_C_Interface.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <memory>
+#include <type_traits>
 
 #include "engine/cancel.h"
 #include "solvers/isolated.h"
@@ -56,13 +54,14 @@ void MilpModel::load(void* cbc_model) const {
 MilpResult MilpModel::solve(const MilpSolveOptions& opt,
                             const std::vector<std::pair<int, double>>& start) const {
     throw_if_cancelled();
-    // In a child process (solvers/isolated.h): CBC 2.10 has crashed on valid models, and a crash
-    // must cost this solve only. A cancel kills the child at once (its incumbent is of no use to
-    // a cancelled plan), which also makes a Ctrl-C during a solve take effect within 20 ms.
+    // In a worker process (solvers/isolated.h): CBC 2.10 has crashed on valid models, and a
+    // crash must cost this solve only. A cancel kills the worker at once (its incumbent is of no
+    // use to a cancelled plan), which also makes a Ctrl-C during a solve take effect within
+    // 20 ms.
     const auto t0 = std::chrono::steady_clock::now();
-    const IsolatedRun run = run_isolated([&] { return solve_here(opt, start); },
-                                         [] { return cancel_requested(); }, /*grace_s=*/0,
-                                         /*watchdog_s=*/3 * opt.time_limit_s + 120);
+    const IsolatedRun run = run_in_worker(
+        &MilpModel::serve, request(opt, start), [] { return cancel_requested(); }, /*grace_s=*/0,
+        /*watchdog_s=*/3 * opt.time_limit_s + 120);
     throw_if_cancelled();
     MilpResult r;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -80,18 +79,47 @@ MilpResult MilpModel::solve(const MilpSolveOptions& opt,
     return r;
 }
 
+std::string MilpModel::request(const MilpSolveOptions& opt,
+                               const std::vector<std::pair<int, double>>& start) const {
+    static_assert(std::is_trivially_copyable_v<MilpSolveOptions>);
+    std::vector<int> start_cols;
+    std::vector<double> start_values;
+    for (const auto& [c, x] : start) {
+        start_cols.push_back(c);
+        start_values.push_back(x);
+    }
+    ByteWriter out;
+    out.put(opt).put_vector(lb_).put_vector(ub_).put_vector(obj_).put_vector(rlo_);
+    out.put_vector(rhi_).put_vector(std::vector<uint8_t>(integer_.begin(), integer_.end()));
+    out.put_vector(entries_).put_vector(start_cols).put_vector(start_values);
+    return out.take();
+}
+
+std::string MilpModel::serve(const std::string& request) {
+    ByteReader in(request);
+    const auto opt = in.get<MilpSolveOptions>();
+    MilpModel m;
+    m.lb_ = in.get_vector<double>();
+    m.ub_ = in.get_vector<double>();
+    m.obj_ = in.get_vector<double>();
+    m.rlo_ = in.get_vector<double>();
+    m.rhi_ = in.get_vector<double>();
+    const auto integer = in.get_vector<uint8_t>();
+    m.integer_.assign(integer.begin(), integer.end());
+    m.entries_ = in.get_vector<Entry>();
+    const auto start_cols = in.get_vector<int>();
+    const auto start_values = in.get_vector<double>();
+    std::vector<std::pair<int, double>> start;
+    for (size_t i = 0; i < start_cols.size() && i < start_values.size(); ++i)
+        start.emplace_back(start_cols[i], start_values[i]);
+    return m.solve_here(opt, start);
+}
+
 std::string MilpModel::solve_here(const MilpSolveOptions& opt,
                                   const std::vector<std::pair<int, double>>& start) const {
-    // In the child, a silent solve points the child's stdout at /dev/null, as CBC's
+    // In the worker, a silent solve points stdout at /dev/null while it runs, as CBC's
     // preprocessing prints there whatever its log level (the parent's --json stays clean).
-    if (opt.log_level == 0 && in_isolated_child()) {
-        std::fflush(stdout);
-        const int null_fd = ::open("/dev/null", O_WRONLY);
-        if (null_fd >= 0) {
-            ::dup2(null_fd, STDOUT_FILENO);
-            ::close(null_fd);
-        }
-    }
+    const QuietStdout quiet(opt.log_level == 0 && in_isolated_child());
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> m(Cbc_newModel(), Cbc_deleteModel);
     load(m.get());
     Cbc_setLogLevel(m.get(), opt.log_level);

@@ -50,17 +50,22 @@ class MilpModel {
     // coin/Cbc_C_Interface.h, which CBC 2.10 declares as void).
     void load(void* cbc_model) const;
 
-    // Solves the model with CBC, from an optional integer start (column, value), in a child
-    // process (solvers/isolated.h): a crash inside CBC comes back as MilpResult::failure. The
-    // cancel flag (engine/cancel.h) is polled before, during (the child is killed within 20 ms
-    // of it) and after the solve; a raised flag throws Cancelled.
+    // Solves the model with CBC, from an optional integer start (column, value), in a worker
+    // process (solvers/isolated.h, run_in_worker): a crash inside CBC comes back as
+    // MilpResult::failure. The cancel flag (engine/cancel.h) is polled before, during (the
+    // worker is killed within 20 ms of it) and after the solve; a raised flag throws Cancelled.
     MilpResult solve(const MilpSolveOptions& opt,
                      const std::vector<std::pair<int, double>>& start = {}) const;
 
   private:
-    // The CBC solve itself, in the child: its answer as ByteWriter bytes.
+    // The CBC solve itself, in the worker: its answer as ByteWriter bytes.
     std::string solve_here(const MilpSolveOptions& opt,
                            const std::vector<std::pair<int, double>>& start) const;
+    // The model, the options and the start as the worker's request, and the worker's side:
+    // the request decoded and solved.
+    std::string request(const MilpSolveOptions& opt,
+                        const std::vector<std::pair<int, double>>& start) const;
+    static std::string serve(const std::string& request);
     struct Entry {
         int row, col;
         double coef;

@@ -1,13 +1,10 @@
 #include "solvers/general/checkmate_general.h"
 
 #include <coin/Cbc_C_Interface.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 
 #include "engine/cancel.h"
@@ -42,31 +39,6 @@ void COINLINKAGE_CB on_message(Cbc_Model*, int msgno, int, const double*, int, c
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_clock->start)
                 .count();
 }
-
-// CBC's preprocessing prints to stdout whatever its log level; the CLI's --json output must stay
-// clean, so stdout is pointed at /dev/null while a silent solve runs.
-class QuietStdout {
-  public:
-    explicit QuietStdout(bool quiet) {
-        if (!quiet) return;
-        std::fflush(stdout);
-        saved_ = dup(STDOUT_FILENO);
-        const int null_fd = open("/dev/null", O_WRONLY);
-        if (saved_ >= 0 && null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
-        if (null_fd >= 0) close(null_fd);
-    }
-    ~QuietStdout() {
-        if (saved_ < 0) return;
-        std::fflush(stdout);
-        dup2(saved_, STDOUT_FILENO);
-        close(saved_);
-    }
-    QuietStdout(const QuietStdout&) = delete;
-    QuietStdout& operator=(const QuietStdout&) = delete;
-
-  private:
-    int saved_ = -1;
-};
 
 // For each stage, the outputs live at its start in the schedule built from `computes`.
 std::vector<std::vector<uint8_t>> live_at_stage_starts(const AbstractGraph& g,

@@ -2,7 +2,10 @@
 // child comes back as a failure that names the signal instead of ending the test process, an
 // Error keeps its message, a cancel stops a child that would otherwise run on, the watchdog
 // stops one that hangs, an OpenMP parallel region in the child runs on one thread; and a
-// Checkmate MILP solved that way gives what it always gave.
+// Checkmate MILP solved that way gives what it always gave. The same for the long-lived workers
+// (run_in_worker): one answers request after request; a crash, a cancel or the watchdog costs
+// one request and the next gets a new worker; one that has left is replaced; an idle one leaves;
+// several threads get several workers; and a MILP asked again gets the same answer.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -14,6 +17,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,6 +225,143 @@ TEST(Isolated, AMilpSolvedInAChildGivesTheOptimum) {
     std::atomic<bool> flag{true};
     const CancelScope scope(&flag);
     EXPECT_THROW((void)m.solve(o), Cancelled);
+}
+
+// ---- workers (run_in_worker) ----------------------------------------------------------------
+
+// The workers' serve functions: the request's first word says what to do.
+std::string serve_test(const std::string& request) {
+    if (request == "pid") return std::to_string(getpid());
+    if (request == "abort") std::abort();
+    if (request == "error") throw Error("no such block");
+    if (request == "hang")
+        for (;;) pause();
+    if (request == "leave") {  // answers, then leaves as an idle worker does
+        std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            _exit(0);
+        }).detach();
+        return std::to_string(getpid());
+    }
+    return "echo " + request;
+}
+
+// The state letter of /proc/<pid>/stat ('R', 'S', 'Z', …), or '?' where there is no such process.
+char process_state(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return '?';
+    const size_t close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+
+std::string ask(const std::string& request, const std::function<bool()>& cancelled = nullptr,
+                double watchdog_s = 60) {
+    const IsolatedRun r = run_in_worker(serve_test, request, cancelled, 0, watchdog_s);
+    return r.completed ? r.answer : "failed: " + r.failure;
+}
+
+TEST(Worker, AnswersRequestInTurnFromOneLongLivedChild) {
+    const std::string first = ask("pid");
+    ASSERT_EQ(first.find("failed"), std::string::npos) << first;
+    EXPECT_NE(first, std::to_string(getpid()));  // not this process
+    // The answer is whole however long it is, and the next request goes to the same worker.
+    const std::string big(3 << 20, 'x');  // more than a socket's buffer, both ways
+    EXPECT_EQ(ask(big), "echo " + big);
+    EXPECT_EQ(ask("pid"), first);
+}
+
+TEST(Worker, ACrashCostsItsRequestAndTheNextOneGetsANewWorker) {
+    const std::string before = ask("pid");
+    EXPECT_EQ(ask("abort"), "failed: killed by signal 6 (Aborted)");
+    const std::string after = ask("pid");
+    EXPECT_EQ(after.find("failed"), std::string::npos) << after;
+    EXPECT_NE(after, before);
+}
+
+TEST(Worker, AnErrorKeepsItsMessageAndItsWorker) {
+    const std::string before = ask("pid");
+    try {
+        (void)ask("error");
+        FAIL() << "no Error";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "no such block");
+    }
+    EXPECT_EQ(ask("pid"), before);
+}
+
+TEST(Worker, ACancelOrTheWatchdogStopsItsWorker) {
+    const std::string before = ask("pid");
+    std::atomic<bool> stop{false};
+    std::thread raiser([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        stop = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ask("hang", [&] { return stop.load(); }), "failed: cancelled");
+    raiser.join();
+    EXPECT_LT(seconds_since(t0), 30);
+    const std::string after = ask("pid");
+    EXPECT_NE(after, before);
+    EXPECT_EQ(ask("hang", nullptr, 0.3), "failed: still running 0 s after it started; stopped");
+    EXPECT_NE(ask("pid"), after);
+}
+
+// A worker that has left (idle, as the request came) costs nothing: the request goes to a new
+// one. One idle longer than half of kWorkerIdleSeconds is not asked at all, and has left by
+// kWorkerIdleSeconds.
+TEST(Worker, OneThatHasLeftIsReplacedAndAnIdleOneLeavesOnItsOwn) {
+    const std::string left = ask("leave");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::string next = ask("pid");
+    ASSERT_EQ(next.find("failed"), std::string::npos) << next;
+    EXPECT_NE(next, left);
+    std::this_thread::sleep_for(std::chrono::duration<double>(kWorkerIdleSeconds + 0.5));
+    // It has exited (a zombie until the next request reaps it), and is not asked again.
+    EXPECT_EQ(process_state(std::stoi(next)), 'Z');
+    EXPECT_NE(ask("pid"), next);
+    EXPECT_EQ(process_state(std::stoi(next)), '?');  // reaped
+}
+
+// Requests from two threads at once go to two workers, each answered.
+TEST(Worker, RequestsFromSeveralThreadsAtOnceEachGetAnAnswer) {
+    std::vector<std::string> answers(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < answers.size(); ++i)
+        threads.emplace_back([&, i] { answers[i] = ask(std::string(100000, char('a' + i))); });
+    for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < answers.size(); ++i)
+        EXPECT_EQ(answers[i], "echo " + std::string(100000, char('a' + i)));
+}
+
+// The block MILPs' worker solves one model after another: a model asked again, after others,
+// gets the answer it got the first time (nothing of one solve reaches the next), with a node
+// limit, which, unlike the clock, stops CBC at the same point every time.
+TEST(Worker, AMilpAskedAgainAfterOthersGetsTheSameAnswer) {
+    auto knapsack = [](int n, int seed) {
+        MilpModel m;
+        std::vector<std::pair<int, double>> weight;
+        unsigned s = static_cast<unsigned>(seed);
+        for (int i = 0; i < n; ++i) {
+            s = s * 1103515245u + 12345u;
+            const double w = 10 + (s >> 16) % 90, v = w + (s >> 8) % 17;
+            weight.emplace_back(m.add_col(0, 1, -v, true), w);
+        }
+        m.add_row(weight, 0, 25.0 * n);
+        return m;
+    };
+    MilpSolveOptions o;
+    o.time_limit_s = 600;
+    o.max_nodes = 50;
+    const MilpModel a = knapsack(60, 1);
+    const MilpResult first = a.solve(o);
+    ASSERT_TRUE(first.has_solution) << first.failure;
+    for (int seed = 2; seed < 6; ++seed) (void)knapsack(40 + seed, seed).solve(o);
+    const MilpResult again = a.solve(o);
+    ASSERT_TRUE(again.has_solution) << again.failure;
+    EXPECT_EQ(again.x, first.x);
+    EXPECT_EQ(again.objective, first.objective);
+    EXPECT_EQ(again.bound, first.bound);
 }
 
 }  // namespace
