@@ -1011,6 +1011,41 @@ TEST(OnnxExternalData, ReadsExactlyWhatInlineDataHolds) {
     EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
 
+// A file is parsed as it is read (load_onnx_file streams it into protobuf): it loads as its
+// bytes do, and a file cut short, empty or over the size limit is refused with its path and what
+// the bytes' import says of it (where the parse stopped, of how many bytes).
+TEST(OnnxImport, AFileLoadsAsItsBytesAndIsRefusedAsTheyAre) {
+    REQUIRE_ONNX();
+    const std::string full = read_bytes(kFixtures / "mlp.onnx");
+    const Graph file = load_onnx_file((kFixtures / "mlp.onnx").string());
+    const Graph bytes = network_from_onnx(full);
+    ASSERT_EQ(file.num_params(), bytes.num_params());
+    ASSERT_EQ(file.num_nodes(), bytes.num_nodes());
+    const RunData df = RunData::seeded(file), db = RunData::seeded(bytes);
+    EXPECT_EQ(df.params, db.params);
+    const ExternalDir dir;
+    for (size_t cut : {full.size() / 2, full.size() - 1, size_t{3}, size_t{0}}) {
+        dir.write("cut.onnx", full.substr(0, cut));
+        const std::string from_file = model_load_error(dir.path / "cut.onnx");
+        std::string from_bytes = import_error(full.substr(0, cut));
+        ASSERT_EQ(from_bytes.rfind("m.onnx: ", 0), 0u) << from_bytes;
+        from_bytes = (dir.path / "cut.onnx").string() + ": " + from_bytes.substr(8);
+        EXPECT_EQ(from_file, from_bytes) << "cut at " << cut;
+    }
+    OnnxImportOptions small;
+    small.max_file_bytes = 16;
+    std::string over;
+    try {
+        load_onnx_file((kFixtures / "mlp.onnx").string(), small);
+    } catch (const Error& e) {
+        over = e.what();
+    }
+    EXPECT_NE(over.find("mlp.onnx' is " + std::to_string(full.size()) +
+                        " bytes, more than the limit of 16 bytes"),
+              std::string::npos)
+        << over;
+}
+
 TEST(OnnxExternalData, BadLocationsRangesAndLengthsAreRefusedByName) {
     REQUIRE_ONNX();
     const TwoLayer t;
