@@ -1815,8 +1815,15 @@ class Importer {
                                    dims_text(w.dims));
             int fused = -1;
             const Const* bias = bias_after(idx, w.dims[1], fused);
-            // Transpose(W) of an initializer W [out, in] (PyTorch's nn.Linear): W itself.
+            // Transpose(W) of an initializer W [out, in] (PyTorch's nn.Linear): W itself, the
+            // initializer's own values where they are at hand (transposing the fold's transpose
+            // back took a sixth of ViT-B/32's import).
             if (w.transposed) {
+                const auto it = env_.find(w.initializer);
+                if (it != env_.end() && it->second.c && !it->second.c->transposed &&
+                    it->second.c->dims == Dims{w.dims[1], w.dims[0]})
+                    return linear(idx, x, *it->second.c, true, bias, module_or_name(idx),
+                                  bias ? fused : -1);
                 Const orig = w;
                 orig.dims = {w.dims[1], w.dims[0]};
                 orig.f = transpose2d(w.f, w.dims[0], w.dims[1]);
