@@ -5,12 +5,36 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "engine/cancel.h"
 #include "solvers/isolated.h"
 
 namespace rl {
+namespace {
+
+// CBC's message callback carries no user pointer: the solve in progress records here when each
+// new incumbent is reported (messages that carry an objective and name a solution), in seconds
+// into the solve (-1: not during it).
+struct IncumbentClock {
+    std::chrono::steady_clock::time_point start;
+    double last_s = -1;
+};
+thread_local IncumbentClock* t_clock = nullptr;
+
+void COINLINKAGE_CB on_message(Cbc_Model*, int msgno, int, const double*, int, const int*, int,
+                               char**) {
+    // CbcMessage.cpp: CBC_SOLUTION (4), CBC_ROUNDING (12), CBC_FPUMP1/2 and the heuristics'
+    // "Integer solution of %g found by ..." messages are 4, 12, 38, 39 (Cbc 2.10).
+    if (!t_clock) return;
+    if (msgno == 4 || msgno == 12 || msgno == 38 || msgno == 39)
+        t_clock->last_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_clock->start)
+                .count();
+}
+
+}  // namespace
 
 int MilpModel::add_col(double lb, double ub, double obj, bool integer) {
     lb_.push_back(lb);
@@ -58,23 +82,36 @@ MilpResult MilpModel::solve(const MilpSolveOptions& opt,
     // crash must cost this solve only. A cancel kills the worker at once (its incumbent is of no
     // use to a cancelled plan), which also makes a Ctrl-C during a solve take effect within
     // 20 ms.
+    MilpResult r = solve_until_cancelled(opt, start, nullptr, /*grace_s=*/0);
+    throw_if_cancelled();
+    return r;
+}
+
+MilpResult MilpModel::solve_until_cancelled(const MilpSolveOptions& opt,
+                                            const std::vector<std::pair<int, double>>& start,
+                                            const std::atomic<bool>* cancel, double grace_s) const {
     const auto t0 = std::chrono::steady_clock::now();
     const IsolatedRun run = run_in_worker(
-        &MilpModel::serve, request(opt, start), [] { return cancel_requested(); }, /*grace_s=*/0,
+        &MilpModel::serve, request(opt, start),
+        [cancel] { return (cancel && cancel->load()) || cancel_requested(); }, grace_s,
         /*watchdog_s=*/3 * opt.time_limit_s + 120);
-    throw_if_cancelled();
     MilpResult r;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.interrupted = run.cancelled;
     if (!run.completed) {
         r.failure = "CBC " + run.failure;
+        r.solve_s = r.seconds;
         return r;
     }
     ByteReader in(run.answer);
     r.has_solution = in.get<bool>();
     r.proven_optimal = in.get<bool>();
     r.proven_infeasible = in.get<bool>();
+    r.interrupted = in.get<bool>() || run.cancelled;
     r.objective = in.get<double>();
     r.bound = in.get<double>();
+    r.solve_s = in.get<double>();
+    r.time_to_best_s = in.get<double>();
     r.x = in.get_vector<double>();
     return r;
 }
@@ -131,6 +168,8 @@ std::string MilpModel::solve_here(const MilpSolveOptions& opt,
         Cbc_setParameter(m.get(), "ratioGap", "0");
         Cbc_setParameter(m.get(), "allowableGap", "0");
     }
+    if (opt.log_level == 0) Cbc_setParameter(m.get(), "log", "0");
+    if (opt.threads > 0) Cbc_setParameter(m.get(), "threads", std::to_string(opt.threads).c_str());
     if (!opt.preprocess) Cbc_setParameter(m.get(), "preprocess", "off");
     if (opt.max_nodes > 0) Cbc_setMaximumNodes(m.get(), opt.max_nodes);
     if (!start.empty()) {
@@ -142,13 +181,24 @@ std::string MilpModel::solve_here(const MilpSolveOptions& opt,
         }
         Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
     }
+    IncumbentClock clock{std::chrono::steady_clock::now(), -1};
+    t_clock = &clock;
+    Cbc_registerCallBack(m.get(), on_message);
     Cbc_solve(m.get());
+    t_clock = nullptr;
+    const double solve_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.start).count();
+    // Cbc_status 1 with secondary status 5: stopped on an event (its SIGINT handler).
+    const bool interrupted = Cbc_status(m.get()) == 1 && Cbc_secondaryStatus(m.get()) == 5;
     const bool infeasible = Cbc_isProvenInfeasible(m.get()) != 0;
     const double* best = Cbc_bestSolution(m.get());
+    if (!best && opt.presolved_solution && Cbc_isProvenOptimal(m.get()))
+        best = Cbc_getColSolution(m.get());
     const bool has = best && !infeasible;
     ByteWriter out;
-    out.put(has).put(has && Cbc_isProvenOptimal(m.get()) != 0).put(infeasible);
+    out.put(has).put(has && Cbc_isProvenOptimal(m.get()) != 0).put(infeasible).put(interrupted);
     out.put(has ? Cbc_getObjValue(m.get()) : 0.0).put(Cbc_getBestPossibleObjValue(m.get()));
+    out.put(solve_s).put(has && clock.last_s >= 0 ? clock.last_s : 0.0);
     out.put_vector(has ? std::vector<double>(best, best + cols()) : std::vector<double>{});
     return out.take();
 }

@@ -2,7 +2,8 @@
 // A sparse mixed-integer linear program assembled column by column and row by row, and loaded
 // into COIN-OR CBC column-major: the one model builder of the Checkmate formulations
 // (solvers/checkmate.cpp over a network's stages, solvers/general/checkmate_general.cpp over an
-// abstract graph). The solve itself, its options and callbacks stay with each formulation.
+// abstract graph), and their one way to CBC: a solve in a worker process (solvers/isolated.h).
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,12 @@ namespace rl {
 // minimisation, over every integral point), valid whether or not a solution was found.
 struct MilpResult {
     bool has_solution = false, proven_optimal = false, proven_infeasible = false;
-    double objective = 0, bound = 0, seconds = 0;
+    // Stopped by a cancel (CBC's own SIGINT handler, or the worker killed).
+    bool interrupted = false;
+    double objective = 0, bound = 0;
+    double seconds = 0;         // the whole call, here
+    double solve_s = 0;         // CBC's solve, in the worker
+    double time_to_best_s = 0;  // into the solve, when CBC reported its incumbent (0: the start)
     std::vector<double> x;
     // Why CBC gave no answer at all ("CBC killed by signal 6 (Aborted)"): its child process
     // died (solvers/isolated.h). Then has_solution is false and bound 0, a valid lower bound.
@@ -32,6 +38,11 @@ struct MilpSolveOptions {
     // Branch-and-bound nodes at most (0: no limit). A node limit, unlike the wall clock, stops
     // CBC at the same point whatever the machine's load: the same model gives the same answer.
     int max_nodes = 0;
+    // CBC's "threads" parameter where > 0 (the general formulation's 1); 0 leaves CBC's default.
+    int threads = 0;
+    // Where presolve fixes every column CBC proves optimality without storing an incumbent:
+    // its column solution is then the answer (the general formulation).
+    bool presolved_solution = false;
 };
 
 class MilpModel {
@@ -56,6 +67,14 @@ class MilpModel {
     // worker is killed within 20 ms of it) and after the solve; a raised flag throws Cancelled.
     MilpResult solve(const MilpSolveOptions& opt,
                      const std::vector<std::pair<int, double>>& start = {}) const;
+
+    // The same without the throws: `cancel` (where given) and the cancel flag are polled while
+    // CBC runs; when either is raised the worker gets SIGINT (CBC's handler stops the search and
+    // the worker answers with its incumbent, MilpResult::interrupted) and `grace_s` seconds
+    // before it is killed.
+    MilpResult solve_until_cancelled(const MilpSolveOptions& opt,
+                                     const std::vector<std::pair<int, double>>& start,
+                                     const std::atomic<bool>* cancel, double grace_s) const;
 
   private:
     // The CBC solve itself, in the worker: its answer as ByteWriter bytes.

@@ -1,15 +1,10 @@
 #include "solvers/general/checkmate_general.h"
 
-#include <coin/Cbc_C_Interface.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <memory>
+#include <utility>
 
-#include "engine/cancel.h"
 #include "engine/errors.h"
-#include "solvers/isolated.h"
 #include "solvers/milp_model.h"
 
 namespace rl::general {
@@ -20,25 +15,6 @@ constexpr int kFixedZero = -1;
 constexpr int kFixedOne = -2;
 
 using Model = MilpModel;  // solvers/milp_model.h
-
-// CBC's message callback carries no user pointer: the solve in progress records here when each
-// new incumbent is reported (messages that carry an objective and name a solution).
-struct IncumbentClock {
-    std::chrono::steady_clock::time_point start;
-    double last_s = -1;
-};
-thread_local IncumbentClock* t_clock = nullptr;
-
-void COINLINKAGE_CB on_message(Cbc_Model*, int msgno, int, const double*, int, const int*, int,
-                               char**) {
-    // CbcMessage.cpp: CBC_SOLUTION (4), CBC_ROUNDING (12), CBC_FPUMP1/2 and the heuristics'
-    // "Integer solution of %g found by ..." messages are 4, 12, 38, 39 (Cbc 2.10).
-    if (!t_clock) return;
-    if (msgno == 4 || msgno == 12 || msgno == 38 || msgno == 39)
-        t_clock->last_s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_clock->start)
-                .count();
-}
 
 // For each stage, the outputs live at its start in the schedule built from `computes`.
 std::vector<std::vector<uint8_t>> live_at_stage_starts(const AbstractGraph& g,
@@ -326,152 +302,95 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
         return res;
     }
 
-    // The CBC solve runs in a child process (solvers/isolated.h): CBC 2.10 crashed in
-    // CglPreProcess::postProcess and aborted in Clp on valid models, and a crash must cost this
-    // solve only. On a cancel the child gets SIGINT (CBC's handler stops the search and the
-    // child still answers with its incumbent) and 3 s before it is killed.
-    auto solve_here = [&]() -> std::string {
-        std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> cbc(Cbc_newModel(), Cbc_deleteModel);
-        m.load(cbc.get());
-        Cbc_setLogLevel(cbc.get(), opt.log_level);
-        if (opt.log_level == 0) Cbc_setParameter(cbc.get(), "log", "0");
-        Cbc_setParameter(cbc.get(), "timeMode", "elapsed");
-        Cbc_setMaximumSeconds(cbc.get(), std::max(0.01, opt.time_limit_s));
-        Cbc_setParameter(cbc.get(), "integerTolerance", "1e-9");
-        Cbc_setParameter(cbc.get(), "threads", "1");
-        if (opt.node_limit > 0) Cbc_setMaximumNodes(cbc.get(), opt.node_limit);
-        // CBC 2.10 (Debian) crashed in CglPreProcess::postProcess on a window of ResNet50's train
-        // graph (stages [221, 259), 33,000 columns); windows are small, so they go without it.
-        if (W) Cbc_setParameter(cbc.get(), "preprocess", "off");
-
-        if (W) {
-            std::vector<int> cols;
-            std::vector<double> vals;
-            for (int32_t t = W->stage_begin; t < W->stage_end && t < n; ++t)
+    // The MIP start: the window's incumbent, or the warm start where it is in the class.
+    std::vector<std::pair<int, double>> start;
+    if (W) {
+        for (int32_t t = W->stage_begin; t < W->stage_end && t < n; ++t)
+            for (int32_t i = 0; i < t; ++i) {
+                const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
+                if (Rc(t, i) >= 0) start.emplace_back(Rc(t, i), W->incumbent->r[T][I]);
+                if (Sc(t, i) >= 0) start.emplace_back(Sc(t, i), W->incumbent->s[T][I]);
+            }
+        res.warm_started = true;
+    } else if (opt.warm_start) {
+        const std::vector<int32_t> order = canonical_stage_order(g, *opt.warm_start);
+        bool fits = false;
+        try {
+            fits = simulate_general(g, schedule_from_computations(g, order), p.max_computations)
+                       .peak_bytes <= p.budget;
+        } catch (const Error&) {
+            fits = false;
+        }
+        if (fits) {
+            std::vector<std::vector<uint8_t>> r(N, std::vector<uint8_t>(N, 0));
+            std::vector<uint8_t> seen(N, 0);
+            // Each computation belongs to the stage of the next first computation.
+            std::vector<int32_t> buffer;
+            for (int32_t v : order) {
+                buffer.push_back(v);
+                if (!seen[static_cast<size_t>(v)]) {
+                    seen[static_cast<size_t>(v)] = 1;
+                    for (int32_t u : buffer) r[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
+                    buffer.clear();
+                }
+            }
+            const auto live = live_at_stage_starts(g, order);
+            std::vector<std::pair<int, double>> in_class_start;
+            bool in_class = true;
+            for (int32_t t = 0; t < n && in_class; ++t)
                 for (int32_t i = 0; i < t; ++i) {
                     const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
-                    if (Rc(t, i) >= 0) {
-                        cols.push_back(Rc(t, i));
-                        vals.push_back(W->incumbent->r[T][I]);
+                    const int rc = Rc(t, i), sc = Sc(t, i);
+                    if ((rc == kFixedZero && r[T][I]) || (sc == kFixedZero && live[T][I])) {
+                        in_class = false;
+                        break;
                     }
-                    if (Sc(t, i) >= 0) {
-                        cols.push_back(Sc(t, i));
-                        vals.push_back(W->incumbent->s[T][I]);
-                    }
+                    if (rc >= 0) in_class_start.emplace_back(rc, r[T][I]);
+                    if (sc >= 0) in_class_start.emplace_back(sc, live[T][I]);
                 }
-            Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
-            res.warm_started = true;
-        } else if (opt.warm_start) {
-            const std::vector<int32_t> order = canonical_stage_order(g, *opt.warm_start);
-            bool fits = false;
-            try {
-                fits = simulate_general(g, schedule_from_computations(g, order), p.max_computations)
-                           .peak_bytes <= p.budget;
-            } catch (const Error&) {
-                fits = false;
-            }
-            if (fits) {
-                std::vector<std::vector<uint8_t>> r(N, std::vector<uint8_t>(N, 0));
-                std::vector<uint8_t> seen(N, 0);
-                // Each computation belongs to the stage of the next first computation.
-                std::vector<int32_t> buffer;
-                for (int32_t v : order) {
-                    buffer.push_back(v);
-                    if (!seen[static_cast<size_t>(v)]) {
-                        seen[static_cast<size_t>(v)] = 1;
-                        for (int32_t u : buffer)
-                            r[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
-                        buffer.clear();
-                    }
-                }
-                const auto live = live_at_stage_starts(g, order);
-                std::vector<int> cols;
-                std::vector<double> vals;
-                bool in_class = true;
-                for (int32_t t = 0; t < n && in_class; ++t)
-                    for (int32_t i = 0; i < t; ++i) {
-                        const auto T = static_cast<size_t>(t), I = static_cast<size_t>(i);
-                        const int rc = Rc(t, i), sc = Sc(t, i);
-                        if ((rc == kFixedZero && r[T][I]) || (sc == kFixedZero && live[T][I])) {
-                            in_class = false;
-                            break;
-                        }
-                        if (rc >= 0) {
-                            cols.push_back(rc);
-                            vals.push_back(r[T][I]);
-                        }
-                        if (sc >= 0) {
-                            cols.push_back(sc);
-                            vals.push_back(live[T][I]);
-                        }
-                    }
-                if (in_class) {
-                    Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(),
-                                     vals.data());
-                    res.warm_started = true;
-                }
+            if (in_class) {
+                start = std::move(in_class_start);
+                res.warm_started = true;
             }
         }
+    }
 
-        IncumbentClock clock{std::chrono::steady_clock::now(), -1};
-        t_clock = &clock;
-        Cbc_registerCallBack(cbc.get(), on_message);
-        {
-            QuietStdout quiet(opt.log_level == 0);
-            Cbc_solve(cbc.get());
-        }
-        t_clock = nullptr;
-        res.solve_s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.start).count();
-        // Cbc_status 1 with secondary status 5: stopped on an event (its SIGINT handler).
-        res.interrupted = Cbc_status(cbc.get()) == 1 && Cbc_secondaryStatus(cbc.get()) == 5;
-        res.proven_infeasible = Cbc_isProvenInfeasible(cbc.get()) != 0;
-        const double* x = Cbc_bestSolution(cbc.get());
-        // When presolve fixes every column, CBC reports optimality without a stored incumbent.
-        if (!x && Cbc_isProvenOptimal(cbc.get())) x = Cbc_getColSolution(cbc.get());
-        res.lower_bound_tdi = std::max(0.0, Cbc_getBestPossibleObjValue(cbc.get()));
-        if (x && !res.proven_infeasible) {
-            res.found = true;
-            res.proven_optimal = Cbc_isProvenOptimal(cbc.get()) != 0;
-            res.objective_tdi = Cbc_getObjValue(cbc.get());
-            res.time_to_best_s = clock.last_s >= 0 ? clock.last_s : 0.0;
-            for (int32_t t = 0; t < n; ++t)
-                for (int32_t i = 0; i <= t; ++i) {
-                    const int c = Rc(t, i);
-                    if (c == kFixedOne || (c >= 0 && x[c] > 0.5)) res.computes.push_back(i);
-                }
-            if (res.proven_optimal) res.lower_bound_tdi = res.objective_tdi;
-            for (int c : overflow_cols) res.overflow += x[c];
-        }
-        ByteWriter out;
-        out.put(res.warm_started).put(res.interrupted).put(res.proven_infeasible);
-        out.put(res.found).put(res.proven_optimal).put(res.objective_tdi);
-        out.put(res.lower_bound_tdi).put(res.time_to_best_s).put(res.overflow).put(res.solve_s);
-        out.put_vector(res.computes);
-        return out.take();
-    };
-    const auto t0 = std::chrono::steady_clock::now();
-    const IsolatedRun run = run_isolated(
-        solve_here, [&] { return (opt.cancel && opt.cancel->load()) || cancel_requested(); },
-        /*grace_s=*/3, /*watchdog_s=*/3 * opt.time_limit_s + 120);
-    if (!run.completed) {
-        res.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        res.interrupted = run.cancelled;
-        res.failure = "CBC " + run.failure;
+    // The CBC solve runs in a worker process (MilpModel::solve_until_cancelled): CBC 2.10
+    // crashed in CglPreProcess::postProcess and aborted in Clp on valid models, and a crash must
+    // cost this solve only. On a cancel the worker gets SIGINT (CBC's handler stops the search
+    // and it still answers with its incumbent) and 3 s before it is killed.
+    MilpSolveOptions so;
+    so.time_limit_s = opt.time_limit_s;
+    so.log_level = opt.log_level;
+    so.threads = 1;
+    so.max_nodes = opt.node_limit;
+    so.presolved_solution = true;
+    // CBC 2.10 (Debian) crashed in CglPreProcess::postProcess on a window of ResNet50's train
+    // graph (stages [221, 259), 33,000 columns); windows are small, so they go without it.
+    so.preprocess = !W;
+    const rl::MilpResult r = m.solve_until_cancelled(so, start, opt.cancel, /*grace_s=*/3);
+    res.solve_s = r.solve_s;
+    res.interrupted = r.interrupted;
+    if (!r.failure.empty()) {
+        res.failure = r.failure;
         return res;
     }
-    ByteReader in(run.answer);
-    res.warm_started = in.get<bool>();
-    res.interrupted = in.get<bool>() || run.cancelled;
-    res.proven_infeasible = in.get<bool>();
-    res.found = in.get<bool>();
-    res.proven_optimal = in.get<bool>();
-    res.objective_tdi = in.get<double>();
-    res.lower_bound_tdi = in.get<double>();
-    res.time_to_best_s = in.get<double>();
-    res.overflow = in.get<double>();
-    res.solve_s = in.get<double>();
-    res.computes = in.get_vector<int32_t>();
+    res.proven_infeasible = r.proven_infeasible;
+    res.lower_bound_tdi = std::max(0.0, r.bound);
+    if (r.has_solution) {
+        res.found = true;
+        res.proven_optimal = r.proven_optimal;
+        res.objective_tdi = r.objective;
+        res.time_to_best_s = r.time_to_best_s;
+        for (int32_t t = 0; t < n; ++t)
+            for (int32_t i = 0; i <= t; ++i) {
+                const int c = Rc(t, i);
+                if (c == kFixedOne || (c >= 0 && r.x[static_cast<size_t>(c)] > 0.5))
+                    res.computes.push_back(i);
+            }
+        if (res.proven_optimal) res.lower_bound_tdi = res.objective_tdi;
+        for (int c : overflow_cols) res.overflow += r.x[static_cast<size_t>(c)];
+    }
     return res;
 }
 
