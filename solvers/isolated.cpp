@@ -26,7 +26,7 @@
 namespace rl {
 
 void ByteReader::fail() {
-    throw Error("a solver's child process returned a truncated answer");
+    throw Error("a solver's worker process returned a truncated answer");
 }
 
 namespace {
@@ -50,13 +50,11 @@ bool crash_injected() {
     return inject && std::string(inject) == "abort";
 }
 
-// Pipes and sockets alike; MSG_NOSIGNAL keeps a closed peer from raising SIGPIPE here.
-bool write_all(int fd, const std::string& bytes, bool socket) {
+// MSG_NOSIGNAL: a closed peer is an error here, not a SIGPIPE.
+bool write_all(int fd, const std::string& bytes) {
     size_t done = 0;
     while (done < bytes.size()) {
-        const ssize_t n = socket
-                              ? ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL)
-                              : ::write(fd, bytes.data() + done, bytes.size() - done);
+        const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return false;
         done += static_cast<size_t>(n);
@@ -99,28 +97,6 @@ void enter_child() {
     ::pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
 }
 
-// The child's answer: 'O' and work()'s bytes, or 'E' and an Error's message.
-[[noreturn]] void child_main(int fd, const std::function<std::string()>& work) {
-    enter_child();
-    // Fault injection for the tests that hold a solver crash to costing one solve: the child
-    // dies as CBC did in Clp's assertion, before it answers.
-    if (crash_injected()) std::abort();
-    int status = 0;
-    try {
-        write_all(fd, "O" + work(), false);
-    } catch (const Error& e) {
-        write_all(fd, std::string("E") + e.what(), false);
-    } catch (const std::exception& e) {
-        write_all(fd, std::string("E") + e.what(), false);
-        status = 3;
-    } catch (...) {
-        status = 3;
-    }
-    ::close(fd);
-    // No exit(): no atexit handlers, static destructors or stdio flushes of the parent's state.
-    ::_exit(status);
-}
-
 // A worker's messages: the length of what follows (8 bytes), a byte (the request's flags, the
 // answer's 'O' or 'E'), then the bytes.
 constexpr size_t kHead = sizeof(uint64_t) + 1;
@@ -158,7 +134,9 @@ bool whole_frame(const std::string& bytes) {
         std::memcpy(&size, head, sizeof size);
         std::string request(static_cast<size_t>(size), '\0');
         if (!read_exact(fd, request.data(), request.size())) ::_exit(0);
-        if (head[sizeof size] & kInjectCrash) std::abort();  // as child_main
+        // Fault injection for the tests that hold a solver crash to costing one solve: the
+        // worker dies as CBC did in Clp's assertion, before it answers.
+        if (head[sizeof size] & kInjectCrash) std::abort();
         std::string answer;
         try {
             answer = framed('O', serve(request));
@@ -167,7 +145,7 @@ bool whole_frame(const std::string& bytes) {
         } catch (...) {
             ::_exit(3);
         }
-        if (!write_all(fd, answer, true)) ::_exit(0);
+        if (!write_all(fd, answer)) ::_exit(0);
     }
 }
 
@@ -186,11 +164,11 @@ struct Awaited {
     bool cancelled = false, timed_out = false;
 };
 
-// What child `pid` writes to `fd`, until `whole(bytes)` (where given) or the end of the file.
+// What worker `pid` writes to `fd`, until a whole frame or the end of the file.
 // `cancelled` is polled every 20 ms: when it turns true the child gets SIGINT, and SIGKILL
 // `grace_s` later; the watchdog kills it at `watchdog_s` after the start.
 Awaited await_child(pid_t pid, int fd, const std::function<bool()>& cancelled, double grace_s,
-                    double watchdog_s, bool (*whole)(const std::string&)) {
+                    double watchdog_s) {
     Awaited a;
     const auto t0 = Clock::now();
     const auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -205,7 +183,7 @@ Awaited await_child(pid_t pid, int fd, const std::function<bool()>& cancelled, d
             const ssize_t n = ::read(fd, buf, sizeof buf);
             if (n > 0) {
                 a.bytes.append(buf, static_cast<size_t>(n));
-                if (whole && whole(a.bytes)) break;
+                if (whole_frame(a.bytes)) break;
                 continue;
             }
             if (n == 0) break;  // EOF: the child closed its end (answered, or died)
@@ -318,52 +296,6 @@ bool in_isolated_child() {
     return g_in_child;
 }
 
-IsolatedRun run_isolated(const std::function<std::string()>& work,
-                         const std::function<bool()>& cancelled, double grace_s,
-                         double watchdog_s) {
-    IsolatedRun run;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-        run.answer = work();  // no pipe, no child: the solve runs here, as it used to
-        run.completed = true;
-        return run;
-    }
-    pid_t pid;
-    {
-        const std::lock_guard<std::mutex> lock(g_fork_mutex);
-        pid = ::fork();
-        if (pid == 0) {
-            ::close(fds[0]);
-            close_worker_fds();
-            child_main(fds[1], work);
-        }
-    }
-    if (pid < 0) {
-        ::close(fds[0]);
-        ::close(fds[1]);
-        run.answer = work();
-        run.completed = true;
-        return run;
-    }
-    ::close(fds[1]);
-    const Awaited a = await_child(pid, fds[0], cancelled, grace_s, watchdog_s, nullptr);
-    ::close(fds[0]);
-    run.cancelled = a.cancelled;
-    run.timed_out = a.timed_out;
-    int status = 0;
-    const pid_t waited = reap(pid, &status);
-    // ECHILD (the application reaps children itself): judge by the answer alone.
-    const bool exited_cleanly = waited < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (!a.bytes.empty() && a.bytes[0] == 'E' && exited_cleanly) throw Error(a.bytes.substr(1));
-    if (!a.bytes.empty() && a.bytes[0] == 'O' && exited_cleanly) {
-        run.completed = true;
-        run.answer = a.bytes.substr(1);
-        return run;
-    }
-    run.failure = failure_of(a, waited, status, watchdog_s);
-    return run;
-}
-
 IsolatedRun run_in_worker(Serve serve, const std::string& request,
                           const std::function<bool()>& cancelled, double grace_s,
                           double watchdog_s) {
@@ -372,15 +304,14 @@ IsolatedRun run_in_worker(Serve serve, const std::string& request,
         bool fresh = false;
         const Worker w = take_worker(serve, &fresh);
         IsolatedRun run;
-        if (w.pid < 0) {  // no socket or no fork: here, as run_isolated does
+        if (w.pid < 0) {  // no socket or no fork: here
             run.answer = serve(request);
             run.completed = true;
             return run;
         }
-        const bool sent = write_all(w.fd, message, true);
+        const bool sent = write_all(w.fd, message);
         const Awaited a =
-            sent ? await_child(w.pid, w.fd, cancelled, grace_s, watchdog_s, whole_frame)
-                 : Awaited{};
+            sent ? await_child(w.pid, w.fd, cancelled, grace_s, watchdog_s) : Awaited{};
         run.cancelled = a.cancelled;
         run.timed_out = a.timed_out;
         const bool answered = whole_frame(a.bytes);

@@ -1,27 +1,35 @@
 #pragma once
-// A solver call run in a child process, so that a crash inside the solver library costs that
+// Solver calls run in a child process, so that a crash inside the solver library costs that
 // one solve, not the application. COIN-OR CBC 2.10 (Debian) has aborted inside Clp during a
 // `compare` on ResNet-50 and crashed in CglPreProcess::postProcess when a time limit stopped its
 // preprocessing, both on valid models; in-process, either ends the CLI or the desktop app.
 //
-//   IsolatedRun r = run_isolated([&] { return encode(solve_with_cbc(model)); },
-//                                [] { return cancel_requested(); }, /*grace_s=*/0,
-//                                /*watchdog_s=*/90);
+//   IsolatedRun r = run_in_worker(&serve_milp, encode(model), [] { return cancel_requested(); },
+//                                 /*grace_s=*/0, /*watchdog_s=*/90);
 //   if (!r.completed) report("the MILP solver failed: " + r.failure);   // e.g. "killed by
 //   else use(decode(r.answer));                                         //  signal 6 (Aborted)"
 //
-// `work` runs in a fork of this process. Only the calling thread exists there, so it must not
-// wait on a lock another thread may hold (malloc's are fork-safe in glibc; Qt and iostreams
-// under other threads' use are not to be touched); OpenMP, and OpenBLAS under CBC's LAPACK,
-// are set to one thread there. Its return value comes back
-// through a pipe; an rl::Error it throws is thrown again here with the same message. While the
-// child runs, `cancelled` is polled every 20 ms: when it returns true the child is sent SIGINT
-// (CBC's own handler then stops the search, and the child still answers with its incumbent) and
-// given `grace_s` seconds before SIGKILL. A child still running `watchdog_s` seconds after it
-// started is killed too (a solver that ignores its own time limit, or a child that hangs). Where
-// fork fails, `work` runs in this process. With REMATLAB_INJECT_SOLVER_CRASH=abort in the
-// environment every child (and every worker, below) aborts before it answers (the tests' fault
-// injection).
+// The child is a worker: a fork of this process that answers requests one at a time, for as
+// long as they come. A plan's block MILPs are hundreds of small solves, most under a millisecond
+// of CBC; a fork per solve cost more than the solve (2.5 MB of fresh pages each, a page fault
+// apiece: 15 ms a solve on these machines, 13 of the 23 s of the explanation test's 854 solves).
+// Only the forking thread exists in a worker, so `serve` must not wait on a lock another thread
+// may hold (malloc's are fork-safe in glibc; Qt and iostreams under other threads' use are not
+// to be touched); OpenMP, and OpenBLAS under CBC's LAPACK, are set to one thread there. A worker
+// runs `serve` as the fork saw this process, so `serve` is a plain function of the request's
+// bytes, and whatever it needs travels in them. Its answer comes back through a socket; an
+// rl::Error it throws is thrown again here with the same message (and the worker stays). While
+// it works, `cancelled` is polled every 20 ms: when it returns true the worker is sent SIGINT
+// (CBC's own handler then stops the search, and the worker still answers with its incumbent) and
+// given `grace_s` seconds before SIGKILL; a cancelled worker goes, answered or not (CBC's handler
+// may still hold the signal). One still working `watchdog_s` seconds after the request is killed
+// too (a solver that ignores its own time limit, or a hang). A killed or crashed worker costs its
+// request only: the next forks another. One left idle for kWorkerIdleSeconds leaves on its own
+// (the pages it shares with this process are then this process's alone again); a request never
+// goes to one idle for half of that. Requests from several threads at once go to as many
+// workers. Where no worker can be started, `serve` runs here. With
+// REMATLAB_INJECT_SOLVER_CRASH=abort in the environment every worker aborts before it answers
+// (the tests' fault injection).
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -32,36 +40,21 @@
 namespace rl {
 
 struct IsolatedRun {
-    bool completed = false;  // the child returned its answer
+    bool completed = false;  // the worker returned its answer
     bool cancelled = false;  // `cancelled` returned true while it ran
     bool timed_out = false;  // killed by the watchdog
-    std::string answer;      // what `work` returned (completed)
+    std::string answer;      // what `serve` returned (completed)
     std::string failure;     // why there is no answer: "killed by signal 11 (Segmentation fault)"
 };
 
-IsolatedRun run_isolated(const std::function<std::string()>& work,
-                         const std::function<bool()>& cancelled, double grace_s, double watchdog_s);
-
-// The same, for the many small solves of one kind (the block MILPs: hundreds per plan, most
-// under a millisecond of CBC): `request` is answered by a long-lived child, a worker, which
-// `serve` answers in turn as it comes. A fork per solve cost more than most solves (2.5 MB of
-// fresh pages each, a page fault apiece: 15 ms a solve on these machines, 13 of the 23 s of the
-// explanation test's 854 solves). A worker was forked by the first request that found none
-// idle, so it runs `serve` as that fork saw the process; `serve` is therefore a plain function
-// of the request's bytes, and whatever it needs travels in them. A worker that crashes, is
-// cancelled or outlives its watchdog is killed and the request fails as run_isolated's would;
-// the next request forks another. One left idle for kWorkerIdleSeconds exits on its own (the
-// pages it shares with this process are then this process's alone again); a request never goes
-// to one idle for half of that. Requests from several threads at once go to as many workers.
-// Where no worker can be started, `serve` runs here.
 using Serve = std::string (*)(const std::string& request);
 constexpr double kWorkerIdleSeconds = 2.0;
 IsolatedRun run_in_worker(Serve serve, const std::string& request,
                           const std::function<bool()>& cancelled, double grace_s,
                           double watchdog_s);
 
-// True inside a child of run_isolated or a worker (work may then change process-wide state such
-// as its stdout, which a run without a child, where fork failed, must leave alone).
+// True inside a worker (`serve` may then change process-wide state such as its stdout, which a
+// run here, where no worker could be started, must leave alone).
 bool in_isolated_child();
 
 // Points stdout at /dev/null while it lives, when `quiet` (CBC's preprocessing prints there

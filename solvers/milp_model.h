@@ -21,7 +21,7 @@ struct MilpResult {
     double solve_s = 0;         // CBC's solve, in the worker
     double time_to_best_s = 0;  // into the solve, when CBC reported its incumbent (0: the start)
     std::vector<double> x;
-    // Why CBC gave no answer at all ("CBC killed by signal 6 (Aborted)"): its child process
+    // Why CBC gave no answer at all ("CBC killed by signal 6 (Aborted)"): its worker process
     // died (solvers/isolated.h). Then has_solution is false and bound 0, a valid lower bound.
     std::string failure;
 };

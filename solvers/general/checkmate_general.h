@@ -100,7 +100,7 @@ struct MilpResult {
     double solve_s = 0;
     int variables = 0, integer_variables = 0, constraints = 0;
     double overflow = 0;  // window mode, elastic: the sum of o_t in the incumbent
-    // Why CBC gave no answer at all ("CBC killed by signal 11 (Segmentation fault)"): its child
+    // Why CBC gave no answer at all ("CBC killed by signal 11 (Segmentation fault)"): its worker
     // process died (solvers/isolated.h).
     std::string failure;
 };
