@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "engine/cancel.h"
+#include "engine/errors.h"
 #include "solvers/isolated.h"
 
 namespace rl {
@@ -146,14 +147,14 @@ std::string MilpModel::serve(const std::string& request) {
     m.entries_ = in.get_vector<Entry>();
     const auto start_cols = in.get_vector<int>();
     const auto start_values = in.get_vector<double>();
-    std::vector<std::pair<int, double>> start;
-    for (size_t i = 0; i < start_cols.size() && i < start_values.size(); ++i)
-        start.emplace_back(start_cols[i], start_values[i]);
-    return m.solve_here(opt, start);
+    if (start_cols.size() != start_values.size())
+        throw Error("a MILP request's start has " + std::to_string(start_cols.size()) +
+                    " columns and " + std::to_string(start_values.size()) + " values");
+    return m.solve_here(opt, start_cols, start_values);
 }
 
-std::string MilpModel::solve_here(const MilpSolveOptions& opt,
-                                  const std::vector<std::pair<int, double>>& start) const {
+std::string MilpModel::solve_here(const MilpSolveOptions& opt, const std::vector<int>& start_cols,
+                                  const std::vector<double>& start_values) const {
     // In the worker, a silent solve points stdout at /dev/null while it runs, as CBC's
     // preprocessing prints there whatever its log level (the parent's --json stays clean).
     const QuietStdout quiet(opt.log_level == 0 && in_isolated_child());
@@ -172,15 +173,9 @@ std::string MilpModel::solve_here(const MilpSolveOptions& opt,
     if (opt.threads > 0) Cbc_setParameter(m.get(), "threads", std::to_string(opt.threads).c_str());
     if (!opt.preprocess) Cbc_setParameter(m.get(), "preprocess", "off");
     if (opt.max_nodes > 0) Cbc_setMaximumNodes(m.get(), opt.max_nodes);
-    if (!start.empty()) {
-        std::vector<int> cols;
-        std::vector<double> vals;
-        for (const auto& [c, x] : start) {
-            cols.push_back(c);
-            vals.push_back(x);
-        }
-        Cbc_setMIPStartI(m.get(), static_cast<int>(cols.size()), cols.data(), vals.data());
-    }
+    if (!start_cols.empty())
+        Cbc_setMIPStartI(m.get(), static_cast<int>(start_cols.size()), start_cols.data(),
+                         start_values.data());
     IncumbentClock clock{std::chrono::steady_clock::now(), -1};
     t_clock = &clock;
     Cbc_registerCallBack(m.get(), on_message);

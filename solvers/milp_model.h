@@ -77,9 +77,10 @@ class MilpModel {
                                      const std::atomic<bool>* cancel, double grace_s) const;
 
   private:
-    // The CBC solve itself, in the worker: its answer as ByteWriter bytes.
-    std::string solve_here(const MilpSolveOptions& opt,
-                           const std::vector<std::pair<int, double>>& start) const;
+    // The CBC solve itself, in the worker, from the start's columns and values: its answer as
+    // ByteWriter bytes.
+    std::string solve_here(const MilpSolveOptions& opt, const std::vector<int>& start_cols,
+                           const std::vector<double>& start_values) const;
     // The model, the options and the start as the worker's request, and the worker's side:
     // the request decoded and solved.
     std::string request(const MilpSolveOptions& opt,

@@ -322,19 +322,9 @@ MilpResult solve_checkmate_milp(const GeneralProblem& p, const MilpOptions& opt)
             fits = false;
         }
         if (fits) {
-            std::vector<std::vector<uint8_t>> r(N, std::vector<uint8_t>(N, 0));
-            std::vector<uint8_t> seen(N, 0);
-            // Each computation belongs to the stage of the next first computation.
-            std::vector<int32_t> buffer;
-            for (int32_t v : order) {
-                buffer.push_back(v);
-                if (!seen[static_cast<size_t>(v)]) {
-                    seen[static_cast<size_t>(v)] = 1;
-                    for (int32_t u : buffer) r[static_cast<size_t>(v)][static_cast<size_t>(u)] = 1;
-                    buffer.clear();
-                }
-            }
-            const auto live = live_at_stage_starts(g, order);
+            const StageMatrices sm = stage_matrices(g, order);
+            const auto& r = sm.r;
+            const auto& live = sm.s;
             std::vector<std::pair<int, double>> in_class_start;
             bool in_class = true;
             for (int32_t t = 0; t < n && in_class; ++t)
