@@ -16,9 +16,9 @@
 // of 8 channels run two at a time, one in each half of a 16-float vector (paired groups, below:
 // a unit of two groups, its planes those of one group of 16 channels).
 //
-// Per group, in its own slice of the workspace (Conv2dGeometry::grouped_slice_floats), a chunk of
-// images at a time (Conv2dGeometry::grouped_images: enough that small planes fill the tiles),
-// per image of the chunk:
+// Per group, in a slice of the workspace (Conv2dGeometry::grouped_slice_floats; a thread's groups
+// take its slice in turn, for_units), a chunk of images at a time (Conv2dGeometry::grouped_images:
+// enough that small planes fill the tiles), per image of the chunk:
 //   xp [ph][pw][cg]   the input plane zero-padded, channels last: input (ih, iw) at row
 //                     ih + pad_top, column iw + pad_left; output (oh, ow) reads tap (i, j) at
 //                     row oh·sh + i·dh, column ow·sw + j·dw
@@ -33,13 +33,14 @@
 // in order. dW[o][c][tap] = Σ over images, then positions p in order, of
 // xp[at(p) + off(tap) + c]·dy[p][o]. dX[q][c] = Σ over the taps (i, j) that reach input q, in
 // order, of Σ_o dy[(q - off(tap)) / stride][o]·w[o][c][tap]: gathered, one sum per input, each
-// in registers until it is stored (input_tile). Groups (or pairs) run in parallel, each in its own
-// slice, so every sum has one order whatever the thread count, and a step repeats itself bit for
-// bit; a convolution of one group runs its tiles in parallel instead (for_tiles), each tile's
-// sums in the same order.
+// in registers until it is stored (input_tile). Groups (or pairs) run in parallel, each computed
+// whole in one slice, so every sum has one order whatever the thread count, and a step repeats
+// itself bit for bit; a convolution of one group runs its tiles in parallel instead (for_tiles),
+// each tile's sums in the same order.
 #include "engine/cpu/conv_grouped.h"
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 #include <vector>
 
@@ -99,10 +100,14 @@ void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, float*
     std::fill(xp + (rows + top) * row_floats, xp + l.ph * row_floats, 0.0f);
 }
 
-// MR output positions × NV vectors of W output channels (from `o0`) of the forward.
+// MR output positions × NV vectors of W output channels (from `o0`) of the forward. Not inlined:
+// its MR row pointers outnumber the registers, and how many the compiler keeps in them changed
+// with the code around the call (a 16×16 plane's forward ran 8-15 % slower inlined into
+// for_units' loop than into the plain one before it).
 template <int W, int NV, int MR>
-void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
-                  const float* wk, const float* bias, int64_t o0, float* yc) {
+[[gnu::noinline]] void forward_tile(const float* xp, const int64_t* at, int64_t rows,
+                                    const Layout& l, const float* wk, const float* bias, int64_t o0,
+                                    float* yc) {
     using V = typename Vec<W>::T;
     V acc[MR][NV];
     for (int v = 0; v < NV; ++v) {
@@ -130,13 +135,14 @@ void forward_tile(const float* xp, const int64_t* at, int64_t rows, const Layout
 }
 
 // Tap t × MR input channels from `c0` of the weight gradient × NV vectors of output channels
-// (from `o0`): adds a chunk's positions (window starts `at`, images then positions in order) to
-// the running sums in dwa (row c·taps + t), which the `first` chunk starts from 0.
-// The MR reads per position fall on neighbouring channels of one tap: one cache line.
+// (from `o0`): adds a chunk's positions qs[0, count) (all of [0, count) where qs is null; window
+// starts at[q], images then positions in order) to the running sums in dwa (row c·taps + t), which
+// the `first` chunk starts from 0. The MR reads per position fall on neighbouring channels of one
+// tap: one cache line.
 template <int W, int NV, int MR>
-void weight_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
-                 const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0, bool first,
-                 float* dwa) {
+void weight_tile(const float* xp, const int64_t* at, const int64_t* qs, int64_t count,
+                 const Layout& l, const float* dyc, int64_t t, int64_t c0, int64_t rows, int64_t o0,
+                 bool first, float* dwa) {
     using V = typename Vec<W>::T;
     V acc[MR][NV];
     for (int r = 0; r < MR; ++r) {
@@ -147,8 +153,9 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
     // The tile's channels are neighbours: one pointer a position, and for a whole tile MR fixed
     // displacements from it (sixteen offsets of their own did not fit the registers).
     const int64_t off = l.tap_off[static_cast<size_t>(t)] + c0;
-    auto run = [&](auto whole) {
-        for (int64_t q = 0; q < positions; ++q) {
+    auto run = [&](auto whole, auto listed) {
+        for (int64_t k = 0; k < count; ++k) {
+            const int64_t q = decltype(listed)::value ? qs[k] : k;
             const float* x = xp + at[q] + off;
             const float* d = dyc + q * l.og + o0;
             V dv[NV];
@@ -160,10 +167,15 @@ void weight_tile(const float* xp, const int64_t* at, int64_t positions, const La
             }
         }
     };
-    if (rows == MR)
-        run(std::true_type{});
+    using std::false_type, std::true_type;
+    if (rows == MR && qs)
+        run(true_type{}, true_type{});
+    else if (rows == MR)
+        run(true_type{}, false_type{});
+    else if (qs)
+        run(false_type{}, true_type{});
     else
-        run(std::false_type{});
+        run(false_type{}, false_type{});
     for (int64_t r = 0; r < rows; ++r)
         for (int v = 0; v < NV; ++v)
             Vec<W>::store(dwa + ((c0 + r) * l.taps + t) * l.og + o0 + v * W, acc[r][v]);
@@ -248,19 +260,26 @@ void forward_pair_tile(const float* xp, const int64_t* at, int64_t rows, const L
 // outputs; dwa as [c][tap][16 lanes]. (Two or three taps at a time, 16 or 24 accumulators, ran
 // RegNetY-400MF's grouped backward no faster: 0.57-0.59 and 0.55-0.74 ms against 0.56-0.65,
 // three alternating rounds.)
-void weight_pair_tile(const float* xp, const int64_t* at, int64_t positions, const Layout& l,
-                      const float* dyc, int64_t t, bool first, float* dwa) {
+void weight_pair_tile(const float* xp, const int64_t* at, const int64_t* qs, int64_t count,
+                      const Layout& l, const float* dyc, int64_t t, bool first, float* dwa) {
     using V = Vec<kVec16Lanes>;
     V16 acc[kPairLanes];
     for (int c = 0; c < kPairLanes; ++c)
         acc[c] = first ? V16{} : V::load(dwa + (c * l.taps + t) * kVec16Lanes);
     const int64_t off = l.tap_off[static_cast<size_t>(t)];
-    for (int64_t q = 0; q < positions; ++q) {
-        const V16 dv = V::load(dyc + q * kVec16Lanes);
-        const V16 x = V::load(xp + at[q] + off);
+    auto run = [&](auto listed) {
+        for (int64_t k = 0; k < count; ++k) {
+            const int64_t q = decltype(listed)::value ? qs[k] : k;
+            const V16 dv = V::load(dyc + q * kVec16Lanes);
+            const V16 x = V::load(xp + at[q] + off);
 #pragma GCC unroll 8
-        for (int c = 0; c < kPairLanes; ++c) acc[c] += pair_channel(x, c) * dv;
-    }
+            for (int c = 0; c < kPairLanes; ++c) acc[c] += pair_channel(x, c) * dv;
+        }
+    };
+    if (qs)
+        run(std::true_type{});
+    else
+        run(std::false_type{});
     for (int c = 0; c < kPairLanes; ++c) V::store(dwa + (c * l.taps + t) * kVec16Lanes, acc[c]);
 }
 
@@ -327,38 +346,46 @@ constexpr int kWide = kVec8Lanes;
 // leave a third of the second tile empty: there it is four rows of two vectors, or eight of one.
 // 16-float vectors (AVX-512's 32 registers) where the channels are a multiple of 16: two vectors
 // by twelve rows for multiples of 32, one by sixteen otherwise; eight rows for few positions.
+// Two or four rows for two or four positions at most (the input gradient's positions that the
+// same taps reach: on small planes, a corner's positions of a chunk), whose rows past the last
+// would compute nothing kept; with two rows, four 16-float vectors where the channels allow, so
+// that eight sums are in flight (two by two ran ResNeXt-101's last grouped 3×3s' backward 3-4 %
+// slower).
 template <class F>
 void with_tile(int64_t channels, int64_t positions, F&& f) {
     using std::integral_constant;
     using Eight = integral_constant<int, kVec8Lanes>;
-    const bool few = positions > 0 && positions <= 8;
+    using One = integral_constant<int, 1>;
+    using Two = integral_constant<int, 2>;
+    auto rows = [&](auto w, auto nv, auto many, auto few) {
+        if (positions > 0 && positions <= 2)
+            f(w, nv, Two{});
+        else if (positions > 0 && positions <= 4)
+            f(w, nv, integral_constant<int, 4>{});
+        else if (positions > 0 && positions <= 8)
+            f(w, nv, few);
+        else
+            f(w, nv, many);
+    };
     if constexpr (kWide == kVec16Lanes) {
         using Sixteen = integral_constant<int, kVec16Lanes>;
+        if (channels % (4 * kVec16Lanes) == 0 && positions > 0 && positions <= 2) {
+            f(Sixteen{}, integral_constant<int, 4>{}, Two{});  // eight accumulators still
+            return;
+        }
         if (channels % (2 * kVec16Lanes) == 0) {
-            if (few)
-                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 8>{});
-            else
-                f(Sixteen{}, integral_constant<int, 2>{}, integral_constant<int, 12>{});
+            rows(Sixteen{}, Two{}, integral_constant<int, 12>{}, integral_constant<int, 8>{});
             return;
         }
         if (channels % kVec16Lanes == 0) {
-            if (few)
-                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
-            else
-                f(Sixteen{}, integral_constant<int, 1>{}, integral_constant<int, 16>{});
+            rows(Sixteen{}, One{}, integral_constant<int, 16>{}, integral_constant<int, 8>{});
             return;
         }
     }
-    if (channels % (2 * kVec8Lanes) == 0) {
-        if (few)
-            f(Eight{}, integral_constant<int, 2>{}, integral_constant<int, 4>{});
-        else
-            f(Eight{}, integral_constant<int, 2>{}, integral_constant<int, 6>{});
-    } else if (few) {
-        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 8>{});
-    } else {
-        f(Eight{}, integral_constant<int, 1>{}, integral_constant<int, 12>{});
-    }
+    if (channels % (2 * kVec8Lanes) == 0)
+        rows(Eight{}, Two{}, integral_constant<int, 6>{}, integral_constant<int, 4>{});
+    else
+        rows(Eight{}, One{}, integral_constant<int, 12>{}, integral_constant<int, 8>{});
 }
 
 // The weight gradient's tiles run over input channels (rows) × vectors of output channels. With
@@ -424,6 +451,22 @@ void for_tiles(const Conv2dGeometry& g, int64_t n, int64_t work_per_item, F&& bo
     for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// Runs body(u, slice) for the `units` units of `per` groups: in parallel lanes, one a thread up
+// to the workspace's slices (Conv2dGeometry::grouped_slices), each lane's units one after
+// another in the lane's `per` slices of `slice` floats, so that a thread's reordered weights and
+// sums stay in its cache from one group to the next. A unit is computed whole in its slice,
+// whichever it is.
+template <class F>
+void for_units(const Conv2dGeometry& g, int64_t units, int64_t per, int64_t slice,
+               int64_t work_per_unit, float* ws, F&& body) {
+    const int64_t lanes = std::max<int64_t>(
+        1, std::min({units, g.grouped_slices() / per, static_cast<int64_t>(cpu_threads())}));
+    const int64_t units_per_lane = (units + lanes - 1) / lanes;
+    parallel_for(lanes, units_per_lane * work_per_unit, [&](int64_t lane) {
+        for (int64_t u = lane; u < units; u += lanes) body(u, ws + lane * per * slice);
+    });
+}
+
 }  // namespace
 
 void grouped_direct_forward(const float* x, const float* wt, const float* b,
@@ -431,50 +474,52 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
     const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
     const int64_t slice = g.grouped_slice_floats(false), k = g.patch(), image = g.h * g.w;
     const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
-    parallel_for(units, per * g.n * g.oh * g.ow * k * og1, [&](int64_t u) {
-        const int64_t g0 = u * per, count = std::min(per, g.groups - g0);
-        const Layout l(g, count);
-        float* xp = ws + g0 * slice;  // a unit of two groups takes their two slices
-        float* yc = xp + l.nb * l.padded;
-        float* wk = yc + l.nb * l.plane * l.og;
-        for (int64_t grp = 0; grp < count; ++grp)  // [og][cg·taps] → [cg·taps][og]
-            transpose(wt + (g0 + grp) * og1 * k, k, og1, k, wk + grp * og1, l.og);
-        const float* bg = b ? b + g0 * og1 : nullptr;
-        for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
-            const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
-            for (int64_t j = 0; j < m; ++j)
-                pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
+    for_units(
+        g, units, per, slice, per * g.n * g.oh * g.ow * k * og1, ws, [&](int64_t u, float* xp) {
+            const int64_t g0 = u * per, count = std::min(per, g.groups - g0);
+            const Layout l(g, count);
+            float* yc = xp + l.nb * l.padded;
+            float* wk = yc + l.nb * l.plane * l.og;
+            for (int64_t grp = 0; grp < count; ++grp)  // [og][cg·taps] → [cg·taps][og]
+                transpose(wt + (g0 + grp) * og1 * k, k, og1, k, wk + grp * og1, l.og);
+            const float* bg = b ? b + g0 * og1 : nullptr;
+            for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
+                const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
+                for (int64_t j = 0; j < m; ++j)
+                    pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
 #if defined(__AVX512F__)
-            if (count == 2) {
-                with_pair_tile(positions, [&](auto mr) {
-                    constexpr int MR = decltype(mr)::value;
-                    for (int64_t q0 = 0; q0 < positions; q0 += MR) {
-                        int64_t at[kMaxRows];
-                        const int64_t rows = std::min<int64_t>(MR, positions - q0);
-                        starts(g, l, q0, rows, at);
-                        forward_pair_tile<MR>(xp, at, rows, l, wk, bg, yc + q0 * l.og);
-                    }
-                });
-            } else
-#endif
-            {
-                with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
-                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
-                    constexpr int MR = decltype(mr)::value;
-                    for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
-                        int64_t at[kMaxRows];
-                        const int64_t q0 = tile * MR, rows = std::min<int64_t>(MR, positions - q0);
-                        starts(g, l, q0, rows, at);
-                        for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
-                            forward_tile<W, NV, MR>(xp, at, rows, l, wk, bg, o0, yc + q0 * l.og);
+                if (count == 2) {
+                    with_pair_tile(positions, [&](auto mr) {
+                        constexpr int MR = decltype(mr)::value;
+                        for (int64_t q0 = 0; q0 < positions; q0 += MR) {
+                            int64_t at[kMaxRows];
+                            const int64_t rows = std::min<int64_t>(MR, positions - q0);
+                            starts(g, l, q0, rows, at);
+                            forward_pair_tile<MR>(xp, at, rows, l, wk, bg, yc + q0 * l.og);
+                        }
                     });
-                });
+                } else
+#endif
+                {
+                    with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
+                        constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                        constexpr int MR = decltype(mr)::value;
+                        for_tiles(g, (positions + MR - 1) / MR, MR * k * l.og, [&](int64_t tile) {
+                            int64_t at[kMaxRows];
+                            const int64_t q0 = tile * MR,
+                                          rows = std::min<int64_t>(MR, positions - q0);
+                            starts(g, l, q0, rows, at);
+                            for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                                forward_tile<W, NV, MR>(xp, at, rows, l, wk, bg, o0,
+                                                        yc + q0 * l.og);
+                        });
+                    });
+                }
+                for (int64_t j = 0; j < m; ++j)
+                    transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
+                              y + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane);
             }
-            for (int64_t j = 0; j < m; ++j)
-                transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
-                          y + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane);
-        }
-    });
+        });
 }
 
 void grouped_direct_backward(const float* x, const float* dy, const float* wt,
@@ -488,155 +533,286 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
     const int64_t sh = g.win.sh, sw = g.win.sw, dh = g.win.dh, dwl = g.win.dw;
     const int64_t eh = (g.win.kh - 1) * dh / sh, ew = (g.win.kw - 1) * dwl / sw;
     const int64_t qh = g.grouped_grad_h(), qw = g.grouped_grad_w();
-    // Input positions of one phase (row and column modulo the stride): the taps that reach them
-    // (`taps`, `back`: their offsets back from a position in dyp) and, for a chunk of nb images,
-    // each position's place in dyp (`at`) and in dxc (`dst`), images one after another, each in
-    // row-major order; a chunk of m images takes the first m·per_image.
+    // Input positions of one phase (row and column modulo the stride) that the same taps reach
+    // from an output: those taps (`taps`, `back`: their offsets back from a position in dyp)
+    // and, for a chunk of nb images, each position's place in dyp (`at`) and in dxc (`dst`),
+    // images one after another, each in row-major order; a chunk of m images takes the first
+    // m·per_image.
     struct Phase {
         std::vector<int64_t> taps, back, at, dst;
         int64_t per_image = 0;
     };
     // The window starts, the phases and their positions for a unit's layout, worked out once
     // per call rather than per group and chunk.
+    //
+    // A tap that falls in the padding reads a zero, and its term adds nothing to a sum that
+    // starts from +0 (the sum keeps its bits without it). On small planes most of a padded
+    // 3×3's taps do: on 2×2 planes, 5 of each position's 9. There the sums leave them out: the
+    // weight gradient's per tap, over the positions whose window has that tap inside the input
+    // (tap_q, images then positions in order; tap_per_image a plane's), and the input
+    // gradient's per set of positions that the same taps reach from an output (a phase's
+    // positions split by that set). Only where that leaves at most kSkippedTapsPay of the
+    // terms: a split phase runs shorter tiles, and on larger planes (RegNetY-400MF's 16×16,
+    // where the border is a small part of the plane) it ran the backward at half the speed.
+    // Paired groups keep their phases whole (their tiles of 8 or 12 rows would run a set of
+    // two positions at a quarter of their rows; tiles of two and four made the 16×16 ones
+    // 15 % slower, from the code they added alone).
     struct Plan {
         std::vector<int64_t> window_at;
+        std::vector<std::vector<int64_t>> tap_q;  // empty: every tap reads every position
+        std::vector<int64_t> tap_per_image;
         std::vector<Phase> phases;
     };
-    auto plan_of = [&](const Layout& l) {
+    constexpr double kSkippedTapsPay = 0.75;
+    // Rows (or columns) [0, count) by the taps that reach inside from them: each row's class,
+    // and each class's mask over the taps.
+    struct Classes {
+        std::vector<size_t> of;
+        std::vector<std::vector<char>> masks;
+    };
+    auto classes = [](int64_t count, size_t taps, auto&& inside) {
+        Classes c;
+        for (int64_t r = 0; r < count; ++r) {
+            std::vector<char> mask(taps);
+            for (size_t u = 0; u < taps; ++u) mask[u] = inside(r, u);
+            const auto at = std::find(c.masks.begin(), c.masks.end(), mask);
+            c.of.push_back(static_cast<size_t>(at - c.masks.begin()));
+            if (at == c.masks.end()) c.masks.push_back(std::move(mask));
+        }
+        return c;
+    };
+    auto plan_of = [&](const Layout& l, bool split_phases) {
         Plan plan;
         if (dw) {
             plan.window_at.resize(static_cast<size_t>(l.nb * l.plane));
             starts(g, l, 0, l.nb * l.plane, plan.window_at.data());
+            // Per tap row i (column j), the output rows (columns) whose window has it inside.
+            auto inside = [](int64_t outputs, int64_t stride, int64_t off, int64_t size) {
+                std::vector<int64_t> in;
+                for (int64_t o = 0; o < outputs; ++o)
+                    if (o * stride + off >= 0 && o * stride + off < size) in.push_back(o);
+                return in;
+            };
+            std::vector<std::vector<int64_t>> rows_in, cols_in;
+            for (int64_t i = 0; i < g.win.kh; ++i)
+                rows_in.push_back(inside(g.oh, sh, i * dh - g.win.pad_top, g.h));
+            for (int64_t j = 0; j < g.win.kw; ++j)
+                cols_in.push_back(inside(g.ow, sw, j * dwl - g.win.pad_left, g.w));
+            int64_t terms = 0;
+            for (const auto& r : rows_in)
+                for (const auto& c : cols_in) terms += static_cast<int64_t>(r.size() * c.size());
+            if (terms <= kSkippedTapsPay * static_cast<double>(l.taps * l.plane)) {
+                plan.tap_q.resize(static_cast<size_t>(l.taps));
+                plan.tap_per_image.resize(static_cast<size_t>(l.taps));
+                for (size_t i = 0; i < rows_in.size(); ++i)
+                    for (size_t j = 0; j < cols_in.size(); ++j) {
+                        const size_t t = i * cols_in.size() + j;
+                        const auto per_image =
+                            static_cast<int64_t>(rows_in[i].size() * cols_in[j].size());
+                        plan.tap_per_image[t] = per_image;
+                        plan.tap_q[t].reserve(static_cast<size_t>(l.nb * per_image));
+                        for (int64_t n = 0; n < l.nb; ++n)
+                            for (const int64_t oh : rows_in[i])
+                                for (const int64_t ow : cols_in[j])
+                                    plan.tap_q[t].push_back(n * l.plane + oh * g.ow + ow);
+                    }
+            }
         }
         if (!dx) return plan;
         const int64_t grad_plane = qh * qw * l.og;
         for (int64_t pr = 0; pr < sh; ++pr)
             for (int64_t pq = 0; pq < sw; ++pq) {
-                Phase ph;
+                // The phase's taps: index, offset back in dyp, output row and column back.
+                std::vector<int64_t> taps, back, up, left;
                 for (int64_t i = 0; i < g.win.kh; ++i)
                     for (int64_t j = 0; j < g.win.kw; ++j)
                         if ((i * dh - pr) % sh == 0 && (j * dwl - pq) % sw == 0 && i * dh >= pr &&
                             j * dwl >= pq) {
-                            ph.taps.push_back(i * g.win.kw + j);
-                            ph.back.push_back(((i * dh - pr) / sh * qw + (j * dwl - pq) / sw) *
-                                              l.og);
+                            taps.push_back(i * g.win.kw + j);
+                            up.push_back((i * dh - pr) / sh);
+                            left.push_back((j * dwl - pq) / sw);
+                            back.push_back((up.back() * qw + left.back()) * l.og);
                         }
+                const size_t ntaps = taps.size();
+                // The phase's rows (ih = ih0 + sh·r, dyp row a0 + r) and columns, by the taps
+                // that reach an output row (column) from them; a position's taps are its row's
+                // and its column's.
                 const int64_t ih0 = (pr - g.win.pad_top % sh + sh) % sh;
                 const int64_t iw0 = (pq - g.win.pad_left % sw + sw) % sw;
                 const int64_t a0 = (ih0 + g.win.pad_top) / sh, b0 = (iw0 + g.win.pad_left) / sw;
-                for (int64_t j = 0; j < l.nb; ++j)
-                    for (int64_t ih = ih0, a = a0; ih < g.h; ih += sh, ++a)
-                        for (int64_t iw = iw0, b = b0; iw < g.w; iw += sw, ++b) {
-                            ph.at.push_back(j * grad_plane + ((a + eh) * qw + b + ew) * l.og);
-                            ph.dst.push_back((j * image + ih * g.w + iw) * l.cg);
+                const int64_t rows = ih0 < g.h ? (g.h - ih0 + sh - 1) / sh : 0;
+                const int64_t cols = iw0 < g.w ? (g.w - iw0 + sw - 1) / sw : 0;
+                const Classes rc = classes(rows, ntaps, [&](int64_t r, size_t u) {
+                    return a0 + r - up[u] >= 0 && a0 + r - up[u] < g.oh;
+                });
+                const Classes cc = classes(cols, ntaps, [&](int64_t c, size_t u) {
+                    return b0 + c - left[u] >= 0 && b0 + c - left[u] < g.ow;
+                });
+                // Sets of taps: each pair of a row class and a column class, the same set once.
+                std::vector<std::vector<char>> sets;
+                std::vector<size_t> set_of(rc.masks.size() * cc.masks.size());
+                std::vector<int64_t> rows_of(rc.masks.size()), cols_of(cc.masks.size());
+                for (const size_t x : rc.of) ++rows_of[x];
+                for (const size_t y : cc.of) ++cols_of[y];
+                int64_t terms = 0;
+                for (size_t x = 0; x < rc.masks.size(); ++x)
+                    for (size_t y = 0; y < cc.masks.size(); ++y)
+                        for (size_t u = 0; u < ntaps; ++u)
+                            terms += rows_of[x] * cols_of[y] * (rc.masks[x][u] && cc.masks[y][u]);
+                const bool split = split_phases && terms <= kSkippedTapsPay *
+                                                                static_cast<double>(rows * cols) *
+                                                                static_cast<double>(ntaps);
+                for (size_t x = 0; x < rc.masks.size(); ++x)
+                    for (size_t y = 0; y < cc.masks.size(); ++y) {
+                        std::vector<char> mask(ntaps, 1);
+                        if (split)
+                            for (size_t u = 0; u < ntaps; ++u)
+                                mask[u] = rc.masks[x][u] && cc.masks[y][u];
+                        const auto at = std::find(sets.begin(), sets.end(), mask);
+                        set_of[x * cc.masks.size() + y] = static_cast<size_t>(at - sets.begin());
+                        if (at == sets.end()) sets.push_back(std::move(mask));
+                    }
+                std::vector<Phase> phases(sets.size());
+                for (size_t k = 0; k < sets.size(); ++k) {
+                    for (size_t u = 0; u < ntaps; ++u)
+                        if (sets[k][u]) {
+                            phases[k].taps.push_back(taps[u]);
+                            phases[k].back.push_back(back[u]);
                         }
-                ph.per_image = static_cast<int64_t>(ph.at.size()) / l.nb;
-                plan.phases.push_back(std::move(ph));
+                    phases[k].at.reserve(static_cast<size_t>(l.nb * rows * cols));
+                    phases[k].dst.reserve(static_cast<size_t>(l.nb * rows * cols));
+                }
+                for (int64_t j = 0; j < l.nb; ++j)
+                    for (int64_t r = 0; r < rows; ++r)
+                        for (int64_t c = 0; c < cols; ++c) {
+                            Phase& ph =
+                                phases[set_of[rc.of[static_cast<size_t>(r)] * cc.masks.size() +
+                                              cc.of[static_cast<size_t>(c)]]];
+                            const int64_t ih = ih0 + r * sh, iw = iw0 + c * sw;
+                            ph.at.push_back(j * grad_plane +
+                                            ((a0 + r + eh) * qw + b0 + c + ew) * l.og);
+                            ph.dst.push_back((j * image + ih * g.w + iw) * l.cg);
+                            ph.per_image += j == 0;
+                        }
+                for (Phase& ph : phases) plan.phases.push_back(std::move(ph));
             }
         return plan;
     };
     const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
     const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
-    const Plan unit_plan = plan_of(Layout(g, per));
-    const Plan lone_plan = per > 1 ? plan_of(Layout(g, 1)) : Plan{};
-    parallel_for(units, 2 * per * g.n * g.oh * g.ow * k * og1, [&](int64_t un) {
-        const int64_t g0 = un * per, count = std::min(per, g.groups - g0);
-        const Layout l(g, count);
-        const int64_t grad_plane = qh * qw * l.og;
-        const Plan& plan = count == per ? unit_plan : lone_plan;
-        float* xp = ws + g0 * slice;  // a unit of two groups takes their two slices
-        float* dyc = xp + l.nb * l.padded;
-        float* dxc = dyc + l.nb * l.plane * l.og;
-        float* dyp = dxc + l.nb * image * l.cg;
-        float* wk = dyp + l.nb * grad_plane;
-        float* dwa = wk + k * l.og;
-        const float* wg = wt + g0 * og1 * k;  // per group [og][cg][taps]
-        // [tap][og][cg]: each output channel's [cg][taps] transposed into place; for one group,
-        // its [og·cg][taps] at once.
-        if (dx && count == 1)
-            transpose(wg, l.taps, og1 * cg1, l.taps, wk, og1 * cg1);
-        else if (dx)
-            for (int64_t grp = 0; grp < count; ++grp)
-                for (int64_t o = 0; o < og1; ++o)
-                    transpose(wg + (grp * og1 + o) * k, l.taps, cg1, l.taps,
-                              wk + o * l.cg + grp * cg1, og1 * l.cg);
-        for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
-            const int64_t m = std::min(l.nb, g.n - n0);
-            for (int64_t j = 0; j < m; ++j)
-                transpose(dy + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane, l.og, l.plane,
-                          dyc + j * l.plane * l.og, l.og);
-            if (dw) {
-                const int64_t positions = m * l.plane;
-                const int64_t* window_at = plan.window_at.data();
+    const Plan unit_plan = plan_of(Layout(g, per), per == 1);
+    const Plan lone_plan = g.groups % per != 0 ? plan_of(Layout(g, 1), true) : Plan{};
+    for_units(
+        g, units, per, slice, 2 * per * g.n * g.oh * g.ow * k * og1, ws,
+        [&](int64_t un, float* xp) {
+            const int64_t g0 = un * per, count = std::min(per, g.groups - g0);
+            const Layout l(g, count);
+            const int64_t grad_plane = qh * qw * l.og;
+            const Plan& plan = count == per ? unit_plan : lone_plan;
+            float* dyc = xp + l.nb * l.padded;
+            float* dxc = dyc + l.nb * l.plane * l.og;
+            float* dyp = dxc + l.nb * image * l.cg;
+            float* wk = dyp + l.nb * grad_plane;
+            float* dwa = wk + k * l.og;
+            const float* wg = wt + g0 * og1 * k;  // per group [og][cg][taps]
+            // [tap][og][cg]: each output channel's [cg][taps] transposed into place; for one group,
+            // its [og·cg][taps] at once.
+            if (dx && count == 1)
+                transpose(wg, l.taps, og1 * cg1, l.taps, wk, og1 * cg1);
+            else if (dx)
+                for (int64_t grp = 0; grp < count; ++grp)
+                    for (int64_t o = 0; o < og1; ++o)
+                        transpose(wg + (grp * og1 + o) * k, l.taps, cg1, l.taps,
+                                  wk + o * l.cg + grp * cg1, og1 * l.cg);
+            for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
+                const int64_t m = std::min(l.nb, g.n - n0);
                 for (int64_t j = 0; j < m; ++j)
-                    pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
+                    transpose(dy + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane, l.og,
+                              l.plane, dyc + j * l.plane * l.og, l.og);
+                if (dw) {
+                    const int64_t positions = m * l.plane;
+                    const int64_t* window_at = plan.window_at.data();
+                    // Tap t's positions of the chunk (null: all of them, in order) and count.
+                    auto tap_q = [&](int64_t t) {
+                        return plan.tap_q.empty() ? nullptr
+                                                  : plan.tap_q[static_cast<size_t>(t)].data();
+                    };
+                    auto tap_count = [&](int64_t t) {
+                        return plan.tap_q.empty() ? positions
+                                                  : m * plan.tap_per_image[static_cast<size_t>(t)];
+                    };
+                    for (int64_t j = 0; j < m; ++j)
+                        pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l,
+                                   xp + j * l.padded);
 #if defined(__AVX512F__)
-                if (count == 2) {
-                    for (int64_t t = 0; t < l.taps; ++t)
-                        weight_pair_tile(xp, window_at, positions, l, dyc, t, n0 == 0, dwa);
-                } else
+                    if (count == 2) {
+                        for (int64_t t = 0; t < l.taps; ++t)
+                            weight_pair_tile(xp, window_at, tap_q(t), tap_count(t), l, dyc, t,
+                                             n0 == 0, dwa);
+                    } else
 #endif
-                {
-                    with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
+                    {
+                        with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
+                            constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
+                            constexpr int MR = decltype(mr)::value;
+                            const int64_t blocks = (l.cg + MR - 1) / MR;
+                            for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
+                                const int64_t t = i / blocks, c0 = i % blocks * MR;
+                                for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
+                                    weight_tile<W, NV, MR>(
+                                        xp, window_at, tap_q(t), tap_count(t), l, dyc, t, c0,
+                                        std::min<int64_t>(MR, l.cg - c0), o0, n0 == 0, dwa);
+                            });
+                        });
+                    }
+                }
+                if (!dx) continue;
+                std::fill(dyp, dyp + m * grad_plane, 0.0f);
+                for (int64_t j = 0; j < m; ++j)
+                    for (int64_t oh = 0; oh < g.oh; ++oh)
+                        std::copy(dyc + (j * l.plane + oh * g.ow) * l.og,
+                                  dyc + (j * l.plane + (oh + 1) * g.ow) * l.og,
+                                  dyp + j * grad_plane + ((oh + eh) * qw + ew) * l.og);
+                // Phase by phase, the input positions of that phase, image by image in row-major
+                // order, a tile at a time; every input position gets its sum (0 where no tap
+                // reaches it).
+                for (const Phase& ph : plan.phases) {
+                    const int64_t count_q = m * ph.per_image;
+                    const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
+#if defined(__AVX512F__)
+                    if (count == 2) {
+                        with_pair_tile(count_q, [&](auto mr) {
+                            constexpr int MR = decltype(mr)::value;
+                            for (int64_t q0 = 0; q0 < count_q; q0 += MR)
+                                input_pair_tile<MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
+                                                    std::min<int64_t>(MR, count_q - q0),
+                                                    ph.taps.data(), ph.back.data(), ntaps, wk);
+                        });
+                        continue;
+                    }
+#endif
+                    with_tile(l.cg, count_q, [&](auto w, auto nv, auto mr) {
                         constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
                         constexpr int MR = decltype(mr)::value;
-                        const int64_t blocks = (l.cg + MR - 1) / MR;
-                        for_tiles(g, l.taps * blocks, positions * MR * l.og, [&](int64_t i) {
-                            const int64_t t = i / blocks, c0 = i % blocks * MR;
-                            for (int64_t o0 = 0; o0 < l.og; o0 += NV * W)
-                                weight_tile<W, NV, MR>(xp, window_at, positions, l, dyc, t, c0,
-                                                       std::min<int64_t>(MR, l.cg - c0), o0,
-                                                       n0 == 0, dwa);
-                        });
+                        for_tiles(g, (count_q + MR - 1) / MR, MR * ntaps * l.og * l.cg,
+                                  [&](int64_t i) {
+                                      const int64_t q0 = i * MR;
+                                      const int64_t rows = std::min<int64_t>(MR, count_q - q0);
+                                      for (int64_t c0 = 0; c0 < l.cg; c0 += NV * W)
+                                          input_tile<W, NV, MR>(
+                                              dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0, rows,
+                                              l, ph.taps.data(), ph.back.data(), ntaps, wk, c0);
+                                  });
                     });
                 }
+                for (int64_t j = 0; j < m; ++j)
+                    transpose(dxc + j * image * l.cg, l.cg, image, l.cg,
+                              dx + ((n0 + j) * g.c + g0 * cg1) * image, image, accumulate);
             }
-            if (!dx) continue;
-            std::fill(dyp, dyp + m * grad_plane, 0.0f);
-            for (int64_t j = 0; j < m; ++j)
-                for (int64_t oh = 0; oh < g.oh; ++oh)
-                    std::copy(dyc + (j * l.plane + oh * g.ow) * l.og,
-                              dyc + (j * l.plane + (oh + 1) * g.ow) * l.og,
-                              dyp + j * grad_plane + ((oh + eh) * qw + ew) * l.og);
-            // Phase by phase, the input positions of that phase, image by image in row-major
-            // order, a tile at a time; every input position gets its sum (0 where no tap
-            // reaches it).
-            for (const Phase& ph : plan.phases) {
-                const int64_t count_q = m * ph.per_image;
-                const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
-#if defined(__AVX512F__)
-                if (count == 2) {
-                    with_pair_tile(m * image / (sh * sw), [&](auto mr) {
-                        constexpr int MR = decltype(mr)::value;
-                        for (int64_t q0 = 0; q0 < count_q; q0 += MR)
-                            input_pair_tile<MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
-                                                std::min<int64_t>(MR, count_q - q0), ph.taps.data(),
-                                                ph.back.data(), ntaps, wk);
-                    });
-                    continue;
-                }
-#endif
-                with_tile(l.cg, m * image / (sh * sw), [&](auto w, auto nv, auto mr) {
-                    constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
-                    constexpr int MR = decltype(mr)::value;
-                    for_tiles(g, (count_q + MR - 1) / MR, MR * ntaps * l.og * l.cg, [&](int64_t i) {
-                        const int64_t q0 = i * MR;
-                        const int64_t rows = std::min<int64_t>(MR, count_q - q0);
-                        for (int64_t c0 = 0; c0 < l.cg; c0 += NV * W)
-                            input_tile<W, NV, MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
-                                                  rows, l, ph.taps.data(), ph.back.data(), ntaps,
-                                                  wk, c0);
-                    });
-                });
-            }
-            for (int64_t j = 0; j < m; ++j)
-                transpose(dxc + j * image * l.cg, l.cg, image, l.cg,
-                          dx + ((n0 + j) * g.c + g0 * cg1) * image, image, accumulate);
-        }
-        if (dw)  // → [og][cg·taps], group by group
-            for (int64_t grp = 0; grp < count; ++grp)
-                transpose(dwa + grp * og1, l.og, k, og1, dw + (g0 + grp) * og1 * k, k);
-    });
+            if (dw)  // → [og][cg·taps], group by group
+                for (int64_t grp = 0; grp < count; ++grp)
+                    transpose(dwa + grp * og1, l.og, k, og1, dw + (g0 + grp) * og1 * k, k);
+        });
 }
 
 }  // namespace rl::cpu

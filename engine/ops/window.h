@@ -273,9 +273,18 @@ struct Conv2dGeometry {
                      grouped_grad_h() * grouped_grad_w() * out_per_group()) +
                2 * weights;
     }
-    // Every group's slice (groups run in parallel, images one after another); 0 on other paths.
+    // Slices of the workspace: one a group up to kGroupedSlices. The groups run in parallel
+    // lanes, one lane a thread (up to the slices there are), each lane's groups one after
+    // another in its own slice: with a slice a group, ResNeXt-101's last stage (32 groups of
+    // 64 channels on 2×2 planes) wrote 9.4 MB of reordered weights and weight-gradient sums a
+    // backward pass that no later group read back, and ran at 0.70 of its raw products; one
+    // slice reused by a thread's groups stays in its L2 (docs/benchmarks.md). Each group is
+    // computed whole in whichever slice, so the slice count changes no bit.
+    static constexpr int64_t kGroupedSlices = 16;
+    int64_t grouped_slices() const { return std::min(groups, kGroupedSlices); }
+    // The slices' floats (images one after another); 0 on other paths.
     int64_t grouped_workspace_floats(bool backward) const {
-        return grouped_direct() ? groups * grouped_slice_floats(backward) : 0;
+        return grouped_direct() ? grouped_slices() * grouped_slice_floats(backward) : 0;
     }
     // The input plane, padded: x[ih, iw] at row ih + pad_top, column q = iw + pad_left, held in
     // phase q mod sw at column q / sw. Output (oh, ow) reads tap (i, j) at row oh·sh + i, in

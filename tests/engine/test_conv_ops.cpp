@@ -946,6 +946,74 @@ TEST(ConvOps, Conv2dUngroupedDirectKernel) {
     }
 }
 
+// More groups than the workspace has slices (Conv2dGeometry::kGroupedSlices): the workspace
+// holds that many, the groups run in lanes that take a slice each in turn, one lane a thread,
+// and the kernel writes nothing past the workspace the op declares. Whatever the thread count
+// (one lane; two; three, which do not divide the groups), each group is computed whole in a
+// slice and gives the same bits, against the float64 definition. On 2×2 and 3×3 planes most of
+// a padded 3×3's taps fall in the padding, which the gradients' sums skip.
+TEST(ConvOps, Conv2dGroupsTakeTheWorkspacesSlicesInTurn) {
+    ConvSpec strided = padded3x3(3, 20 * 8, 5, 5, 20 * 8, 20);
+    strided.sh = strided.sw = 2;
+    for (const auto& [s, what] :
+         {std::pair{padded3x3(2, 20 * 16, 2, 2, 20 * 16, 20), "20 groups of 16, 2x2 planes"},
+          std::pair{strided, "20 groups of 8 (10 pairs on AVX-512), stride 2 onto 3x3"},
+          std::pair{padded3x3(5, 18 * 32, 3, 3, 18 * 32, 18), "18 groups of 32, 3x3 planes"}}) {
+        SCOPED_TRACE(what);
+        Graph graph;
+        const NodeId node = graph.add_node(
+            "conv", OpKind::Conv2d,
+            Ids{graph.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry g = conv2d_geometry(graph, graph.node(node));
+        ASSERT_TRUE(g.grouped_direct());
+        EXPECT_EQ(g.grouped_slices(), Conv2dGeometry::kGroupedSlices);
+        for (const bool backward : {false, true})
+            EXPECT_EQ(g.grouped_workspace_floats(backward),
+                      Conv2dGeometry::kGroupedSlices * g.grouped_slice_floats(backward));
+        SplitMix64 rng(11);
+        auto draw = [&](int64_t count) {
+            Floats v(static_cast<size_t>(count));
+            for (float& f : v) f = rng.symmetric();
+            return v;
+        };
+        const Floats x = draw(s.n * s.c * s.h * s.w), wt = draw(s.out * (s.c / s.groups) * 9),
+                     b = draw(s.out), dy = draw(s.n * s.out * s.oh() * s.ow());
+        const int64_t declared =
+            std::max(g.grouped_workspace_floats(false), g.grouped_workspace_floats(true));
+        constexpr int64_t kGuard = 4096;
+        static constexpr float kUntouched = 1234.5f;
+        struct Run {
+            Floats y, dx, dw;
+        };
+        auto run = [&](int threads) {
+            set_cpu_threads(threads);
+            Floats ws(static_cast<size_t>(declared + kGuard), kUntouched);
+            Run r{Floats(dy.size()), Floats(x.size()), Floats(wt.size())};
+            cpu::grouped_direct_forward(x.data(), wt.data(), b.data(), g, r.y.data(), ws.data());
+            cpu::grouped_direct_backward(x.data(), dy.data(), wt.data(), g, r.dw.data(),
+                                         r.dx.data(), /*accumulate=*/false, ws.data());
+            set_cpu_threads(1);
+            EXPECT_TRUE(std::all_of(ws.begin() + declared, ws.end(),
+                                    [](float f) { return f == kUntouched; }))
+                << "written past the declared workspace at " << threads << " threads";
+            return r;
+        };
+        const Run one = run(1);
+        for (const int threads : {2, 3}) {
+            const Run other = run(threads);
+            EXPECT_EQ(std::memcmp(one.y.data(), other.y.data(), one.y.size() * 4), 0) << threads;
+            EXPECT_EQ(std::memcmp(one.dx.data(), other.dx.data(), one.dx.size() * 4), 0) << threads;
+            EXPECT_EQ(std::memcmp(one.dw.data(), other.dw.data(), one.dw.size() * 4), 0) << threads;
+        }
+        const std::vector<double> y = conv_reference(s, x, wt, &b);
+        std::vector<double> dx, dw;
+        conv_backward_reference(s, x, wt, dy, dx, dw);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(one.y[i], y[i], 1e-4) << i;
+        for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(one.dx[i], dx[i], 1e-4) << i;
+        for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(one.dw[i], dw[i], 1e-4) << i;
+    }
+}
+
 // Groups of 8 input and 8 output channels: on AVX-512 builds two groups share each 16-float
 // vector (conv_grouped.cpp's paired groups) and an odd count leaves the last group to the 8-float
 // tiles. Each group's output, input gradient and weight gradient must have the bits the same
