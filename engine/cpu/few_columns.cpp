@@ -13,7 +13,13 @@
 // where one operand is this thin. Tiles of rows run in parallel; each element of C is one sum
 // over k in order, so the thread count changes no bit.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
+#include <vector>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/vec8.h"
@@ -68,7 +74,104 @@ void with_tile(int64_t n, F&& f) {
 #endif
 }
 
+// Short depth: C [m, n] = A [m, kd] · Bᵀ (B stored [n, kd]) + beta·C for kd of at most
+// kShortDepthMax. Bᵀ is packed [kd][n] (its rows contiguous over C's columns) and A [m][KD],
+// zero past kd; a tile of R rows × NV vectors of columns runs down the KD terms in registers and
+// is written once. Where beta is 0 and C is large, the stores go around the caches (a
+// non-temporal store needs no read of the line first; C is not read again here).
+template <int W, int NV, int R, int KD, bool Stream>
+void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, const float* bt,
+                      float beta, float* c, int64_t ldc) {
+    using V = typename Vec<W>::T;
+    constexpr int kCols = NV * W;
+    const float* ar[R];
+    for (int r = 0; r < R; ++r) ar[r] = ap + (i0 + (r < rows ? r : 0)) * KD;
+    int64_t j0 = 0;
+    for (; j0 + kCols <= n; j0 += kCols) {
+        V acc[R][NV] = {};
+        for (int p = 0; p < KD; ++p) {
+            V bv[NV];
+            for (int v = 0; v < NV; ++v) bv[v] = Vec<W>::load(bt + p * n + j0 + v * W);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) {
+                const float s = ar[r][p];
+                for (int v = 0; v < NV; ++v) acc[r][v] += s * bv[v];
+            }
+        }
+        for (int64_t r = 0; r < rows; ++r)
+            for (int v = 0; v < NV; ++v) {
+                float* out = c + (i0 + r) * ldc + j0 + v * W;
+#if defined(__AVX__)
+                if constexpr (Stream) {
+                    if constexpr (W == kVec8Lanes)
+                        _mm256_stream_ps(out, reinterpret_cast<__m256>(acc[r][v]));
+#if defined(__AVX512F__)
+                    else
+                        _mm512_stream_ps(out, reinterpret_cast<__m512>(acc[r][v]));
+#endif
+                    continue;
+                }
+#endif
+                Vec<W>::store(out, beta == 0.0f ? acc[r][v] : acc[r][v] + beta * Vec<W>::load(out));
+            }
+    }
+    for (int64_t r = 0; r < rows; ++r)  // the columns past the last whole tile
+        for (int64_t j = j0; j < n; ++j) {
+            float acc = 0.0f;
+            for (int p = 0; p < KD; ++p) acc += ap[(i0 + r) * KD + p] * bt[p * n + j];
+            float& out = c[(i0 + r) * ldc + j];
+            out = beta == 0.0f ? acc : acc + beta * out;
+        }
+#if defined(__AVX__)
+    // This thread's streamed stores, visible before the loop's end lets C be read.
+    if constexpr (Stream) __builtin_ia32_sfence();
+#endif
+}
+
 }  // namespace
+
+bool short_depth_apply(int64_t m, int64_t n, int64_t kd) {
+    return kd >= 1 && kd <= kShortDepthMax && m >= kShortDepthMinRows && n >= kShortDepthMinColumns;
+}
+
+void short_depth_product(int64_t m, int64_t n, int64_t kd, const float* a, int64_t lda,
+                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    auto run = [&](auto depth) {
+        constexpr int KD = decltype(depth)::value;
+        std::vector<float> ap(static_cast<size_t>(m * KD), 0.0f), bt(static_cast<size_t>(KD * n));
+        for (int64_t i = 0; i < m; ++i) std::copy(a + i * lda, a + i * lda + kd, &ap[i * KD]);
+        for (int64_t p = 0; p < KD; ++p)
+            for (int64_t j = 0; j < n; ++j) bt[p * n + j] = p < kd ? b[j * ldb + p] : 0.0f;
+#if defined(__AVX512F__)
+        constexpr int W = kVec16Lanes, R = 8;
+#else
+        constexpr int W = kVec8Lanes, R = 6;
+#endif
+        constexpr int NV = 2;
+#if defined(__AVX__)
+        constexpr bool kCanStream = true;
+#else
+        constexpr bool kCanStream = false;
+#endif
+        const bool stream = kCanStream && beta == 0.0f && m * n >= kShortDepthStreamFloats &&
+                            reinterpret_cast<uintptr_t>(c) % (W * sizeof(float)) == 0 &&
+                            ldc % W == 0;
+        const int64_t tiles = (m + R - 1) / R;
+        parallel_for(tiles, R * n * KD, [&](int64_t t) {
+            const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
+            if (stream)
+                short_depth_tile<W, NV, R, KD, true>(i0, rows, n, ap.data(), bt.data(), beta, c,
+                                                     ldc);
+            else
+                short_depth_tile<W, NV, R, KD, false>(i0, rows, n, ap.data(), bt.data(), beta, c,
+                                                      ldc);
+        });
+    };
+    if (kd <= 8)
+        run(std::integral_constant<int, 8>{});
+    else
+        run(std::integral_constant<int, 16>{});
+}
 
 bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k) {
     return (n == kVec8Lanes || n == 2 * kVec8Lanes) && m >= kFewColumnsMinRows &&
