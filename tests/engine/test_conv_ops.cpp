@@ -877,6 +877,15 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
     }
 }
 
+// The geometry the op works out for a convolution of `s` on an input of its own.
+Conv2dGeometry geometry_of(const ConvSpec& s) {
+    Graph graph;
+    const NodeId node =
+        graph.add_node("conv", OpKind::Conv2d,
+                       Ids{graph.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+    return conv2d_geometry(graph, graph.node(node));
+}
+
 // dX and dW of a convolution in float64, straight from the definition.
 void conv_backward_reference(const ConvSpec& s, const Floats& x, const Floats& wt, const Floats& dy,
                              std::vector<double>& dx, std::vector<double>& dw) {
@@ -903,11 +912,7 @@ TEST(ConvOps, Conv2dUngroupedDirectKernel) {
           std::pair{padded3x3(3, 24, 5, 5, 64, 1), "64 out, chunks of 3 images"},
           std::pair{strided, "32 in, 16 out, 3x3 at stride 2"}}) {
         SCOPED_TRACE(what);
-        Graph graph;
-        const NodeId node = graph.add_node(
-            "conv", OpKind::Conv2d,
-            Ids{graph.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry g = conv2d_geometry(graph, graph.node(node));
+        const Conv2dGeometry g = geometry_of(s);
         ASSERT_TRUE(g.ungrouped_direct_fits());
         EXPECT_TRUE(g.grouped_direct());
         SplitMix64 rng(7);
@@ -960,11 +965,7 @@ TEST(ConvOps, Conv2dGroupsTakeTheWorkspacesSlicesInTurn) {
           std::pair{strided, "20 groups of 8 (10 pairs on AVX-512), stride 2 onto 3x3"},
           std::pair{padded3x3(5, 18 * 32, 3, 3, 18 * 32, 18), "18 groups of 32, 3x3 planes"}}) {
         SCOPED_TRACE(what);
-        Graph graph;
-        const NodeId node = graph.add_node(
-            "conv", OpKind::Conv2d,
-            Ids{graph.add_input("x", DType::F32, Shape{s.n, s.c, s.h, s.w})}, s.attrs());
-        const Conv2dGeometry g = conv2d_geometry(graph, graph.node(node));
+        const Conv2dGeometry g = geometry_of(s);
         ASSERT_TRUE(g.grouped_direct());
         EXPECT_EQ(g.grouped_slices(), Conv2dGeometry::kGroupedSlices);
         for (const bool backward : {false, true})
@@ -1026,20 +1027,12 @@ TEST(ConvOps, Conv2dPairedGroupsGiveEachGroupsBits) {
                                   std::pair{strided, "five groups, stride 2"},
                                   std::pair{padded3x3(2, 32, 2, 2, 32, 4), "four groups, 2x2"}}) {
         SCOPED_TRACE(what);
-        auto geometry = [](const ConvSpec& spec) {
-            Graph graph;
-            const NodeId node = graph.add_node(
-                "conv", OpKind::Conv2d,
-                Ids{graph.add_input("x", DType::F32, Shape{spec.n, spec.c, spec.h, spec.w})},
-                spec.attrs());
-            return conv2d_geometry(graph, graph.node(node));
-        };
         struct Run {
             Floats y, dx, dw;
         };
         auto run = [&](const ConvSpec& spec, const Floats& x, const Floats& wt, const Floats& b,
                        const Floats& dy) {
-            const Conv2dGeometry g = geometry(spec);
+            const Conv2dGeometry g = geometry_of(spec);
             EXPECT_TRUE(g.grouped_direct());
             Floats ws(static_cast<size_t>(
                 std::max(g.grouped_workspace_floats(false), g.grouped_workspace_floats(true))));

@@ -222,6 +222,19 @@ TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 32 columns"), std::string::npos);
 }
 
+// C [m, n] (leading dimension ldc) within `tolerance` of the float64 reference, and its padding
+// columns as they were in c0.
+void expect_product(const std::vector<float>& out, const std::vector<double>& ref,
+                    const std::vector<float>& c0, int64_t m, int64_t n, int64_t ldc,
+                    double tolerance, const std::string& what) {
+    for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j)
+            ASSERT_NEAR(out[i * ldc + j], ref[i * ldc + j], tolerance)
+                << what << " at " << i << "," << j;
+        for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(out[i * ldc + j], c0[i * ldc + j]) << what;
+    }
+}
+
 // The convolution's own kernel for products with 8 or 16 columns (engine/cpu/few_columns.cpp),
 // which packs nothing: A and Aᵀ, both widths, beta 0 (C's garbage never read) and 1, rows that
 // are not a whole number of tiles, padded leading dimensions, against the float64 reference; C's
@@ -261,14 +274,8 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
                                              " beta=" + std::to_string(beta) + " " +
                                              std::to_string(m) + "x" + std::to_string(k);
                     EXPECT_EQ(outs[0], outs[1]) << what;
-                    for (int64_t i = 0; i < m; ++i) {
-                        for (int64_t j = 0; j < n; ++j)
-                            ASSERT_NEAR(outs[0][i * ldc + j], ref[i * ldc + j],
-                                        1e-5 * static_cast<double>(k) + 1e-6)
-                                << what << " at " << i << "," << j;
-                        for (int64_t j = n; j < ldc; ++j)
-                            ASSERT_EQ(outs[0][i * ldc + j], c0[i * ldc + j]) << what;
-                    }
+                    expect_product(outs[0], ref, c0, m, n, ldc,
+                                   1e-5 * static_cast<double>(k) + 1e-6, what);
                 }
     EXPECT_TRUE(cpu::few_columns_apply(false, 512, 8, 4608));    // ResNet-18's last 3×3s
     EXPECT_FALSE(cpu::few_columns_apply(true, 4608, 8, 512));    // and their Wᵀ: 2.4M floats
@@ -327,14 +334,8 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
                                              (misalign ? " misaligned" : " aligned");
                     EXPECT_EQ(outs[0], outs[1]) << what;
                     EXPECT_EQ(outs[0], outs[2]) << what;
-                    for (int64_t i = 0; i < m; ++i) {
-                        for (int64_t j = 0; j < n; ++j)
-                            ASSERT_NEAR(outs[0][i * ldc + j], ref[i * ldc + j],
-                                        1e-5 * static_cast<double>(kd) + 1e-6)
-                                << what << " at " << i << "," << j;
-                        for (int64_t j = n; j < ldc; ++j)
-                            ASSERT_EQ(outs[0][i * ldc + j], c0[i * ldc + j]) << what;
-                    }
+                    expect_product(outs[0], ref, c0, m, n, ldc,
+                                   1e-5 * static_cast<double>(kd) + 1e-6, what);
                 }
     EXPECT_TRUE(cpu::short_depth_apply(2048, 2048, 8));   // ResNeXt-101's 1×1s on 2×2 planes
     EXPECT_TRUE(cpu::short_depth_apply(512, 4608, 4));    // ResNet-18's last 3×3s, one image
