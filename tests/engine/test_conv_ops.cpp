@@ -762,14 +762,15 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                "depthwise, 9 columns at stride 2 across: padded planes");
 }
 
-// The one layout change of the CPU kernels (cpu::transpose): every size from 1 to 19 on each
-// side, so whole 8 × 8 blocks, edges of one float (a float at a time) and of 2 to 7 (blocks
-// overlapping the one before them) all run, with and without adding to what is there; leading
+// The one layout change of the CPU kernels (cpu::transpose): every size from 1 to 41 on each
+// side, so whole 16 × 16 blocks (AVX-512) with their edges of 1 to 15 by eights, whole 8 × 8
+// blocks, edges of one float (a float at a time) and of 2 to 7 (blocks overlapping the one before
+// them) all run, with and without adding to what is there; leading
 // dimensions wider than the matrices, and every float outside the result must be left as it was.
 TEST(ConvOps, TransposeCoversEveryEdgeAndWritesNothingElse) {
     for (const bool add : {false, true})
-        for (int64_t rows = 1; rows < 20; ++rows)
-            for (int64_t cols = 1; cols < 20; ++cols) {
+        for (int64_t rows = 1; rows < 42; ++rows)
+            for (int64_t cols = 1; cols < 42; ++cols) {
                 const int64_t lda = cols + 3, ldb = rows + 5;
                 std::vector<float> a(static_cast<size_t>(rows * lda));
                 for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f + 1.0f;
