@@ -221,7 +221,7 @@ struct Conv2dGeometry {
     // (engine/cpu/conv_grouped.cpp): with so few output channels per group, each element of an
     // im2col matrix would serve only that many products, and building it cost as much as the
     // GEMM (docs/benchmarks.md). Each group's input plane is zero-padded and made channels-last
-    // in its own slice of the workspace, and the windows read it in place. The same holds for
+    // in a workspace slice (grouped_slices); the windows read it in place. The same holds for
     // an ungrouped convolution (one group) with up to kDirectMaxOutputs output channels and
     // weights of up to kDirectMaxWeightFloats (each tile of positions runs down all of them, so
     // they must stay in L2), other than a 1×1 one (at stride 1 its input already is the GEMM's
