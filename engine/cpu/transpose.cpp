@@ -70,52 +70,44 @@ inline void transpose16(__m512 r[kWide]) {
 }
 #endif
 
-// The 8 × 8 blocks' transpose (all of it without AVX-512).
-void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b,
-                         int64_t ldb, bool add);
-
-}  // namespace
-
-// b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols (with `add`, +=): 8 × 8 blocks through
-// registers where the build has AVX2, single floats at the edges. The blocks go down the rows
-// of a for each 8 columns, so that b is written as 8 streams at a time: with all of a row's
-// columns in turn (16 streams for 16 channels, 4 KB apart on a 32×32 plane) the lines of b
-// shared one cache set and were evicted half-written, and the input gradient's transpose took
-// 40 % of a stride-2 backward.
-// Without `add`, an edge of 2 to 7 rows (columns) past the last whole block is a block too,
-// starting 8 before the end and overlapping the one before it: the floats they share are written
-// again with the same values, where a float at a time took a load, a store and a branch each
-// (grouped convolutions' rows of 14 or 28 columns, their 4×4 and 6×6 planes). An edge of one goes
-// a float at a time (a 3×3's ninth tap: a block would move eight floats again for each new one).
-void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
-               bool add) {
-#if defined(__AVX512F__)
-    // 16 × 16 blocks over the whole 16s of rows and columns, down the rows of each 16 columns
-    // (16 streams of b at a time); the edges by eights.
-    const int64_t rows16 = rows / kWide * kWide, cols16 = cols / kWide * kWide;
-    if (rows16 > 0 && cols16 > 0) {
-        for (int64_t j0 = 0; j0 < cols16; j0 += kWide)
-            for (int64_t i0 = 0; i0 < rows16; i0 += kWide) {
-                __m512 r[kWide];
-                for (int64_t k = 0; k < kWide; ++k) r[k] = _mm512_loadu_ps(a + (i0 + k) * lda + j0);
-                transpose16(r);
-                for (int64_t k = 0; k < kWide; ++k) {
-                    float* d = b + (j0 + k) * ldb + i0;
-                    _mm512_storeu_ps(d, add ? _mm512_add_ps(_mm512_loadu_ps(d), r[k]) : r[k]);
-                }
-            }
-        if (cols > cols16)
-            transpose_by_eights(a + cols16, lda, rows16, cols - cols16, b + cols16 * ldb, ldb, add);
-        if (rows > rows16)
-            transpose_by_eights(a + rows16 * lda, lda, rows - rows16, cols, b + rows16, ldb, add);
-        return;
-    }
+#if defined(__AVX2__)
+// A block's registers, their loads, stores, sum and transpose, by width.
+struct Eights {
+    static constexpr int64_t n = kLanes;
+    using R = __m256;
+    static R load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+    static R sum(R x, R y) { return _mm256_add_ps(x, y); }
+    static void transpose(R* r) { transpose8(r); }
+};
 #endif
-    transpose_by_eights(a, lda, rows, cols, b, ldb, add);
+#if defined(__AVX512F__)
+struct Sixteens {
+    static constexpr int64_t n = kWide;
+    using R = __m512;
+    static R load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+    static R sum(R x, R y) { return _mm512_add_ps(x, y); }
+    static void transpose(R* r) { transpose16(r); }
+};
+#endif
+
+// Rows [i0, i0 + n) × columns [j0, j0 + n) of a, through n registers, into b (with `add`, +=).
+// Inlined where it is called, as the blocks were written before it (a call of its own made GCC 12
+// warn that AVX-512's unpacks read an uninitialized operand, the intrinsics' own placeholder).
+template <class B>
+[[gnu::always_inline]] inline void move_block(const float* a, int64_t lda, int64_t i0, int64_t j0,
+                                              float* b, int64_t ldb, bool add) {
+    typename B::R r[B::n];
+    for (int64_t k = 0; k < B::n; ++k) r[k] = B::load(a + (i0 + k) * lda + j0);
+    B::transpose(r);
+    for (int64_t k = 0; k < B::n; ++k) {
+        float* d = b + (j0 + k) * ldb + i0;
+        B::store(d, add ? B::sum(B::load(d), r[k]) : r[k]);
+    }
 }
 
-namespace {
-
+// The 8 × 8 blocks' transpose (all of it without AVX-512).
 void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b,
                          int64_t ldb, bool add) {
     auto put = [&](int64_t i, int64_t j) {
@@ -124,15 +116,7 @@ void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols
     };
     int64_t j = 0;
 #if defined(__AVX2__)
-    auto block = [&](int64_t i0, int64_t j0) {  // rows [i0, i0 + 8) × columns [j0, j0 + 8)
-        __m256 r[kLanes];
-        for (int64_t k = 0; k < kLanes; ++k) r[k] = _mm256_loadu_ps(a + (i0 + k) * lda + j0);
-        transpose8(r);
-        for (int64_t k = 0; k < kLanes; ++k) {
-            float* d = b + (j0 + k) * ldb + i0;
-            _mm256_storeu_ps(d, add ? _mm256_add_ps(_mm256_loadu_ps(d), r[k]) : r[k]);
-        }
-    };
+    auto block = [&](int64_t i0, int64_t j0) { move_block<Eights>(a, lda, i0, j0, b, ldb, add); };
     const int64_t whole_rows = rows / kLanes * kLanes, whole_cols = cols / kLanes * kLanes;
     const bool overlap_rows = !add && whole_rows > 0 && rows - whole_rows >= 2;
     const bool overlap_cols = !add && whole_cols > 0 && cols - whole_cols >= 2;
@@ -156,5 +140,36 @@ void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols
 }
 
 }  // namespace
+
+// b[j·ldb + i] = a[i·lda + j] for i < rows, j < cols (with `add`, +=): 8 × 8 blocks through
+// registers where the build has AVX2, single floats at the edges. The blocks go down the rows
+// of a for each 8 columns, so that b is written as 8 streams at a time: with all of a row's
+// columns in turn (16 streams for 16 channels, 4 KB apart on a 32×32 plane) the lines of b
+// shared one cache set and were evicted half-written, and the input gradient's transpose took
+// 40 % of a stride-2 backward.
+// Without `add`, an edge of 2 to 7 rows (columns) past the last whole block is a block too,
+// starting 8 before the end and overlapping the one before it: the floats they share are written
+// again with the same values, where a float at a time took a load, a store and a branch each
+// (grouped convolutions' rows of 14 or 28 columns, their 4×4 and 6×6 planes). An edge of one goes
+// a float at a time (a 3×3's ninth tap: a block would move eight floats again for each new one).
+void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
+               bool add) {
+#if defined(__AVX512F__)
+    // 16 × 16 blocks over the whole 16s of rows and columns, down the rows of each 16 columns
+    // (16 streams of b at a time); the edges by eights.
+    const int64_t rows16 = rows / kWide * kWide, cols16 = cols / kWide * kWide;
+    if (rows16 > 0 && cols16 > 0) {
+        for (int64_t j0 = 0; j0 < cols16; j0 += kWide)
+            for (int64_t i0 = 0; i0 < rows16; i0 += kWide)
+                move_block<Sixteens>(a, lda, i0, j0, b, ldb, add);
+        if (cols > cols16)
+            transpose_by_eights(a + cols16, lda, rows16, cols - cols16, b + cols16 * ldb, ldb, add);
+        if (rows > rows16)
+            transpose_by_eights(a + rows16 * lda, lda, rows - rows16, cols, b + rows16, ldb, add);
+        return;
+    }
+#endif
+    transpose_by_eights(a, lda, rows, cols, b, ldb, add);
+}
 
 }  // namespace rl::cpu

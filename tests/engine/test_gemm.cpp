@@ -57,9 +57,15 @@ std::vector<double> reference(const GemmCase& c, const std::vector<float>& a, in
     return out;
 }
 
+// Each of `vs` filled, in order, with values uniform in [-1, 1) from `rng`.
+void fill_uniform(std::mt19937& rng, std::initializer_list<std::vector<float>*> vs) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (std::vector<float>* v : vs)
+        for (float& x : *v) x = u(rng);
+}
+
 TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
     std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     std::uniform_int_distribution<int> dim(1, 70), pad(0, 5);
     std::vector<GemmCase> cases;
     for (bool ta : {false, true})
@@ -84,9 +90,7 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
             std::vector<float> a(static_cast<size_t>((c.ta ? c.k : c.m) * lda)),
                 b(static_cast<size_t>((c.tb ? c.n : c.k) * ldb)),
                 c0(static_cast<size_t>(c.m * ldc));
-            for (float& x : a) x = u(rng);
-            for (float& x : b) x = u(rng);
-            for (float& x : c0) x = u(rng);
+            fill_uniform(rng, {&a, &b, &c0});
             std::vector<float> out = c0;
             if (c.beta == 0)  // beta 0 must not read C: garbage there must not reach the result
                 for (int64_t i = 0; i < c.m; ++i)
@@ -116,12 +120,10 @@ TEST(Gemm, EveryAvailableLibraryMatchesAFloat64Reference) {
 // thin one (2 rows against 1.2 M floats), which any library may serve (is_thin_gemm).
 TEST(Gemm, EveryLibraryRepeatsItselfBitwise) {
     std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     const int saved = cpu_threads();
     for (const auto& [m, n, k] : {std::array<int64_t, 3>{300, 280, 310}, {2, 2000, 600}}) {
         std::vector<float> a(m * k), b(k * n);
-        for (float& x : a) x = u(rng);
-        for (float& x : b) x = u(rng);
+        fill_uniform(rng, {&a, &b});
         for (int threads : {1, 2}) {
             set_cpu_threads(threads);
             for (GemmLibrary lib : available()) {
@@ -241,7 +243,6 @@ void expect_product(const std::vector<float>& out, const std::vector<double>& re
 // padding left alone; the same bits at one and two threads. And where it is taken.
 TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     std::mt19937 rng(17);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     const int saved = cpu_threads();
     for (bool ta : {false, true})
         for (int64_t n : {8, 16})
@@ -252,9 +253,7 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
                     const int64_t lda = (ta ? m : k) + pad, ldb = n + pad, ldc = n + pad;
                     std::vector<float> a(static_cast<size_t>((ta ? k : m) * lda)),
                         b(static_cast<size_t>(k * ldb)), c0(static_cast<size_t>(m * ldc));
-                    for (float& x : a) x = u(rng);
-                    for (float& x : b) x = u(rng);
-                    for (float& x : c0) x = u(rng);
+                    fill_uniform(rng, {&a, &b, &c0});
                     const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
                     std::vector<std::vector<float>> outs;
                     for (int threads : {1, 2}) {
@@ -295,7 +294,6 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
 // three threads. And where it is taken.
 TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
     std::mt19937 rng(23);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     const int saved = cpu_threads();
     for (const auto& [m, n, pad] : {std::array<int64_t, 3>{37, 70, 3}, {130, 8200, 8}, {16, 64, 0}})
         for (int64_t kd : {1, 3, 8, 9, 16})
@@ -306,9 +304,7 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
                     const int64_t lda = kd + pad, ldb = kd + pad, ldc = n + pad;
                     std::vector<float> a(static_cast<size_t>(m * lda)),
                         b(static_cast<size_t>(n * ldb)), c0(static_cast<size_t>(m * ldc));
-                    for (float& x : a) x = u(rng);
-                    for (float& x : b) x = u(rng);
-                    for (float& x : c0) x = u(rng);
+                    fill_uniform(rng, {&a, &b, &c0});
                     const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
                     std::vector<std::vector<float>> outs;
                     for (int threads : {1, 2, 3}) {
@@ -348,11 +344,9 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
 // over k in order, one thread per part of C's rows: the same bits at any thread count.
 TEST(Gemm, FewColumnsOfATransposedAAreTheSameBitsAtAnyThreadCount) {
     std::mt19937 rng(13);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     const int64_t m = 2100, n = 5, k = 700;
     std::vector<float> a(m * k), b(k * n);
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
+    fill_uniform(rng, {&a, &b});
     const int saved = cpu_threads();
     std::vector<std::vector<float>> outs;
     for (int threads : {1, 2, 3}) {
@@ -450,10 +444,8 @@ TEST(Gemm, PerShapeChoiceIsTimedOnceWrittenDownAndObeyed) {
     const int64_t m = 256, n = 32, k = 512, lda = m, ldb = n, ldc = n;
     ASSERT_GE(2.0 * m * n * k, kShapeChoiceMinFlops);
     std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
     std::vector<float> a(static_cast<size_t>(k * m)), b(static_cast<size_t>(k * n));
-    for (float& v : a) v = u(rng);
-    for (float& v : b) v = u(rng);
+    fill_uniform(rng, {&a, &b});
     auto product = [&](std::optional<GemmLibrary> lib) {
         std::vector<float> c(static_cast<size_t>(m * n), 0.f);
         if (lib)
