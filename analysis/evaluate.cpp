@@ -99,24 +99,30 @@ Execution Evaluator::run_step(Evaluation& ev, bool timed_first, bool warm_up) {
     eo.cap = opt_.cap;
     eo.observer = opt_.observer;
     eo.cancel = opt_.cancel;
-    eo.keep_gradients = true;  // every step's gradients are checked against none's
+    // Every step's gradients are checked against none's as the step hands them over: only the
+    // measured step that --dump-grads writes keeps a copy of them all.
+    eo.keep_gradients = opt_.keep_measured_gradients;
+    bool bitwise = true;
+    double diff = ev.max_abs_grad_diff_vs_none;
+    size_t seen = 0;
+    eo.on_gradient = [&](ParamId p, const float* a, size_t count) {
+        ++seen;
+        const std::vector<float>& b = (*reference_grads_)[static_cast<size_t>(p)];
+        if (count != b.size() || std::memcmp(a, b.data(), count * sizeof(float)) != 0)
+            bitwise = false;
+        for (size_t i = 0; i < std::min(count, b.size()); ++i)
+            diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    };
     // The first timed step's timeline is the result's; the warm-up records one too (untimed, so
     // free), for a run over the cap fails there and carries the timeline up to the failure.
     eo.record_timeline = timed_first || warm_up;
     if (timed_first) backend_->reset_device_memory_peak();
     Execution e = execute(executed(), ev.plan.schedule, *backend_, data_, eo);
     if (timed_first) ev.device_memory = backend_->device_memory();
-
-    double diff = ev.max_abs_grad_diff_vs_none;
-    for (size_t p = 0; p < e.param_grads.size(); ++p) {
-        const auto& a = e.param_grads[p];
-        const auto& b = (*reference_grads_)[p];
-        if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0)
-            ev.grads_bitwise_equal_to_none = false;
-        for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-            diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    }
-    if (e.param_grads.size() != reference_grads_->size()) ev.grads_bitwise_equal_to_none = false;
+    const auto released =
+        static_cast<size_t>(std::count_if(reference_grads_->begin(), reference_grads_->end(),
+                                          [](const std::vector<float>& r) { return !r.empty(); }));
+    if (!bitwise || seen != released) ev.grads_bitwise_equal_to_none = false;
     ev.max_abs_grad_diff_vs_none = diff;
     return e;
 }
@@ -188,8 +194,6 @@ Comparison Evaluator::compare(const std::vector<Spec>& strategies, const StepLis
                         odd_peak[i] = e.peak_bytes;
                     if (e.host_peak_bytes != ev.prediction_of_run().host_peak_bytes)
                         odd_host_peak[i] = e.host_peak_bytes + 1;  // +1: 0 is a measurement
-                    if (!opt_.keep_measured_gradients)  // compared with none's in run_step
-                        std::vector<std::vector<float>>().swap(e.param_grads);
                     if (round == 0) continue;  // the warm-up: checked, not timed
                     samples[i].push_back(
                         {e.forward_ms, e.recompute_ms, e.backward_ms, e.total_ms, e.cpu_ms});

@@ -67,25 +67,28 @@ RunData RunData::seeded(const Graph& g, const std::vector<GivenInput>& given) {
     d.params.resize(static_cast<size_t>(g.num_params()));
     for (ParamId p = 0; p < g.num_params(); ++p) {
         const Param& par = g.param(p);
-        auto& buf = d.params[static_cast<size_t>(p)];
-        buf.resize(par.bytes / sizeof(float));
+        if (par.init == ParamInit::Given) {
+            d.params[static_cast<size_t>(p)] = par.values;
+            continue;
+        }
+        auto buf = std::make_shared<std::vector<float>>(par.bytes / sizeof(float));
         switch (par.init) {
             case ParamInit::Ones:
-                std::fill(buf.begin(), buf.end(), 1.0f);
+                std::fill(buf->begin(), buf->end(), 1.0f);
                 break;
             case ParamInit::Zeros:
-                std::fill(buf.begin(), buf.end(), 0.0f);
+                std::fill(buf->begin(), buf->end(), 0.0f);
                 break;
             case ParamInit::Given:
-                std::copy(par.values->begin(), par.values->end(), buf.begin());
                 break;
             case ParamInit::FanInUniform: {
                 SplitMix64 rng(g.seed() ^ stable_hash(par.name));
                 const float scale = 1.0f / std::sqrt(static_cast<float>(par.fan_in));
-                for (float& x : buf) x = rng.symmetric() * scale;
+                for (float& x : *buf) x = rng.symmetric() * scale;
                 break;
             }
         }
+        d.params[static_cast<size_t>(p)] = std::move(buf);
     }
     d.inputs.resize(g.inputs().size());
     for (size_t i = 0; i < g.inputs().size(); ++i) {
@@ -198,7 +201,7 @@ class RunVisitor final : public MemoryVisitor {
         slot = alloc_.allocate(bytes, b.category, instruction, what);
         if (!opt_.run_kernels) return;
         if (b.category == Category::Parameters)
-            backend_.copy_from_host(slot, data_.params[static_cast<size_t>(b.id)].data(), bytes);
+            backend_.copy_from_host(slot, data_.params[static_cast<size_t>(b.id)]->data(), bytes);
         else if (b.category == Category::Inputs)
             backend_.copy_from_host(
                 slot,
@@ -213,10 +216,16 @@ class RunVisitor final : public MemoryVisitor {
 
     void release(BufferRef b, uint64_t bytes) override {
         void*& slot = slot_of(b);
-        if (b.category == Category::ParamGrads && opt_.keep_gradients && opt_.run_kernels) {
-            auto& out = result_.param_grads[static_cast<size_t>(b.id)];
+        if (b.category == Category::ParamGrads && opt_.run_kernels &&
+            (opt_.keep_gradients || opt_.on_gradient)) {
+            // Kept: into the result; only shown: through one scratch buffer, the largest
+            // parameter's size.
+            std::vector<float>& out = opt_.keep_gradients
+                                          ? result_.param_grads[static_cast<size_t>(b.id)]
+                                          : grad_scratch_;
             out.resize(bytes / sizeof(float));
             backend_.copy_to_host(out.data(), slot, bytes);
+            if (opt_.on_gradient) opt_.on_gradient(b.id, out.data(), out.size());
         }
         alloc_.release(slot, bytes, b.category, instruction);
         slot = nullptr;
@@ -343,8 +352,9 @@ class RunVisitor final : public MemoryVisitor {
     const ExecuteOptions& opt_;
     Execution& result_;
     std::vector<void*> act_, grad_, par_, pgrad_;
-    std::vector<void*> host_;       // per value: its host buffer while offloaded
-    std::vector<uint64_t> ticket_;  // per value: its copy in flight (0: none)
+    std::vector<float> grad_scratch_;  // a gradient on its way to on_gradient
+    std::vector<void*> host_;          // per value: its host buffer while offloaded
+    std::vector<uint64_t> ticket_;     // per value: its copy in flight (0: none)
     void* workspace_ = nullptr;
     std::vector<const void*> in_ptrs_;
     std::vector<float*> gin_ptrs_, par_ptrs_, pgrad_ptrs_;

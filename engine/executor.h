@@ -3,6 +3,8 @@
 // instruction timed, an observer told after each one, cancellable between instructions.
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +28,10 @@ struct ExecuteOptions {
     const std::atomic<bool>* cancel = nullptr;
     bool record_timeline = true;
     bool keep_gradients = true;  // copy parameter gradients out at the end
-    bool run_kernels = true;     // false: walk and allocate only (measures executor overhead)
+    // Called with each parameter's gradient (its values on the host) as the step ends, instead
+    // of or besides keeping them: a caller that only compares them holds no copy of them all.
+    std::function<void(ParamId, const float*, size_t count)> on_gradient = {};
+    bool run_kernels = true;  // false: walk and allocate only (measures executor overhead)
     // Per NodeId, nonzero: copy that node's output to the host (Execution::outputs) right after
     // its first Compute, before anything can overwrite it. The copies are host vectors outside
     // the tracking allocator, so the measured peak is unchanged; they do take time, so a timed
@@ -65,8 +70,11 @@ struct GivenInput {
 // Parameter and input data for a run: drawn deterministically from the graph's seed, or given
 // (parameters with ParamInit::Given, inputs in `given`). Throws rl::Error naming the input when a
 // given input does not exist, has another dtype or shape, or holds an index out of range.
+// A given parameter's values are the graph's own, shared and not copied: a large model's
+// weights would otherwise be held twice.
 struct RunData {
-    std::vector<std::vector<float>> params;    // per ParamId
+    std::vector<std::shared_ptr<const std::vector<float>>> params;  // per ParamId
+
     std::vector<std::vector<uint8_t>> inputs;  // per graph input (raw f32/i32 bytes)
     static RunData seeded(const Graph& g, const std::vector<GivenInput>& given = {});
 };

@@ -267,7 +267,7 @@ void dump_weights(const Graph& g, const RunData& data, const std::string& dir) {
     for (ParamId p = 0; p < g.num_params(); ++p) {
         const Param& param = g.param(p);
         write_npy((fs::path(dir) / file_name_for(param.name)).string(),
-                  to_stored_layout(param, data.params[static_cast<size_t>(p)].data()).data(),
+                  to_stored_layout(param, data.params[static_cast<size_t>(p)]->data()).data(),
                   stored_shape(param));
     }
     for (size_t i = 0; i < g.inputs().size(); ++i) {

@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <random>
 
 #include "analysis/evaluate.h"
 #include "analysis/measure.h"
+#include "engine/backend.h"
 #include "engine/errors.h"
+#include "engine/executor.h"
 #include "engine/networks/presets.h"
+#include "strategies/strategy.h"
 
 namespace rl {
 namespace {
@@ -125,6 +129,36 @@ TEST(Measure, CompareDropsEachStrategysGradientsUnlessAskedToKeepThem) {
             EXPECT_EQ(s.eval.measured->param_grads.size(),
                       keep ? static_cast<size_t>(g.num_params()) : 0u);
         }
+    }
+}
+
+// The executor hands each parameter's gradient over once as the step ends, with the values it
+// keeps when asked to keep them; a caller that only compares them holds no copy of them all.
+TEST(Measure, AStepHandsEachGradientOverOnceWithTheValuesItWouldKeep) {
+    const Graph g = load_network("resmlp:depth=2,width=16,batch=8");
+    const auto backend = make_backend("cpu", 1);
+    const CostModel costs = CostModel::analytic(g, DeviceRates{});
+    const RunData data = RunData::seeded(g);
+    const Schedule s = plan_with(g, costs, parse_spec("sqrt-n")).schedule;
+    const Execution kept = execute(g, s, *backend, data);
+    ASSERT_EQ(kept.param_grads.size(), static_cast<size_t>(g.num_params()));
+    for (const bool keep : {false, true}) {
+        SCOPED_TRACE(keep ? "kept too" : "only handed over");
+        std::vector<int> times(static_cast<size_t>(g.num_params()), 0);
+        ExecuteOptions eo;
+        eo.keep_gradients = keep;
+        eo.on_gradient = [&](ParamId p, const float* v, size_t count) {
+            ASSERT_GE(p, 0);
+            ASSERT_LT(p, g.num_params());
+            ++times[static_cast<size_t>(p)];
+            const std::vector<float>& want = kept.param_grads[static_cast<size_t>(p)];
+            ASSERT_EQ(count, want.size()) << g.param(p).name;
+            EXPECT_EQ(0, std::memcmp(v, want.data(), count * sizeof(float))) << g.param(p).name;
+        };
+        const Execution e = execute(g, s, *backend, data, eo);
+        for (int t : times) EXPECT_EQ(t, 1);
+        EXPECT_EQ(e.param_grads.size(), keep ? kept.param_grads.size() : 0u);
+        EXPECT_EQ(e.peak_bytes, kept.peak_bytes);  // the hand-over is outside the tracked step
     }
 }
 
