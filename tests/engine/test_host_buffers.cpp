@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "engine/backend.h"
 
@@ -28,6 +30,39 @@ TEST(HostBuffers, AReleasedBufferIsReusedForTheSameSizeOnly) {
     EXPECT_EQ(close, a);
     backend->release(close);
     backend->release(other);
+}
+
+// Buffers of 2 MiB and more have mappings of their own at a 2 MiB boundary (huge pages asked
+// for). Every byte of each is writable, none overlaps another, and each is kept for its size.
+TEST(HostBuffers, LargeBuffersStartAtAHugePageBoundaryAndHoldEveryByte) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "under AddressSanitizer every buffer comes from the heap";
+#endif
+    constexpr uint64_t kHuge = uint64_t{2} << 20;
+    const std::vector<uint64_t> sizes = {kHuge, kHuge + 1, 5 * kHuge + 100, 3 * kHuge - 64};
+    auto backend = make_cpu_backend(1);
+    std::vector<unsigned char*> bufs;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        auto* p = static_cast<unsigned char*>(backend->allocate(sizes[i]));
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHuge, 0u) << sizes[i];
+        std::memset(p, static_cast<int>(i + 1), sizes[i]);
+        bufs.push_back(p);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        const unsigned char want = static_cast<unsigned char>(i + 1);
+        EXPECT_EQ(bufs[i][0], want);
+        EXPECT_EQ(bufs[i][sizes[i] / 2], want);
+        EXPECT_EQ(bufs[i][sizes[i] - 1], want) << sizes[i];
+    }
+    for (unsigned char* p : bufs) backend->release(p);
+    // Kept by size, the last released first: the same buffers, their bytes as left.
+    for (size_t i = sizes.size(); i-- > 0;) {
+        auto* again = static_cast<unsigned char*>(backend->allocate(sizes[i]));
+        EXPECT_EQ(again, bufs[i]) << sizes[i];
+        EXPECT_EQ(again[sizes[i] - 1], static_cast<unsigned char>(i + 1));
+        backend->release(again);
+    }
 }
 
 // More than the fixed 1 GiB floor live at once (two 640 MiB buffers, as a large model's weight
