@@ -12,9 +12,10 @@
 // direct convolution, as in Georganas et al., "Anatomy of high-performance deep learning
 // convolutions on SIMD architectures", SC 2018): a tile of MR output positions × NV vectors of
 // channels stays in registers while it runs down the taps and channels. The vectors are 8 floats,
-// or 16 where the build has AVX-512 and the channels come in sixteens (with_tile); there, groups
-// of 8 channels run two at a time, one in each half of a 16-float vector (paired groups, below:
-// a unit of two groups, its planes those of one group of 16 channels).
+// or 16 where the build has AVX-512 and the channels come in sixteens (with_tile). Groups
+// narrower than a vector run a vector's worth at a time, each in its own lanes (packed groups,
+// below: 8 channels a group two to an AVX-512 vector; 4 channels four to it, or two to an AVX2
+// one; a unit of P groups, its planes those of one group of P times the channels).
 //
 // Per group, in a slice of the workspace (Conv2dGeometry::grouped_slice_floats; a thread's groups
 // take its slice in turn, for_units), a chunk of images at a time (Conv2dGeometry::grouped_images:
@@ -33,7 +34,7 @@
 // in order. dW[o][c][tap] = Σ over images, then positions p in order, of
 // xp[at(p) + off(tap) + c]·dy[p][o]. dX[q][c] = Σ over the taps (i, j) that reach input q, in
 // order, of Σ_o dy[(q - off(tap)) / stride][o]·w[o][c][tap]: gathered, one sum per input, each
-// in registers until it is stored (input_tile). Groups (or pairs) run in parallel, each computed
+// in registers until it is stored (input_tile). Groups (or packs) run in parallel, each computed
 // whole in one slice, so every sum has one order whatever the thread count, and a step repeats
 // itself bit for bit; a convolution of one group runs its tiles in parallel instead (for_tiles),
 // each tile's sums in the same order.
@@ -56,7 +57,7 @@ static_assert(Conv2dGeometry::kGroupLanes == kVec8Lanes);
 struct Layout {
     int64_t ph, pw, cg, og, taps, plane, padded, nb;
     std::vector<int64_t> tap_off;  // tap i·kw + j at (i·dh·pw + j·dw)·cg
-    // `count` groups side by side (paired groups: two), their channels one after another.
+    // `count` groups side by side (packed groups), their channels one after another.
     explicit Layout(const Conv2dGeometry& g, int64_t count = 1)
         : ph(g.padded_h()),
           pw(g.padded_w()),
@@ -213,122 +214,6 @@ void input_tile(const float* dyp, const int64_t* at, float* dxc, const int64_t* 
         for (int v = 0; v < NV; ++v) Vec<W>::store(dxc + dst[r] + c0 + v * W, acc[r][v]);
 }
 
-#if defined(__AVX512F__)
-// Paired groups: two groups of 8 input and 8 output channels (RegNet's 3×3s) side by side in one
-// 16-float vector, the first group's 8 lanes then the second's. A group alone fills only half an
-// AVX-512 vector, and with_tile's 8-float tiles ran its layers at half the 16-float rate
-// (0.50-0.62 of their raw products on RegNetY-400MF, docs/benchmarks.md). The two groups' planes
-// are one 16-channel channels-last plane (Layout with count 2); each multiply-add takes its operand
-// from that vector of 16 channels, channel c of each half broadcast to that half's lanes (one
-// permute). Every sum runs in the order of the 8-float tiles above, each one multiply-add per
-// term, so a pair gives the bits a group alone gives.
-using I16 = int __attribute__((vector_size(kVec16Lanes * sizeof(int))));
-constexpr int kPairLanes = kVec8Lanes;  // channels a group
-
-// Lanes 0-7: channel c of the first group (lane c of v); lanes 8-15: of the second (8 + c).
-inline V16 pair_channel(V16 v, int c) {
-    const I16 first = {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8};
-    return __builtin_shuffle(v, first + c);
-}
-
-// forward_tile for a pair: MR positions × both groups' 8 outputs; wk as [c][tap][16 lanes].
-template <int MR>
-void forward_pair_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
-                       const float* wk, const float* bias, float* yc) {
-    using V = Vec<kVec16Lanes>;
-    V16 acc[MR];
-    const V16 b = bias ? V::load(bias) : V16{};
-    for (int r = 0; r < MR; ++r) acc[r] = b;
-    const float* base[MR];
-    for (int r = 0; r < MR; ++r) base[r] = xp + at[r < rows ? r : 0];
-    for (int64_t t = 0; t < l.taps; ++t) {
-        const int64_t off = l.tap_off[static_cast<size_t>(t)];
-        V16 x[MR];
-        for (int r = 0; r < MR; ++r) x[r] = V::load(base[r] + off);
-        const float* w = wk + t * kVec16Lanes;
-#pragma GCC unroll 8
-        for (int c = 0; c < kPairLanes; ++c) {
-            const V16 wv = V::load(w + c * l.taps * kVec16Lanes);
-#pragma GCC unroll 16
-            for (int r = 0; r < MR; ++r) acc[r] += pair_channel(x[r], c) * wv;
-        }
-    }
-    for (int64_t r = 0; r < rows; ++r) V::store(yc + r * kVec16Lanes, acc[r]);
-}
-
-// weight_tile for a pair: tap t × the 8 input channels, each a vector of both groups' 8
-// outputs; dwa as [c][tap][16 lanes]. (Two or three taps at a time, 16 or 24 accumulators, ran
-// RegNetY-400MF's grouped backward no faster: 0.57-0.59 and 0.55-0.74 ms against 0.56-0.65,
-// three alternating rounds.)
-void weight_pair_tile(const float* xp, const int64_t* at, const int64_t* qs, int64_t count,
-                      const Layout& l, const float* dyc, int64_t t, bool first, float* dwa) {
-    using V = Vec<kVec16Lanes>;
-    V16 acc[kPairLanes];
-    for (int c = 0; c < kPairLanes; ++c)
-        acc[c] = first ? V16{} : V::load(dwa + (c * l.taps + t) * kVec16Lanes);
-    const int64_t off = l.tap_off[static_cast<size_t>(t)];
-    auto run = [&](auto listed) {
-        for (int64_t k = 0; k < count; ++k) {
-            const int64_t q = decltype(listed)::value ? qs[k] : k;
-            const V16 dv = V::load(dyc + q * kVec16Lanes);
-            const V16 x = V::load(xp + at[q] + off);
-#pragma GCC unroll 8
-            for (int c = 0; c < kPairLanes; ++c) acc[c] += pair_channel(x, c) * dv;
-        }
-    };
-    if (qs)
-        run(std::true_type{});
-    else
-        run(std::false_type{});
-    for (int c = 0; c < kPairLanes; ++c) V::store(dwa + (c * l.taps + t) * kVec16Lanes, acc[c]);
-}
-
-// input_tile for a pair: MR input positions × both groups' 8 input channels; wt as
-// [tap][o][16 lanes].
-template <int MR>
-void input_pair_tile(const float* dyp, const int64_t* at, float* dxc, const int64_t* dst,
-                     int64_t rows, const int64_t* taps, const int64_t* back, int64_t ntaps,
-                     const float* wt) {
-    using V = Vec<kVec16Lanes>;
-    V16 acc[MR] = {};
-    const float* base[MR];
-    for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
-    for (int64_t u = 0; u < ntaps; ++u) {
-        const int64_t off = back[u];
-        const float* w = wt + taps[u] * kPairLanes * kVec16Lanes;
-        V16 d[MR];
-        for (int r = 0; r < MR; ++r) d[r] = V::load(base[r] - off);
-#pragma GCC unroll 8
-        for (int o = 0; o < kPairLanes; ++o) {
-            const V16 wv = V::load(w + o * kVec16Lanes);
-#pragma GCC unroll 16
-            for (int r = 0; r < MR; ++r) acc[r] += pair_channel(d[r], o) * wv;
-        }
-    }
-    for (int64_t r = 0; r < rows; ++r) V::store(dxc + dst[r], acc[r]);
-}
-
-// Calls f(MR) for a pair's position tiles: twelve rows (twelve accumulators and the twelve
-// vectors they read, of the 32 registers), eight for few positions.
-template <class F>
-void with_pair_tile(int64_t positions, F&& f) {
-    if (positions <= 8)
-        f(std::integral_constant<int, 8>{});
-    else
-        f(std::integral_constant<int, 12>{});
-}
-#endif
-
-// Groups a unit of work takes: two where they pair (AVX-512, 8 input and 8 output channels a
-// group), else one.
-int64_t groups_per_unit(const Conv2dGeometry& g) {
-#if defined(__AVX512F__)
-    if (g.groups > 1 && g.c_per_group() == kVec8Lanes && g.out_per_group() == kVec8Lanes) return 2;
-#endif
-    (void)g;
-    return 1;
-}
-
 // The widest vectors the build has: AVX-512's 16 floats, whose multiply-adds run at twice the
 // rate of 8-float ones where the machine has 512-bit FMA units (the AMD EPYC of the pool: Eigen's
 // AVX-512 products at 179 GFLOP/s against 116 for OpenBLAS's AVX2 kernels, docs/benchmarks.md),
@@ -338,6 +223,157 @@ constexpr int kWide = kVec16Lanes;
 #else
 constexpr int kWide = kVec8Lanes;
 #endif
+
+constexpr int kPackedChannels = static_cast<int>(Conv2dGeometry::kPackedChannels);
+
+// Packed groups: P = W / L groups of L input and L output channels side by side in one W-float
+// vector, group after group (L = 8 with AVX-512: RegNet's 3×3s, two a vector; L = 4: ResNeXt-50's
+// first stage, 32 groups of 4, four a vector with AVX-512 and two with AVX2). A group alone fills
+// only part of a vector: with_tile's 8-float tiles ran the groups of 8 at half the 16-float rate
+// (0.50-0.62 of their raw products on RegNetY-400MF), and groups of 4 went through im2col and a
+// GEMM of 4 rows a group (0.73 of raw, docs/benchmarks.md). The P groups' planes are one
+// channels-last plane of W channels (Layout with count P); each multiply-add takes its operand
+// from that vector of W channels, channel c of each group broadcast to that group's lanes (one
+// permute). Every sum runs in the order of the tiles above, one multiply-add per term, so a
+// pack gives the bits each group alone gives.
+template <int W>
+struct LaneIndex;
+template <>
+struct LaneIndex<kVec8Lanes> {
+    using T = V8i;
+};
+#if defined(__AVX512F__)
+template <>
+struct LaneIndex<kVec16Lanes> {
+    using T = int __attribute__((vector_size(kVec16Lanes * sizeof(int))));
+};
+#endif
+
+// Lanes of group p: channel c of v's group p (lane p·L + c).
+template <int W, int L>
+inline typename Vec<W>::T pack_channel(typename Vec<W>::T v, int c) {
+    typename LaneIndex<W>::T first;
+    for (int i = 0; i < W; ++i) first[i] = i / L * L;
+    return __builtin_shuffle(v, first + c);
+}
+
+// forward_tile for a pack: MR positions × the P groups' L outputs; wk as [c][tap][W lanes].
+template <int W, int L, int MR>
+void forward_pack_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
+                       const float* wk, const float* bias, float* yc) {
+    using V = Vec<W>;
+    using T = typename V::T;
+    T acc[MR];
+    const T b = bias ? V::load(bias) : T{};
+    for (int r = 0; r < MR; ++r) acc[r] = b;
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = xp + at[r < rows ? r : 0];
+    for (int64_t t = 0; t < l.taps; ++t) {
+        const int64_t off = l.tap_off[static_cast<size_t>(t)];
+        T x[MR];
+        for (int r = 0; r < MR; ++r) x[r] = V::load(base[r] + off);
+        const float* w = wk + t * W;
+#pragma GCC unroll 8
+        for (int c = 0; c < L; ++c) {
+            const T wv = V::load(w + c * l.taps * W);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) acc[r] += pack_channel<W, L>(x[r], c) * wv;
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) V::store(yc + r * W, acc[r]);
+}
+
+// weight_tile for a pack: tap t × the L input channels, each a vector of the P groups' L
+// outputs; dwa as [c][tap][W lanes]. (With 8 channels a group, two or three taps at a time, 16
+// or 24 accumulators, ran RegNetY-400MF's grouped backward no faster: 0.57-0.59 and 0.55-0.74 ms
+// against 0.56-0.65, three alternating rounds.)
+template <int W, int L>
+void weight_pack_tile(const float* xp, const int64_t* at, const int64_t* qs, int64_t count,
+                      const Layout& l, const float* dyc, int64_t t, bool first, float* dwa) {
+    using V = Vec<W>;
+    using T = typename V::T;
+    T acc[L];
+    for (int c = 0; c < L; ++c) acc[c] = first ? T{} : V::load(dwa + (c * l.taps + t) * W);
+    const int64_t off = l.tap_off[static_cast<size_t>(t)];
+    auto run = [&](auto listed) {
+        for (int64_t k = 0; k < count; ++k) {
+            const int64_t q = decltype(listed)::value ? qs[k] : k;
+            const T dv = V::load(dyc + q * W);
+            const T x = V::load(xp + at[q] + off);
+#pragma GCC unroll 8
+            for (int c = 0; c < L; ++c) acc[c] += pack_channel<W, L>(x, c) * dv;
+        }
+    };
+    if (qs)
+        run(std::true_type{});
+    else
+        run(std::false_type{});
+    for (int c = 0; c < L; ++c) V::store(dwa + (c * l.taps + t) * W, acc[c]);
+}
+
+// input_tile for a pack: MR input positions × the P groups' L input channels; wt as
+// [tap][o][W lanes].
+template <int W, int L, int MR>
+void input_pack_tile(const float* dyp, const int64_t* at, float* dxc, const int64_t* dst,
+                     int64_t rows, const int64_t* taps, const int64_t* back, int64_t ntaps,
+                     const float* wt) {
+    using V = Vec<W>;
+    using T = typename V::T;
+    T acc[MR] = {};
+    const float* base[MR];
+    for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
+    for (int64_t u = 0; u < ntaps; ++u) {
+        const int64_t off = back[u];
+        const float* w = wt + taps[u] * L * W;
+        T d[MR];
+        for (int r = 0; r < MR; ++r) d[r] = V::load(base[r] - off);
+#pragma GCC unroll 8
+        for (int o = 0; o < L; ++o) {
+            const T wv = V::load(w + o * W);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) acc[r] += pack_channel<W, L>(d[r], o) * wv;
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) V::store(dxc + dst[r], acc[r]);
+}
+
+// Calls f(W, L, MR) for a pack of groups of `channels` (4, or 8 with AVX-512) and its position
+// tiles: with 16-float vectors twelve rows (twelve accumulators and the twelve vectors they
+// read, of the 32 registers), eight for few positions; with 8-float ones six (of 16), four.
+template <class F>
+void with_pack_tile(int64_t channels, int64_t positions, F&& f) {
+    using std::integral_constant;
+    auto rows = [&](auto w, auto l) {
+        if constexpr (decltype(w)::value == kVec8Lanes) {
+            if (positions <= 4)
+                f(w, l, integral_constant<int, 4>{});
+            else
+                f(w, l, integral_constant<int, 6>{});
+        } else if (positions <= 8) {
+            f(w, l, integral_constant<int, 8>{});
+        } else {
+            f(w, l, integral_constant<int, 12>{});
+        }
+    };
+    const integral_constant<int, kWide> w;
+    if (channels == kPackedChannels) {
+        rows(w, integral_constant<int, kPackedChannels>{});
+        return;
+    }
+#if defined(__AVX512F__)
+    rows(w, integral_constant<int, kVec8Lanes>{});
+#endif
+}
+
+// Groups a unit of work takes: a vector's worth where they pack (4 channels a group in and
+// out, or 8 with AVX-512), else one.
+int64_t groups_per_unit(const Conv2dGeometry& g) {
+    const int64_t cg = g.c_per_group();
+    if (g.groups > 1 && cg == g.out_per_group() && cg < kWide &&
+        (cg == kPackedChannels || cg == kVec8Lanes))
+        return kWide / cg;
+    return 1;
+}
 
 // Calls f(W, NV, MR) for `channels` (a multiple of 8): NV vectors of W floats by MR rows.
 // 8-float vectors: two vectors and six rows where the channels are a multiple of 16, else one
@@ -487,20 +523,18 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
                 const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
                 for (int64_t j = 0; j < m; ++j)
                     pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
-#if defined(__AVX512F__)
-                if (count == 2) {
-                    with_pair_tile(positions, [&](auto mr) {
+                if (count > 1) {
+                    with_pack_tile(cg1, positions, [&](auto w, auto lanes, auto mr) {
+                        constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
                         constexpr int MR = decltype(mr)::value;
                         for (int64_t q0 = 0; q0 < positions; q0 += MR) {
                             int64_t at[kMaxRows];
                             const int64_t rows = std::min<int64_t>(MR, positions - q0);
                             starts(g, l, q0, rows, at);
-                            forward_pair_tile<MR>(xp, at, rows, l, wk, bg, yc + q0 * l.og);
+                            forward_pack_tile<W, L, MR>(xp, at, rows, l, wk, bg, yc + q0 * l.og);
                         }
                     });
-                } else
-#endif
-                {
+                } else {
                     with_tile(l.og, positions, [&](auto w, auto nv, auto mr) {
                         constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
                         constexpr int MR = decltype(mr)::value;
@@ -554,7 +588,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
     // positions split by that set). Only where that leaves at most kSkippedTapsPay of the
     // terms: a split phase runs shorter tiles, and on larger planes (RegNetY-400MF's 16×16,
     // where the border is a small part of the plane) it ran the backward at half the speed.
-    // Paired groups keep their phases whole (their tiles of 8 or 12 rows would run a set of
+    // Packed groups keep their phases whole (their tiles of 8 or 12 rows would run a set of
     // two positions at a quarter of their rows; tiles of two and four made the 16×16 ones
     // 15 % slower, from the code they added alone).
     struct Plan {
@@ -744,14 +778,14 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                     for (int64_t j = 0; j < m; ++j)
                         pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l,
                                    xp + j * l.padded);
-#if defined(__AVX512F__)
-                    if (count == 2) {
-                        for (int64_t t = 0; t < l.taps; ++t)
-                            weight_pair_tile(xp, window_at, tap_q(t), tap_count(t), l, dyc, t,
-                                             n0 == 0, dwa);
-                    } else
-#endif
-                    {
+                    if (count > 1) {
+                        with_pack_tile(cg1, 0, [&](auto w, auto lanes, auto) {
+                            constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
+                            for (int64_t t = 0; t < l.taps; ++t)
+                                weight_pack_tile<W, L>(xp, window_at, tap_q(t), tap_count(t), l,
+                                                       dyc, t, n0 == 0, dwa);
+                        });
+                    } else {
                         with_weight_tile(l.og, l.cg, [&](auto w, auto nv, auto mr) {
                             constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
                             constexpr int MR = decltype(mr)::value;
@@ -779,18 +813,18 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                 for (const Phase& ph : plan.phases) {
                     const int64_t count_q = m * ph.per_image;
                     const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
-#if defined(__AVX512F__)
-                    if (count == 2) {
-                        with_pair_tile(count_q, [&](auto mr) {
+                    if (count > 1) {
+                        with_pack_tile(cg1, count_q, [&](auto w, auto lanes, auto mr) {
+                            constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
                             constexpr int MR = decltype(mr)::value;
                             for (int64_t q0 = 0; q0 < count_q; q0 += MR)
-                                input_pair_tile<MR>(dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
-                                                    std::min<int64_t>(MR, count_q - q0),
-                                                    ph.taps.data(), ph.back.data(), ntaps, wk);
+                                input_pack_tile<W, L, MR>(
+                                    dyp, ph.at.data() + q0, dxc, ph.dst.data() + q0,
+                                    std::min<int64_t>(MR, count_q - q0), ph.taps.data(),
+                                    ph.back.data(), ntaps, wk);
                         });
                         continue;
                     }
-#endif
                     with_tile(l.cg, count_q, [&](auto w, auto nv, auto mr) {
                         constexpr int W = decltype(w)::value, NV = decltype(nv)::value;
                         constexpr int MR = decltype(mr)::value;

@@ -235,10 +235,16 @@ struct Conv2dGeometry {
     static constexpr int64_t kGroupLanes = 8;
     static constexpr int64_t kDirectMaxOutputs = 64;
     static constexpr int64_t kDirectMaxWeightFloats = int64_t{1} << 16;
+    // Groups of 4 channels in and out (ResNeXt-50's first stage) go packed, a vector's worth of
+    // groups at a time (conv_grouped.cpp): where their count is a multiple of 4, so that every
+    // pack is whole with AVX-512's four a vector and AVX2's two.
+    static constexpr int64_t kPackedChannels = 4;
     bool grouped_direct() const {
         if (groups == 1) return ungrouped_direct_fits();
-        return !depthwise() && c_per_group() % kGroupLanes == 0 &&
-               out_per_group() % kGroupLanes == 0;
+        if (depthwise()) return false;
+        if (c_per_group() == kPackedChannels && out_per_group() == kPackedChannels)
+            return groups % kPackedChannels == 0;
+        return c_per_group() % kGroupLanes == 0 && out_per_group() % kGroupLanes == 0;
     }
     // Whether an ungrouped convolution is one the direct kernel takes.
     bool ungrouped_direct_fits() const {

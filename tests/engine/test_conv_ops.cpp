@@ -840,6 +840,19 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
         std::tuple{1, 2, 0, 1, false};
     cases.push_back({pair_dil, "five groups of 8, 2x2 dilated, asymmetric padding, no bias"});
     cases.push_back({spec(3, 48, 2, 2, 48, 6), "six groups of 8 on 2x2 planes: tiles of 8 rows"});
+    // 4 in, 4 out a group, groups a multiple of 4: packed, four groups a vector with AVX-512,
+    // two with AVX2.
+    cases.push_back({spec(2, 16, 6, 6, 16, 4), "four groups of 4, 3x3 padded"});
+    ConvSpec quads2 = spec(3, 32, 7, 7, 32, 8);
+    quads2.sh = quads2.sw = 2;
+    cases.push_back({quads2, "eight groups of 4, stride 2: the gradient in phases"});
+    ConvSpec quad_dil = spec(2, 48, 6, 9, 48, 12);
+    std::tie(quad_dil.kh, quad_dil.kw, quad_dil.dh, quad_dil.dw) = std::tuple{2, 2, 2, 3};
+    std::tie(quad_dil.pt, quad_dil.pl, quad_dil.pb, quad_dil.pr, quad_dil.bias) =
+        std::tuple{1, 2, 0, 1, false};
+    cases.push_back({quad_dil, "twelve groups of 4, 2x2 dilated, asymmetric padding, no bias"});
+    cases.push_back({spec(3, 16, 2, 2, 16, 4), "four groups of 4 on 2x2 planes"});
+    cases.push_back({spec(5, 32, 8, 8, 32, 8), "eight groups of 4, chunks of four images and one"});
     ConvSpec skip = spec(2, 32, 7, 6, 16, 2);
     std::tie(skip.kh, skip.kw, skip.sh, skip.sw) = std::tuple{1, 1, 2, 2};
     skip.pt = skip.pl = skip.pb = skip.pr = 0;
@@ -856,14 +869,15 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
         }
         check_conv(s, what);
     }
-    // 4 channels a group stay on im2col + GEMM; so do ungrouped convolutions with more than 64
+    // Two groups of 4 channels (not a whole pack) stay on im2col + GEMM; so do ungrouped
+    // convolutions with more than 64
     // outputs or more than 64K floats of weights, and 1×1 ones (at stride 1 their input is the
     // GEMM's operand as it stands; at stride 2 im2col was faster).
     Graph g;
     const ValueId x = g.add_input("x", DType::F32, Shape{1, 8, 4, 4});
     const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 128, 4, 4});
     for (const auto& [in, out, kernel, groups, stride, what] :
-         {std::tuple{x, 8, 3, 2, 1, "4 channels a group"}, std::tuple{x, 72, 3, 1, 1, "72 outputs"},
+         {std::tuple{x, 8, 3, 2, 1, "two groups of 4"}, std::tuple{x, 72, 3, 1, 1, "72 outputs"},
           std::tuple{x, 16, 1, 1, 1, "1x1 at stride 1"},
           std::tuple{x, 16, 1, 1, 2, "1x1 at stride 2"},
           std::tuple{wide, 64, 3, 1, 1, "64 outputs of 128 x 3 x 3 weights: 73,728 floats"}}) {
@@ -961,9 +975,11 @@ TEST(ConvOps, Conv2dUngroupedDirectKernel) {
 TEST(ConvOps, Conv2dGroupsTakeTheWorkspacesSlicesInTurn) {
     ConvSpec strided = padded3x3(3, 20 * 8, 5, 5, 20 * 8, 20);
     strided.sh = strided.sw = 2;
+    const ConvSpec quads = padded3x3(3, 20 * 4, 4, 4, 20 * 4, 20);
     for (const auto& [s, what] :
          {std::pair{padded3x3(2, 20 * 16, 2, 2, 20 * 16, 20), "20 groups of 16, 2x2 planes"},
           std::pair{strided, "20 groups of 8 (10 pairs on AVX-512), stride 2 onto 3x3"},
+          std::pair{quads, "20 groups of 4 (5 packs on AVX-512, 10 on AVX2), 4x4 planes"},
           std::pair{padded3x3(5, 18 * 32, 3, 3, 18 * 32, 18), "18 groups of 32, 3x3 planes"}}) {
         SCOPED_TRACE(what);
         const Conv2dGeometry g = geometry_of(s);
