@@ -828,29 +828,29 @@ TEST(ConvOps, Conv2dGroupedDirectKernel) {
                      "five 8x8 outputs: chunks of four images and one, tiles across images"});
     cases.push_back({spec(2, 32, 2, 2, 32, 2), "2x2 planes: tiles of 4 positions by 16 channels"});
     cases.push_back({spec(1, 16, 2, 2, 16, 2), "one 2x2 plane: a tile of 8 rows, half empty"});
-    // 8 in, 8 out a group: on AVX-512 builds two groups share each 16-float vector (paired
-    // groups), and an odd group count leaves the last group to the 8-float tiles.
+    // Packed groups: 8 in, 8 out a group, two to a 16-float vector on AVX-512 builds, an odd
+    // group count leaving the last group to the 8-float tiles; 4 in, 4 out, groups a multiple of
+    // 4, four to a vector with AVX-512, two with AVX2.
+    auto strided = [](ConvSpec s) {
+        s.sh = s.sw = 2;
+        return s;
+    };
+    auto dilated = [](ConvSpec s) {
+        std::tie(s.kh, s.kw, s.dh, s.dw) = std::tuple{2, 2, 2, 3};
+        std::tie(s.pt, s.pl, s.pb, s.pr, s.bias) = std::tuple{1, 2, 0, 1, false};
+        return s;
+    };
     cases.push_back({spec(2, 24, 6, 6, 24, 3), "three groups of 8: a pair and one alone"});
-    ConvSpec pairs2 = spec(3, 32, 7, 7, 32, 4);
-    pairs2.sh = pairs2.sw = 2;
-    cases.push_back({pairs2, "four groups of 8, stride 2: two pairs, the gradient in phases"});
-    ConvSpec pair_dil = spec(2, 40, 6, 9, 40, 5);
-    std::tie(pair_dil.kh, pair_dil.kw, pair_dil.dh, pair_dil.dw) = std::tuple{2, 2, 2, 3};
-    std::tie(pair_dil.pt, pair_dil.pl, pair_dil.pb, pair_dil.pr, pair_dil.bias) =
-        std::tuple{1, 2, 0, 1, false};
-    cases.push_back({pair_dil, "five groups of 8, 2x2 dilated, asymmetric padding, no bias"});
+    cases.push_back({strided(spec(3, 32, 7, 7, 32, 4)),
+                     "four groups of 8, stride 2: two pairs, the gradient in phases"});
+    cases.push_back({dilated(spec(2, 40, 6, 9, 40, 5)),
+                     "five groups of 8, 2x2 dilated, asymmetric padding, no bias"});
     cases.push_back({spec(3, 48, 2, 2, 48, 6), "six groups of 8 on 2x2 planes: tiles of 8 rows"});
-    // 4 in, 4 out a group, groups a multiple of 4: packed, four groups a vector with AVX-512,
-    // two with AVX2.
     cases.push_back({spec(2, 16, 6, 6, 16, 4), "four groups of 4, 3x3 padded"});
-    ConvSpec quads2 = spec(3, 32, 7, 7, 32, 8);
-    quads2.sh = quads2.sw = 2;
-    cases.push_back({quads2, "eight groups of 4, stride 2: the gradient in phases"});
-    ConvSpec quad_dil = spec(2, 48, 6, 9, 48, 12);
-    std::tie(quad_dil.kh, quad_dil.kw, quad_dil.dh, quad_dil.dw) = std::tuple{2, 2, 2, 3};
-    std::tie(quad_dil.pt, quad_dil.pl, quad_dil.pb, quad_dil.pr, quad_dil.bias) =
-        std::tuple{1, 2, 0, 1, false};
-    cases.push_back({quad_dil, "twelve groups of 4, 2x2 dilated, asymmetric padding, no bias"});
+    cases.push_back(
+        {strided(spec(3, 32, 7, 7, 32, 8)), "eight groups of 4, stride 2: the gradient in phases"});
+    cases.push_back({dilated(spec(2, 48, 6, 9, 48, 12)),
+                     "twelve groups of 4, 2x2 dilated, asymmetric padding, no bias"});
     cases.push_back({spec(3, 16, 2, 2, 16, 4), "four groups of 4 on 2x2 planes"});
     cases.push_back({spec(5, 32, 8, 8, 32, 8), "eight groups of 4, chunks of four images and one"});
     ConvSpec skip = spec(2, 32, 7, 6, 16, 2);
