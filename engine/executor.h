@@ -74,7 +74,6 @@ struct GivenInput {
 // weights would otherwise be held twice.
 struct RunData {
     std::vector<std::shared_ptr<const std::vector<float>>> params;  // per ParamId
-
     std::vector<std::vector<uint8_t>> inputs;  // per graph input (raw f32/i32 bytes)
     static RunData seeded(const Graph& g, const std::vector<GivenInput>& given = {});
 };
