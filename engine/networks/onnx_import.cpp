@@ -129,8 +129,10 @@ namespace {
 
 constexpr int64_t kNumelLimit = int64_t{1} << 62;
 
-// A tensor known at import time: an initializer, a Constant, or the result of folding.
-struct Const {
+// A tensor known at import time: an initializer, a Constant, or the result of folding. Made
+// through make_shared and never changed once in an Entry: a parameter made from one shares its
+// floats (param_from) instead of copying them.
+struct Const : std::enable_shared_from_this<Const> {
     bool is_float = true;
     Dims dims;  // may hold 0 (an empty tensor, such as Resize's unused roi)
     std::vector<float> f;
@@ -434,8 +436,8 @@ class Importer {
 
     // Reads a TensorProto's data, refusing before copying anything that does not add up. NaN is
     // always refused; infinities only in initializers (a Constant may hold masked_fill's -inf).
-    ConstPtr read_tensor(const onnx::TensorProto& t, const std::string& what,
-                         bool allow_inf = false) const {
+    std::shared_ptr<Const> read_tensor(const onnx::TensorProto& t, const std::string& what,
+                                       bool allow_inf = false) const {
         auto c = std::make_shared<Const>();
         c->dims.assign(t.dims().begin(), t.dims().end());
         const int64_t n = checked_const_numel(c->dims, what);
@@ -463,10 +465,10 @@ class Importer {
                     if (raw.size() % elem) check_count(raw.size() / elem + 1, elem);
                     check_count(raw.size() / elem, elem);
                     c->f.resize(un);
-                    for (uint64_t k = 0; k < un; ++k) {
-                        if (elem == 4) {
-                            std::memcpy(&c->f[k], raw.data() + 4 * k, 4);
-                        } else {
+                    if (elem == 4) {
+                        std::memcpy(c->f.data(), raw.data(), 4 * un);
+                    } else {
+                        for (uint64_t k = 0; k < un; ++k) {
                             double d;
                             std::memcpy(&d, raw.data() + 8 * k, 8);
                             c->f[k] = static_cast<float>(d);
@@ -542,10 +544,9 @@ class Importer {
             if (t.name().empty()) fail(what + " has no name");
             if (env_.count(t.name()))
                 fail(what + ": the name is used twice; tensor names must be unique");
-            auto c = read_tensor(t, what);
-            auto named = std::make_shared<Const>(*c);
-            named->initializer = t.name();
-            env_[t.name()] = Entry{kNoId, std::move(named)};
+            std::shared_ptr<Const> c = read_tensor(t, what);
+            c->initializer = t.name();
+            env_[t.name()] = Entry{kNoId, std::move(c)};
             // The model's copy of the bytes goes once they are read (swapped out: clearing a
             // string keeps its memory), so that a file's weights are not held twice: ResNeXt-101's
             // 340 MB of them.
@@ -824,7 +825,7 @@ class Importer {
                 fail_node(idx, what + "is a constant holding a value that is not finite");
         ValueId v = kNoId;
         if (!c.initializer.empty()) {
-            const std::vector<ParamSource> params{param_from(idx, c, c.f)};
+            const std::vector<ParamSource> params{param_from(idx, c)};
             v = add(idx, c.initializer, OpKind::Parameter, {}, {{"shape", c.dims}}, params);
         } else {
             std::vector<int64_t> bits(c.f.size());
@@ -943,8 +944,23 @@ class Importer {
     // parameter of an earlier node is tied to it (one parameter read by both, e.g. a language
     // model's output head and its token embedding), provided both read it in the same layout (an
     // nn.Linear head reads its [out, in] weight as the embedding reads [rows, dim]).
+    // The constant's own floats, shared with it rather than copied (a model's weights were held
+    // twice until the import returned, and the copy was a quarter of ResNeXt-101's import,
+    // docs/benchmarks.md); a copy only where c is not held by a shared pointer.
+    ParamSource param_from(int idx, const Const& c) {
+        if (const std::shared_ptr<const Const> held = c.weak_from_this().lock())
+            return param_from(idx, c, std::shared_ptr<const std::vector<float> >(held, &held->f));
+        return param_from(idx, c, std::vector<float>(c.f));
+    }
     ParamSource param_from(int idx, const Const& c, std::vector<float> values,
                            bool values_transposed = false) {
+        return param_from(idx, c, std::make_shared<const std::vector<float> >(std::move(values)),
+                          values_transposed);
+    }
+    ParamSource param_from(int idx, const Const& c,
+                           std::shared_ptr<const std::vector<float> > shared,
+                           bool values_transposed = false) {
+        const std::vector<float>& values = *shared;
         if (!c.is_float) fail_node(idx, "a weight must hold floating-point values");
         if (!c.initializer.empty()) {
             auto [it, fresh] = param_owner_.emplace(c.initializer, idx);
@@ -958,7 +974,6 @@ class Importer {
                 return ParamSource{c.initializer, nullptr, true};
             }
         }
-        auto shared = std::make_shared<const std::vector<float> >(std::move(values));
         ParamSource src{c.initializer, shared};
         if (!c.initializer.empty()) {
             param_values_[c.initializer] = shared;
@@ -1756,9 +1771,10 @@ class Importer {
         const int64_t out = w_is_out_in ? w.dims[0] : w.dims[1];
         const int64_t in = w_is_out_in ? w.dims[1] : w.dims[0];
         std::vector<ParamSource> params;
-        params.push_back(param_from(
-            idx, w, w_is_out_in ? w.f : transpose2d(w.f, w.dims[0], w.dims[1]), !w_is_out_in));
-        if (bias) params.push_back(param_from(idx, *bias, bias->f));
+        params.push_back(w_is_out_in
+                             ? param_from(idx, w)
+                             : param_from(idx, w, transpose2d(w.f, w.dims[0], w.dims[1]), true));
+        if (bias) params.push_back(param_from(idx, *bias));
         Attrs attrs{{"out_features", out}, {"in_features", in}};
         if (!bias) attrs.set("bias", int64_t{0});
         const ValueId y = add(idx, base, OpKind::Linear, {x}, std::move(attrs), params);
@@ -2018,13 +2034,13 @@ class Importer {
                       "kernel_shape " + dims_text(*ks) + " does not match W " + dims_text(w.dims));
         Attrs attrs{{"out_channels", w.dims[0]}, {"groups", group}};
         window_attrs(idx, xs, kernel, attrs);
-        std::vector<ParamSource> params{param_from(idx, w, w.f)};
+        std::vector<ParamSource> params{param_from(idx, w)};
         if (has_input(idx, 2)) {
             const Const& b = cst(idx, 2, "B, the bias");
             if (static_cast<int64_t>(b.size()) != w.dims[0] || b.dims.size() != 1)
                 fail_node(
                     idx, "B " + dims_text(b.dims) + " must be [" + std::to_string(w.dims[0]) + "]");
-            params.push_back(param_from(idx, b, b.f));
+            params.push_back(param_from(idx, b));
         } else {
             attrs.set("bias", int64_t{0});
         }
@@ -2070,7 +2086,7 @@ class Importer {
         Attrs attrs{{"eps", attr_float(idx, "epsilon", 1e-5)}};
         define(idx, 0,
                {add(idx, module_or_name(idx), OpKind::BatchNorm, {x}, std::move(attrs),
-                    {param_from(idx, scale, scale.f), param_from(idx, bias, bias.f)}),
+                    {param_from(idx, scale), param_from(idx, bias)}),
                 {}});
     }
 
@@ -2087,12 +2103,12 @@ class Importer {
         const Const& w = cst(idx, 1, "scale");
         if (static_cast<int64_t>(w.size()) != d)
             fail_node(idx, "scale " + dims_text(w.dims) + " must hold " + std::to_string(d));
-        params.push_back(param_from(idx, w, w.f));
+        params.push_back(param_from(idx, w));
         if (has_input(idx, 2)) {
             const Const& b = cst(idx, 2, "B");
             if (static_cast<int64_t>(b.size()) != d)
                 fail_node(idx, "B " + dims_text(b.dims) + " must hold " + std::to_string(d));
-            params.push_back(param_from(idx, b, b.f));
+            params.push_back(param_from(idx, b));
         }
         define(idx, 0,
                {add(idx, module_or_name(idx), OpKind::LayerNorm, {x},
@@ -2443,7 +2459,7 @@ class Importer {
         }
         if (c.initializer.empty() || c.transposed) return constant_operand(idx, kind, x, k, c);
         attrs.set("param_shape", std::vector<int64_t>(c.dims.begin(), c.dims.end()));
-        const std::vector<ParamSource> params = {param_from(idx, c, c.f)};
+        const std::vector<ParamSource> params = {param_from(idx, c)};
         define(idx, 0, {add(idx, node_base(idx), kind, {x}, std::move(attrs), params), {}});
     }
 
@@ -2697,7 +2713,7 @@ class Importer {
                     {"period", int64_t{1}},
                     {"index_shape", Dims(out.begin(), out.end() - 1)}};
         if (p.dims.size() != 2) attrs.set("table_shape", p.dims);
-        std::vector<ParamSource> params{param_from(idx, p, p.f)};
+        std::vector<ParamSource> params{param_from(idx, p)};
         define(
             idx, 0,
             {add(idx, module_or_name(idx), OpKind::Embedding, {}, std::move(attrs), params), {}});
@@ -2810,7 +2826,7 @@ class Importer {
                                    "an integer graph input");
             ins.push_back(v);
         }
-        std::vector<ParamSource> params{param_from(idx, table, table.f)};
+        std::vector<ParamSource> params{param_from(idx, table)};
         define(
             idx, 0,
             {add(idx, module_or_name(idx), OpKind::Embedding, ins, std::move(attrs), params), {}});
@@ -3070,14 +3086,14 @@ class Importer {
         const Const* w =
             mul >= 0 && op_of(mul) == "Mul" ? other_const(mul, out_name(div)) : nullptr;
         if (w && w->is_float && static_cast<int64_t>(w->size()) == d) {
-            params.push_back(param_from(mul, *w, w->f));
+            params.push_back(param_from(mul, *w));
             group.push_back(mul);
             last = mul;
             const int badd = sole_consumer(out_name(mul));
             const Const* b =
                 badd >= 0 && op_of(badd) == "Add" ? other_const(badd, out_name(mul)) : nullptr;
             if (b && b->is_float && static_cast<int64_t>(b->size()) == d) {
-                params.push_back(param_from(badd, *b, b->f));
+                params.push_back(param_from(badd, *b));
                 group.push_back(badd);
                 last = badd;
             }
