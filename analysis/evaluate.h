@@ -13,6 +13,7 @@
 #include "analysis/measure.h"
 #include "engine/backend.h"
 #include "engine/executor.h"
+#include "engine/huge_pages.h"
 #include "engine/simulator.h"
 #include "strategies/strategy.h"
 
@@ -121,7 +122,17 @@ class Evaluator {
     EvaluateOptions opt_;
     CostModel costs_;
     RunData data_;
-    std::optional<std::vector<std::vector<float>>> reference_grads_;
+    // The reference (`none`) step's parameter gradients, every one in a single block on huge
+    // pages (engine/huge_pages.h: a model's worth of gradients faulted in 4 KiB at a time cost
+    // ResNeXt-101's `run` a second): parameter p's at reference_at_[p], reference_count_[p]
+    // floats; reference_seen_[p] whether the step gave it.
+    struct Reference {
+        HugeFloats values;
+        std::vector<size_t> at, count;
+        std::vector<char> seen;
+        size_t given = 0;
+    };
+    std::optional<Reference> reference_;
     std::shared_ptr<Backend> backend_;  // made once when executing (a GPU context is costly)
 };
 

@@ -7,6 +7,7 @@
 
 #include "engine/backend.h"
 #include "engine/errors.h"
+#include "engine/huge_pages.h"
 #include "engine/liveness.h"
 #include "engine/rng.h"
 
@@ -223,7 +224,7 @@ class RunVisitor final : public MemoryVisitor {
             std::vector<float>& out = opt_.keep_gradients
                                           ? result_.param_grads[static_cast<size_t>(b.id)]
                                           : grad_scratch_;
-            out.resize(bytes / sizeof(float));
+            resize_on_huge_pages(out, bytes / sizeof(float));
             backend_.copy_to_host(out.data(), slot, bytes);
             if (opt_.on_gradient) opt_.on_gradient(b.id, out.data(), out.size());
         }

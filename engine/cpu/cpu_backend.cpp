@@ -1,6 +1,5 @@
 // The CPU backend: 64-byte aligned host memory and a kernel table indexed by OpKind.
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
@@ -14,6 +13,7 @@
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 #include "engine/gemm.h"
+#include "engine/huge_pages.h"
 #include "engine/kernel_table.h"
 
 #ifdef __GLIBC__
@@ -131,7 +131,7 @@ class HostBuffers {
   public:
     static constexpr uint64_t kAlign = 64;
     static constexpr uint64_t kLimit = uint64_t{1} << 30;
-    static constexpr uint64_t kHuge = uint64_t{2} << 20;
+    static constexpr uint64_t kHuge = kHugePage;
 
     HostBuffers() = default;
     HostBuffers(const HostBuffers&) = delete;
@@ -200,27 +200,12 @@ class HostBuffers {
     static bool mapped(uint64_t size) {
         return kCache && size >= kHuge;
     }
-    static uint64_t pages(uint64_t size) {
-        return (size + 4095) / 4096 * 4096;
-    }
-    // `size` bytes from a mapping of their own at a 2 MiB boundary, huge pages asked for on the
-    // whole 2 MiB inside it; nullptr when the kernel has no memory.
     static void* map(uint64_t size) {
-        const uint64_t span = pages(size) + kHuge;
-        void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return nullptr;
-        const auto base = reinterpret_cast<uintptr_t>(m);
-        const uintptr_t at = (base + kHuge - 1) / kHuge * kHuge;
-        if (at > base) munmap(m, at - base);
-        const uintptr_t end = base + span, used = at + pages(size);
-        if (end > used) munmap(reinterpret_cast<void*>(used), end - used);
-        auto* p = reinterpret_cast<void*>(at);
-        madvise(p, size / kHuge * kHuge, MADV_HUGEPAGE);  // advice: ignored where THP is off
-        return p;
+        return map_huge(size);
     }
     static void unmap(void* p, uint64_t size) {
         if (mapped(size))
-            munmap(p, pages(size));
+            unmap_huge(p, size);
         else
             std::free(p);
     }

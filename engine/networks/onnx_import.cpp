@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "engine/errors.h"
+#include "engine/huge_pages.h"
 #include "engine/networks/slice_narrowing.h"
 
 #if REMATLAB_HAVE_ONNX
@@ -464,7 +465,7 @@ class Importer {
                 if (!raw.empty()) {
                     if (raw.size() % elem) check_count(raw.size() / elem + 1, elem);
                     check_count(raw.size() / elem, elem);
-                    c->f.resize(un);
+                    resize_on_huge_pages(c->f, un);
                     if (elem == 4) {
                         std::memcpy(c->f.data(), raw.data(), 4 * un);
                     } else {

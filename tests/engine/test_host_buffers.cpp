@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/huge_pages.h"
 
 namespace rl {
 namespace {
@@ -63,6 +64,37 @@ TEST(HostBuffers, LargeBuffersStartAtAHugePageBoundaryAndHoldEveryByte) {
         EXPECT_EQ(again[sizes[i] - 1], static_cast<unsigned char>(i + 1));
         backend->release(again);
     }
+}
+
+// A block of floats on a mapping of its own starts zeroed at a 2 MiB boundary, holds every
+// value written, and moves with its floats; a vector resized past a huge page keeps its values
+// and reads zeros after them.
+TEST(HostBuffers, HugeBlocksAndResizedVectorsKeepTheirValues) {
+    const size_t n = 3 * kHugePage / sizeof(float) + 17;
+    HugeFloats block(n);
+    ASSERT_EQ(block.size(), n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block.data()) % kHugePage, 0u);
+    int nonzero = 0;
+    for (size_t i = 0; i < n; ++i) nonzero += block.data()[i] != 0.0f;
+    EXPECT_EQ(nonzero, 0);
+    for (size_t i = 0; i < n; ++i) block.data()[i] = static_cast<float>(i % 1000);
+    const float* at = block.data();
+    HugeFloats moved = std::move(block);
+    EXPECT_EQ(moved.data(), at);
+    EXPECT_EQ(moved.size(), n);
+    EXPECT_EQ(block.size(), 0u);
+    EXPECT_EQ(moved.data()[n - 1], static_cast<float>((n - 1) % 1000));
+
+    std::vector<float> v = {1.5f, -2.0f, 3.25f};
+    resize_on_huge_pages(v, n);
+    ASSERT_EQ(v.size(), n);
+    EXPECT_EQ(v[0], 1.5f);
+    EXPECT_EQ(v[1], -2.0f);
+    EXPECT_EQ(v[2], 3.25f);
+    EXPECT_EQ(v[3], 0.0f);
+    EXPECT_EQ(v[n - 1], 0.0f);
+    resize_on_huge_pages(v, 2);  // shrinking keeps the first values
+    EXPECT_EQ(v, (std::vector<float>{1.5f, -2.0f}));
 }
 
 // More than the fixed 1 GiB floor live at once (two 640 MiB buffers, as a large model's weight
