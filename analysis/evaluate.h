@@ -124,13 +124,12 @@ class Evaluator {
     RunData data_;
     // The reference (`none`) step's parameter gradients, every one in a single block on huge
     // pages (engine/huge_pages.h: a model's worth of gradients faulted in 4 KiB at a time cost
-    // ResNeXt-101's `run` a second): parameter p's at reference_at_[p], reference_count_[p]
-    // floats; reference_seen_[p] whether the step gave it.
+    // ResNeXt-101's `run` a second): parameter p's at `at[p]`, `count[p]` floats; `seen[p]`
+    // whether the step gave it.
     struct Reference {
         HugeFloats values;
         std::vector<size_t> at, count;
         std::vector<char> seen;
-        size_t given = 0;
     };
     std::optional<Reference> reference_;
     std::shared_ptr<Backend> backend_;  // made once when executing (a GPU context is costly)

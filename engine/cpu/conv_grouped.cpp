@@ -782,8 +782,8 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
     const int64_t per = groups_per_unit(g), units = (g.groups + per - 1) / per;
     const int64_t cg1 = g.c_per_group(), og1 = g.out_per_group();
     const std::shared_ptr<const Plan> unit_plan = plan_for(per, per == 1);
-    const std::shared_ptr<const Plan> lone_plan =
-        g.groups % per != 0 ? plan_for(1, true) : std::make_shared<const Plan>();
+    // A last unit of fewer groups (an odd count of paired groups) has a plan of its own.
+    const std::shared_ptr<const Plan> lone_plan = g.groups % per != 0 ? plan_for(1, true) : nullptr;
     for_units(
         g, units, per, slice, 2 * per * g.n * g.oh * g.ow * k * og1, ws,
         [&](int64_t un, float* xp) {

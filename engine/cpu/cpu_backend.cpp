@@ -121,17 +121,13 @@ inline void match_blas_threads() {
 // gradient was faulted in on every step (docs/benchmarks.md). Off under AddressSanitizer,
 // which should see every free.
 //
-// Buffers of 2 MiB and more are mapped on their own, aligned to 2 MiB, and offered to the
-// kernel's transparent huge pages (madvise; the tail past the last whole 2 MiB stays in 4 KiB
-// pages, so no byte is resident that was not asked for). A first touch then faults once per
-// 2 MiB, not once per 4 KiB: on the pool's VMs a 4 KiB fault costs ~13 us (347 MB of
-// ResNeXt-101's weights: 1.1 s in 4 KiB pages, 0.04-0.7 s in huge ones), and a product that
-// walks a large weight misses the TLB less (docs/benchmarks.md).
+// Buffers of a huge page (2 MiB) and more are mapped on their own and ask for transparent huge
+// pages (engine/huge_pages.h: a first touch then faults once per 2 MiB, not per 4 KiB, and a
+// product that walks a large weight misses the TLB less).
 class HostBuffers {
   public:
     static constexpr uint64_t kAlign = 64;
     static constexpr uint64_t kLimit = uint64_t{1} << 30;
-    static constexpr uint64_t kHuge = kHugePage;
 
     HostBuffers() = default;
     HostBuffers(const HostBuffers&) = delete;
@@ -158,7 +154,7 @@ class HostBuffers {
                 return p;
             }
         }
-        void* p = mapped(size) ? map(size) : std::aligned_alloc(kAlign, size);
+        void* p = mapped(size) ? map_huge(size) : std::aligned_alloc(kAlign, size);
         if (!p)
             throw Error("the host is out of memory: allocating " + std::to_string(bytes) +
                         " bytes failed; try a smaller network or batch, or a memory cap");
@@ -198,10 +194,7 @@ class HostBuffers {
 #endif
     // Under AddressSanitizer every buffer comes from the heap, where it checks each access.
     static bool mapped(uint64_t size) {
-        return kCache && size >= kHuge;
-    }
-    static void* map(uint64_t size) {
-        return map_huge(size);
+        return kCache && size >= kHugePage;
     }
     static void unmap(void* p, uint64_t size) {
         if (mapped(size))
