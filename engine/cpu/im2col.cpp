@@ -229,62 +229,6 @@ void im2col_padded(const float* x, const Conv2dGeometry& g, float* col, int64_t 
     });
 }
 
-// Lanes 0 to 3 are p[0] to p[3], the others their copies: a load into a vector, never a store
-// to the stack and a wider load back (which the CPU cannot forward).
-V8 load4(const float* p) {
-    using V4 = float __attribute__((vector_size(4 * sizeof(float))));
-    V4 a;
-    std::memcpy(&a, p, sizeof a);
-    return __builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3);
-}
-
-// Stride 1 across, rows of 4 outputs on padded rows of at most 8 floats (4×4 planes): each padded
-// row's sums are built in one vector, from its start (dx, or zeros), adding every tap row that
-// lands on it shifted to the tap's column, taps in the same order as below; the lanes a tap row
-// does not reach add -0, which leaves every float as it was. Added into the plane in memory
-// instead, each tap's row overlapped the one stored just before one column over, a load the CPU
-// cannot forward from the pending store: col2im took 7 % of ResNet-18's 3×3 backward on 4×4 planes
-// of 256 channels (perf, 2026-12-05), 0.86-0.89 → 0.90-0.92 of its raw products this way. On 2×2
-// planes (512 channels) no gain showed (0.82-0.83 of raw before, 0.79-0.84 after): they keep the
-// plane.
-void col2im_short_rows(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
-                       bool accumulate) {
-    constexpr int OW = 4;
-    const Window2d& w = g.win;
-    const PlaneInside in = plane_inside(g);
-    const V8 keep = {-0.f, -0.f, -0.f, -0.f, -0.f, -0.f, -0.f, -0.f};
-    // shift[j]: lane q takes the tap row's float q - j·dw where that lies in [0, OW), else -0.
-    V8i shift[kVec8Lanes];  // kw ≤ padded_w ≤ 8
-    for (int64_t j = 0; j < w.kw; ++j)
-        for (int l = 0; l < kVec8Lanes; ++l) {
-            const int64_t t = l - j * w.dw;
-            shift[j][l] = t >= 0 && t < OW ? static_cast<int>(t) : kVec8Lanes;
-        }
-    parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * OW, [&](int64_t c) {
-        float* dxc = dx + c * g.h * g.w;
-        if (!accumulate && !in.covers(g)) std::fill(dxc, dxc + g.h * g.w, 0.0f);
-        for (int64_t r = in.r0; r < in.r1; ++r) {
-            float* d = dxc + (r - w.pad_top) * g.w - w.pad_left;
-            V8 acc{};
-            if (accumulate)
-                for (int64_t q = in.q0; q < in.q1; ++q) acc[q] = d[q];
-            for (int64_t i = 0; i < w.kh; ++i) {
-                int64_t oh = r - i * w.dh;  // oh·sh, then oh (no division at stride 1)
-                if (oh < 0) break;
-                if (w.sh != 1) {
-                    if (oh % w.sh != 0) continue;
-                    oh /= w.sh;
-                }
-                if (oh >= g.oh) continue;
-                const float* tap = col + (c * w.kh + i) * w.kw * ld + oh * OW;
-                for (int64_t j = 0; j < w.kw; ++j)
-                    acc += __builtin_shuffle(load4(tap + j * ld), keep, shift[j]);
-            }
-            for (int64_t q = in.q0; q < in.q1; ++q) d[q] = acc[q];
-        }
-    });
-}
-
 // Without accumulation the sums start from zeros, as on the row path, in P alone where the
 // extent covers the plane; else the inputs no window reaches (past the last whole stride) get
 // their zeros in dx first.
@@ -300,8 +244,6 @@ void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float*
     const int64_t ow_n = OW ? OW : g.ow;
     const PlaneInside in = plane_inside(g);
     const bool covered = in.covers(g);
-    if constexpr (SW == 1 && OW == 4)
-        if (g.padded_w() <= kVec8Lanes) return col2im_short_rows(col, ld, g, dx, accumulate);
     with_plane_layout<SW>(g, [&](const auto L) {
         const int64_t row = L.row();
         parallel_for(g.c_per_group(), w.kh * w.kw * g.oh * g.ow, [&](int64_t c) {
@@ -346,6 +288,160 @@ void with_row_constants(const Conv2dGeometry& g, F&& f) {
     if (g.win.sw == 1) return by_width(integral_constant<int, 1>{});
     if (g.win.sw == 2) return by_width(integral_constant<int, 2>{});
     f(integral_constant<int, 0>{}, integral_constant<int, 0>{});
+}
+
+// --- rows that fit one vector (Conv2dGeometry::im2col_in_vector_rows) ----------------------
+//
+// Where every input row and every output row fits one V8 (8×8, 7×7, 4×4 and 2×2 planes), a tap's
+// output row is one permute of its input row: lane ow takes column ow·sw + j·dw - pad_left, +0
+// where that lies outside the row. There is no padded copy of the plane: on ResNet-18's 3×3
+// convolutions on 8×8 planes its zeroing and copy cost as much as the taps' moves themselves
+// (perf, 2026-12-06: 4.7 % and 5.2 % of the forward at stride 1; 12 % and 6 % at stride 2, where
+// the copy splits each row into its phases). col2im is the adjoint: each input row's sums are
+// built in one vector from its start (dx, or zeros), adding every tap row that reaches it
+// permuted back, taps in the padded path's order (i, then j); the lanes a tap does not reach add
+// -0, which leaves every float as it is, signed zeros included. The moves and sums are the
+// padded path's, so the bits are the same.
+constexpr int64_t kVectorRowTaps = Conv2dGeometry::kVectorRowMaxKernel;
+
+using V2 = float __attribute__((vector_size(2 * sizeof(float))));
+using V4 = float __attribute__((vector_size(4 * sizeof(float))));
+
+// Floats [0, N) of a row into the low lanes of a vector (the others unspecified: never taken
+// into a result), by loads of the row's own floats: never a store to the stack and a wider load
+// back, which the CPU cannot forward (that cost 25 cycles a tap row in col2im, perf).
+template <int N>
+[[gnu::always_inline]] inline V8 load_row(const float* p) {
+    static_assert(N == 1 || N == 2 || N == 4 || N == 7 || N == 8);
+    if constexpr (N == kVec8Lanes) {
+        return load8(p);
+    } else if constexpr (N == 1) {
+        return V8{*p};
+    } else if constexpr (N == 2) {
+        V2 a;
+        std::memcpy(&a, p, sizeof a);
+        return __builtin_shufflevector(a, a, 0, 1, 0, 1, 0, 1, 0, 1);
+    } else {
+        V4 a, b;  // 7: floats 0-3 and 3-6
+        std::memcpy(&a, p, sizeof a);
+        if constexpr (N == 4) return __builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3);
+        std::memcpy(&b, p + 3, sizeof b);
+        return __builtin_shufflevector(a, b, 0, 1, 2, 3, 5, 6, 7, 7);
+    }
+}
+template <int N>
+[[gnu::always_inline]] inline void store_row(float* p, V8 v) {
+    if constexpr (N == kVec8Lanes) {
+        store8(p, v);
+    } else if constexpr (N == 1) {
+        *p = v[0];
+    } else if constexpr (N == 2) {
+        const V2 a = __builtin_shufflevector(v, v, 0, 1);
+        std::memcpy(p, &a, sizeof a);
+    } else {
+        const V4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+        std::memcpy(p, &a, sizeof a);
+        if constexpr (N == 7) {
+            const V4 b = __builtin_shufflevector(v, v, 3, 4, 5, 6);
+            std::memcpy(p + 3, &b, sizeof b);
+        }
+    }
+}
+
+// Lane l of the result is lane from[l] of v where live[l] (all ones), else `dead`'s bits.
+struct LanePick {
+    V8i from{}, live{};
+    void set(int l, int64_t lane) {
+        from[l] = static_cast<int>(lane);
+        live[l] = -1;
+    }
+};
+[[gnu::always_inline]] inline V8 pick(V8 v, const LanePick& p, V8i dead) {
+    const V8i r = reinterpret_cast<V8i>(__builtin_shuffle(v, p.from));
+    return reinterpret_cast<V8>((r & p.live) | (dead & ~p.live));
+}
+
+// W, OW, KW: the input and output widths and the kernel's (KW = 0: the geometry's).
+template <int W, int OW, int KW>
+void im2col_vector_rows(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
+    const Window2d& w = g.win;
+    const int64_t kh = w.kh, kw = KW ? KW : w.kw, sh = w.sh, dh = w.dh, pt = w.pad_top;
+    const int64_t h = g.h, oh_n = g.oh;
+    LanePick tap[kVectorRowTaps];  // tap j: lane ow from column ow·sw + j·dw - pad_left
+    for (int64_t j = 0; j < kw; ++j)
+        for (int l = 0; l < OW; ++l)
+            if (const int64_t q = l * w.sw + j * w.dw - w.pad_left; q >= 0 && q < W)
+                tap[j].set(l, q);
+    parallel_for(g.c_per_group(), kh * kw * oh_n * OW, [&](int64_t c) {
+        const float* xc = x + c * h * W;
+        for (int64_t i = 0; i < kh; ++i) {
+            float* out = col + (c * kh + i) * kw * ld;
+            for (int64_t oh = 0; oh < oh_n; ++oh, out += OW) {
+                const int64_t ih = oh * sh - pt + i * dh;
+                if (ih < 0 || ih >= h) {
+                    for (int64_t j = 0; j < kw; ++j) store_row<OW>(out + j * ld, V8{});
+                    continue;
+                }
+                const V8 row = load_row<W>(xc + ih * W);
+                for (int64_t j = 0; j < kw; ++j)
+                    store_row<OW>(out + j * ld, pick(row, tap[j], V8i{}));
+            }
+        }
+    });
+}
+
+template <int W, int OW, int KW>
+void col2im_vector_rows(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
+                        bool accumulate) {
+    const Window2d& w = g.win;
+    const int64_t kh = w.kh, kw = KW ? KW : w.kw, sh = w.sh, dh = w.dh, pt = w.pad_top;
+    const int64_t h = g.h, oh_n = g.oh;
+    LanePick back[kVectorRowTaps];  // tap j: input lane q from lane ow, where ow·sw + j·dw - pl = q
+    for (int64_t j = 0; j < kw; ++j)
+        for (int q = 0; q < W; ++q)
+            if (const int64_t t = q + w.pad_left - j * w.dw;
+                t >= 0 && t % w.sw == 0 && t / w.sw < OW)
+                back[j].set(q, t / w.sw);
+    const V8i minus_zero = V8i{} + static_cast<int>(0x80000000u);
+    parallel_for(g.c_per_group(), kh * kw * oh_n * OW, [&](int64_t c) {
+        float* dxc = dx + c * h * W;
+        const float* colc = col + c * kh * kw * ld;
+        for (int64_t r = 0; r < h; ++r) {
+            V8 acc = accumulate ? load_row<W>(dxc + r * W) : V8{};
+            for (int64_t i = 0; i < kh; ++i) {
+                int64_t oh = r + pt - i * dh;  // oh·sh, then oh (no division at stride 1)
+                if (oh < 0) break;
+                if (sh != 1) {
+                    if (oh % sh != 0) continue;
+                    oh /= sh;
+                }
+                if (oh >= oh_n) continue;
+                const float* src = colc + i * kw * ld + oh * OW;
+                for (int64_t j = 0; j < kw; ++j)
+                    acc += pick(load_row<OW>(src + j * ld), back[j], minus_zero);
+            }
+            store_row<W>(dxc + r * W, acc);
+        }
+    });
+}
+
+// Calls f(W, OW, KW) with the input and output widths of Conv2dGeometry::im2col_in_vector_rows
+// as compile-time constants, and the kernel's width where it is 3 (else 0); false for widths
+// not listed.
+template <int... Ws, class F>
+bool with_one_of(int64_t v, F&& f) {
+    return ((v == Ws ? (f(std::integral_constant<int, Ws>{}), true) : false) || ...);
+}
+template <class F>
+bool with_vector_rows(const Conv2dGeometry& g, F&& f) {
+    bool done = false;
+    with_one_of<2, 4, 7, 8>(g.w, [&](auto iw) {
+        done = with_one_of<1, 2, 4, 7, 8>(g.ow, [&](auto ow) {
+            if (g.win.kw == 3) return f(iw, ow, std::integral_constant<int, 3>{});
+            f(iw, ow, std::integral_constant<int, 0>{});
+        });
+    });
+    return done;
 }
 
 // --- windows that tile the plane (Conv2dGeometry::tiles) ------------------------------------
@@ -533,6 +629,11 @@ void im2col(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
         return with_tile_constants(g, [&](auto kw, auto ow) {
             im2col_tiles<decltype(kw)::value, decltype(ow)::value>(x, g, col, ld);
         });
+    if (g.im2col_in_vector_rows() && with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
+            im2col_vector_rows<decltype(iw)::value, decltype(ow)::value, decltype(kw)::value>(
+                x, g, col, ld);
+        }))
+        return;
     if (g.im2col_through_padded_plane())
         return with_row_constants(g, [&](auto ow, auto sw) {
             im2col_padded<decltype(ow)::value, decltype(sw)::value>(x, g, col, ld);
@@ -581,6 +682,11 @@ void col2im(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx, bo
         return with_tile_constants(g, [&](auto kw, auto ow) {
             col2im_tiles<decltype(kw)::value, decltype(ow)::value>(col, ld, g, dx, accumulate);
         });
+    if (g.im2col_in_vector_rows() && with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
+            col2im_vector_rows<decltype(iw)::value, decltype(ow)::value, decltype(kw)::value>(
+                col, ld, g, dx, accumulate);
+        }))
+        return;
     if (g.im2col_through_padded_plane())
         return with_row_constants(g, [&](auto ow, auto sw) {
             col2im_padded<decltype(ow)::value, decltype(sw)::value>(col, ld, g, dx, accumulate);

@@ -8,7 +8,8 @@
 // GEMM on grouped convolutions (im2col.cpp is built with -fno-tree-loop-distribute-patterns, so
 // the compiler does not turn the loops back into those calls).
 // Paths by geometry (im2col.cpp): windows that tile the plane (Conv2dGeometry::tiles) and strided
-// 1×1s without padding (Conv2dGeometry::strided_pointwise) on loops of their own; others through
+// 1×1s without padding (Conv2dGeometry::strided_pointwise) on loops of their own; rows of at most
+// 8 floats in and out by vector permutes (Conv2dGeometry::im2col_in_vector_rows); others through
 // a zero-padded copy of each channel's plane where it fits on the stack
 // (Conv2dGeometry::im2col_through_padded_plane), its rows in column phases at stride 2 across; row
 // by row, with bounds, otherwise. Every path sums each input gradient in the same order, so the

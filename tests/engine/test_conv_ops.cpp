@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/conv_grouped.h"
+#include "engine/cpu/im2col.h"
 #include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 #include "engine/op_harness.h"
@@ -229,9 +231,10 @@ TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
 }
 
 // im2col and col2im take a zero-padded copy of each plane where the window's extent fits on the
-// stack, and go row by row with bounds where it does not: both paths against the float64
-// reference and central differences, with padding, strides 1, 2 and 3, and output widths that
-// are compiled in (8) and that are not (9, 5, 3).
+// stack (and the rows are not of the widths that go by vectors), and go row by row with bounds
+// where it does not: both paths against the float64 reference and central differences, with
+// padding, strides 1, 2 and 3, and output widths that are compiled in (14) and that are not (9,
+// 5, 3, 6).
 TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     const ConvSpec small{.n = 2,
                          .c = 2,
@@ -244,8 +247,9 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
                          .pl = 1,
                          .pb = 1,
                          .pr = 1};
-    ConvSpec wide = small, odd2 = small, odd3 = small;
+    ConvSpec wide = small, odd2 = small, odd3 = small, compiled = small;
     wide.w = 9;                             // 9 columns out, stride 1
+    compiled.w = 14;                        // 14 columns out, stride 1
     odd2.w = 10, odd2.sw = 2, odd2.pr = 0;  // 5 columns out
     odd3.w = 10, odd3.sw = 3, odd3.pr = 0;  // 3 columns out, a stride not compiled in
     ConvSpec large = small;
@@ -265,15 +269,12 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     phased_dilated.h = 7, phased_dilated.w = 19, phased_dilated.sh = phased_dilated.sw = 2;
     phased_dilated.dh = phased_dilated.dw = 2;
     phased_dilated.pt = phased_dilated.pr = 2, phased_dilated.pl = phased_dilated.pb = 0;
-    // Padded rows of at most 8 floats at stride 1 across sum each row in one vector: 4×4 and
-    // 2×2 planes, rows of 8 at dilation 2, and 2 rows down a plane of 5 whose last row no window
-    // reaches.
-    ConvSpec short4 = small, short2 = small, short_dilated = small, short_uncovered = small;
-    short4.h = short4.w = 4;
-    short2.h = short2.w = 2;
-    short_dilated.h = short_dilated.w = 4, short_dilated.dh = short_dilated.dw = 2;
-    short_dilated.pt = short_dilated.pl = short_dilated.pb = short_dilated.pr = 2;
-    short_uncovered.h = 5, short_uncovered.w = 4, short_uncovered.kh = 2, short_uncovered.sh = 2;
+    // Short rows of widths that do not go by vectors: 6×6 and 3×3 planes, and 2 rows down a
+    // plane of 5 rows of 6 whose last row no window reaches.
+    ConvSpec short6 = small, short3 = small, short_uncovered = small;
+    short6.h = short6.w = 6;
+    short3.h = short3.w = 3;
+    short_uncovered.h = 5, short_uncovered.w = 6, short_uncovered.kh = 2, short_uncovered.sh = 2;
     short_uncovered.pt = short_uncovered.pb = 0;
     // A strided 1×1 without padding has no edges: row by row, whatever its plane.
     ConvSpec projection{
@@ -283,12 +284,11 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     ConvSpec odd_projection = projection;  // strides 3 down and across, not compiled in
     odd_projection.h = 7, odd_projection.w = 10, odd_projection.sh = odd_projection.sw = 3;
     for (const auto& [s, padded, what] :
-         {std::tuple{small, true, "8x8, padded copy"}, std::tuple{wide, true, "9 columns"},
+         {std::tuple{compiled, true, "8x14, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{stem, true, "7x7 stride 2 on 64x64, padded copy"},
           std::tuple{phased, true, "3x3 stride 2, 20 columns"},
-          std::tuple{short4, true, "4x4 planes"}, std::tuple{short2, true, "2x2 planes"},
-          std::tuple{short_dilated, true, "4x4 planes, dilation 2"},
+          std::tuple{short6, true, "6x6 planes"}, std::tuple{short3, true, "3x3 planes"},
           std::tuple{short_uncovered, true, "2x3 windows at stride 2 down, last row unreached"},
           std::tuple{phased_dilated, true, "3x3 stride 2 dilation 2, padded on the right"},
           std::tuple{large, false, "90x100, row by row"},
@@ -309,6 +309,182 @@ ConvSpec padded3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int6
     ConvSpec s{.n = n, .c = c, .h = h, .w = w, .out = out, .kh = 3, .kw = 3, .groups = groups};
     s.pt = s.pl = s.pb = s.pr = 1;
     return s;
+}
+
+// Rows of 2, 4, 7 or 8 floats in and 1, 2, 4, 7 or 8 out move by vector permutes
+// (Conv2dGeometry::im2col_in_vector_rows): each width pair the kernel compiles in, strides 1, 2
+// and 3, dilation, padding on one side only, a row no window reaches, kernels of 3 (compiled in)
+// and of 5 and 7, groups — forward against the float64 reference, gradients against their
+// definition, and accumulation into an existing input gradient.
+TEST(ConvOps, Conv2dRowsInOneVector) {
+    const ConvSpec base = padded3x3(2, 3, 8, 8, 4, 1);
+    auto with = [&](auto edit) {
+        ConvSpec s = base;
+        edit(s);
+        return s;
+    };
+    for (const auto& [s, what] :
+         {std::tuple{base, "8x8"},
+          std::tuple{with([](ConvSpec& s) { s.sh = s.sw = 2; }), "8x8 stride 2: 4 columns"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 7, s.groups = 3, s.out = 3; }),
+                     "7x7, 3 groups"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 7, s.sh = s.sw = 2; }),
+                     "7x7 stride 2: 4 columns"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 7, s.sh = s.sw = 3, s.pl = s.pr = 0; }),
+                     "7 columns at stride 3: 2"},
+          std::tuple{with([](ConvSpec& s) {
+                         s.h = s.w = 4, s.dh = s.dw = 2;
+                         s.pt = s.pl = s.pb = s.pr = 2;
+                     }),
+                     "4x4, dilation 2"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 2; }), "2x2"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 2, s.sh = s.sw = 2; }),
+                     "2x2 stride 2: 1 column"},
+          std::tuple{with([](ConvSpec& s) {
+                         s.h = 5, s.w = 4, s.kh = 2, s.sh = 2;
+                         s.pt = s.pb = 0;
+                     }),
+                     "2x3 windows at stride 2 down, last row unreached"},
+          std::tuple{with([](ConvSpec& s) {
+                         s.h = s.w = 4, s.kh = s.kw = 5;
+                         s.pt = s.pl = s.pb = s.pr = 2;
+                     }),
+                     "5x5 on 4x4"},
+          std::tuple{with([](ConvSpec& s) {
+                         s.kh = 1, s.kw = 7;
+                         s.pt = s.pb = 0, s.pl = s.pr = 3;
+                     }),
+                     "1x7 on rows of 8"},
+          std::tuple{with([](ConvSpec& s) { s.pl = 2, s.pr = 0, s.bias = false; }),
+                     "padding 2 on the left, none on the right, no bias"}}) {
+        check_conv_path(s, what, [](const Conv2dGeometry& g) {
+            ASSERT_TRUE(g.im2col_in_vector_rows());
+            ASSERT_FALSE(g.im2col_through_padded_plane());
+        });
+    }
+}
+
+// im2col and col2im on each of their paths against their definition, bit for bit: im2col copies
+// each tap's input (+0 in padding) to its column; col2im adds each column value to the input it
+// came from, taps in order (i, then j), onto +0 or onto what dx held. Every path keeps that
+// order, so a convolution's bits do not depend on the path its geometry takes. Column values
+// include signed zeros, dx starts as NaN where it is written without accumulation, and the
+// column matrix's rows are wider than the plane (images side by side).
+TEST(ConvOps, Im2colAndCol2imKeepTheirDefinitionBitForBit) {
+    const ConvSpec base = padded3x3(1, 3, 8, 8, 1, 1);
+    auto with = [&](auto edit) {
+        ConvSpec s = base;
+        edit(s);
+        return s;
+    };
+    enum class Path { Vectors, Padded, Rows, Tiles, Strided1x1 };
+    const std::vector<std::tuple<ConvSpec, Path, const char*>> cases = {
+        {base, Path::Vectors, "8x8"},
+        {with([](ConvSpec& s) { s.sh = s.sw = 2; }), Path::Vectors, "8x8 stride 2"},
+        {with([](ConvSpec& s) { s.h = s.w = 7, s.sh = s.sw = 2; }), Path::Vectors, "7x7 stride 2"},
+        {with([](ConvSpec& s) { s.h = s.w = 2, s.sh = s.sw = 2; }), Path::Vectors, "2x2 stride 2"},
+        {with([](ConvSpec& s) {
+             s.h = s.w = 4, s.dh = s.dw = 2;
+             s.pt = s.pl = s.pb = s.pr = 2;
+         }),
+         Path::Vectors, "4x4 dilation 2"},
+        {with([](ConvSpec& s) {
+             s.h = 5, s.w = 4, s.kh = 2, s.sh = 2;
+             s.pt = s.pb = 0;
+         }),
+         Path::Vectors, "last row unreached"},
+        {with([](ConvSpec& s) {
+             s.h = s.w = 4, s.kh = s.kw = 5;
+             s.pt = s.pl = s.pb = s.pr = 2;
+         }),
+         Path::Vectors, "5x5 on 4x4"},
+        {with([](ConvSpec& s) { s.h = s.w = 6; }), Path::Padded, "6x6"},
+        {with([](ConvSpec& s) { s.h = 6, s.w = 20, s.sh = s.sw = 2; }), Path::Padded,
+         "20 columns at stride 2, in phases"},
+        {with([](ConvSpec& s) { s.h = 90, s.w = 100; }), Path::Rows, "90x100"},
+        {with([](ConvSpec& s) {
+             s.kh = s.kw = 2, s.sh = s.sw = 2;
+             s.pt = s.pl = s.pb = s.pr = 0;
+         }),
+         Path::Tiles, "2x2 windows that tile"},
+        {with([](ConvSpec& s) {
+             s.kh = s.kw = 1, s.sh = s.sw = 2, s.w = 9;
+             s.pt = s.pl = s.pb = s.pr = 0;
+         }),
+         Path::Strided1x1, "1x1 stride 2"}};
+    auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+    for (const auto& [s, path, what] : cases) {
+        SCOPED_TRACE(what);
+        ConvCase c;
+        c.op(OpKind::Conv2d, {c.input("x", Shape{s.n, s.c, s.h, s.w})}, s.attrs());
+        const Conv2dGeometry g = conv2d_geometry(c.g, c.n());
+        const bool vectors = g.im2col_in_vector_rows(), padded = g.im2col_through_padded_plane();
+        switch (path) {
+            case Path::Vectors:
+                ASSERT_TRUE(vectors);
+                break;
+            case Path::Padded:
+                ASSERT_TRUE(padded);
+                break;
+            case Path::Rows:
+                ASSERT_FALSE(vectors || padded || g.tiles() || g.strided_pointwise());
+                break;
+            case Path::Tiles:
+                ASSERT_TRUE(g.tiles());
+                break;
+            case Path::Strided1x1:
+                ASSERT_TRUE(g.strided_pointwise());
+                break;
+        }
+        const int64_t oh = s.oh(), ow = s.ow(), plane = oh * ow, ld = plane + 5;
+        const int64_t rows = s.c * s.kh * s.kw;
+        // Calls f(column row, position, input index or -1 in padding) for every column entry.
+        auto for_each_entry = [&](auto f) {
+            for (int64_t ch = 0; ch < s.c; ++ch)
+                for (int64_t i = 0; i < s.kh; ++i)
+                    for (int64_t j = 0; j < s.kw; ++j)
+                        for (int64_t y = 0; y < oh; ++y)
+                            for (int64_t x = 0; x < ow; ++x) {
+                                const int64_t ih = y * s.sh - s.pt + i * s.dh;
+                                const int64_t iw = x * s.sw - s.pl + j * s.dw;
+                                const bool in = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w;
+                                f((ch * s.kh + i) * s.kw + j, y * ow + x,
+                                  in ? (ch * s.h + ih) * s.w + iw : int64_t{-1});
+                            }
+        };
+        const Floats x = c.random(static_cast<size_t>(s.c * s.h * s.w));
+        Floats col(static_cast<size_t>(rows * ld), 7.0f);
+        cpu::im2col(x.data(), g, col.data(), ld);
+        int wrong = 0;
+        for_each_entry([&](int64_t r, int64_t p, int64_t xi) {
+            const float want = xi >= 0 ? x[xi] : 0.0f;
+            if (bits(col[r * ld + p]) != bits(want) && wrong++ < 5)
+                ADD_FAILURE() << "im2col row " << r << " position " << p << ": " << col[r * ld + p]
+                              << ", want " << want;
+        });
+        EXPECT_EQ(wrong, 0);
+        for (int64_t r = 0; r < rows; ++r)  // nothing past the plane's columns
+            for (int64_t p = plane; p < ld; ++p) ASSERT_EQ(col[r * ld + p], 7.0f) << r;
+
+        Floats cols = c.random(col.size());
+        for (size_t k = 0; k < cols.size(); k += 7) cols[k] = k % 2 ? -0.0f : 0.0f;
+        const Floats start = c.random(x.size());
+        for (const bool accumulate : {false, true}) {
+            SCOPED_TRACE(accumulate ? "accumulating" : "fresh");
+            std::vector<float> want(x.size());
+            for (size_t k = 0; k < want.size(); ++k) want[k] = accumulate ? start[k] : 0.0f;
+            for_each_entry([&](int64_t r, int64_t p, int64_t xi) {  // in order: channel, i, j
+                if (xi >= 0) want[xi] += cols[r * ld + p];
+            });
+            Floats dx = accumulate ? start : Floats(x.size(), std::nanf(""));
+            cpu::col2im(cols.data(), ld, g, dx.data(), accumulate);
+            wrong = 0;
+            for (size_t k = 0; k < dx.size(); ++k)
+                if (bits(dx[k]) != bits(want[k]) && wrong++ < 5)
+                    ADD_FAILURE() << "col2im input " << k << ": " << dx[k] << ", want " << want[k];
+            EXPECT_EQ(wrong, 0);
+        }
+    }
 }
 
 // Small planes run several images per GEMM (Conv2dGeometry::images_per_gemm), their columns side
@@ -372,7 +548,7 @@ TEST(ConvOps, Conv2dInputGradientAsACorrelationOfDy) {
             EXPECT_EQ(std::tuple(t.c, t.h, t.w, t.out_c, t.oh, t.ow),
                       std::tuple(spec.out / spec.groups, spec.oh(), spec.ow(), spec.c / spec.groups,
                                  spec.h, spec.w));
-            EXPECT_EQ(t.im2col_through_padded_plane(), spec.h < 60);
+            EXPECT_EQ(t.im2col_through_padded_plane() || t.im2col_in_vector_rows(), spec.h < 60);
         });
     }
     ConvSpec strided = padded3x3(2, 4, 8, 8, 2, 1);
