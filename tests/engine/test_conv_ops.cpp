@@ -494,8 +494,12 @@ TEST(ConvOps, Im2colAndCol2imKeepTheirDefinitionBitForBit) {
 TEST(ConvOps, Conv2dImagesSideBySideInOneGemm) {
     const ConvSpec grouped = padded3x3(5, 4, 10, 10, 6, 2);
     const ConvSpec pointwise{.n = 5, .c = 3, .h = 8, .w = 8, .out = 4, .kh = 1, .kw = 1};
-    for (const auto& [s, per_gemm, what] : {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
-                                            std::tuple{pointwise, 4, "1x1, 8x8 planes"}}) {
+    ConvSpec pointwise2x2 = pointwise;
+    pointwise2x2.n = 7, pointwise2x2.h = pointwise2x2.w = 2;
+    for (const auto& [s, per_gemm, what] :
+         {std::tuple{grouped, 3, "3x3, groups 2, 10x10 planes"},
+          std::tuple{pointwise, 4, "1x1, 8x8 planes"},
+          std::tuple{pointwise2x2, 7, "1x1, 2x2 planes: rows of 4 floats"}}) {
         check_conv_path(s, what, [&, per_gemm = per_gemm](const Conv2dGeometry& geo) {
             ASSERT_EQ(geo.images_per_gemm(), per_gemm);
         });
