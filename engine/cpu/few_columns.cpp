@@ -74,19 +74,19 @@ void with_tile(int64_t n, F&& f) {
 #endif
 }
 
-// Short depth: C [m, n] = A [m, kd] · Bᵀ (B stored [n, kd]) + beta·C for kd of at most
-// kShortDepthMax. Bᵀ is packed [kd][n] (its rows contiguous over C's columns) and A [m][KD],
-// zero past kd; a tile of R rows × NV vectors of columns runs down the KD terms in registers and
-// is written once. Where beta is 0 and C is large, the stores go around the caches (a
-// non-temporal store needs no read of the line first; C is not read again here).
+// Short depth: C [m, n] = op(A) [m, kd] · op(B) [kd, n] + beta·C for kd of at most
+// kShortDepthMax. op(B) is packed [kd][n] (its rows contiguous over C's columns) and op(A)
+// [m][KD], zero past kd; a tile of R rows × NV vectors of columns runs down the KD terms in
+// registers and is written once, then the columns left by single vectors, then one by one.
+// Where beta is 0 and C is large, the stores go around the caches (a non-temporal store needs
+// no read of the line first; C is not read again here).
 template <int W, int NV, int R, int KD, bool Stream>
-void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, const float* bt,
-                      float beta, float* c, int64_t ldc) {
+int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* ap,
+                            const float* bt, float beta, float* c, int64_t ldc) {
     using V = typename Vec<W>::T;
     constexpr int kCols = NV * W;
     const float* ar[R];
     for (int r = 0; r < R; ++r) ar[r] = ap + (i0 + (r < rows ? r : 0)) * KD;
-    int64_t j0 = 0;
     for (; j0 + kCols <= n; j0 += kCols) {
         V acc[R][NV] = {};
         for (int p = 0; p < KD; ++p) {
@@ -115,7 +115,16 @@ void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, cons
                 Vec<W>::store(out, beta == 0.0f ? acc[r][v] : acc[r][v] + beta * Vec<W>::load(out));
             }
     }
-    for (int64_t r = 0; r < rows; ++r)  // the columns past the last whole tile
+    return j0;
+}
+
+template <int W, int NV, int R, int KD, bool Stream>
+void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, const float* bt,
+                      float beta, float* c, int64_t ldc) {
+    int64_t j0 = short_depth_columns<W, NV, R, KD, Stream>(i0, rows, 0, n, ap, bt, beta, c, ldc);
+    if constexpr (NV > 1)  // whole vectors left: one at a time (ldc keeps them aligned)
+        j0 = short_depth_columns<W, 1, R, KD, Stream>(i0, rows, j0, n, ap, bt, beta, c, ldc);
+    for (int64_t r = 0; r < rows; ++r)  // the columns past the last whole vector
         for (int64_t j = j0; j < n; ++j) {
             float acc = 0.0f;
             for (int p = 0; p < KD; ++p) acc += ap[(i0 + r) * KD + p] * bt[p * n + j];
@@ -134,14 +143,20 @@ bool short_depth_apply(int64_t m, int64_t n, int64_t kd) {
     return kd >= 1 && kd <= kShortDepthMax && m >= kShortDepthMinRows && n >= kShortDepthMinColumns;
 }
 
-void short_depth_product(int64_t m, int64_t n, int64_t kd, const float* a, int64_t lda,
-                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc) {
     auto run = [&](auto depth) {
         constexpr int KD = decltype(depth)::value;
         std::vector<float> ap(static_cast<size_t>(m * KD), 0.0f), bt(static_cast<size_t>(KD * n));
-        for (int64_t i = 0; i < m; ++i) std::copy(a + i * lda, a + i * lda + kd, &ap[i * KD]);
-        for (int64_t p = 0; p < KD; ++p)
-            for (int64_t j = 0; j < n; ++j) bt[p * n + j] = p < kd ? b[j * ldb + p] : 0.0f;
+        if (trans_a)  // A stored [kd, m]
+            for (int64_t p = 0; p < kd; ++p)
+                for (int64_t i = 0; i < m; ++i) ap[i * KD + p] = a[p * lda + i];
+        else
+            for (int64_t i = 0; i < m; ++i) std::copy(a + i * lda, a + i * lda + kd, &ap[i * KD]);
+        for (int64_t p = 0; p < KD; ++p)  // B stored [n, kd] (trans_b) or [kd, n]
+            for (int64_t j = 0; j < n; ++j)
+                bt[p * n + j] = p >= kd ? 0.0f : trans_b ? b[j * ldb + p] : b[p * ldb + j];
 #if defined(__AVX512F__)
         constexpr int W = kVec16Lanes, R = 8;
 #else
@@ -167,7 +182,13 @@ void short_depth_product(int64_t m, int64_t n, int64_t kd, const float* a, int64
                                                       ldc);
         });
     };
-    if (kd <= 8)
+    // The depth padded to 2, 4, 8 or 16: a classifier's weight gradient at batch 2 takes 2
+    // multiply-adds an element, not 8.
+    if (kd <= 2)
+        run(std::integral_constant<int, 2>{});
+    else if (kd <= 4)
+        run(std::integral_constant<int, 4>{});
+    else if (kd <= 8)
         run(std::integral_constant<int, 8>{});
     else
         run(std::integral_constant<int, 16>{});

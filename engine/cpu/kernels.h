@@ -169,20 +169,23 @@ constexpr int64_t kFewColumnsMaxTransposedFloats = int64_t{1} << 19;
 bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k);
 void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// C [m, n] = A [m, kd] · Bᵀ + beta·C, row-major, B stored [n, kd], for a depth kd of at most
+// C [m, n] = op(A) [m, kd] · op(B) [kd, n] + beta·C, row-major, as sgemm's transposes say (A
+// stored [kd, m] with trans_a, B stored [n, kd] with trans_b), for a depth kd of at most
 // kShortDepthMax (few_columns.cpp): a convolution's weight gradient dY·colsᵀ where a chunk has
-// few positions (2×2 planes of two images: 8), whose C is the weights' size. The libraries
-// write C twice or read it before writing (Eigen zeroes it, then adds the product: ResNeXt-101's
-// 1×1s on 2×2 planes, a 16 MB C, 3.4-4.7 ms backward); here each element of C is one sum over
-// the kd terms in order, written once, and where beta is 0 and C has at least
+// few positions (2×2 planes of two images: 8), and a linear layer's dYᵀ·X on a few rows (a
+// classifier or a squeeze-and-excitation block at batch 2), whose C is the weights' size. The
+// libraries write C twice or read it before writing (Eigen zeroes it, then adds the product:
+// ResNeXt-101's 1×1s on 2×2 planes, a 16 MB C, 3.4-4.7 ms backward); here each element of C is
+// one sum over the kd terms in order, written once, and where beta is 0 and C has at least
 // kShortDepthStreamFloats, around the caches. short_depth_apply says where it is taken.
 constexpr int64_t kShortDepthMax = 16;
 constexpr int64_t kShortDepthMinRows = 16;
-constexpr int64_t kShortDepthMinColumns = 64;
+constexpr int64_t kShortDepthMinColumns = 16;  // EfficientNet's SE expansion at batch 2: 48
 constexpr int64_t kShortDepthStreamFloats = int64_t{1} << 20;
 bool short_depth_apply(int64_t m, int64_t n, int64_t kd);
-void short_depth_product(int64_t m, int64_t n, int64_t kd, const float* a, int64_t lda,
-                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc);
 void matmul_forward(const ForwardCall& c);
 void matmul_backward(const BackwardCall& c);
 

@@ -285,59 +285,65 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
-// The convolution's kernel for products of a short depth (a weight gradient dY·colsᵀ over the 8
-// positions of two 2×2 planes; engine/cpu/few_columns.cpp): depths 1 to 16 (packed to 8 or 16
-// with zeros), beta 0 (C's old values never read) and 1, rows and columns that are not whole
-// tiles, padded leading dimensions, C 64-byte aligned with its rows whole vectors (the large one,
-// over kShortDepthStreamFloats, is then stored around the caches) and one float off (stored as
-// usual), against the float64 reference; C's padding left alone; the same bits at one, two and
-// three threads. And where it is taken.
+// The kernel for products of a short depth (a convolution's weight gradient dY·colsᵀ over the 8
+// positions of two 2×2 planes, a linear layer's dYᵀ·X on two rows; engine/cpu/few_columns.cpp):
+// both forms of transposes, depths 1 to 16 (packed to 8 or 16 with zeros), beta 0 (C's old
+// values never read) and 1, rows and columns that are not whole tiles (88 columns: a single
+// vector after the tiles on either width), padded leading dimensions, C 64-byte aligned with its
+// rows whole vectors (the large one, over kShortDepthStreamFloats, is then stored around the
+// caches) and one float off (stored as usual), against the float64 reference; C's padding left
+// alone; the same bits at one, two and three threads. And where it is taken.
 TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
     std::mt19937 rng(23);
     const int saved = cpu_threads();
-    for (const auto& [m, n, pad] : {std::array<int64_t, 3>{37, 70, 3}, {130, 8200, 8}, {16, 64, 0}})
-        for (int64_t kd : {1, 3, 8, 9, 16})
-            for (float beta : {0.f, 1.f})
-                for (int64_t misalign : {0, 1}) {
-                    const GemmCase g{false, true, m, n, kd, pad, 1.f, beta};
-                    ASSERT_TRUE(cpu::short_depth_apply(m, n, kd));
-                    const int64_t lda = kd + pad, ldb = kd + pad, ldc = n + pad;
-                    std::vector<float> a(static_cast<size_t>(m * lda)),
-                        b(static_cast<size_t>(n * ldb)), c0(static_cast<size_t>(m * ldc));
-                    fill_uniform(rng, {&a, &b, &c0});
-                    const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
-                    std::vector<std::vector<float>> outs;
-                    for (int threads : {1, 2, 3}) {
-                        set_cpu_threads(threads);
-                        // C at a 64-byte boundary (plus `misalign` floats) of a larger buffer.
-                        std::vector<float> buffer(static_cast<size_t>(m * ldc + 32));
-                        const auto at = reinterpret_cast<uintptr_t>(buffer.data());
-                        float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
-                        ASSERT_EQ(reinterpret_cast<uintptr_t>(c) % 64 == 0, misalign == 0);
-                        std::copy(c0.begin(), c0.end(), c);
-                        if (beta == 0)
-                            for (int64_t i = 0; i < m; ++i)
-                                for (int64_t j = 0; j < n; ++j)
-                                    c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
-                        cpu::short_depth_product(m, n, kd, a.data(), lda, b.data(), ldb, beta, c,
-                                                 ldc);
-                        outs.emplace_back(c, c + m * ldc);
+    for (const auto& [m, n, pad] :
+         {std::array<int64_t, 3>{37, 70, 3}, {130, 8200, 8}, {16, 64, 0}, {21, 88, 1}})
+        for (const auto& [ta, tb] : {std::pair{false, true}, std::pair{true, false}})
+            for (int64_t kd : {1, 3, 8, 9, 16})
+                for (float beta : {0.f, 1.f})
+                    for (int64_t misalign : {0, 1}) {
+                        const GemmCase g{ta, tb, m, n, kd, pad, 1.f, beta};
+                        ASSERT_TRUE(cpu::short_depth_apply(m, n, kd));
+                        const int64_t lda = (ta ? m : kd) + pad, ldb = (tb ? kd : n) + pad,
+                                      ldc = n + pad;
+                        std::vector<float> a(static_cast<size_t>((ta ? kd : m) * lda)),
+                            b(static_cast<size_t>((tb ? n : kd) * ldb)),
+                            c0(static_cast<size_t>(m * ldc));
+                        fill_uniform(rng, {&a, &b, &c0});
+                        const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
+                        std::vector<std::vector<float>> outs;
+                        for (int threads : {1, 2, 3}) {
+                            set_cpu_threads(threads);
+                            // C at a 64-byte boundary (plus `misalign` floats) of a larger buffer.
+                            std::vector<float> buffer(static_cast<size_t>(m * ldc + 32));
+                            const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+                            float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
+                            ASSERT_EQ(reinterpret_cast<uintptr_t>(c) % 64 == 0, misalign == 0);
+                            std::copy(c0.begin(), c0.end(), c);
+                            if (beta == 0)
+                                for (int64_t i = 0; i < m; ++i)
+                                    for (int64_t j = 0; j < n; ++j)
+                                        c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                            cpu::short_depth_product(ta, tb, m, n, kd, a.data(), lda, b.data(), ldb,
+                                                     beta, c, ldc);
+                            outs.emplace_back(c, c + m * ldc);
+                        }
+                        set_cpu_threads(saved);
+                        const std::string what =
+                            std::string(ta ? "TN " : "NT ") + std::to_string(m) + "x" +
+                            std::to_string(n) + " depth " + std::to_string(kd) + " beta " +
+                            std::to_string(beta) + (misalign ? " misaligned" : " aligned");
+                        EXPECT_EQ(outs[0], outs[1]) << what;
+                        EXPECT_EQ(outs[0], outs[2]) << what;
+                        expect_product(outs[0], ref, c0, m, n, ldc,
+                                       1e-5 * static_cast<double>(kd) + 1e-6, what);
                     }
-                    set_cpu_threads(saved);
-                    const std::string what = std::to_string(m) + "x" + std::to_string(n) +
-                                             " depth " + std::to_string(kd) + " beta " +
-                                             std::to_string(beta) +
-                                             (misalign ? " misaligned" : " aligned");
-                    EXPECT_EQ(outs[0], outs[1]) << what;
-                    EXPECT_EQ(outs[0], outs[2]) << what;
-                    expect_product(outs[0], ref, c0, m, n, ldc,
-                                   1e-5 * static_cast<double>(kd) + 1e-6, what);
-                }
     EXPECT_TRUE(cpu::short_depth_apply(2048, 2048, 8));   // ResNeXt-101's 1×1s on 2×2 planes
     EXPECT_TRUE(cpu::short_depth_apply(512, 4608, 4));    // ResNet-18's last 3×3s, one image
     EXPECT_FALSE(cpu::short_depth_apply(512, 4608, 17));  // too deep
     EXPECT_FALSE(cpu::short_depth_apply(15, 4608, 8));    // too few rows
-    EXPECT_FALSE(cpu::short_depth_apply(512, 63, 8));     // too few columns
+    EXPECT_TRUE(cpu::short_depth_apply(1152, 48, 2));     // EfficientNet's SE expansion, batch 2
+    EXPECT_FALSE(cpu::short_depth_apply(512, 15, 8));     // too few columns
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C

@@ -8,9 +8,11 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernels.h"
 #include "engine/errors.h"
 #include "engine/op_harness.h"
 #include "engine/ops/op.h"
@@ -157,6 +159,31 @@ TEST(OpGradient, Linear) {
         }
     check_forward(c, want);
     check_gradients(c);
+}
+
+// On a few rows (a classifier, a squeeze-and-excitation block at batch 2) the weight gradient
+// dYᵀ·X comes from the short-depth kernel (cpu::short_depth_apply), written once: its forward
+// against float64 and its gradients against central differences, 2 and 5 rows, with and without
+// bias, and 56 inputs (a single vector of columns past the kernel's tiles on either width).
+TEST(OpGradient, LinearOnFewRows) {
+    for (const auto& [rows, in, bias] : {std::tuple{2, 40, 1}, std::tuple{5, 56, 0}}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows");
+        OpCase c;
+        const ValueId x = c.input("x", Shape{rows, in});
+        c.op(OpKind::Linear, {x}, {{"out_features", int64_t{24}}, {"bias", int64_t{bias}}});
+        ASSERT_TRUE(cpu::short_depth_apply(24, in, rows));
+        std::vector<double> want;
+        for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < 24; ++o) {
+                double s = bias ? c.params[1][static_cast<size_t>(o)] : 0.0;
+                for (int i = 0; i < in; ++i)
+                    s += double(c.data(x)[static_cast<size_t>(r * in + i)]) *
+                         c.params[0][static_cast<size_t>(o * in + i)];
+                want.push_back(s);
+            }
+        check_forward(c, want);
+        check_gradients(c);
+    }
 }
 
 TEST(OpGradient, LinearWithoutBias) {
