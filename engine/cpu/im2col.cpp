@@ -294,55 +294,68 @@ void with_row_constants(const Conv2dGeometry& g, F&& f) {
     f(integral_constant<int, 0>{}, integral_constant<int, 0>{});
 }
 
-// --- rows that fit one vector (Conv2dGeometry::im2col_in_vector_rows) ----------------------
+// --- rows that fit one or two vectors (Conv2dGeometry::im2col_in_vector_rows) ---------------
 //
-// Where every input row and every output row fits one V8 (8×8, 7×7, 4×4 and 2×2 planes), a tap's
-// output row is one permute of its input row: lane ow takes column ow·sw + j·dw - pad_left, +0
-// where that lies outside the row. There is no padded copy of the plane: on ResNet-18's 3×3
-// convolutions on 8×8 planes its zeroing and copy cost as much as the taps' moves themselves
-// (perf, 2026-12-06: 4.7 % and 5.2 % of the forward at stride 1; 12 % and 6 % at stride 2, where
-// the copy splits each row into its phases). col2im is the adjoint: each input row's sums are
-// built in one vector from its start (dx, or zeros), adding every tap row that reaches it
-// permuted back, taps in the padded path's order (i, then j); the lanes a tap does not reach add
-// -0, which leaves every float as it is, signed zeros included. The moves and sums are the
-// padded path's, so the bits are the same.
+// Where every input row and every output row fits two V8s (16×16, 14×14, 8×8, 7×7, 4×4 and 2×2
+// planes), a tap's output row is a permute of its input row: lane ow takes column
+// ow·sw + j·dw - pad_left, +0 where that lies outside the row. There is no padded copy of the
+// plane: on ResNet-18's 3×3 convolutions on 8×8 planes its zeroing and copy cost as much as the
+// taps' moves themselves (perf, 2026-12-06: 4.7 % and 5.2 % of the forward at stride 1; 12 % and
+// 6 % at stride 2, where the copy splits each row into its phases; 16×16 to 8×8 at stride 2: 7 %
+// and 5 %). col2im is the adjoint: each input row's sums are built in vectors from its start (dx,
+// or zeros), adding every tap row that reaches it permuted back, taps in the padded path's order
+// (i, then j); the lanes a tap does not reach add -0, which leaves every float as it is, signed
+// zeros included. The moves and sums are the padded path's, so the bits are the same.
 constexpr int64_t kVectorRowTaps = Conv2dGeometry::kVectorRowMaxKernel;
 
 using V2 = float __attribute__((vector_size(2 * sizeof(float))));
 using V4 = float __attribute__((vector_size(4 * sizeof(float))));
 
-// Floats [0, N) of a row into the low lanes of a vector (the others unspecified: never taken
-// into a result), by loads of the row's own floats: never a store to the stack and a wider load
-// back, which the CPU cannot forward (that cost 25 cycles a tap row in col2im, perf).
+// A row of N ≤ 16 floats in one or two V8s, floats [8·r, 8·r + 8) in v[r]; lanes past N are
+// unspecified (never taken into a result).
 template <int N>
-[[gnu::always_inline]] inline V8 load_row(const float* p) {
-    static_assert(N == 1 || N == 2 || N == 4 || N == 7 || N == 8);
+struct Row {
+    static_assert(N == 1 || N == 2 || N == 4 || N == 7 || N == 8 || N == 14 || N == 16);
+    static constexpr int kRegs = N > kVec8Lanes ? 2 : 1;
+    V8 v[kRegs];
+};
+
+// Loads by the row's own floats: never a store to the stack and a wider load back, which the
+// CPU cannot forward (that cost 25 cycles a tap row in col2im, perf).
+template <int N>
+[[gnu::always_inline]] inline Row<N> load_row(const float* p) {
     if constexpr (N == kVec8Lanes) {
-        return load8(p);
+        return {load8(p)};
     } else if constexpr (N == 1) {
-        return V8{*p};
+        return {V8{*p}};
     } else if constexpr (N == 2) {
 #if defined(__SSE2__)
         // One 8-byte load into a vector register (movsd): through a V2, GCC loaded the pair into
         // a general register, stored it to the stack and read 32 bytes back, a forwarding stall
         // that took a fifth of a 3×3 backward on 2×2 planes (perf, 2026-12-06).
         const V4 a = reinterpret_cast<V4>(_mm_load_sd(reinterpret_cast<const double*>(p)));
-        return __builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3);
+        return {__builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3)};
 #else
         V2 a;
         std::memcpy(&a, p, sizeof a);
-        return __builtin_shufflevector(a, a, 0, 1, 0, 1, 0, 1, 0, 1);
+        return {__builtin_shufflevector(a, a, 0, 1, 0, 1, 0, 1, 0, 1)};
 #endif
-    } else {
+    } else if constexpr (N == 4 || N == 7) {
         V4 a, b;  // 7: floats 0-3 and 3-6
         std::memcpy(&a, p, sizeof a);
-        if constexpr (N == 4) return __builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3);
+        if constexpr (N == 4) return {__builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3)};
         std::memcpy(&b, p + 3, sizeof b);
-        return __builtin_shufflevector(a, b, 0, 1, 2, 3, 5, 6, 7, 7);
+        return {__builtin_shufflevector(a, b, 0, 1, 2, 3, 5, 6, 7, 7)};
+    } else if constexpr (N == 14) {
+        const V8 b = load8(p + 6);  // floats 6-13
+        return {load8(p), __builtin_shufflevector(b, b, 2, 3, 4, 5, 6, 7, 6, 7)};
+    } else {
+        return {load8(p), load8(p + kVec8Lanes)};
     }
 }
 template <int N>
-[[gnu::always_inline]] inline void store_row(float* p, V8 v) {
+[[gnu::always_inline]] inline void store_row(float* p, const Row<N>& r) {
+    const V8 v = r.v[0];
     if constexpr (N == kVec8Lanes) {
         store8(p, v);
     } else if constexpr (N == 1) {
@@ -350,17 +363,24 @@ template <int N>
     } else if constexpr (N == 2) {
         const V2 a = __builtin_shufflevector(v, v, 0, 1);
         std::memcpy(p, &a, sizeof a);
-    } else {
+    } else if constexpr (N == 4 || N == 7) {
         const V4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3);
         std::memcpy(p, &a, sizeof a);
         if constexpr (N == 7) {
             const V4 b = __builtin_shufflevector(v, v, 3, 4, 5, 6);
             std::memcpy(p + 3, &b, sizeof b);
         }
+    } else if constexpr (N == 14) {  // floats 6-7 stored twice, with the same values
+        store8(p, v);
+        store8(p + 6, __builtin_shufflevector(v, r.v[1], 6, 7, 8, 9, 10, 11, 12, 13));
+    } else {
+        store8(p, v);
+        store8(p + kVec8Lanes, r.v[1]);
     }
 }
 
-// Lane l of the result is lane from[l] of v where live[l] (all ones), else `dead`'s bits.
+// Lane l of a result is lane from[l] of a row's 16 (two V8s; of one where the row has one)
+// where live[l] (all ones), else `dead`'s bits.
 struct LanePick {
     V8i from{}, live{};
     void set(int l, int64_t lane) {
@@ -368,22 +388,29 @@ struct LanePick {
         live[l] = -1;
     }
 };
-[[gnu::always_inline]] inline V8 pick(V8 v, const LanePick& p, V8i dead) {
-    const V8i r = reinterpret_cast<V8i>(__builtin_shuffle(v, p.from));
+template <int N>
+[[gnu::always_inline]] inline V8 pick(const Row<N>& row, const LanePick& p, V8i dead) {
+    V8 v;
+    if constexpr (Row<N>::kRegs == 1)
+        v = __builtin_shuffle(row.v[0], p.from);
+    else
+        v = __builtin_shuffle(row.v[0], row.v[1], p.from);
+    const V8i r = reinterpret_cast<V8i>(v);
     return reinterpret_cast<V8>((r & p.live) | (dead & ~p.live));
 }
 
 // W, OW, KW: the input and output widths and the kernel's (KW = 0: the geometry's).
 template <int W, int OW, int KW>
 void im2col_vector_rows(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
+    constexpr int NO = Row<OW>::kRegs;
     const Window2d& w = g.win;
     const int64_t kh = w.kh, kw = KW ? KW : w.kw, sh = w.sh, dh = w.dh, pt = w.pad_top;
     const int64_t h = g.h, oh_n = g.oh;
-    LanePick tap[kVectorRowTaps];  // tap j: lane ow from column ow·sw + j·dw - pad_left
+    LanePick tap[kVectorRowTaps][NO];  // tap j: lane ow from column ow·sw + j·dw - pad_left
     for (int64_t j = 0; j < kw; ++j)
         for (int l = 0; l < OW; ++l)
             if (const int64_t q = l * w.sw + j * w.dw - w.pad_left; q >= 0 && q < W)
-                tap[j].set(l, q);
+                tap[j][l / kVec8Lanes].set(l % kVec8Lanes, q);
     parallel_for(g.c_per_group(), kh * kw * oh_n * OW, [&](int64_t c) {
         const float* xc = x + c * h * W;
         for (int64_t i = 0; i < kh; ++i) {
@@ -391,12 +418,15 @@ void im2col_vector_rows(const float* x, const Conv2dGeometry& g, float* col, int
             for (int64_t oh = 0; oh < oh_n; ++oh, out += OW) {
                 const int64_t ih = oh * sh - pt + i * dh;
                 if (ih < 0 || ih >= h) {
-                    for (int64_t j = 0; j < kw; ++j) store_row<OW>(out + j * ld, V8{});
+                    for (int64_t j = 0; j < kw; ++j) store_row<OW>(out + j * ld, Row<OW>{});
                     continue;
                 }
-                const V8 row = load_row<W>(xc + ih * W);
-                for (int64_t j = 0; j < kw; ++j)
-                    store_row<OW>(out + j * ld, pick(row, tap[j], V8i{}));
+                const Row<W> row = load_row<W>(xc + ih * W);
+                for (int64_t j = 0; j < kw; ++j) {
+                    Row<OW> o;
+                    for (int r = 0; r < NO; ++r) o.v[r] = pick(row, tap[j][r], V8i{});
+                    store_row<OW>(out + j * ld, o);
+                }
             }
         }
     });
@@ -405,21 +435,23 @@ void im2col_vector_rows(const float* x, const Conv2dGeometry& g, float* col, int
 template <int W, int OW, int KW>
 void col2im_vector_rows(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx,
                         bool accumulate) {
+    constexpr int NI = Row<W>::kRegs;
     const Window2d& w = g.win;
     const int64_t kh = w.kh, kw = KW ? KW : w.kw, sh = w.sh, dh = w.dh, pt = w.pad_top;
     const int64_t h = g.h, oh_n = g.oh;
-    LanePick back[kVectorRowTaps];  // tap j: input lane q from lane ow, where ow·sw + j·dw - pl = q
+    // tap j: input lane q from lane ow, where ow·sw + j·dw - pl = q
+    LanePick back[kVectorRowTaps][NI];
     for (int64_t j = 0; j < kw; ++j)
         for (int q = 0; q < W; ++q)
             if (const int64_t t = q + w.pad_left - j * w.dw;
                 t >= 0 && t % w.sw == 0 && t / w.sw < OW)
-                back[j].set(q, t / w.sw);
+                back[j][q / kVec8Lanes].set(q % kVec8Lanes, t / w.sw);
     const V8i minus_zero = V8i{} + static_cast<int>(0x80000000u);
     parallel_for(g.c_per_group(), kh * kw * oh_n * OW, [&](int64_t c) {
         float* dxc = dx + c * h * W;
         const float* colc = col + c * kh * kw * ld;
         for (int64_t r = 0; r < h; ++r) {
-            V8 acc = accumulate ? load_row<W>(dxc + r * W) : V8{};
+            Row<W> acc = accumulate ? load_row<W>(dxc + r * W) : Row<W>{};
             for (int64_t i = 0; i < kh; ++i) {
                 int64_t oh = r + pt - i * dh;  // oh·sh, then oh (no division at stride 1)
                 if (oh < 0) break;
@@ -429,8 +461,10 @@ void col2im_vector_rows(const float* col, int64_t ld, const Conv2dGeometry& g, f
                 }
                 if (oh >= oh_n) continue;
                 const float* src = colc + i * kw * ld + oh * OW;
-                for (int64_t j = 0; j < kw; ++j)
-                    acc += pick(load_row<OW>(src + j * ld), back[j], minus_zero);
+                for (int64_t j = 0; j < kw; ++j) {
+                    const Row<OW> from = load_row<OW>(src + j * ld);
+                    for (int q = 0; q < NI; ++q) acc.v[q] += pick(from, back[j][q], minus_zero);
+                }
             }
             store_row<W>(dxc + r * W, acc);
         }
@@ -447,12 +481,18 @@ bool with_one_of(int64_t v, F&& f) {
 template <class F>
 bool with_vector_rows(const Conv2dGeometry& g, F&& f) {
     bool done = false;
-    with_one_of<2, 4, 7, 8>(g.w, [&](auto iw) {
-        done = with_one_of<1, 2, 4, 7, 8>(g.ow, [&](auto ow) {
-            if (g.win.kw == 3) return f(iw, ow, std::integral_constant<int, 3>{});
-            f(iw, ow, std::integral_constant<int, 0>{});
+    auto with_kernel = [&](auto iw, auto ow) {
+        if (g.win.kw == 3) return f(iw, ow, std::integral_constant<int, 3>{});
+        f(iw, ow, std::integral_constant<int, 0>{});
+    };
+    if (g.w <= kVec8Lanes)
+        with_one_of<2, 4, 7, 8>(g.w, [&](auto iw) {
+            done = with_one_of<1, 2, 4, 7, 8>(g.ow, [&](auto ow) { with_kernel(iw, ow); });
         });
-    });
+    else
+        with_one_of<14, 16>(g.w, [&](auto iw) {
+            done = with_one_of<7, 8, 14, 16>(g.ow, [&](auto ow) { with_kernel(iw, ow); });
+        });
     return done;
 }
 

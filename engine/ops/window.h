@@ -167,15 +167,18 @@ struct Conv2dGeometry {
                win.pad_bottom == 0 && win.pad_right == 0 && !pointwise();
     }
     // im2col and col2im move whole rows in vectors where the input's rows are 2, 4, 7 or 8
-    // floats and the output's 1, 2, 4, 7 or 8 (the late layers' planes at 64 and 224 px), the
-    // kernel at most kVectorRowMaxKernel wide: each tap's row is one permute of its input row
-    // (the CPU kernel, engine/cpu/im2col.cpp), with no padded copy of the plane, whose zeroing
-    // and copy cost as much as the taps' moves on ResNet-18's 8×8 planes (docs/benchmarks.md).
+    // floats and the output's 1, 2, 4, 7 or 8, or the input's 14 or 16 and the output's 7, 8,
+    // 14 or 16 (the late layers' planes at 64 and 224 px), the kernel at most
+    // kVectorRowMaxKernel wide: each tap's row is a permute of its input row (the CPU kernel,
+    // engine/cpu/im2col.cpp), with no padded copy of the plane, whose zeroing and copy cost as
+    // much as the taps' moves on ResNet-18's 8×8 planes (docs/benchmarks.md).
     static constexpr int64_t kVectorRowMaxKernel = 16;
     bool im2col_in_vector_rows() const {
-        return !strided_pointwise() && !pointwise() && !tiles() && win.kw <= kVectorRowMaxKernel &&
-               (w == 2 || w == 4 || w == 7 || w == 8) &&
-               (ow == 1 || ow == 2 || ow == 4 || ow == 7 || ow == 8);
+        if (strided_pointwise() || pointwise() || tiles() || win.kw > kVectorRowMaxKernel)
+            return false;
+        if (w == 2 || w == 4 || w == 7 || w == 8)
+            return ow == 1 || ow == 2 || ow == 4 || ow == 7 || ow == 8;
+        return (w == 14 || w == 16) && (ow == 7 || ow == 8 || ow == 14 || ow == 16);
     }
     bool im2col_through_padded_plane() const {
         return !strided_pointwise() && !pointwise() && !im2col_in_vector_rows() &&

@@ -233,8 +233,8 @@ TEST(ConvOps, Conv2dStrideDilationAsymmetricPadding) {
 // im2col and col2im take a zero-padded copy of each plane where the window's extent fits on the
 // stack (and the rows are not of the widths that go by vectors), and go row by row with bounds
 // where it does not: both paths against the float64 reference and central differences, with
-// padding, strides 1, 2 and 3, and output widths that are compiled in (14) and that are not (9,
-// 5, 3, 6).
+// padding, strides 1, 2 and 3, and output widths that are compiled in (8, from 10 columns) and
+// that are not (9, 5, 3, 6).
 TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     const ConvSpec small{.n = 2,
                          .c = 2,
@@ -248,10 +248,10 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
                          .pb = 1,
                          .pr = 1};
     ConvSpec wide = small, odd2 = small, odd3 = small, compiled = small;
-    wide.w = 9;                             // 9 columns out, stride 1
-    compiled.w = 14;                        // 14 columns out, stride 1
-    odd2.w = 10, odd2.sw = 2, odd2.pr = 0;  // 5 columns out
-    odd3.w = 10, odd3.sw = 3, odd3.pr = 0;  // 3 columns out, a stride not compiled in
+    wide.w = 9;                                      // 9 columns out, stride 1
+    compiled.w = 10, compiled.pl = compiled.pr = 0;  // 8 columns out, stride 1
+    odd2.w = 10, odd2.sw = 2, odd2.pr = 0;           // 5 columns out
+    odd3.w = 10, odd3.sw = 3, odd3.pr = 0;           // 3 columns out, a stride not compiled in
     ConvSpec large = small;
     large.n = 1, large.c = 1, large.h = 90, large.w = 100;  // 92 × 102 padded: over 8192 floats
     ConvSpec large_strided = large;
@@ -284,7 +284,7 @@ TEST(ConvOps, Conv2dPaddedCopyAndRowByRowPaths) {
     ConvSpec odd_projection = projection;  // strides 3 down and across, not compiled in
     odd_projection.h = 7, odd_projection.w = 10, odd_projection.sh = odd_projection.sw = 3;
     for (const auto& [s, padded, what] :
-         {std::tuple{compiled, true, "8x14, padded copy"}, std::tuple{wide, true, "9 columns"},
+         {std::tuple{compiled, true, "8x10, padded copy"}, std::tuple{wide, true, "9 columns"},
           std::tuple{odd2, true, "5 columns, stride 2"}, std::tuple{odd3, true, "stride 3"},
           std::tuple{stem, true, "7x7 stride 2 on 64x64, padded copy"},
           std::tuple{phased, true, "3x3 stride 2, 20 columns"},
@@ -311,11 +311,12 @@ ConvSpec padded3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int6
     return s;
 }
 
-// Rows of 2, 4, 7 or 8 floats in and 1, 2, 4, 7 or 8 out move by vector permutes
-// (Conv2dGeometry::im2col_in_vector_rows): each width pair the kernel compiles in, strides 1, 2
-// and 3, dilation, padding on one side only, a row no window reaches, kernels of 3 (compiled in)
-// and of 5 and 7, groups — forward against the float64 reference, gradients against their
-// definition, and accumulation into an existing input gradient.
+// Rows of 2, 4, 7 or 8 floats in and 1, 2, 4, 7 or 8 out, and of 14 or 16 in and 7, 8, 14 or 16
+// out (two vectors), move by vector permutes (Conv2dGeometry::im2col_in_vector_rows): width
+// pairs of both kinds, strides 1, 2 and 3, dilation, padding on one side only, a row no window
+// reaches, kernels of 3 (compiled in) and of 5 and 7, groups — forward against the float64
+// reference, gradients against their definition, and accumulation into an existing input
+// gradient.
 TEST(ConvOps, Conv2dRowsInOneVector) {
     const ConvSpec base = padded3x3(2, 3, 8, 8, 4, 1);
     auto with = [&](auto edit) {
@@ -356,7 +357,16 @@ TEST(ConvOps, Conv2dRowsInOneVector) {
                      }),
                      "1x7 on rows of 8"},
           std::tuple{with([](ConvSpec& s) { s.pl = 2, s.pr = 0, s.bias = false; }),
-                     "padding 2 on the left, none on the right, no bias"}}) {
+                     "padding 2 on the left, none on the right, no bias"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 16; }), "16x16"},
+          std::tuple{with([](ConvSpec& s) { s.h = s.w = 16, s.sh = s.sw = 2; }),
+                     "16x16 stride 2: 8 columns"},
+          std::tuple{with([](ConvSpec& s) { s.h = 5, s.w = 14, s.dw = 2, s.pl = s.pr = 2; }),
+                     "14 columns, dilation 2 across"},
+          std::tuple{with([](ConvSpec& s) { s.h = 6, s.w = 14, s.sw = 2; }),
+                     "14 columns at stride 2: 7"},
+          std::tuple{with([](ConvSpec& s) { s.h = 3, s.w = 16, s.kw = 5, s.pl = 3, s.pr = 1; }),
+                     "16 columns, 3x5 window padded 3 left and 1 right"}}) {
         check_conv_path(s, what, [](const Conv2dGeometry& g) {
             ASSERT_TRUE(g.im2col_in_vector_rows());
             ASSERT_FALSE(g.im2col_through_padded_plane());
@@ -398,6 +408,12 @@ TEST(ConvOps, Im2colAndCol2imKeepTheirDefinitionBitForBit) {
              s.pt = s.pl = s.pb = s.pr = 2;
          }),
          Path::Vectors, "5x5 on 4x4"},
+        {with([](ConvSpec& s) { s.h = s.w = 16, s.sh = s.sw = 2; }), Path::Vectors,
+         "16x16 stride 2"},
+        {with([](ConvSpec& s) { s.h = 5, s.w = 14, s.dw = 2, s.pl = s.pr = 2; }), Path::Vectors,
+         "14 columns, dilation 2 across"},
+        {with([](ConvSpec& s) { s.h = 3, s.w = 16, s.kw = 5, s.pl = 3, s.pr = 1; }), Path::Vectors,
+         "16 columns, 3x5 window"},
         {with([](ConvSpec& s) { s.h = s.w = 6; }), Path::Padded, "6x6"},
         {with([](ConvSpec& s) { s.h = 6, s.w = 20, s.sh = s.sw = 2; }), Path::Padded,
          "20 columns at stride 2, in phases"},
