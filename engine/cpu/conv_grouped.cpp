@@ -80,16 +80,17 @@ struct Layout {
 
 // The group's cg channel planes of one image (x, NCHW) into xp, zero-padded, row by row through
 // 8 × 8 transposes (a float at a time, the copy cost more than the convolution); only the
-// padding is zeroed. Planes narrower than 8 columns (ResNeXt's and RegNet's 2×2 to 7×7) would
-// go a float at a time row by row; small ones are transposed whole into a buffer on the stack
-// and copied into place a row at a time.
+// padding is zeroed. Planes of up to 8 columns (ResNeXt's and RegNet's 2×2 to 8×8) would go a
+// float at a time row by row, or 8 calls of one block each; small ones are transposed whole into
+// a buffer on the stack and copied into place a row at a time (8×8 planes so: ResNeXt-50's
+// strided 3×3 of 32 groups of 16 channels, 8×8 to 4×4, 0.077 → 0.065-0.070 ms forward).
 void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, float* xp) {
     const int64_t top = g.win.pad_top, left = g.win.pad_left, plane = g.h * g.w;
     const int64_t rows = std::min(g.h, l.ph - top), cols = std::min(g.w, l.pw - left);
     const int64_t row_floats = l.pw * l.cg;
     constexpr int64_t kWholeFloats = 4096;
     alignas(64) float whole[kWholeFloats];
-    const bool by_plane = g.w < 8 && plane * l.cg <= kWholeFloats;
+    const bool by_plane = g.w <= 8 && plane * l.cg <= kWholeFloats;
     if (by_plane) transpose(x, plane, l.cg, plane, whole, l.cg);
     std::fill(xp, xp + top * row_floats, 0.0f);
     for (int64_t ih = 0; ih < rows; ++ih) {
