@@ -301,7 +301,7 @@ void with_row_constants(const Conv2dGeometry& g, F&& f) {
 // ow·sw + j·dw - pad_left, +0 where that lies outside the row. There is no padded copy of the
 // plane: on ResNet-18's 3×3 convolutions on 8×8 planes its zeroing and copy cost as much as the
 // taps' moves themselves (perf, 2026-12-06: 4.7 % and 5.2 % of the forward at stride 1; 12 % and
-// 6 % at stride 2, where the copy splits each row into its phases; 16×16 to 8×8 at stride 2: 7 %
+// 6 % at stride 2, where the copy splits each row into its phases; 16×16 to 8×8 at stride 2: 6 %
 // and 5 %). col2im is the adjoint: each input row's sums are built in vectors from its start (dx,
 // or zeros), adding every tap row that reaches it permuted back, taps in the padded path's order
 // (i, then j); the lanes a tap does not reach add -0, which leaves every float as it is, signed
@@ -330,10 +330,11 @@ template <int N>
         return {V8{*p}};
     } else if constexpr (N == 2) {
 #if defined(__SSE2__)
-        // One 8-byte load into a vector register (movsd): through a V2, GCC loaded the pair into
-        // a general register, stored it to the stack and read 32 bytes back, a forwarding stall
-        // that took a fifth of a 3×3 backward on 2×2 planes (perf, 2026-12-06).
-        const V4 a = reinterpret_cast<V4>(_mm_load_sd(reinterpret_cast<const double*>(p)));
+        // One 8-byte load into a vector register (movq; unaligned, no aliasing of a double):
+        // through a V2, GCC loaded the pair into a general register, stored it to the stack and
+        // read 32 bytes back, a forwarding stall that took a fifth of a 3×3 backward on 2×2
+        // planes (perf, 2026-12-06).
+        const V4 a = reinterpret_cast<V4>(_mm_loadu_si64(p));
         return {__builtin_shufflevector(a, a, 0, 1, 2, 3, 0, 1, 2, 3)};
 #else
         V2 a;
