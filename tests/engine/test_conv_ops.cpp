@@ -311,6 +311,13 @@ ConvSpec padded3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int6
     return s;
 }
 
+// `s` with `edit` applied: a case that differs from a base in a few fields.
+template <class F>
+ConvSpec edited(ConvSpec s, F&& edit) {
+    edit(s);
+    return s;
+}
+
 // Rows of 2, 4, 7 or 8 floats in and 1, 2, 4, 7 or 8 out, and of 14 or 16 in and 7, 8, 14 or 16
 // out (two vectors), move by vector permutes (Conv2dGeometry::im2col_in_vector_rows): width
 // pairs of both kinds, strides 1, 2 and 3, dilation, padding on one side only, a row no window
@@ -319,11 +326,7 @@ ConvSpec padded3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int6
 // gradient.
 TEST(ConvOps, Conv2dRowsInOneVector) {
     const ConvSpec base = padded3x3(2, 3, 8, 8, 4, 1);
-    auto with = [&](auto edit) {
-        ConvSpec s = base;
-        edit(s);
-        return s;
-    };
+    auto with = [&](auto edit) { return edited(base, edit); };
     for (const auto& [s, what] :
          {std::tuple{base, "8x8"},
           std::tuple{with([](ConvSpec& s) { s.sh = s.sw = 2; }), "8x8 stride 2: 4 columns"},
@@ -382,11 +385,7 @@ TEST(ConvOps, Conv2dRowsInOneVector) {
 // column matrix's rows are wider than the plane (images side by side).
 TEST(ConvOps, Im2colAndCol2imKeepTheirDefinitionBitForBit) {
     const ConvSpec base = padded3x3(1, 3, 8, 8, 1, 1);
-    auto with = [&](auto edit) {
-        ConvSpec s = base;
-        edit(s);
-        return s;
-    };
+    auto with = [&](auto edit) { return edited(base, edit); };
     enum class Path { Vectors, Padded, Rows, Tiles, Strided1x1 };
     const std::vector<std::tuple<ConvSpec, Path, const char*>> cases = {
         {base, Path::Vectors, "8x8"},
