@@ -273,12 +273,16 @@ void col2im_padded(const float* col, int64_t ld, const Conv2dGeometry& g, float*
     });
 }
 
+// Calls f(W) with `v` as a compile-time constant where it is one of Ws; false where it is none.
+template <int... Ws, class F>
+bool with_one_of(Widths<Ws...>, int64_t v, F&& f) {
+    return ((v == Ws ? (f(std::integral_constant<int, Ws>{}), true) : false) || ...);
+}
+
 // Calls f(W) with `width` as a compile-time constant where it is one of Ws, else with 0.
 template <int... Ws, class F>
 void with_width(int64_t width, F&& f) {
-    const bool matched =
-        ((width == Ws ? (f(std::integral_constant<int, Ws>{}), true) : false) || ...);
-    if (!matched) f(std::integral_constant<int, 0>{});
+    if (!with_one_of(Widths<Ws...>{}, width, f)) f(std::integral_constant<int, 0>{});
 }
 
 // Calls f(OW, SW) with the plane's output width and stride across as compile-time constants
@@ -472,29 +476,25 @@ void col2im_vector_rows(const float* col, int64_t ld, const Conv2dGeometry& g, f
     });
 }
 
-// Calls f(W, OW, KW) with the input and output widths of Conv2dGeometry::im2col_in_vector_rows
-// as compile-time constants, and the kernel's width where it is 3 (else 0); false for widths
-// not listed.
-template <int... Ws, class F>
-bool with_one_of(int64_t v, F&& f) {
-    return ((v == Ws ? (f(std::integral_constant<int, Ws>{}), true) : false) || ...);
-}
+// Calls f(W, OW, KW) with the input and output widths as compile-time constants, dispatched on
+// the lists Conv2dGeometry::im2col_in_vector_rows holds them to, and the kernel's width where it
+// is 3 (else 0). For geometries that predicate admits.
 template <class F>
-bool with_vector_rows(const Conv2dGeometry& g, F&& f) {
-    bool done = false;
+void with_vector_rows(const Conv2dGeometry& g, F&& f) {
+    using G = Conv2dGeometry;
     auto with_kernel = [&](auto iw, auto ow) {
         if (g.win.kw == 3) return f(iw, ow, std::integral_constant<int, 3>{});
         f(iw, ow, std::integral_constant<int, 0>{});
     };
-    if (g.w <= kVec8Lanes)
-        with_one_of<2, 4, 7, 8>(g.w, [&](auto iw) {
-            done = with_one_of<1, 2, 4, 7, 8>(g.ow, [&](auto ow) { with_kernel(iw, ow); });
-        });
+    auto by_output = [&](auto outputs) {
+        return [&, outputs](auto iw) {
+            with_one_of(outputs, g.ow, [&](auto ow) { with_kernel(iw, ow); });
+        };
+    };
+    if (G::VectorRowsIn::has(g.w))
+        with_one_of(G::VectorRowsIn{}, g.w, by_output(G::VectorRowsOut{}));
     else
-        with_one_of<14, 16>(g.w, [&](auto iw) {
-            done = with_one_of<7, 8, 14, 16>(g.ow, [&](auto ow) { with_kernel(iw, ow); });
-        });
-    return done;
+        with_one_of(G::WideVectorRowsIn{}, g.w, by_output(G::WideVectorRowsOut{}));
 }
 
 // --- windows that tile the plane (Conv2dGeometry::tiles) ------------------------------------
@@ -682,11 +682,11 @@ void im2col(const float* x, const Conv2dGeometry& g, float* col, int64_t ld) {
         return with_tile_constants(g, [&](auto kw, auto ow) {
             im2col_tiles<decltype(kw)::value, decltype(ow)::value>(x, g, col, ld);
         });
-    if (g.im2col_in_vector_rows() && with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
+    if (g.im2col_in_vector_rows())
+        return with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
             im2col_vector_rows<decltype(iw)::value, decltype(ow)::value, decltype(kw)::value>(
                 x, g, col, ld);
-        }))
-        return;
+        });
     if (g.im2col_through_padded_plane())
         return with_row_constants(g, [&](auto ow, auto sw) {
             im2col_padded<decltype(ow)::value, decltype(sw)::value>(x, g, col, ld);
@@ -735,11 +735,11 @@ void col2im(const float* col, int64_t ld, const Conv2dGeometry& g, float* dx, bo
         return with_tile_constants(g, [&](auto kw, auto ow) {
             col2im_tiles<decltype(kw)::value, decltype(ow)::value>(col, ld, g, dx, accumulate);
         });
-    if (g.im2col_in_vector_rows() && with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
+    if (g.im2col_in_vector_rows())
+        return with_vector_rows(g, [&](auto iw, auto ow, auto kw) {
             col2im_vector_rows<decltype(iw)::value, decltype(ow)::value, decltype(kw)::value>(
                 col, ld, g, dx, accumulate);
-        }))
-        return;
+        });
     if (g.im2col_through_padded_plane())
         return with_row_constants(g, [&](auto ow, auto sw) {
             col2im_padded<decltype(ow)::value, decltype(sw)::value>(col, ld, g, dx, accumulate);

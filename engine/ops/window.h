@@ -22,6 +22,13 @@
 
 namespace rl {
 
+// A list of widths as template arguments: a geometry's predicate asks has(), and a kernel
+// dispatches on the same list with each width a compile-time constant (engine/cpu/im2col.cpp).
+template <int... Ws>
+struct Widths {
+    static constexpr bool has(int64_t v) { return ((v == Ws) || ...); }
+};
+
 struct Window2d {
     int64_t kh = 1, kw = 1;
     int64_t sh = 1, sw = 1;
@@ -173,12 +180,15 @@ struct Conv2dGeometry {
     // engine/cpu/im2col.cpp), with no padded copy of the plane, whose zeroing and copy cost as
     // much as the taps' moves on ResNet-18's 8×8 planes (docs/benchmarks.md).
     static constexpr int64_t kVectorRowMaxKernel = 16;
+    using VectorRowsIn = Widths<2, 4, 7, 8>;  // one register, and their output widths
+    using VectorRowsOut = Widths<1, 2, 4, 7, 8>;
+    using WideVectorRowsIn = Widths<14, 16>;  // two registers, and theirs
+    using WideVectorRowsOut = Widths<7, 8, 14, 16>;
     bool im2col_in_vector_rows() const {
         if (strided_pointwise() || pointwise() || tiles() || win.kw > kVectorRowMaxKernel)
             return false;
-        if (w == 2 || w == 4 || w == 7 || w == 8)
-            return ow == 1 || ow == 2 || ow == 4 || ow == 7 || ow == 8;
-        return (w == 14 || w == 16) && (ow == 7 || ow == 8 || ow == 14 || ow == 16);
+        if (VectorRowsIn::has(w)) return VectorRowsOut::has(ow);
+        return WideVectorRowsIn::has(w) && WideVectorRowsOut::has(ow);
     }
     bool im2col_through_padded_plane() const {
         return !strided_pointwise() && !pointwise() && !im2col_in_vector_rows() &&
