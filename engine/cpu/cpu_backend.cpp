@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/pairwise.h"
 #include "engine/errors.h"
 #include "engine/gemm.h"
 #include "engine/huge_pages.h"
@@ -32,9 +33,9 @@ void column_sums(const float* src, int64_t rows, int64_t cols, float* dst) {
     const int64_t blocks = (cols + kBlock - 1) / kBlock;
     parallel_for(blocks, rows * kBlock, [&](int64_t b) {
         const int64_t j0 = b * kBlock, w = std::min(kBlock, cols - j0);
-        ArrMap out(dst + j0, w);
-        out.setZero();
-        for (int64_t r = 0; r < rows; ++r) out += ConstArrMap(src + r * cols + j0, w);
+        pairwise_over_rows<1>(rows, w, {dst + j0}, [&](int64_t r, const std::array<float*, 1>& d) {
+            ArrMap(d[0], w) += ConstArrMap(src + r * cols + j0, w);
+        });
     });
 }
 

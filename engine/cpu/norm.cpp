@@ -1,10 +1,12 @@
 // layernorm and softmax: one row of the last axis per task.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/pairwise.h"
 
 namespace rl::cpu {
 namespace {
@@ -72,20 +74,20 @@ void layernorm_backward(const BackwardCall& c) {
     float* dw = c.grad_params[0];
     float* db = c.grad_params[1];
     if (!dw && !db) return;
-    // Parallel over column blocks, each summing its columns over all rows in row order.
+    // Parallel over column blocks, each summing its columns over all rows pairwise.
     constexpr int64_t kBlock = 256;
     const int64_t blocks = (d + kBlock - 1) / kBlock;
     parallel_for(blocks, rows * kBlock, [&](int64_t blk) {
         const int64_t j0 = blk * kBlock, n = std::min(kBlock, d - j0);
-        if (dw) ArrMap(dw + j0, n).setZero();
-        if (db) ArrMap(db + j0, n).setZero();
-        for (int64_t r = 0; r < rows; ++r) {
-            ConstArrMap dyr(dy + r * d + j0, n);
-            if (dw)
-                ArrMap(dw + j0, n) +=
-                    dyr * (ConstArrMap(x + r * d + j0, n) - stats[r].mean) * stats[r].rstd;
-            if (db) ArrMap(db + j0, n) += dyr;
-        }
+        pairwise_over_rows<2>(rows, n, {dw ? dw + j0 : nullptr, db ? db + j0 : nullptr},
+                              [&](int64_t r, const std::array<float*, 2>& sums) {
+                                  ConstArrMap dyr(dy + r * d + j0, n);
+                                  if (dw)
+                                      ArrMap(sums[0], n) +=
+                                          dyr * (ConstArrMap(x + r * d + j0, n) - stats[r].mean) *
+                                          stats[r].rstd;
+                                  if (db) ArrMap(sums[1], n) += dyr;
+                              });
     });
 }
 
