@@ -374,45 +374,91 @@ def blas_text(info):
     return info["kind"] + " BLAS: " + ", ".join(info["libs"])
 
 
+def fetched_package(cache, package, subdir, pattern):
+    """A file of a Debian package, fetched without installing it: the package file is downloaded
+    (`apt-get download`) into CACHE/SUBDIR and unpacked there (`dpkg -x`) once; returns the last
+    path under it matching PATTERN (relative to CACHE/SUBDIR), or raises OSError saying why
+    not."""
+    root = os.path.join(cache, subdir)
+    full = os.path.join(root, pattern)
+    if not glob.glob(full):
+        os.makedirs(root, exist_ok=True)
+        try:
+            p = subprocess.run(["apt-get", "download", package], cwd=root, capture_output=True,
+                               text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise OSError(f"apt-get download {package}: {e}") from e
+        debs = sorted(glob.glob(os.path.join(root, package + "_*.deb")))
+        if p.returncode != 0 or not debs:
+            raise OSError(f"apt-get download {package}: " +
+                          (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
+        x = subprocess.run(["dpkg", "-x", debs[-1], root], capture_output=True, text=True)
+        if x.returncode != 0:
+            raise OSError("dpkg -x: " + x.stderr.strip())
+        if not glob.glob(full):
+            raise OSError(f"the unpacked {package} has no {pattern}")
+    return sorted(glob.glob(full))[-1]
+
+
 def torch_env(cache, choice, threads):
     """The environment of PyTorch's child processes and the BLAS it asks for. Debian's PyTorch
     links libblas.so.3, which is the reference BLAS here (libblas3); installing libopenblas
     would switch that for the whole system (CBC's LP solver too), so for "openblas" the package
-    file of libopenblas0-pthread is fetched (`apt-get download`) into CACHE/_openblas, unpacked
-    there (`dpkg -x`) and put first on the children's LD_LIBRARY_PATH, its threads pinned to
-    --threads (OPENBLAS_NUM_THREADS; OPENBLAS_CORETYPE and the like are left as they are). When
-    that is impossible it says so and falls back to the reference BLAS."""
+    file of libopenblas0-pthread is fetched (fetched_package) into CACHE/_openblas and put first
+    on the children's LD_LIBRARY_PATH, its threads pinned to --threads (OPENBLAS_NUM_THREADS;
+    OPENBLAS_CORETYPE and the like are left as they are). When that is impossible it says so and
+    falls back to the reference BLAS."""
     env = dict(os.environ)
     if choice == "reference":
         return env, "reference"
-    root = os.path.join(cache, "_openblas")
-    pattern = os.path.join(root, "usr", "lib", "*", "openblas-pthread", "libblas.so.3")
-    if not glob.glob(pattern):
-        os.makedirs(root, exist_ok=True)
-        try:
-            p = subprocess.run(["apt-get", "download", "libopenblas0-pthread"], cwd=root,
-                               capture_output=True, text=True, timeout=600)
-            debs = sorted(glob.glob(os.path.join(root, "libopenblas0-pthread_*.deb")))
-            if p.returncode != 0 or not debs:
-                raise OSError("apt-get download libopenblas0-pthread: " +
-                              (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
-            x = subprocess.run(["dpkg", "-x", debs[-1], root], capture_output=True, text=True)
-            if x.returncode != 0:
-                raise OSError("dpkg -x: " + x.stderr.strip())
-        except (OSError, subprocess.SubprocessError) as e:
-            log(f"zoo-check: WARNING: cannot get OpenBLAS for PyTorch ({e}); PyTorch runs on "
-                "the reference BLAS (if apt-get cannot locate the package, `apt-get update` "
-                "first)")
-            return env, "reference"
-        if not glob.glob(pattern):
-            log(f"zoo-check: WARNING: the unpacked libopenblas0-pthread has no {pattern}; "
-                "PyTorch runs on the reference BLAS")
-            return env, "reference"
-    libdir = os.path.dirname(sorted(glob.glob(pattern))[-1])
+    try:
+        lib = fetched_package(cache, "libopenblas0-pthread", "_openblas",
+                              os.path.join("usr", "lib", "*", "openblas-pthread", "libblas.so.3"))
+    except OSError as e:
+        log(f"zoo-check: WARNING: cannot get OpenBLAS for PyTorch ({e}); PyTorch runs on the "
+            "reference BLAS (if apt-get cannot locate the package, `apt-get update` first)")
+        return env, "reference"
+    libdir = os.path.dirname(lib)
     env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"]
                                        if env.get("LD_LIBRARY_PATH") else "")
     env["OPENBLAS_NUM_THREADS"] = str(threads)
     return env, "openblas"
+
+
+# PyTorch's allocator (--torch-malloc). On the CPU PyTorch has no caching allocator: a step's
+# tensors come from malloc and go back to it, and glibc's malloc returns large blocks to the
+# kernel, so every step touches fresh pages again (mlp:depth=16,width=1024,batch=512: ~22,500
+# page faults a step, against none for RematLab, whose buffers stay between steps; on the VMs of
+# the pool a fault costs ~12 us, docs/benchmarks.md 2026-12-06). People who time PyTorch on CPUs
+# preload tcmalloc or jemalloc for that reason (Intel's and PyTorch's CPU tuning guides); with
+# "tcmalloc" the children preload Debian's libtcmalloc-minimal4 (fetched, not installed).
+TORCH_MALLOCS = ("glibc", "tcmalloc")
+
+
+def with_torch_malloc(env, cache, choice):
+    """ENV with PyTorch's allocator CHOICE (TORCH_MALLOCS) preloaded; raises OSError when it
+    cannot be fetched."""
+    if choice == "glibc":
+        return env
+    lib = fetched_package(cache, "libtcmalloc-minimal4", "_tcmalloc",
+                          os.path.join("usr", "lib", "*", "libtcmalloc_minimal.so.4"))
+    env = dict(env)
+    env["LD_PRELOAD"] = lib + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    return env
+
+
+def loaded_malloc():
+    """The allocator this process runs on: a preloaded tcmalloc or jemalloc mapped into it (its
+    file name), else glibc's malloc."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                name = os.path.basename(line.split()[-1]) if len(line.split()) >= 6 else ""
+                if "tcmalloc" in name or "jemalloc" in name:
+                    return name
+    except OSError:
+        pass
+    return "glibc malloc"
 
 
 def time_phase(name, d, threads):
@@ -433,7 +479,7 @@ def time_phase(name, d, threads):
     with open(os.path.join(d, "torch_time.json"), "w") as f:
         json.dump({"torch_ms": ms, "torch_no_onednn_ms": ms_n, "torch_cpu_ms": cpu,
                    "torch_no_onednn_cpu_ms": cpu_n, "threads": threads,
-                   "blas": loaded_blas()}, f)
+                   "blas": loaded_blas(), "malloc": loaded_malloc()}, f)
 
 
 def time_step_cpu(m, inputs, torch, repeat=3):
@@ -1304,9 +1350,9 @@ def timing(name, d, cli, threads, timeout, rounds, row):
         theirs_n.append(t["torch_no_onednn_ms"])
         cpu["torch"].append(t["torch_cpu_ms"])
         cpu["torch_no_onednn"].append(t["torch_no_onednn_cpu_ms"])
-        blas = t["blas"]
+        blas, malloc = t["blas"], t.get("malloc")
     return {"ours": ours, "torch": theirs, "torch_no_onednn": theirs_n, "blas": blas,
-            "threads": threads, "cpu": cpu}
+            "malloc": malloc, "threads": threads, "cpu": cpu}
 
 
 def median(v):
@@ -1518,7 +1564,7 @@ def time_rounds_only(name, d, cli, threads, timeout, rounds):
         out["torch_no_onednn"].append(t["torch_no_onednn_ms"])
         out["cpu"]["torch"].append(t["torch_cpu_ms"])
         out["cpu"]["torch_no_onednn"].append(t["torch_no_onednn_cpu_ms"])
-        out["blas"] = t["blas"]
+        out["blas"], out["malloc"] = t["blas"], t.get("malloc")
         return None
 
     for r in range(rounds):
@@ -1576,9 +1622,11 @@ def time_only(a, models):
     blases = sorted({blas_text(r["timing"]["blas"]) for r in rows
                      if r.get("timing", {}).get("blas")})
     gemms = sorted({r["timing"]["gemm"] for r in rows if r.get("timing", {}).get("gemm")})
+    mallocs = sorted({r["timing"]["malloc"] for r in rows if r.get("timing", {}).get("malloc")})
     print(f"zoo-check --time-only, {when}, {machine()}; rematlab-cli kernels built for "
           f"{cli_isa(a.cli)}, GEMM {', '.join(gemms) or '?'}; PyTorch "
-          f"{__import__('torch').__version__} on {' / '.join(blases) or 'no BLAS measured'}; "
+          f"{__import__('torch').__version__} on {' / '.join(blases) or 'no BLAS measured'}, "
+          f"allocator {' / '.join(mallocs) or '?'}; "
           + (f"both sides held to AVX2 ({', '.join(f'{k}={v}' for k, v in AVX2_ENV.items())}); "
              if a.isa == "avx2" else "")
           + f"{a.threads} thread(s) each, {a.time_rounds} alternating round(s); "
@@ -1623,6 +1671,10 @@ def main():
                     "libopenblas0-pthread, fetched with apt-get download and unpacked under "
                     "--cache, nothing installed; the reference BLAS, with a warning, when that "
                     "fails)")
+    ap.add_argument("--torch-malloc", choices=TORCH_MALLOCS, default="glibc",
+                    help="PyTorch's allocator (default glibc: as installed; tcmalloc: Debian's "
+                    "libtcmalloc-minimal4 preloaded, fetched with apt-get download and unpacked "
+                    "under --cache, nothing installed), named in the timing table")
     ap.add_argument("--time-rounds", type=int, default=1,
                     help="step-time rounds, ours and PyTorch's alternated (default 1); the "
                     "table gives the median and, for several, the range")
@@ -1691,6 +1743,12 @@ def main():
         return 2
     global TORCH_ENV, OURS_ENV
     TORCH_ENV, blas_wanted = torch_env(a.cache, a.torch_blas, a.threads)
+    try:
+        TORCH_ENV = with_torch_malloc(TORCH_ENV, a.cache, a.torch_malloc)
+    except OSError as e:
+        log(f"zoo-check: --torch-malloc {a.torch_malloc}: cannot get it ({e}); if apt-get "
+            "cannot locate the package, `apt-get update` first, or leave --torch-malloc out")
+        return 2
     if a.isa == "avx2":
         isa = cli_isa(a.cli)
         if isa != "AVX2":
@@ -1792,10 +1850,12 @@ def main():
     cmd = "scripts/zoo-check " + " ".join(sys.argv[1:])
     blases = sorted({blas_text(r["timing"]["blas"]) for r in rows
                      if r.get("timing", {}).get("blas")})
+    mallocs = sorted({r["timing"]["malloc"] for r in rows if r.get("timing", {}).get("malloc")})
     head = (f"zoo-check, {when}, {machine()}; PyTorch "
             f"{__import__('torch').__version__}, torchvision {torchvision.__version__}, "
             f"{a.threads} thread(s) each; PyTorch's step times on "
-            f"{' / '.join(blases) if blases else 'no BLAS measured'}; `{cmd.strip()}`")
+            f"{' / '.join(blases) if blases else 'no BLAS measured'}"
+            + (f", allocator {' / '.join(mallocs)}" if mallocs else "") + f"; `{cmd.strip()}`")
     if a.load_only:
         text = head + "\n\n" + census_table(rows)
         print(text)

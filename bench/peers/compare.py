@@ -74,6 +74,10 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="tiny networks, one round; no files")
     p.add_argument("--no-doc", action="store_true", help="print only; write no files")
     p.add_argument("--networks", default="", help="';'-separated network specs (default: six)")
+    p.add_argument("--torch-malloc", choices=TORCH_MALLOCS, default="glibc",
+                   help="PyTorch's allocator: glibc (as installed) or tcmalloc (Debian's "
+                   "libtcmalloc-minimal4 preloaded, fetched into .cache/zoo-check, nothing "
+                   "installed; scripts/zoo_check.py says why)")
     p.add_argument("--isa", choices=("native", "avx2"), default="native",
                    help="avx2: hold both sides to AVX2 kernels, as on an AVX2-only CPU "
                    "(needs an x86-64-v3 build of rematlab-cli: -DREMATLAB_NATIVE=OFF)")
@@ -84,13 +88,15 @@ def parse_args():
 # capped at AVX2) and the check of the CLI's build come from scripts/zoo_check.py, which times
 # the model zoo the same way: one definition for both.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from zoo_check import AVX2_ENV, cli_isa, round_range  # noqa: E402  (stdlib imports only)
+from zoo_check import (AVX2_ENV, TORCH_MALLOCS, cli_isa, round_range,  # noqa: E402
+                       with_torch_malloc)  # (stdlib imports only)
 
 ENV = None  # the children's environment: os.environ, plus AVX2_ENV under --isa avx2
+TORCH_ENV = None  # PyTorch's: ENV, with --torch-malloc's allocator preloaded
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+def run(cmd, env=None, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, **kw)
     if r.returncode != 0:
         sys.exit(f"compare: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr.strip()}")
     return r.stdout
@@ -193,6 +199,13 @@ def main():
                      "build one with cmake -S . -B build-avx2 -DREMATLAB_NATIVE=OFF and pass "
                      "--cli build-avx2/app/rematlab-cli")
         ENV.update(AVX2_ENV)
+    global TORCH_ENV
+    try:
+        TORCH_ENV = with_torch_malloc(ENV, os.path.join(a.root, ".cache", "zoo-check"),
+                                      a.torch_malloc)
+    except OSError as e:
+        sys.exit(f"compare: --torch-malloc {a.torch_malloc}: cannot get it ({e}); if apt-get "
+                 "cannot locate the package, `apt-get update` first, or leave --torch-malloc out")
     peer = os.path.join(a.root, "bench", "peers", "torch_peer.py")
     networks = ([n for n in a.networks.split(";") if n] if a.networks
                 else NETWORKS_QUICK if a.quick else NETWORKS_FULL)
@@ -232,7 +245,7 @@ def main():
                             cmd += ["--grads-out", os.path.join(d, name + "-torch")]
                             if name == "none":
                                 cmd += ["--grads64-out", os.path.join(d, "float64")]
-                        return json.loads(run(cmd).strip().splitlines()[-1])
+                        return json.loads(run(cmd, env=TORCH_ENV).strip().splitlines()[-1])
 
                     # Ours first in even rounds, torch first in odd ones (the weights and the
                     # checkpoints come from our first run, so round 0 starts with ours).
@@ -327,7 +340,8 @@ def main():
             f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.\n"
             f"Ours: rematlab-cli, {our_blas(cli)}.\n"
             f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
-            f"(torch.__config__: {torch_config}).")
+            f"(torch.__config__: {torch_config}); allocator: "
+            f"{blas_torch.get('malloc', '?') if blas_torch else '?'}.")
     print(meta)
     print()
     print(table)

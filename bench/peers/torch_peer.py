@@ -60,6 +60,10 @@ ARGS = parse_args(sys.argv[1:])
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
 
+# The allocator's name (a preloaded tcmalloc or jemalloc, else glibc's): zoo-check's test.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from zoo_check import loaded_malloc  # noqa: E402  (stdlib imports only)
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.utils.checkpoint as tcp  # noqa: E402
@@ -81,7 +85,7 @@ def blas_info():
         pass
     config = torch.__config__.show()
     blas_lines = [l.strip() for l in config.splitlines() if "BLAS" in l or "LAPACK" in l]
-    info = {"loaded": sorted(libs), "torch_config": blas_lines}
+    info = {"loaded": sorted(libs), "torch_config": blas_lines, "malloc": loaded_malloc()}
     try:
         from threadpoolctl import threadpool_info  # optional
         info["threadpoolctl"] = [{k: d.get(k) for k in ("internal_api", "filepath",
