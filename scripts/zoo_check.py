@@ -1332,7 +1332,7 @@ def timing(name, d, cli, threads, timeout, rounds, row):
     inputs = []
     for k in meta["inputs"]:
         inputs += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-    ours, theirs, theirs_n, blas = [row["ours_ms"]], [], [], None
+    ours, theirs, theirs_n, blas, malloc = [row["ours_ms"]], [], [], None, None
     cpu = {"ours": [row.get("ours_cpu_ms")], "torch": [], "torch_no_onednn": []}
     for r in range(rounds):
         if r:
