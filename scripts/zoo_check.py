@@ -36,7 +36,11 @@ other kinked ops, e.g. abs, and the smooth ones are not).
 PyTorch's children run on OpenBLAS by default: Debian's PyTorch calls libblas.so.3, the
 reference BLAS here, so zoo-check fetches libopenblas0-pthread's package file (apt-get
 download, nothing installed) into --cache, unpacks it there and puts it first on the children's
-LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded.
+LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded. They run on
+tcmalloc by default (libtcmalloc-minimal4, fetched the same way and preloaded), as PyTorch's own
+CPU launcher runs them: on glibc's malloc a PyTorch step faults its pages in again every step
+(TORCH_MALLOCS below); `--torch-malloc glibc` times PyTorch as installed. The header names the
+allocator too.
 
 Swin V2 is patched, for the export and the PyTorch references alike: its attention zeroes part
 of the qkv bias in place (`qkv_bias[length : 2 * length].zero_()`), which PyTorch 1.13 cannot
@@ -429,19 +433,29 @@ def torch_env(cache, choice, threads):
 # tensors come from malloc and go back to it, and glibc's malloc returns large blocks to the
 # kernel, so every step touches fresh pages again (mlp:depth=16,width=1024,batch=512: ~22,500
 # page faults a step, against none for RematLab, whose buffers stay between steps; on the VMs of
-# the pool a fault costs ~12 us, docs/benchmarks.md 2026-12-06). People who time PyTorch on CPUs
-# preload tcmalloc or jemalloc for that reason (Intel's and PyTorch's CPU tuning guides); with
-# "tcmalloc" the children preload Debian's libtcmalloc-minimal4 (fetched, not installed).
-TORCH_MALLOCS = ("glibc", "tcmalloc")
+# the pool a fault costs ~12 us, docs/benchmarks.md 2026-12-06). PyTorch's own CPU launcher
+# (torch.backends.xeon.run_cpu, in Debian's 1.13 too) preloads tcmalloc by default for that
+# reason ("better memory reuse and reduce page fault"), and so do the children here: Debian's
+# libtcmalloc-minimal4, fetched, not installed. "glibc" times PyTorch as installed.
+TORCH_MALLOCS = ("tcmalloc", "glibc")
 
 
-def with_torch_malloc(env, cache, choice):
-    """ENV with PyTorch's allocator CHOICE (TORCH_MALLOCS) preloaded; raises OSError when it
-    cannot be fetched."""
+def with_torch_malloc(env, cache, choice, who):
+    """ENV with PyTorch's allocator CHOICE (TORCH_MALLOCS; None: tcmalloc where it can be
+    fetched, else glibc with a warning from WHO) preloaded. Raises OSError when a CHOICE of
+    tcmalloc cannot be fetched."""
     if choice == "glibc":
         return env
-    lib = fetched_package(cache, "libtcmalloc-minimal4", "_tcmalloc",
-                          os.path.join("usr", "lib", "*", "libtcmalloc_minimal.so.4"))
+    try:
+        lib = fetched_package(cache, "libtcmalloc-minimal4", "_tcmalloc",
+                              os.path.join("usr", "lib", "*", "libtcmalloc_minimal.so.4"))
+    except OSError as e:
+        if choice:
+            raise
+        log(f"{who}: WARNING: cannot get tcmalloc for PyTorch ({e}); PyTorch runs on glibc's "
+            "malloc, faulting its pages in every step (if apt-get cannot locate the package, "
+            "`apt-get update` first)")
+        return env
     env = dict(env)
     env["LD_PRELOAD"] = lib + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     return env
@@ -1671,10 +1685,11 @@ def main():
                     "libopenblas0-pthread, fetched with apt-get download and unpacked under "
                     "--cache, nothing installed; the reference BLAS, with a warning, when that "
                     "fails)")
-    ap.add_argument("--torch-malloc", choices=TORCH_MALLOCS, default="glibc",
-                    help="PyTorch's allocator (default glibc: as installed; tcmalloc: Debian's "
-                    "libtcmalloc-minimal4 preloaded, fetched with apt-get download and unpacked "
-                    "under --cache, nothing installed), named in the timing table")
+    ap.add_argument("--torch-malloc", choices=TORCH_MALLOCS,
+                    help="PyTorch's allocator, named in the timing table (default tcmalloc, as "
+                    "PyTorch's CPU launcher preloads it: Debian's libtcmalloc-minimal4, fetched "
+                    "with apt-get download and unpacked under --cache, nothing installed; glibc "
+                    "with a warning where it cannot be fetched; glibc: PyTorch as installed)")
     ap.add_argument("--time-rounds", type=int, default=1,
                     help="step-time rounds, ours and PyTorch's alternated (default 1); the "
                     "table gives the median and, for several, the range")
@@ -1744,7 +1759,7 @@ def main():
     global TORCH_ENV, OURS_ENV
     TORCH_ENV, blas_wanted = torch_env(a.cache, a.torch_blas, a.threads)
     try:
-        TORCH_ENV = with_torch_malloc(TORCH_ENV, a.cache, a.torch_malloc)
+        TORCH_ENV = with_torch_malloc(TORCH_ENV, a.cache, a.torch_malloc, "zoo-check")
     except OSError as e:
         log(f"zoo-check: --torch-malloc {a.torch_malloc}: cannot get it ({e}); if apt-get "
             "cannot locate the package, `apt-get update` first, or leave --torch-malloc out")

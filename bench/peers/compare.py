@@ -74,10 +74,11 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="tiny networks, one round; no files")
     p.add_argument("--no-doc", action="store_true", help="print only; write no files")
     p.add_argument("--networks", default="", help="';'-separated network specs (default: six)")
-    p.add_argument("--torch-malloc", choices=TORCH_MALLOCS, default="glibc",
-                   help="PyTorch's allocator: glibc (as installed) or tcmalloc (Debian's "
-                   "libtcmalloc-minimal4 preloaded, fetched into .cache/zoo-check, nothing "
-                   "installed; scripts/zoo_check.py says why)")
+    p.add_argument("--torch-malloc", choices=TORCH_MALLOCS,
+                   help="PyTorch's allocator (default tcmalloc, as PyTorch's CPU launcher "
+                   "preloads it: Debian's libtcmalloc-minimal4, fetched into .cache/zoo-check, "
+                   "nothing installed; glibc with a warning where it cannot be fetched; glibc: "
+                   "PyTorch as installed; scripts/zoo_check.py says why)")
     p.add_argument("--isa", choices=("native", "avx2"), default="native",
                    help="avx2: hold both sides to AVX2 kernels, as on an AVX2-only CPU "
                    "(needs an x86-64-v3 build of rematlab-cli: -DREMATLAB_NATIVE=OFF)")
@@ -202,7 +203,7 @@ def main():
     global TORCH_ENV
     try:
         TORCH_ENV = with_torch_malloc(ENV, os.path.join(a.root, ".cache", "zoo-check"),
-                                      a.torch_malloc)
+                                      a.torch_malloc, "compare")
     except OSError as e:
         sys.exit(f"compare: --torch-malloc {a.torch_malloc}: cannot get it ({e}); if apt-get "
                  "cannot locate the package, `apt-get update` first, or leave --torch-malloc out")
