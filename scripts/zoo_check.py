@@ -336,17 +336,24 @@ def time_step(m, inputs, torch, repeat=3):
     return ts[len(ts) // 2]
 
 
+def mapped_files():
+    """The files mapped into this process (/proc/self/maps' paths); raises OSError where there
+    is no /proc."""
+    files = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6:
+                files.add(parts[5])
+    return files
+
+
 def loaded_blas():
     """Which BLAS this process has loaded (after `import torch`), from /proc/self/maps: the
     libblas / liblapack / libopenblas files mapped, "openblas" or "reference" (Debian's libblas3
     alone), and OpenBLAS's own openblas_get_config() and core name where it is OpenBLAS."""
-    libs = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and os.path.basename(parts[5]).startswith(
-                    ("libblas", "liblapack", "libopenblas")):
-                libs.add(parts[5])
+    libs = {p for p in mapped_files()
+            if os.path.basename(p).startswith(("libblas", "liblapack", "libopenblas"))}
     open_ = sorted(p for p in libs if "openblas" in p)
     ref = sorted(p for p in libs if "openblas" not in p and "libblas" in os.path.basename(p))
     kind = ("mixed" if open_ and ref else "openblas" if open_ else "reference" if ref
@@ -465,14 +472,10 @@ def loaded_malloc():
     """The allocator this process runs on: a preloaded tcmalloc or jemalloc mapped into it (its
     file name), else glibc's malloc."""
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                name = os.path.basename(line.split()[-1]) if len(line.split()) >= 6 else ""
-                if "tcmalloc" in name or "jemalloc" in name:
-                    return name
+        names = sorted(os.path.basename(p) for p in mapped_files())
     except OSError:
-        pass
-    return "glibc malloc"
+        names = []
+    return next((n for n in names if "tcmalloc" in n or "jemalloc" in n), "glibc malloc")
 
 
 def time_phase(name, d, threads):

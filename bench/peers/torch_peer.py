@@ -60,9 +60,10 @@ ARGS = parse_args(sys.argv[1:])
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
 
-# The allocator's name (a preloaded tcmalloc or jemalloc, else glibc's): zoo-check's test.
+# What this process has mapped (its BLAS, its allocator): zoo-check's tests, one reading of
+# /proc/self/maps.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from zoo_check import loaded_malloc  # noqa: E402  (stdlib imports only)
+from zoo_check import loaded_malloc, mapped_files  # noqa: E402  (stdlib imports only)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -75,12 +76,8 @@ def blas_info():
     """The BLAS libraries mapped into this process (resolved paths), PyTorch's build config."""
     libs = set()
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split()[-1] if len(line.split()) >= 6 else ""
-                name = os.path.basename(path)
-                if any(k in name for k in ("blas", "mkl_rt", "lapack")):
-                    libs.add(os.path.realpath(path))
+        libs = {os.path.realpath(p) for p in mapped_files()
+                if any(k in os.path.basename(p) for k in ("blas", "mkl_rt", "lapack"))}
     except OSError:
         pass
     config = torch.__config__.show()

@@ -856,12 +856,8 @@ void conv2d_backward(const BackwardCall& c) {
             }
             if (dw) {  // dW += dY·colsᵀ
                 const float* cols = chunk_columns(xg, g, m, col);
-                if (short_depth_apply(og, k, ld))
-                    short_depth_product(false, true, og, k, ld, dyg, ld, cols, ld,
-                                        n0 > 0 ? 1.f : 0.f, dw + gi * og * k, k);
-                else
-                    sgemm(false, true, og, k, ld, 1.f, dyg, ld, cols, ld, n0 > 0 ? 1.f : 0.f,
-                          dw + gi * og * k, k);
+                short_depth_or_gemm(false, true, og, k, ld, dyg, ld, cols, ld, n0 > 0 ? 1.f : 0.f,
+                                    dw + gi * og * k, k);
             }
             if (!dx) continue;
             if (g.pointwise() && nb == 1) {  // dX = Wᵀ·dY (k == cg)

@@ -31,10 +31,8 @@ void linear_products_backward(const float* x, const float* w, const float* dy, i
                               int64_t in, int64_t out, float* dx, bool accumulate, float* dw) {
     if (dx)  // dX = dY·W
         sgemm(false, false, rows, in, out, 1.f, dy, out, w, in, accumulate ? 1.f : 0.f, dx, in);
-    if (dw && short_depth_apply(out, in, rows))  // dW = dYᵀ·X on a few rows: written once
-        short_depth_product(true, false, out, in, rows, dy, out, x, in, 0.f, dw, in);
-    else if (dw)
-        sgemm(true, false, out, in, rows, 1.f, dy, out, x, in, 0.f, dw, in);
+    if (dw)  // dW = dYᵀ·X (on a few rows, written once)
+        short_depth_or_gemm(true, false, out, in, rows, dy, out, x, in, 0.f, dw, in);
 }
 
 void linear_forward(const ForwardCall& c) {

@@ -23,6 +23,7 @@
 
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/vec8.h"
+#include "engine/gemm.h"
 
 namespace rl::cpu {
 namespace {
@@ -192,6 +193,15 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
         run(std::integral_constant<int, 8>{});
     else
         run(std::integral_constant<int, 16>{});
+}
+
+void short_depth_or_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc) {
+    if (short_depth_apply(m, n, kd))
+        short_depth_product(trans_a, trans_b, m, n, kd, a, lda, b, ldb, beta, c, ldc);
+    else
+        sgemm(trans_a, trans_b, m, n, kd, 1.f, a, lda, b, ldb, beta, c, ldc);
 }
 
 bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k) {

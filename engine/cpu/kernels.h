@@ -186,6 +186,10 @@ bool short_depth_apply(int64_t m, int64_t n, int64_t kd);
 void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                          float* c, int64_t ldc);
+// The same product on the short-depth kernel where short_depth_apply takes it, else on sgemm.
+void short_depth_or_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc);
 void matmul_forward(const ForwardCall& c);
 void matmul_backward(const BackwardCall& c);
 
