@@ -130,7 +130,15 @@ GemmLibrary gemm_library_for(int64_t m, int64_t n, int64_t k);
 // under a file lock in the calibration's cache directory (gemm-shapes.json, per calibration key)
 // where the first process to time a shape decides it for every later one on this machine (without
 // a writable cache directory each process times its shapes for itself).
-constexpr double kShapeChoiceMinFlops = 4e6;
+//
+// Down to 0.1 MFLOP (4 MFLOP before 2026-12-06): on an Intel Xeon with AVX-512 (Sapphire Rapids
+// class), 100 of the 171 convolution node-directions of the zoo that ran below 0.9 of their
+// fastest library's raw products ran at 0.9 or more of their own class's library: small products
+// (a squeeze-excitation layer's [2 × 672] · [168 × 672]ᵀ, 1×1 convolutions on 2×2 and 4×4 planes)
+// whose fastest library was not their class's, by up to 3× (docs/benchmarks.md). Shorter
+// products are timed over more runs (kShapeChoiceMinRunsSeconds a library).
+constexpr double kShapeChoiceMinFlops = 1e5;
+constexpr double kShapeChoiceMinRunsSeconds = 3e-4;
 constexpr double kShapeChoiceMargin = 0.03;
 constexpr double kShapeChoiceMaxRunSeconds = 0.02;
 constexpr int64_t kShapeChoiceMaxScratchFloats = int64_t{1} << 23;

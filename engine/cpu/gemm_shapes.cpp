@@ -92,9 +92,14 @@ GemmLibrary time_shape(const ProductShape& s, GemmLibrary class_library, const f
     // on a second run: a library's first call in a process also pays its set-up (BLIS's first
     // thin product on AVX2 kernels took over 20 ms).
     once(class_library);
-    if (once(class_library) > kShapeChoiceMaxRunSeconds) return class_library;
+    const double first = once(class_library);
+    if (first > kShapeChoiceMaxRunSeconds) return class_library;
+    // Best of 3 runs each; a short product gets more, up to kShapeChoiceMinRunsSeconds a library
+    // (at most 20 runs), so that one slow run of a few µs does not decide it.
+    const int rounds = static_cast<int>(
+        std::clamp(std::ceil(kShapeChoiceMinRunsSeconds / std::max(first, 1e-9)), 3.0, 20.0));
     std::map<GemmLibrary, double> best;
-    for (int round = 0; round < 3; ++round)  // the libraries alternate, so a slow spell hits all
+    for (int round = 0; round < rounds; ++round)  // the libraries alternate: a slow spell hits all
         for (const GemmLibraryInfo& i : gemm_libraries()) {
             if (!i.available) continue;
             if (round == 0 && i.library != class_library) once(i.library);  // its first run
@@ -253,7 +258,7 @@ GemmShapeStats gemm_shape_stats() {
 std::string GemmShapeStats::summary() const {
     if (!on) return "per-shape choice off (" + why_off + ")";
     std::ostringstream o;
-    o << "per-shape choice on (products of " << std::lround(kShapeChoiceMinFlops / 1e6)
+    o << "per-shape choice on (products of " << kShapeChoiceMinFlops / 1e6
       << " MFLOP or more run on the library fastest for their shape, timed at first use): ";
     if (path.empty())
         o << "no cache file (" << no_path << ")";

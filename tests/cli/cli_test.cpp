@@ -1170,7 +1170,7 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     EXPECT_EQ(second["thin_products"]["chosen"], first["thin_products"]["chosen"]);
     EXPECT_EQ(second["how"].get<std::string>().rfind("cached calibration of ", 0), 0u) << r.out;
 
-    // Products of 4 MFLOP or more are chosen per shape (engine/gemm.h), timed at first use and
+    // Products of 0.1 MFLOP or more are chosen per shape (engine/gemm.h), timed at first use and
     // cached beside the calibration: a run says how many shapes it ran, `gemm` what the file
     // holds, and a second run reads them from the file instead of timing them again.
     EXPECT_EQ(second["per_shape"]["on"], true) << r.out;

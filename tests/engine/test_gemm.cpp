@@ -508,11 +508,22 @@ TEST(Gemm, PerShapeChoiceIsTimedOnceWrittenDownAndObeyed) {
     EXPECT_EQ(st.shapes, 1);
     EXPECT_EQ(st.timed_here, 0) << "the shape was in the file: nothing to time";
 
+    // A small product over the bound is chosen apart too: a squeeze-excitation layer's
+    // [2 × 672] · [168 × 672]ᵀ, 0.45 MFLOP, whose class's library took 3× the time of another on
+    // an Intel Xeon (docs/benchmarks.md, 2026-12-06).
+    std::vector<float> se_x(2 * 672, 0.25f), se_w(168 * 672, 0.5f), se_y(2 * 168);
+    ASSERT_GE(2.0 * 2 * 168 * 672, kShapeChoiceMinFlops);
+    sgemm(false, true, 2, 168, 672, 1.f, se_x.data(), 672, se_w.data(), 672, 0.f, se_y.data(), 168);
+    EXPECT_EQ(gemm_shape_stats().shapes, 2);
+    EXPECT_EQ(se_y[0], 0.125f * 672) << "a product timed at its first use gave a wrong result";
+    EXPECT_EQ(se_y[2 * 168 - 1], 0.125f * 672);
+
     // A product under the bound is not chosen apart; nor is one whose leading dimension differs
     // from a chosen shape's (a shape is its transposes, sizes and leading dimensions).
     std::vector<float> small(16 * 16, 0.5f), out(16 * 16);
+    ASSERT_LT(2.0 * 16 * 16 * 16, kShapeChoiceMinFlops);
     sgemm(false, false, 16, 16, 16, 1.f, small.data(), 16, small.data(), 16, 0.f, out.data(), 16);
-    EXPECT_EQ(gemm_shape_stats().shapes, 1);
+    EXPECT_EQ(gemm_shape_stats().shapes, 2);
     EXPECT_EQ(gemm_library_for(ta, tb, m, n, k, lda + 1, ldb, ldc), class_library);
 
     // An unreadable file is rewritten with what is chosen now; nothing fails.
