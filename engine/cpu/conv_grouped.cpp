@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,10 @@
 
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/vec8.h"
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 namespace rl::cpu {
 namespace {
@@ -231,34 +236,61 @@ constexpr int kWide = kVec8Lanes;
 constexpr int kPackedChannels = static_cast<int>(Conv2dGeometry::kPackedChannels);
 
 // Packed groups: P = W / L groups of L input and L output channels side by side in one W-float
-// vector, group after group (L = 8 with AVX-512: RegNet's 3×3s, two a vector; L = 4: ResNeXt-50's
-// first stage, 32 groups of 4, four a vector with AVX-512 and two with AVX2). A group alone fills
-// only part of a vector: with_tile's 8-float tiles ran the groups of 8 at half the 16-float rate
-// (0.50-0.62 of their raw products on RegNetY-400MF), and groups of 4 went through im2col and a
-// GEMM of 4 rows a group (0.73 of raw, docs/benchmarks.md). The P groups' planes are one
-// channels-last plane of W channels (Layout with count P); each multiply-add takes its operand
-// from that vector of W channels, channel c of each group broadcast to that group's lanes (one
-// permute). Every sum runs in the order of the tiles above, one multiply-add per term, so a
-// pack gives the bits each group alone gives.
-template <int W>
-struct LaneIndex;
-template <>
-struct LaneIndex<kVec8Lanes> {
-    using T = V8i;
-};
-#if defined(__AVX512F__)
-template <>
-struct LaneIndex<kVec16Lanes> {
-    using T = int __attribute__((vector_size(kVec16Lanes * sizeof(int))));
-};
-#endif
+// vector (L = 8 with AVX-512: RegNet's 3×3s, two a vector; L = 4: ResNeXt-50's first stage, 32
+// groups of 4, four a vector with AVX-512 and two with AVX2). A group alone fills only part of a
+// vector: with_tile's 8-float tiles ran the groups of 8 at half the 16-float rate (0.50-0.62 of
+// their raw products on RegNetY-400MF), and groups of 4 went through im2col and a GEMM of 4 rows
+// a group (0.73 of raw, docs/benchmarks.md). The P groups' planes are one channels-last plane of
+// W channels (Layout with count P), interleaved: lane c·P + p holds channel c of group p, so that
+// channel c of every group of the pack is P neighbouring floats, and the vector a multiply-add
+// takes (channel c of each group in that group's lanes) is one broadcast from memory. Until
+// 2026-12-06 the lanes ran group after group and each multiply-add took its operand through a
+// permute: on an Intel Xeon permutes issue on one port of the two that run multiply-adds, and a
+// loop of permute + multiply-add ran at 110 GFLOP/s against 163 for broadcast + multiply-add
+// (docs/benchmarks.md). Every sum runs in the order of the tiles above, one multiply-add per term,
+// so a pack gives the bits each group alone gives.
 
-// Lanes of group p: channel c of v's group p (lane p·L + c).
+// The P floats at p repeated across a W-float vector: channel c of each group of a pack, in its
+// group's lanes (p + c·P in the interleaved plane).
+template <int W, int P>
+inline typename Vec<W>::T broadcast_lanes(const float* p) {
+#if defined(__AVX512F__)
+    if constexpr (W == kVec16Lanes && P == 2) {
+        double d;
+        std::memcpy(&d, p, sizeof d);
+        return reinterpret_cast<V16>(_mm512_set1_pd(d));
+    } else if constexpr (W == kVec16Lanes && P == 4) {
+        return reinterpret_cast<V16>(_mm512_broadcast_f32x4(_mm_loadu_ps(p)));
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (W == kVec8Lanes && P == 2) {
+        double d;
+        std::memcpy(&d, p, sizeof d);
+        return reinterpret_cast<V8>(_mm256_set1_pd(d));
+    }
+#endif
+    typename Vec<W>::T v;
+    for (int i = 0; i < W; ++i) v[i] = p[i % P];
+    return v;
+}
+
+// `rows` vectors of W floats, `stride` apart, from lanes group after group (p·L + c) to the
+// interleaved order (c·P + p), or back.
 template <int W, int L>
-inline typename Vec<W>::T pack_channel(typename Vec<W>::T v, int c) {
-    typename LaneIndex<W>::T first;
-    for (int i = 0; i < W; ++i) first[i] = i / L * L;
-    return __builtin_shuffle(v, first + c);
+void interleave_lanes(float* v, int64_t rows, int64_t stride, bool back) {
+    constexpr int P = W / L;
+    for (int64_t r = 0; r < rows; ++r, v += stride) {
+        float t[W];
+        std::memcpy(t, v, sizeof t);
+        for (int p = 0; p < P; ++p)
+            for (int c = 0; c < L; ++c) {
+                if (back)
+                    v[p * L + c] = t[c * P + p];
+                else
+                    v[c * P + p] = t[p * L + c];
+            }
+    }
 }
 
 // forward_tile for a pack: MR positions × the P groups' L outputs; wk as [c][tap][W lanes].
@@ -272,16 +304,16 @@ void forward_pack_tile(const float* xp, const int64_t* at, int64_t rows, const L
     for (int r = 0; r < MR; ++r) acc[r] = b;
     const float* base[MR];
     for (int r = 0; r < MR; ++r) base[r] = xp + at[r < rows ? r : 0];
+    constexpr int P = W / L;
     for (int64_t t = 0; t < l.taps; ++t) {
         const int64_t off = l.tap_off[static_cast<size_t>(t)];
-        T x[MR];
-        for (int r = 0; r < MR; ++r) x[r] = V::load(base[r] + off);
         const float* w = wk + t * W;
 #pragma GCC unroll 8
         for (int c = 0; c < L; ++c) {
             const T wv = V::load(w + c * l.taps * W);
 #pragma GCC unroll 16
-            for (int r = 0; r < MR; ++r) acc[r] += pack_channel<W, L>(x[r], c) * wv;
+            for (int r = 0; r < MR; ++r)
+                acc[r] += broadcast_lanes<W, P>(base[r] + off + c * P) * wv;
         }
     }
     for (int64_t r = 0; r < rows; ++r) V::store(yc + r * W, acc[r]);
@@ -303,9 +335,9 @@ void weight_pack_tile(const float* xp, const int64_t* at, const int64_t* qs, int
         for (int64_t k = 0; k < count; ++k) {
             const int64_t q = decltype(listed)::value ? qs[k] : k;
             const T dv = V::load(dyc + q * W);
-            const T x = V::load(xp + at[q] + off);
+            const float* x = xp + at[q] + off;
 #pragma GCC unroll 8
-            for (int c = 0; c < L; ++c) acc[c] += pack_channel<W, L>(x, c) * dv;
+            for (int c = 0; c < L; ++c) acc[c] += broadcast_lanes<W, W / L>(x + c * (W / L)) * dv;
         }
     };
     if (qs)
@@ -326,16 +358,16 @@ void input_pack_tile(const float* dyp, const int64_t* at, float* dxc, const int6
     T acc[MR] = {};
     const float* base[MR];
     for (int r = 0; r < MR; ++r) base[r] = dyp + at[r < rows ? r : 0];
+    constexpr int P = W / L;
     for (int64_t u = 0; u < ntaps; ++u) {
         const int64_t off = back[u];
         const float* w = wt + taps[u] * L * W;
-        T d[MR];
-        for (int r = 0; r < MR; ++r) d[r] = V::load(base[r] - off);
 #pragma GCC unroll 8
         for (int o = 0; o < L; ++o) {
             const T wv = V::load(w + o * W);
 #pragma GCC unroll 16
-            for (int r = 0; r < MR; ++r) acc[r] += pack_channel<W, L>(d[r], o) * wv;
+            for (int r = 0; r < MR; ++r)
+                acc[r] += broadcast_lanes<W, P>(base[r] - off + o * P) * wv;
         }
     }
     for (int64_t r = 0; r < rows; ++r) V::store(dxc + dst[r], acc[r]);
@@ -367,6 +399,14 @@ void with_pack_tile(int64_t channels, int64_t positions, F&& f) {
 #if defined(__AVX512F__)
     rows(w, integral_constant<int, kVec8Lanes>{});
 #endif
+}
+
+// interleave_lanes for a full pack of groups of `channels` (with_pack_tile's vectors; a unit of
+// more than one group is always full: Conv2dGeometry::grouped_direct).
+void interleave_pack(int64_t channels, float* v, int64_t rows, int64_t stride, bool back) {
+    with_pack_tile(channels, 0, [&](auto w, auto lanes, auto) {
+        interleave_lanes<decltype(w)::value, decltype(lanes)::value>(v, rows, stride, back);
+    });
 }
 
 // Groups a unit of work takes: a vector's worth where they pack (4 channels a group in and
@@ -522,12 +562,23 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
             float* wk = yc + l.nb * l.plane * l.og;
             for (int64_t grp = 0; grp < count; ++grp)  // [og][cg·taps] → [cg·taps][og]
                 transpose(wt + (g0 + grp) * og1 * k, k, og1, k, wk + grp * og1, l.og);
+            const bool pack = count > 1;
+            if (pack) interleave_pack(cg1, wk, k, l.og, false);
+            // The bias in the pack's lanes (interleaved like the outputs).
+            alignas(64) float bias_lanes[kWide];
             const float* bg = b ? b + g0 * og1 : nullptr;
+            if (bg && pack) {
+                std::copy(bg, bg + l.og, bias_lanes);
+                interleave_pack(cg1, bias_lanes, 1, l.og, false);
+                bg = bias_lanes;
+            }
             for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
                 const int64_t m = std::min(l.nb, g.n - n0), positions = m * l.plane;
-                for (int64_t j = 0; j < m; ++j)
+                for (int64_t j = 0; j < m; ++j) {
                     pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l, xp + j * l.padded);
-                if (count > 1) {
+                    if (pack) interleave_pack(cg1, xp + j * l.padded, l.ph * l.pw, l.cg, false);
+                }
+                if (pack) {
                     with_pack_tile(cg1, positions, [&](auto w, auto lanes, auto mr) {
                         constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
                         constexpr int MR = decltype(mr)::value;
@@ -553,6 +604,7 @@ void grouped_direct_forward(const float* x, const float* wt, const float* b,
                         });
                     });
                 }
+                if (pack) interleave_pack(cg1, yc, positions, l.og, true);
                 for (int64_t j = 0; j < m; ++j)
                     transpose(yc + j * l.plane * l.og, l.og, l.plane, l.og,
                               y + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane);
@@ -807,11 +859,14 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                     for (int64_t o = 0; o < og1; ++o)
                         transpose(wg + (grp * og1 + o) * k, l.taps, cg1, l.taps,
                                   wk + o * l.cg + grp * cg1, og1 * l.cg);
+            const bool pack = count > 1;
+            if (dx && pack) interleave_pack(cg1, wk, l.taps * og1, l.cg, false);
             for (int64_t n0 = 0; n0 < g.n; n0 += l.nb) {
                 const int64_t m = std::min(l.nb, g.n - n0);
                 for (int64_t j = 0; j < m; ++j)
                     transpose(dy + ((n0 + j) * g.out_c + g0 * og1) * l.plane, l.plane, l.og,
                               l.plane, dyc + j * l.plane * l.og, l.og);
+                if (pack) interleave_pack(cg1, dyc, m * l.plane, l.og, false);
                 if (dw) {
                     const int64_t positions = m * l.plane;
                     const int64_t* window_at = plan.window_at.data();
@@ -824,10 +879,12 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                         return plan.tap_q.empty() ? positions
                                                   : m * plan.tap_per_image[static_cast<size_t>(t)];
                     };
-                    for (int64_t j = 0; j < m; ++j)
+                    for (int64_t j = 0; j < m; ++j) {
                         pack_input(x + ((n0 + j) * g.c + g0 * cg1) * image, g, l,
                                    xp + j * l.padded);
-                    if (count > 1) {
+                        if (pack) interleave_pack(cg1, xp + j * l.padded, l.ph * l.pw, l.cg, false);
+                    }
+                    if (pack) {
                         with_pack_tile(cg1, 0, [&](auto w, auto lanes, auto) {
                             constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
                             for (int64_t t = 0; t < l.taps; ++t)
@@ -862,7 +919,7 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                 for (const Phase& ph : plan.phases) {
                     const int64_t count_q = m * ph.per_image;
                     const int64_t ntaps = static_cast<int64_t>(ph.taps.size());
-                    if (count > 1) {
+                    if (pack) {
                         with_pack_tile(cg1, count_q, [&](auto w, auto lanes, auto mr) {
                             constexpr int W = decltype(w)::value, L = decltype(lanes)::value;
                             constexpr int MR = decltype(mr)::value;
@@ -888,10 +945,12 @@ void grouped_direct_backward(const float* x, const float* dy, const float* wt,
                                   });
                     });
                 }
+                if (pack) interleave_pack(cg1, dxc, m * image, l.cg, true);
                 for (int64_t j = 0; j < m; ++j)
                     transpose(dxc + j * image * l.cg, l.cg, image, l.cg,
                               dx + ((n0 + j) * g.c + g0 * cg1) * image, image, accumulate);
             }
+            if (dw && pack) interleave_pack(cg1, dwa, k, l.og, true);
             if (dw)  // → [og][cg·taps], group by group
                 for (int64_t grp = 0; grp < count; ++grp)
                     transpose(dwa + grp * og1, l.og, k, og1, dw + (g0 + grp) * og1 * k, k);
