@@ -293,7 +293,8 @@ void interleave_lanes(float* v, int64_t rows, int64_t stride, bool back) {
     }
 }
 
-// forward_tile for a pack: MR positions × the P groups' L outputs; wk as [c][tap][W lanes].
+// forward_tile for a pack: MR positions × the P groups' L outputs; wk as [c][tap][W lanes],
+// lanes interleaved as the plane's.
 template <int W, int L, int MR>
 void forward_pack_tile(const float* xp, const int64_t* at, int64_t rows, const Layout& l,
                        const float* wk, const float* bias, float* yc) {
@@ -328,6 +329,7 @@ void weight_pack_tile(const float* xp, const int64_t* at, const int64_t* qs, int
                       const Layout& l, const float* dyc, int64_t t, bool first, float* dwa) {
     using V = Vec<W>;
     using T = typename V::T;
+    constexpr int P = W / L;
     T acc[L];
     for (int c = 0; c < L; ++c) acc[c] = first ? T{} : V::load(dwa + (c * l.taps + t) * W);
     const int64_t off = l.tap_off[static_cast<size_t>(t)];
@@ -337,7 +339,7 @@ void weight_pack_tile(const float* xp, const int64_t* at, const int64_t* qs, int
             const T dv = V::load(dyc + q * W);
             const float* x = xp + at[q] + off;
 #pragma GCC unroll 8
-            for (int c = 0; c < L; ++c) acc[c] += broadcast_lanes<W, W / L>(x + c * (W / L)) * dv;
+            for (int c = 0; c < L; ++c) acc[c] += broadcast_lanes<W, P>(x + c * P) * dv;
         }
     };
     if (qs)
