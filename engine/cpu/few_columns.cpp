@@ -70,12 +70,13 @@ void column_vectors_tile(int64_t i0, int64_t k, const float* a, int64_t lda, con
     using V = Vec<kVec16Lanes>;
     using T = V::T;
     alignas(64) float t[kCols][kRows];
+    if (beta != 0.0f)  // C's tile, by columns
+        for (int r = 0; r < kRows; ++r)
+            for (int j = 0; j < kCols; ++j) t[j][r] = c[(i0 + r) * ldc + j];
     T acc[MV][kCols];
-    for (int j = 0; j < kCols; ++j) {
-        for (int r = 0; r < kRows; ++r) t[j][r] = beta == 0.0f ? 0.0f : c[(i0 + r) * ldc + j];
+    for (int j = 0; j < kCols; ++j)
         for (int v = 0; v < MV; ++v)
             acc[v][j] = beta == 0.0f ? T{} : beta * V::load(&t[j][v * kVec16Lanes]);
-    }
     for (int64_t p = 0; p < k; ++p) {
         T av[MV];
         for (int v = 0; v < MV; ++v) av[v] = V::load(a + p * lda + i0 + v * kVec16Lanes);
@@ -92,6 +93,9 @@ void column_vectors_tile(int64_t i0, int64_t k, const float* a, int64_t lda, con
         for (int j = 0; j < kCols; ++j) c[(i0 + r) * ldc + j] = t[j][r];
 }
 constexpr int kColumnVectors = 3;
+constexpr int64_t kColumnRows = kColumnVectors * kVec16Lanes;
+#else
+constexpr int64_t kColumnRows = 1;  // no column tiles: `whole` stays 0
 #endif
 
 // Calls f(W, NV, R): 16-float vectors where the build has AVX-512 and n is 16, else 8-float ones;
@@ -251,27 +255,24 @@ bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k) {
 
 void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-#if defined(__AVX512F__)
-    if (trans_a && n == kVec8Lanes) {
-        constexpr int64_t kRows = kColumnVectors * kVec16Lanes, kTail = 16;
-        const int64_t whole = m / kRows, tail = m - whole * kRows;
-        parallel_for(whole + (tail + kTail - 1) / kTail, kRows * k * n, [&](int64_t t) {
-            if (t < whole) {
-                column_vectors_tile<kColumnVectors>(t * kRows, k, a, lda, b, ldb, beta, c, ldc);
-            } else {  // the rows past the last whole tile, 16 at a time
-                const int64_t i0 = whole * kRows + (t - whole) * kTail;
-                rows_tile<true, kVec8Lanes, 1, kTail>(i0, std::min(kTail, m - i0), k, a, lda, b,
-                                                      ldb, beta, c, ldc);
-            }
-        });
-        return;
-    }
-#endif
     with_tile(n, [&](auto w, auto nv, auto r) {
         constexpr int W = decltype(w)::value, NV = decltype(nv)::value, R = decltype(r)::value;
-        const int64_t tiles = (m + R - 1) / R;
+        // Whole tiles of column vectors first where they apply, then rows_tile's tiles.
+        int64_t whole = 0;
+#if defined(__AVX512F__)
+        if (trans_a && n == kVec8Lanes) whole = m / kColumnRows;
+#endif
+        const int64_t first = whole * kColumnRows;
+        const int64_t tiles = whole + (m - first + R - 1) / R;
         parallel_for(tiles, R * k * n, [&](int64_t t) {
-            const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
+#if defined(__AVX512F__)
+            if (t < whole) {
+                column_vectors_tile<kColumnVectors>(t * kColumnRows, k, a, lda, b, ldb, beta, c,
+                                                    ldc);
+                return;
+            }
+#endif
+            const int64_t i0 = first + (t - whole) * R, rows = std::min<int64_t>(R, m - i0);
             if (trans_a)
                 rows_tile<true, W, NV, R>(i0, rows, k, a, lda, b, ldb, beta, c, ldc);
             else
