@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "engine/cpu/conv_grouped.h"
 #include "engine/cpu/im2col.h"
@@ -360,36 +361,15 @@ void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeom
 //
 // Short rows leave a per-row kernel mostly overhead (MobileNet's 7×7 and smaller planes ran at
 // 1-3 % of their roofline). Here 16 channels go at once, one per vector lane: the block's
-// input plane is zero-padded and transposed to [padded_h][padded_w][16], so every tap of every
-// output position is one vector multiply-add with no bounds checks, and transposed back at the
-// end. Each output sums its bias, then its taps row by row, as the row kernel does, and like it
-// skips the taps that read padding (on ConvNeXt's 4×4 and 2×2 planes, 7×7 windows padded by 3,
-// two thirds and eleven twelfths of them); the weight gradient skips the positions whose tap reads
-// padding. Blocks run in parallel, each in its own slice of the declared workspace, its weights
-// packed once and the images one after another.
+// input plane is transposed to [h][w][16], so every tap of every output position is one vector
+// multiply-add, and transposed back at the end. Each output sums its bias, then its taps row by
+// row, as the row kernel does, and like it skips the taps that read padding (on ConvNeXt's 4×4 and
+// 2×2 planes, 7×7 windows padded by 3, two thirds and eleven twelfths of them); the weight gradient
+// skips the positions whose tap reads padding. Blocks run in parallel, each in its own slice of the
+// declared workspace, its weights packed once and the images one after another.
 
 constexpr int64_t kLanes = Conv2dGeometry::kDepthwiseLanes;
 static_assert(kLanes == kPlaneLanes);
-
-// Channels [c0, c0 + 16) of one image (`img`, NCHW planes) into the padded channels-last plane
-// `xp`; lanes past the last channel are zero, the padding is left unwritten.
-void pack_padded(const float* img, const Conv2dGeometry& g, int64_t c0, float* xp) {
-    const int64_t hp = g.padded_h(), wp = g.padded_w(), lanes = std::min(kLanes, g.c - c0);
-    // No tap reads the padding (the kernels skip those taps), so only a partial block's empty
-    // lanes need zeros: they are computed alongside, never stored.
-    if (lanes < kLanes) std::fill(xp, xp + hp * wp * kLanes, 0.0f);
-    const int64_t rows = std::min(g.h, hp - g.win.pad_top);
-    const int64_t cols = std::min(g.w, wp - g.win.pad_left);
-    for (int64_t l = 0; l < lanes; ++l) {
-        const float* plane = img + (c0 + l) * g.h * g.w;
-        for (int64_t ih = std::max<int64_t>(0, -g.win.pad_top); ih < rows; ++ih) {
-            float* row = xp + ((ih + g.win.pad_top) * wp + g.win.pad_left) * kLanes + l;
-            const float* src = plane + ih * g.w;
-            for (int64_t iw = std::max<int64_t>(0, -g.win.pad_left); iw < cols; ++iw)
-                row[iw * kLanes] = src[iw];
-        }
-    }
-}
 
 // The block's weights, [tap][16].
 void pack_weights(const float* wt, const Conv2dGeometry& g, int64_t c0, float* wk) {
@@ -398,23 +378,64 @@ void pack_weights(const float* wt, const Conv2dGeometry& g, int64_t c0, float* w
     transpose(wt + c0 * taps, taps, lanes, taps, wk, kLanes);
 }
 
-// The padded input position of tap (i, j) of output (oh, ow), in floats.
+// The block position of tap (i, j) of output (oh, ow), in floats, for a tap inside the plane (the
+// kernels skip the others).
 struct TapGrid {
-    int64_t wp, sh, sw, dh, dw;
+    int64_t w, sh, sw, dh, dw, pad_top, pad_left;
     int64_t at(int64_t oh, int64_t ow, int64_t i, int64_t j) const {
-        return ((oh * sh + i * dh) * wp + ow * sw + j * dw) * kLanes;
+        return ((oh * sh + i * dh - pad_top) * w + ow * sw + j * dw - pad_left) * kLanes;
     }
 };
 TapGrid tap_grid(const Conv2dGeometry& g) {
-    return {g.padded_w(), g.win.sh, g.win.sw, g.win.dh, g.win.dw};
+    return {g.w, g.win.sh, g.win.sw, g.win.dh, g.win.dw, g.win.pad_top, g.win.pad_left};
 }
+
+// The spans of valid taps, worked out once a call (valid_span divides): per output row the tap
+// rows inside the plane, per output column the tap columns; per tap row the output rows whose
+// tap lies inside it, per tap column the output columns.
+struct BlockSpans {
+    std::vector<Span> rows, cols, out_rows, out_cols;
+    explicit BlockSpans(const Conv2dGeometry& g) {
+        const Window2d& w = g.win;
+        for (int64_t oh = 0; oh < g.oh; ++oh)
+            rows.push_back(valid_span(oh * w.sh - w.pad_top, w.dh, g.h, w.kh));
+        for (int64_t ow = 0; ow < g.ow; ++ow)
+            cols.push_back(valid_span(ow * w.sw - w.pad_left, w.dw, g.w, w.kw));
+        for (int64_t i = 0; i < w.kh; ++i)
+            out_rows.push_back(valid_span(i * w.dh - w.pad_top, w.sh, g.h, g.oh));
+        for (int64_t j = 0; j < w.kw; ++j)
+            out_cols.push_back(valid_span(j * w.dw - w.pad_left, w.sw, g.w, g.ow));
+    }
+};
+
+// For each input coordinate x (a row, or a column) of `extent`, the window taps t that read it,
+// in tap order, each with the output coordinate o that reads it through t:
+// x + pad = o·s + t·d, 0 <= o < outs. The readers of x are at [begin[x], begin[x + 1]).
+struct TapReaders {
+    struct Reader {
+        int64_t tap, out;
+    };
+    std::vector<int64_t> begin;
+    std::vector<Reader> readers;
+    TapReaders(int64_t extent, int64_t pad, int64_t taps, int64_t d, int64_t s, int64_t outs) {
+        for (int64_t x = 0; x < extent; ++x) {
+            begin.push_back(static_cast<int64_t>(readers.size()));
+            for (int64_t t = 0; t < taps; ++t) {
+                const int64_t u = x + pad - t * d;
+                if (u >= 0 && u % s == 0 && u / s < outs) readers.push_back({t, u / s});
+            }
+        }
+        begin.push_back(static_cast<int64_t>(readers.size()));
+    }
+};
 
 void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
                                const Conv2dGeometry& g, float* y, float* ws) {
     const int64_t blocks = g.depthwise_blocks(), plane = g.oh * g.ow;
-    const int64_t in = g.padded_h() * g.padded_w();
+    const int64_t in = g.h * g.w;
     const TapGrid tg = tap_grid(g);
     const Window2d& w = g.win;
+    const BlockSpans spans(g);
     parallel_for(blocks, g.n * plane * w.kh * w.kw * kLanes, [&](int64_t blk) {
         const int64_t c0 = blk * kLanes;
         float* xp = ws + blk * g.depthwise_block_floats(false);
@@ -425,11 +446,11 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
         if (b)
             for (int64_t l = 0; l < std::min(kLanes, g.c - c0); ++l) bias[l] = b[c0 + l];
         for (int64_t n = 0; n < g.n; ++n) {
-            pack_padded(x + n * g.c * g.h * g.w, g, c0, xp);
+            planes_to_lanes(x + n * g.c * in, in, in, g.c, c0, xp);
             for (int64_t oh = 0; oh < g.oh; ++oh) {
-                const Span si = valid_span(oh * w.sh - w.pad_top, w.dh, g.h, w.kh);
+                const Span si = spans.rows[oh];
                 for (int64_t ow = 0; ow < g.ow; ++ow) {
-                    const Span sj = valid_span(ow * w.sw - w.pad_left, w.dw, g.w, w.kw);
+                    const Span sj = spans.cols[ow];
                     float acc[kLanes];
                     for (int64_t l = 0; l < kLanes; ++l) acc[l] = bias[l];
                     for (int64_t i = si.lo; i < si.hi; ++i)
@@ -447,18 +468,28 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
     });
 }
 
+// Input positions of a block's input gradient gathered at a time, channels-last on the stack
+// (16 KB) and then transposed into dx's planes.
+constexpr int64_t kGatherPositions = 256;
+
 // dW and dX of a block together. The weight gradient sums, tap by tap, each image's positions
 // (oh, ow) in order, and adds the images' sums in order. The input gradient is gathered: each
 // input position sums, over the taps (i, j) in order, the output gradients whose window reads it
-// (none where the stride skips it), and goes straight to dx (added when `accumulate`).
+// (none where the stride skips it), and goes to dx (added when `accumulate`). Which taps read a
+// position is worked out once a call (TapReaders): testing every tap of every position, with a
+// division each, took 4-5× the forward's time on ConvNeXt's 7×7s on 4×4 and 2×2 planes, and
+// writing each position's 16 channels one float at a time, 64 KB apart, cost more again.
 void depthwise_blocked_backward(const float* x, const float* dy, const float* wt,
                                 const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                                 float* ws) {
     const int64_t blocks = g.depthwise_blocks(), plane = g.oh * g.ow;
-    const int64_t in = g.padded_h() * g.padded_w();
-    const int64_t taps = g.win.kh * g.win.kw;
+    const int64_t in = g.h * g.w;
+    const int64_t taps = g.win.kh * g.win.kw, positions = g.h * g.w;
     const TapGrid tg = tap_grid(g);
     const Window2d& w = g.win;
+    const BlockSpans spans(g);
+    const TapReaders row_readers(g.h, w.pad_top, w.kh, w.dh, w.sh, g.oh);
+    const TapReaders col_readers(g.w, w.pad_left, w.kw, w.dw, w.sw, g.ow);
     parallel_for(blocks, g.n * plane * taps * kLanes * 2, [&](int64_t blk) {
         const int64_t c0 = blk * kLanes, lanes = std::min(kLanes, g.c - c0);
         float* xp = ws + blk * g.depthwise_block_floats(true);
@@ -472,12 +503,12 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
             const float* __restrict gb = dyb;
             if (dw) {
                 // Tap by tap, this image's sum over positions in a register, then added.
-                pack_padded(x + n * g.c * g.h * g.w, g, c0, xp);
+                planes_to_lanes(x + n * g.c * in, in, in, g.c, c0, xp);
                 const float* __restrict xb = xp;
                 for (int64_t i = 0; i < w.kh; ++i) {
-                    const Span so = valid_span(i * w.dh - w.pad_top, w.sh, g.h, g.oh);
+                    const Span so = spans.out_rows[i];
                     for (int64_t j = 0; j < w.kw; ++j) {
-                        const Span sp = valid_span(j * w.dw - w.pad_left, w.sw, g.w, g.ow);
+                        const Span sp = spans.out_cols[j];
                         float acc[kLanes] = {};
                         for (int64_t oh = so.lo; oh < so.hi; ++oh)
                             for (int64_t ow = sp.lo; ow < sp.hi; ++ow) {
@@ -491,29 +522,28 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                 }
             }
             if (!dx) continue;
-            float* img = dx + (n * g.c + c0) * g.h * g.w;
-            for (int64_t ih = 0; ih < g.h; ++ih)
-                for (int64_t iw = 0; iw < g.w; ++iw) {
-                    // Padded position (r, q) is read by output (oh, ow) through tap (i, j) when
-                    // r = oh·sh + i·dh and q = ow·sw + j·dw.
-                    const int64_t r = ih + w.pad_top, q = iw + w.pad_left;
+            float* img = dx + n * g.c * positions;
+            for (int64_t p0 = 0; p0 < positions; p0 += kGatherPositions) {
+                const int64_t p1 = std::min(positions, p0 + kGatherPositions);
+                alignas(64) float dxb[kGatherPositions * kLanes];
+                for (int64_t p = p0; p < p1; ++p) {
+                    const int64_t ih = p / g.w, iw = p % g.w;
                     float acc[kLanes] = {};
-                    for (int64_t i = 0; i < w.kh; ++i) {
-                        const int64_t t = r - i * w.dh;
-                        if (t < 0 || t % w.sh != 0 || t / w.sh >= g.oh) continue;
-                        for (int64_t j = 0; j < w.kw; ++j) {
-                            const int64_t u = q - j * w.dw;
-                            if (u < 0 || u % w.sw != 0 || u / w.sw >= g.ow) continue;
-                            const float* gv = gb + ((t / w.sh) * g.ow + u / w.sw) * kLanes;
-                            const float* kv = wk + (i * w.kw + j) * kLanes;
+                    for (int64_t a = row_readers.begin[ih]; a < row_readers.begin[ih + 1]; ++a) {
+                        const TapReaders::Reader r = row_readers.readers[a];
+                        for (int64_t e = col_readers.begin[iw]; e < col_readers.begin[iw + 1];
+                             ++e) {
+                            const TapReaders::Reader q = col_readers.readers[e];
+                            const float* gv = gb + (r.out * g.ow + q.out) * kLanes;
+                            const float* kv = wk + (r.tap * w.kw + q.tap) * kLanes;
                             for (int64_t l = 0; l < kLanes; ++l) acc[l] += kv[l] * gv[l];
                         }
                     }
-                    float* o = img + ih * g.w + iw;
-                    const int64_t stride = g.h * g.w;
-                    for (int64_t l = 0; l < lanes; ++l)
-                        o[l * stride] = accumulate ? o[l * stride] + acc[l] : acc[l];
+                    float* o = dxb + (p - p0) * kLanes;
+                    for (int64_t l = 0; l < kLanes; ++l) o[l] = acc[l];
                 }
+                planes_from_lanes(dxb, positions, p1 - p0, g.c, c0, img + p0, accumulate);
+            }
         }
         if (dw) transpose(dwk, kLanes, taps, lanes, dw + c0 * taps, taps);
     });
@@ -550,9 +580,13 @@ inline void put(float* p, int64_t stride, V8 v, int64_t n, bool add) {
 
 // x's plane [h, w] into the padded input planes at (pad_top, pad_left), split into column phases:
 // padded column q = iw + pad_left goes to phase q mod s, column q / s. One strided copy per
-// phase and row (a division per element cost more than the convolution).
-void place_input(const float* x, const Conv2dGeometry& g, float* xp) {
-    const int64_t ph = g.input_plane_h(), pw = g.input_plane_w(), s = g.win.sw;
+// phase and row (a division per element cost more than the convolution), with the stride S a
+// constant where it is 1 or 2 (0: the geometry's), so that the copies vectorise: as a call to
+// memmove per row (stride 1) or a float at a time (stride 2) they took a fifth of the padded
+// kernels' time on EfficientNet's and ConvNeXt's planes (2026-12-06).
+template <int S>
+void place_input(const float* __restrict x, const Conv2dGeometry& g, float* __restrict xp) {
+    const int64_t ph = g.input_plane_h(), pw = g.input_plane_w(), s = S ? S : g.win.sw;
     const int64_t rows = std::min(g.h, ph - g.win.pad_top), q0 = g.win.pad_left;
     for (int64_t p = 0; p < s; ++p) {
         const int64_t iw0 = ((p - q0) % s + s) % s;  // the first column of phase p
@@ -560,12 +594,8 @@ void place_input(const float* x, const Conv2dGeometry& g, float* xp) {
         const int64_t n = std::min((g.w - iw0 + s - 1) / s, pw - col0);
         if (iw0 >= g.w || n <= 0) continue;
         for (int64_t ih = 0; ih < rows; ++ih) {
-            const float* src = x + ih * g.w + iw0;
-            float* dst = xp + (p * ph + ih + g.win.pad_top) * pw + col0;
-            if (s == 1) {
-                std::copy(src, src + n, dst);
-                continue;
-            }
+            const float* __restrict src = x + ih * g.w + iw0;
+            float* __restrict dst = xp + (p * ph + ih + g.win.pad_top) * pw + col0;
             for (int64_t k = 0; k < n; ++k) dst[k] = src[k * s];
         }
     }
@@ -585,12 +615,33 @@ struct TapOffsets {
     }
 };
 
+// Output vectors computed at once, each its own chain of multiply-adds: one vector at a time
+// ran at the multiply-add's latency (4 cycles a tap), a quarter of the machine's rate and 0.18
+// of the roofline on ConvNeXt's 7×7s (an Intel Xeon, 2026-12-06). Each vector still sums its
+// taps in the same order, so the chains change no bit.
+constexpr int kChains = 8;
+
+// The output vectors [v0, min(v0 + kChains, end)) of a plane of `per_row` vectors a row (the
+// last one repeated to make kChains, computed and not stored): their row and first column.
+struct ChainGroup {
+    int64_t count, row[kChains], col[kChains];
+    ChainGroup(int64_t v0, int64_t end, int64_t per_row)
+        : count(std::min<int64_t>(kChains, end - v0)) {
+        for (int q = 0; q < kChains; ++q) {
+            const int64_t v = v0 + std::min<int64_t>(q, count - 1);
+            row[q] = v / per_row;
+            col[q] = v % per_row * kPlaneLanes;
+        }
+    }
+};
+
 // S: the stride across when it is 1 or 2 (a constant, so the tap loops unroll); 0 for others.
 template <int KW, int S>
 void padded_forward(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
                     float* y, float* ws) {
     const int64_t kh = g.win.kh, sh = g.win.sh, s = S ? S : g.win.sw, plane = g.oh * g.ow;
     const int64_t ph = g.input_plane_h(), pw = g.input_plane_w();
+    const int64_t per_row = g.whole_lanes(g.ow) / kPlaneLanes, total = g.oh * per_row;
     parallel_for(g.c, g.n * plane * kh * KW, [&](int64_t c) {
         float* xp = ws + c * g.depthwise_plane_floats(false);
         std::fill(xp, xp + g.input_planes_floats(), 0.0f);
@@ -598,17 +649,26 @@ void padded_forward(const float* x, const float* wt, const float* b, const Conv2
         const float bias = b ? b[c] : 0.0f;
         const TapOffsets<KW, S> tap_at(s, ph * pw);
         for (int64_t n = 0; n < g.n; ++n) {
-            place_input(x + (n * g.c + c) * g.h * g.w, g, xp);
+            place_input<S>(x + (n * g.c + c) * g.h * g.w, g, xp);
             float* yc = y + (n * g.c + c) * plane;
-            for (int64_t oh = 0; oh < g.oh; ++oh)
-                for (int64_t t = 0; t < g.ow; t += kPlaneLanes) {
-                    V8 acc = V8{} + bias;
-                    for (int64_t i = 0; i < kh; ++i) {
-                        const float* row = xp + (oh * sh + i) * pw + t;
-                        for (int j = 0; j < KW; ++j) acc += k[i * KW + j] * load8(row + tap_at(j));
-                    }
-                    put(yc + oh * g.ow + t, 1, acc, std::min(kPlaneLanes, g.ow - t), false);
+            for (int64_t v0 = 0; v0 < total; v0 += kChains) {
+                const ChainGroup cg(v0, total, per_row);
+                const float* base[kChains];
+                V8 acc[kChains];
+                for (int q = 0; q < kChains; ++q) {
+                    base[q] = xp + cg.row[q] * sh * pw + cg.col[q];
+                    acc[q] = V8{} + bias;
                 }
+                for (int64_t i = 0; i < kh; ++i)
+                    for (int j = 0; j < KW; ++j) {
+                        const float kv = k[i * KW + j];
+                        const int64_t off = i * pw + tap_at(j);
+                        for (int q = 0; q < kChains; ++q) acc[q] += kv * load8(base[q] + off);
+                    }
+                for (int64_t q = 0; q < cg.count; ++q)
+                    put(yc + cg.row[q] * g.ow + cg.col[q], 1, acc[q],
+                        std::min(kPlaneLanes, g.ow - cg.col[q]), false);
+            }
         }
     });
 }
@@ -630,11 +690,13 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
         const TapOffsets<KW, S> tap_at(s, ph * pw);
         for (int64_t n = 0; n < g.n; ++n) {
             const int64_t at = n * g.c + c;
-            for (int64_t oh = 0; oh < g.oh; ++oh)
-                std::copy(dy + at * plane + oh * g.ow, dy + at * plane + (oh + 1) * g.ow,
-                          gp + oh * gw + m_max);
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+                const float* __restrict from = dy + at * plane + oh * g.ow;
+                float* __restrict to = gp + oh * gw + m_max;
+                for (int64_t t = 0; t < g.ow; ++t) to[t] = from[t];
+            }
             if (dw) {
-                place_input(x + at * g.h * g.w, g, xp);
+                place_input<S>(x + at * g.h * g.w, g, xp);
                 for (int64_t i = 0; i < kh; ++i) {
                     V8 acc[KW];
                     for (int j = 0; j < KW; ++j) acc[j] = load8(lanes + (i * KW + j) * kPlaneLanes);

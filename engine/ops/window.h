@@ -197,8 +197,8 @@ struct Conv2dGeometry {
 
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):
-    // each block's input plane zero-padded and transposed, its output (forward) or output
-    // gradient (backward), and its weights, in the declared workspace. Measured
+    // each block's input plane transposed, its output (forward) or output gradient (backward),
+    // and its weights, in the declared workspace. Measured
     // (docs/benchmarks.md), the blocks win over the row kernel up to 14 output columns, and
     // over the zero-padded planes below (where those apply) up to 7.
     static constexpr int64_t kDepthwiseLanes = 16;
@@ -209,10 +209,10 @@ struct Conv2dGeometry {
     int64_t padded_h() const { return (oh - 1) * win.sh + (win.kh - 1) * win.dh + 1; }
     int64_t padded_w() const { return (ow - 1) * win.sw + (win.kw - 1) * win.dw + 1; }
     int64_t depthwise_blocks() const { return (c + kDepthwiseLanes - 1) / kDepthwiseLanes; }
-    // Floats of one block's scratch: forward — padded input, output, weights; backward — padded
-    // input, output gradient, weights and weight gradient.
+    // Floats of one block's scratch: forward — input, output, weights; backward — input, output
+    // gradient, weights and weight gradient.
     int64_t depthwise_block_floats(bool backward) const {
-        const int64_t in = padded_h() * padded_w(), out = oh * ow, taps = win.kh * win.kw;
+        const int64_t in = h * w, out = oh * ow, taps = win.kh * win.kw;
         return kDepthwiseLanes * (in + out + (backward ? 2 * taps : taps));
     }
     // Floats of workspace: every block of one image at once (blocks run in parallel, images
