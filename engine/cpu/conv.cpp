@@ -673,6 +673,48 @@ void padded_forward(const float* x, const float* wt, const float* b, const Conv2
     });
 }
 
+// A row of zeros: the output-gradient rows above and below the plane, for dx_rows.
+constexpr int64_t kZeroRowFloats = 512;
+alignas(64) constexpr float kZeroRow[kZeroRowFloats] = {};
+
+// The input gradient of one channel's plane at stride 1 (both ways), R = kChains / T input rows
+// and T vectors of each at a time, from column t0: kChains chains of multiply-adds that share
+// each tap's weight. Input row ih gets tap row i from output row ih + pad_top - i, a row of
+// zeros where that is outside the plane (gw <= kZeroRowFloats), so every row takes every tap
+// row; each element sums the taps (i, j) in order, as the row loop below, with ±0 terms where
+// that loop skips the row (or, as it already does across, reads the plane's zero columns). One
+// vector at a time ran at the multiply-add's latency.
+template <int KW, int T>
+void dx_rows(const float* k, const float* gp, int64_t gw, int64_t m_max, const Conv2dGeometry& g,
+             int64_t t0, float* dxc, bool accumulate) {
+    constexpr int R = kChains / T;
+    const int64_t kh = g.win.kh, pt = g.win.pad_top, last = g.whole_lanes(g.w) - kPlaneLanes;
+    int64_t col[T];
+    for (int t = 0; t < T; ++t) col[t] = std::min(t0 + t * kPlaneLanes, last);
+    for (int64_t ih0 = 0; ih0 < g.h; ih0 += R) {
+        V8 acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = V8{};
+        for (int64_t i = 0; i < kh; ++i) {
+            const float* rows[R];
+            for (int r = 0; r < R; ++r) {
+                const int64_t oh = std::min(ih0 + r, g.h - 1) + pt - i;
+                rows[r] = (oh >= 0 && oh < g.oh ? gp + oh * gw : kZeroRow) + m_max + g.win.pad_left;
+            }
+            for (int j = 0; j < KW; ++j) {
+                const float kv = k[i * KW + j];
+                for (int r = 0; r < R; ++r)
+                    for (int t = 0; t < T; ++t) acc[r][t] += kv * load8(rows[r] + col[t] - j);
+            }
+        }
+        for (int64_t r = 0; r < std::min<int64_t>(R, g.h - ih0); ++r)
+            for (int t = 0; t < T; ++t)
+                if (t0 + t * kPlaneLanes < g.w)
+                    put(dxc + (ih0 + r) * g.w + col[t], 1, acc[r][t],
+                        std::min(kPlaneLanes, g.w - col[t]), accumulate);
+    }
+}
+
 template <int KW, int S>
 void padded_backward(const float* x, const float* dy, const float* wt, const Conv2dGeometry& g,
                      float* dw, float* dx, bool accumulate, float* ws) {
@@ -713,6 +755,15 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
             }
             if (!dx) continue;
             float* dxc = dx + at * g.h * g.w;
+            if (S == 1 && sh == 1 && gw <= kZeroRowFloats) {
+                if (g.whole_lanes(g.w) == kPlaneLanes) {
+                    dx_rows<KW, 1>(k, gp, gw, m_max, g, 0, dxc, accumulate);
+                    continue;
+                }
+                for (int64_t t0 = 0; t0 < g.w; t0 += 2 * kPlaneLanes)
+                    dx_rows<KW, 2>(k, gp, gw, m_max, g, t0, dxc, accumulate);
+                continue;
+            }
             for (int64_t ih = 0; ih < g.h; ++ih) {
                 // The tap rows i that reach input row ih, from output row (ih + pad_top - i) / sh.
                 const float* from_row[Conv2dGeometry::kPlaneMaxRows];
