@@ -673,45 +673,58 @@ void padded_forward(const float* x, const float* wt, const float* b, const Conv2
     });
 }
 
-// A row of zeros: the output-gradient rows above and below the plane, for dx_rows.
-constexpr int64_t kZeroRowFloats = 512;
-alignas(64) constexpr float kZeroRow[kZeroRowFloats] = {};
+// A row of zeros: the output-gradient rows that no input row reaches through a tap row (above
+// and below the plane, or between its rows at a stride down), for dx_rows. The padded planes
+// apply where the output-gradient plane's rows fit in it (Conv2dGeometry::planes_apply).
+alignas(64) constexpr float kZeroRow[Conv2dGeometry::kPlaneMaxGradWidth] = {};
 
-// The input gradient of one channel's plane at stride 1 (both ways), R = kChains / T input rows
-// and T vectors of each at a time, from column t0: kChains chains of multiply-adds that share
-// each tap's weight. Input row ih gets tap row i from output row ih + pad_top - i, a row of
-// zeros where that is outside the plane (gw <= kZeroRowFloats), so every row takes every tap
-// row; each element sums the taps (i, j) in order, as the row loop below, with ±0 terms where
-// that loop skips the row (or, as it already does across, reads the plane's zero columns). One
-// vector at a time ran at the multiply-add's latency.
-template <int KW, int T>
+// The input gradient of one channel's plane, phase p of its columns (iw = u·s + p - pad_left,
+// one phase at stride 1), R = kChains / T input rows and T vectors of u of each at a time, from
+// u0: kChains chains of multiply-adds that share each tap's weight. Input row ih gets tap row i
+// from output row (ih + pad_top - i) / sh where that divides and lies in the plane, and reads a
+// row of zeros otherwise, so every row takes every tap row: each element sums the taps (i, j) in
+// order, with ±0 terms where no output row reaches it (as the plane's zero columns already give
+// across), which leave the sum as it was. One vector at a time, each with its own list of tap
+// rows, ran at the multiply-add's latency (ConvNeXt's 7×7 on 16×16 planes: 253 µs backward,
+// 208 with chains at stride 1; docs/benchmarks.md).
+template <int KW, int S, int T>
 void dx_rows(const float* k, const float* gp, int64_t gw, int64_t m_max, const Conv2dGeometry& g,
-             int64_t t0, float* dxc, bool accumulate) {
+             int64_t p, Span u_span, int64_t u0, float* dxc, bool accumulate) {
     constexpr int R = kChains / T;
-    const int64_t kh = g.win.kh, pt = g.win.pad_top, last = g.whole_lanes(g.w) - kPlaneLanes;
-    int64_t col[T];
-    for (int t = 0; t < T; ++t) col[t] = std::min(t0 + t * kPlaneLanes, last);
+    const int64_t kh = g.win.kh, sh = g.win.sh, pt = g.win.pad_top, s = S ? S : g.win.sw;
+    const int64_t last = u_span.lo + (u_span.hi - u_span.lo - 1) / kPlaneLanes * kPlaneLanes;
+    int64_t u[T];
+    for (int t = 0; t < T; ++t) u[t] = std::min(u0 + t * kPlaneLanes, last);
+    auto row_at = [&](int64_t ih, int64_t i) {
+        const int64_t from = ih + pt - i;
+        int64_t oh = from;
+        if (sh == 2) {  // (no division at stride 1 or 2: one per row and tap row cost more)
+            if (from & 1) return kZeroRow + m_max;
+            oh = from >> 1;
+        } else if (sh != 1) {
+            if (from % sh != 0) return kZeroRow + m_max;
+            oh = from / sh;
+        }
+        return from >= 0 && oh < g.oh ? gp + oh * gw + m_max : kZeroRow + m_max;
+    };
     for (int64_t ih0 = 0; ih0 < g.h; ih0 += R) {
         V8 acc[R][T];
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) acc[r][t] = V8{};
         for (int64_t i = 0; i < kh; ++i) {
             const float* rows[R];
-            for (int r = 0; r < R; ++r) {
-                const int64_t oh = std::min(ih0 + r, g.h - 1) + pt - i;
-                rows[r] = (oh >= 0 && oh < g.oh ? gp + oh * gw : kZeroRow) + m_max + g.win.pad_left;
-            }
-            for (int j = 0; j < KW; ++j) {
+            for (int r = 0; r < R; ++r) rows[r] = row_at(std::min(ih0 + r, g.h - 1), i);
+            for (int64_t j = p, m = 0; j < KW; j += s, ++m) {
                 const float kv = k[i * KW + j];
                 for (int r = 0; r < R; ++r)
-                    for (int t = 0; t < T; ++t) acc[r][t] += kv * load8(rows[r] + col[t] - j);
+                    for (int t = 0; t < T; ++t) acc[r][t] += kv * load8(rows[r] + u[t] - m);
             }
         }
         for (int64_t r = 0; r < std::min<int64_t>(R, g.h - ih0); ++r)
             for (int t = 0; t < T; ++t)
-                if (t0 + t * kPlaneLanes < g.w)
-                    put(dxc + (ih0 + r) * g.w + col[t], 1, acc[r][t],
-                        std::min(kPlaneLanes, g.w - col[t]), accumulate);
+                if (u0 + t * kPlaneLanes < u_span.hi)
+                    put(dxc + (ih0 + r) * g.w + u[t] * s + p - g.win.pad_left, s, acc[r][t],
+                        std::min(kPlaneLanes, u_span.hi - u[t]), accumulate);
     }
 }
 
@@ -755,63 +768,18 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
             }
             if (!dx) continue;
             float* dxc = dx + at * g.h * g.w;
-            if (S == 1 && sh == 1 && gw <= kZeroRowFloats) {
-                if (g.whole_lanes(g.w) == kPlaneLanes) {
-                    dx_rows<KW, 1>(k, gp, gw, m_max, g, 0, dxc, accumulate);
+            for (int64_t p = 0; p < s; ++p) {
+                // Input columns iw = u·s + p - pad_left for u in [u_lo, u_hi).
+                const int64_t last = g.w - 1 + g.win.pad_left - p;
+                if (last < 0) continue;
+                const Span us{(g.win.pad_left - p + s - 1) / s, last / s + 1};
+                if (us.hi <= us.lo) continue;
+                if (us.hi - us.lo <= kPlaneLanes) {
+                    dx_rows<KW, S, 1>(k, gp, gw, m_max, g, p, us, us.lo, dxc, accumulate);
                     continue;
                 }
-                for (int64_t t0 = 0; t0 < g.w; t0 += 2 * kPlaneLanes)
-                    dx_rows<KW, 2>(k, gp, gw, m_max, g, t0, dxc, accumulate);
-                continue;
-            }
-            for (int64_t ih = 0; ih < g.h; ++ih) {
-                // The tap rows i that reach input row ih, from output row (ih + pad_top - i) / sh.
-                const float* from_row[Conv2dGeometry::kPlaneMaxRows];
-                const float* tap_row[Conv2dGeometry::kPlaneMaxRows];
-                int64_t rows = 0;
-                for (int64_t i = 0; i < kh; ++i) {
-                    // (No division at stride 1 or 2: one per tap row cost more than the
-                    // multiply-adds on 16x16 planes.)
-                    const int64_t from = ih + g.win.pad_top - i;
-                    if (from < 0) break;
-                    int64_t oh = from;
-                    if (sh == 2) {
-                        if (from & 1) continue;
-                        oh = from >> 1;
-                    } else if (sh != 1) {
-                        if (from % sh != 0) continue;
-                        oh = from / sh;
-                    }
-                    if (oh >= g.oh) continue;
-                    from_row[rows] = gp + oh * gw + m_max;
-                    tap_row[rows++] = k + i * KW;
-                }
-                float* dxr = dxc + ih * g.w;
-                if constexpr (S == 1) {  // one phase: columns u = iw + pad_left
-                    for (int64_t t = 0; t < g.w; t += kPlaneLanes) {
-                        V8 acc = V8{};
-                        for (int64_t r = 0; r < rows; ++r) {
-                            const float* row = from_row[r] + g.win.pad_left + t;
-                            for (int j = 0; j < KW; ++j) acc += tap_row[r][j] * load8(row - j);
-                        }
-                        put(dxr + t, 1, acc, std::min(kPlaneLanes, g.w - t), accumulate);
-                    }
-                    continue;
-                }
-                for (int64_t p = 0; p < s; ++p) {
-                    // Input columns iw = u·s + p - pad_left for u in [u_lo, u_hi).
-                    const int64_t last = g.w - 1 + g.win.pad_left - p;
-                    if (last < 0) continue;
-                    const int64_t u_lo = (g.win.pad_left - p + s - 1) / s, u_hi = last / s + 1;
-                    for (int64_t u = u_lo; u < u_hi; u += kPlaneLanes) {
-                        V8 acc = V8{};
-                        for (int64_t r = 0; r < rows; ++r)
-                            for (int64_t j = p, m = 0; j < KW; j += s, ++m)
-                                acc += tap_row[r][j] * load8(from_row[r] + u - m);
-                        put(dxr + u * s + p - g.win.pad_left, s, acc,
-                            std::min(kPlaneLanes, u_hi - u), accumulate);
-                    }
-                }
+                for (int64_t u0 = us.lo; u0 < us.hi; u0 += 2 * kPlaneLanes)
+                    dx_rows<KW, S, 2>(k, gp, gw, m_max, g, p, us, u0, dxc, accumulate);
             }
         }
         if (dw)

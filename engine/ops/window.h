@@ -233,10 +233,14 @@ struct Conv2dGeometry {
     static int64_t whole_lanes(int64_t v) {
         return (v + kPlaneLanes - 1) / kPlaneLanes * kPlaneLanes;
     }
-    static constexpr int64_t kPlaneMaxRows = 16;  // kernel rows (the input gradient's row list)
+    static constexpr int64_t kPlaneMaxRows = 16;  // kernel rows (taller ones take the row kernel)
+    // The output-gradient plane's rows at most (grad_plane_w: a plane about 4000 columns wide at
+    // stride 1), so that a row of zeros of this length stands for the rows outside it.
+    static constexpr int64_t kPlaneMaxGradWidth = 4096;
     bool planes_apply() const {
         return depthwise() && out_per_group() == 1 && win.dh == 1 && win.dw == 1 &&
-               (win.kw == 3 || win.kw == 5 || win.kw == 7) && win.kh <= kPlaneMaxRows;
+               (win.kw == 3 || win.kw == 5 || win.kw == 7) && win.kh <= kPlaneMaxRows &&
+               grad_plane_w() <= kPlaneMaxGradWidth;
     }
     bool depthwise_padded() const { return planes_apply() && !depthwise_blocked(); }
 
