@@ -483,8 +483,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                                 const Conv2dGeometry& g, float* dw, float* dx, bool accumulate,
                                 float* ws) {
     const int64_t blocks = g.depthwise_blocks(), plane = g.oh * g.ow;
-    const int64_t in = g.h * g.w;
-    const int64_t taps = g.win.kh * g.win.kw, positions = g.h * g.w;
+    const int64_t in = g.h * g.w, taps = g.win.kh * g.win.kw;
     const TapGrid tg = tap_grid(g);
     const Window2d& w = g.win;
     const BlockSpans spans(g);
@@ -502,7 +501,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
             planes_to_lanes(dy + n * g.c * plane, plane, plane, g.c, c0, dyb);
             const float* __restrict gb = dyb;
             if (dw) {
-                // Tap by tap, this image's sum over positions in a register, then added.
+                // Tap by tap, this image's sum over in in a register, then added.
                 planes_to_lanes(x + n * g.c * in, in, in, g.c, c0, xp);
                 const float* __restrict xb = xp;
                 for (int64_t i = 0; i < w.kh; ++i) {
@@ -522,9 +521,9 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                 }
             }
             if (!dx) continue;
-            float* img = dx + n * g.c * positions;
-            for (int64_t p0 = 0; p0 < positions; p0 += kGatherPositions) {
-                const int64_t p1 = std::min(positions, p0 + kGatherPositions);
+            float* img = dx + n * g.c * in;
+            for (int64_t p0 = 0; p0 < in; p0 += kGatherPositions) {
+                const int64_t p1 = std::min(in, p0 + kGatherPositions);
                 alignas(64) float dxb[kGatherPositions * kLanes];
                 for (int64_t p = p0; p < p1; ++p) {
                     const int64_t ih = p / g.w, iw = p % g.w;
@@ -542,7 +541,7 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                     float* o = dxb + (p - p0) * kLanes;
                     for (int64_t l = 0; l < kLanes; ++l) o[l] = acc[l];
                 }
-                planes_from_lanes(dxb, positions, p1 - p0, g.c, c0, img + p0, accumulate);
+                planes_from_lanes(dxb, in, p1 - p0, g.c, c0, img + p0, accumulate);
             }
         }
         if (dw) transpose(dwk, kLanes, taps, lanes, dw + c0 * taps, taps);
@@ -684,9 +683,10 @@ alignas(64) constexpr float kZeroRow[Conv2dGeometry::kPlaneMaxGradWidth] = {};
 // from output row (ih + pad_top - i) / sh where that divides and lies in the plane, and reads a
 // row of zeros otherwise, so every row takes every tap row: each element sums the taps (i, j) in
 // order, with ±0 terms where no output row reaches it (as the plane's zero columns already give
-// across), which leave the sum as it was. One vector at a time, each with its own list of tap
-// rows, ran at the multiply-add's latency (ConvNeXt's 7×7 on 16×16 planes: 253 µs backward,
-// 208 with chains at stride 1; docs/benchmarks.md).
+// across), which leave the sum as it was (for finite weights: an infinite one makes them NaN). One
+// vector at a time, each with its own list of tap rows, ran at the multiply-add's latency
+// (ConvNeXt's 7×7 on 16×16 planes: 253 µs backward, 208 with chains at stride 1;
+// docs/benchmarks.md).
 template <int KW, int S, int T>
 void dx_rows(const float* k, const float* gp, int64_t gw, int64_t m_max, const Conv2dGeometry& g,
              int64_t p, Span u_span, int64_t u0, float* dxc, bool accumulate) {
