@@ -390,17 +390,13 @@ TapGrid tap_grid(const Conv2dGeometry& g) {
     return {g.w, g.win.sh, g.win.sw, g.win.dh, g.win.dw, g.win.pad_top, g.win.pad_left};
 }
 
-// The spans of valid taps, worked out once a call (valid_span divides): per output row the tap
-// rows inside the plane, per output column the tap columns; per tap row the output rows whose
-// tap lies inside it, per tap column the output columns.
-struct BlockSpans {
-    std::vector<Span> rows, cols, out_rows, out_cols;
-    explicit BlockSpans(const Conv2dGeometry& g) {
+// The spans of valid taps, worked out once a call: per output row and column the taps inside the
+// plane (WindowTapSpans), and per tap row the output rows whose tap lies inside it, per tap
+// column the output columns.
+struct BlockSpans : WindowTapSpans {
+    std::vector<Span> out_rows, out_cols;
+    explicit BlockSpans(const Conv2dGeometry& g) : WindowTapSpans(g.win, g.h, g.w, g.oh, g.ow) {
         const Window2d& w = g.win;
-        for (int64_t oh = 0; oh < g.oh; ++oh)
-            rows.push_back(valid_span(oh * w.sh - w.pad_top, w.dh, g.h, w.kh));
-        for (int64_t ow = 0; ow < g.ow; ++ow)
-            cols.push_back(valid_span(ow * w.sw - w.pad_left, w.dw, g.w, w.kw));
         for (int64_t i = 0; i < w.kh; ++i)
             out_rows.push_back(valid_span(i * w.dh - w.pad_top, w.sh, g.h, g.oh));
         for (int64_t j = 0; j < w.kw; ++j)

@@ -22,6 +22,7 @@
 #pragma GCC diagnostic pop
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/ops/window.h"
@@ -83,6 +84,21 @@ inline Span valid_span(int64_t off, int64_t s, int64_t w, int64_t out) {
     const int64_t hi = w - off <= 0 ? 0 : std::min(out, (w - off + s - 1) / s);
     return {std::min(lo, hi), hi};
 }
+
+// The taps of each output row and column of a window that lie inside the plane: per output row
+// oh the tap rows i, per output column ow the tap columns j (valid_span). Worked out once a call
+// by the kernels that walk windows of 16 planes at a time (the depthwise blocks, conv.cpp; the
+// pools' blocks, pool.cpp): testing each tap of each window against the plane's bounds, or
+// dividing per window, cost those kernels more than their multiply-adds or compares.
+struct WindowTapSpans {
+    std::vector<Span> rows, cols;
+    WindowTapSpans(const Window2d& w, int64_t h, int64_t wd, int64_t oh, int64_t ow) {
+        for (int64_t o = 0; o < oh; ++o)
+            rows.push_back(valid_span(o * w.sh - w.pad_top, w.dh, h, w.kh));
+        for (int64_t o = 0; o < ow; ++o)
+            cols.push_back(valid_span(o * w.sw - w.pad_left, w.dw, wd, w.kw));
+    }
+};
 
 // Calls f(i, j, off, s, oh, ih) for every tap (i, j) of a convolution's window, in that order,
 // and every output row oh, ascending, whose tap row ih = oh·sh - pad_top + i·dh lies in the

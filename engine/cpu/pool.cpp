@@ -274,19 +274,12 @@ inline const Lanes& lanes_at(const float* b, int64_t pos) {
     return *reinterpret_cast<const Lanes*>(b + pos * kPlaneLanes);
 }
 
-// The taps of each output row and column that lie inside the input (valid_span), worked out
-// once a call: testing each tap of each window against the plane's bounds cost the blocks more
-// than their compares (3×3 pools on 8×8 and 4×4 planes: 0.2-0.3 of their roofline,
+// The taps of each window's rows and columns inside the input (kernels.h), worked out once a
+// call: testing each tap of each window against the plane's bounds (for_window) cost the blocks
+// more than their compares (3×3 pools on 8×8 and 4×4 planes: 0.2-0.3 of their roofline,
 // 2026-12-06).
-struct TapSpans {
-    std::vector<Span> rows, cols;
-    explicit TapSpans(const Pool2dGeometry& g) {
-        const Window2d& w = g.win;
-        for (int64_t oh = 0; oh < g.oh; ++oh)
-            rows.push_back(valid_span(oh * w.sh - w.pad_top, w.dh, g.h, w.kh));
-        for (int64_t ow = 0; ow < g.ow; ++ow)
-            cols.push_back(valid_span(ow * w.sw - w.pad_left, w.dw, g.w, w.kw));
-    }
+struct TapSpans : WindowTapSpans {
+    explicit TapSpans(const Pool2dGeometry& g) : WindowTapSpans(g.win, g.h, g.w, g.oh, g.ow) {}
 };
 
 // Calls tap(position in the band's input block) for each tap of window (oh, ow) inside the
