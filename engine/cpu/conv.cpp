@@ -371,15 +371,11 @@ void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeom
 constexpr int64_t kLanes = Conv2dGeometry::kDepthwiseLanes;
 static_assert(kLanes == kPlaneLanes);
 
-// A block position's 16 lanes in registers: one 16-float vector on AVX-512, two of 8 elsewhere.
-// As float[16] loops, GCC kept the weight gradient's sums as 16 scalars between output rows and
-// moved them in and out of a vector per row (a fifth of the blocks' backward in shuffles).
-#if defined(__AVX512F__)
-constexpr int kLaneWidth = kVec16Lanes;
-#else
-constexpr int kLaneWidth = kVec8Lanes;
-#endif
-constexpr int kLaneParts = kLanes / kLaneWidth;
+// A block position's 16 lanes in registers, as the machine's vectors (kernels.h), loaded from and
+// stored to any alignment. As float[16] loops, GCC kept the weight gradient's sums as 16 scalars
+// between output rows and moved them in and out of a vector per row (a fifth of the blocks'
+// backward in shuffles).
+constexpr int kLaneWidth = kLaneVectorWidth, kLaneParts = kLaneVectors;
 struct LaneAcc {
     using V = Vec<kLaneWidth>;
     V::T part[kLaneParts];

@@ -131,6 +131,14 @@ void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b
 // of rows is a part of each plane), to and from the block b[size][16]. Of `count` planes in all:
 // lanes past the last are zero in the block and not written back.
 constexpr int64_t kPlaneLanes = 16;
+// A block position's 16 lanes as the machine's vectors: one of 16 floats on AVX-512, two of 8
+// elsewhere (the pools' Lanes, pool.cpp; the depthwise blocks' LaneAcc, conv.cpp).
+#if defined(__AVX512F__)
+constexpr int kLaneVectorWidth = 16;
+#else
+constexpr int kLaneVectorWidth = 8;
+#endif
+constexpr int kLaneVectors = kPlaneLanes / kLaneVectorWidth;
 
 inline void planes_to_lanes(const float* src, int64_t stride, int64_t size, int64_t count,
                             int64_t p0, float* b) {

@@ -220,12 +220,8 @@ void for_bands(const Pool2dGeometry& g, int64_t rows, F&& body) {
 // backward ran no faster than the per-plane path it replaced); and a vector of 16 on AVX2 is
 // lowered to scalar selects too. Positions in the blocks are 64-byte aligned; may_alias: they
 // are float arrays.
-#if defined(__AVX512F__)
-constexpr int64_t kVecLanes = 16;
-#else
-constexpr int64_t kVecLanes = 8;
-#endif
-constexpr int64_t kParts = kPlaneLanes / kVecLanes;
+constexpr int64_t kVecLanes = kLaneVectorWidth;
+constexpr int64_t kParts = kLaneVectors;
 typedef float Vec __attribute__((vector_size(kVecLanes * sizeof(float)), may_alias));
 typedef int32_t VecMask __attribute__((vector_size(kVecLanes * sizeof(int32_t))));
 

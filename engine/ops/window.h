@@ -233,7 +233,9 @@ struct Conv2dGeometry {
     static int64_t whole_lanes(int64_t v) {
         return (v + kPlaneLanes - 1) / kPlaneLanes * kPlaneLanes;
     }
-    static constexpr int64_t kPlaneMaxRows = 16;  // kernel rows (taller ones take the row kernel)
+    // Kernel rows at most: the bound of the tap-row list the input gradient once kept, kept so that
+    // no geometry changed path when dx_rows replaced it (taller kernels take the row kernel).
+    static constexpr int64_t kPlaneMaxRows = 16;
     // The output-gradient plane's rows at most (grad_plane_w: a plane about 4000 columns wide at
     // stride 1), so that a row of zeros of this length stands for the rows outside it.
     static constexpr int64_t kPlaneMaxGradWidth = 4096;
