@@ -99,6 +99,13 @@ std::vector<BinaryCase> binary_cases() {
         {"same_shape", Shape{3, 4}, Shape{3, 4}},
         {"squeeze_excitation", Shape{2, 3, 4, 4}, Shape{2, 3, 1, 1}},
         {"excitation_first", Shape{2, 3, 1, 1}, Shape{2, 3, 4, 4}},
+        // 2×2 planes (a run of 4, four rows at a time and single rows after), odd runs, and runs
+        // longer than the gradient's 256-float chunks
+        {"squeeze_excitation_2x2", Shape{2, 5, 2, 2}, Shape{2, 5, 1, 1}},
+        {"squeeze_excitation_odd_rows", Shape{2, 3, 37}, Shape{2, 3, 1}},
+        {"squeeze_excitation_long_rows", Shape{1, 5, 300}, Shape{1, 5, 1}},
+        // a per-channel parameter under NCHW: rows walked across two outer axes
+        {"channel_scale_param", Shape{2, 3, 2, 5}, Shape{3, 1, 1}, BinaryCase::Param},
         {"trailing_vector", Shape{2, 3, 4}, Shape{4}},
         {"both_repeat", Shape{3, 1}, Shape{1, 4}},
         {"layer_scale_param", Shape{2, 3, 3, 5}, Shape{5}, BinaryCase::Param},
