@@ -3,7 +3,7 @@
 
 #include "engine/cpu/kernels.h"
 
-#if defined(__AVX2__)
+#if defined(__SSE__)
 #include <immintrin.h>
 #endif
 
@@ -92,6 +92,57 @@ struct Sixteens {
 };
 #endif
 
+#if defined(__AVX512F__)
+// 16 planes of 2×2 positions to and from channels-last (planes_to_lanes, planes_from_lanes: the
+// pools', the depthwise blocks' and batch norm's blocks): 16 rows of 4 contiguous floats (64
+// floats, four registers) as 4 rows of 16, and back, by two-source permutes. By 4 × 4 blocks the
+// calls' set-up cost as much as the moves.
+// a: 16 × 4 contiguous; b[j·ldb + i] (+)= a[4i + j].
+inline void rows16_cols4(const float* a, float* b, int64_t ldb, bool add) {
+    // Columns 0 and 1 of rows 0-7 (or 8-15), then columns 2 and 3.
+    const __m512i c01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i c23 =
+        _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512 v0 = _mm512_loadu_ps(a), v1 = _mm512_loadu_ps(a + 16),
+                 v2 = _mm512_loadu_ps(a + 32), v3 = _mm512_loadu_ps(a + 48);
+    const __m512 lo01 = _mm512_permutex2var_ps(v0, c01, v1),
+                 hi01 = _mm512_permutex2var_ps(v2, c01, v3);
+    const __m512 lo23 = _mm512_permutex2var_ps(v0, c23, v1),
+                 hi23 = _mm512_permutex2var_ps(v2, c23, v3);
+    const __m512 r[4] = {
+        _mm512_shuffle_f32x4(lo01, hi01, 0x44), _mm512_shuffle_f32x4(lo01, hi01, 0xEE),
+        _mm512_shuffle_f32x4(lo23, hi23, 0x44), _mm512_shuffle_f32x4(lo23, hi23, 0xEE)};
+    for (int64_t j = 0; j < 4; ++j) {
+        float* d = b + j * ldb;
+        _mm512_storeu_ps(d, add ? _mm512_add_ps(_mm512_loadu_ps(d), r[j]) : r[j]);
+    }
+}
+
+// a: 4 rows of 16 (lda apart); b, 16 × 4 contiguous: b[4j + i] (+)= a[i·lda + j].
+inline void rows4_cols16(const float* a, int64_t lda, float* b, bool add) {
+    // Rows 0 and 1 (2 and 3) interleaved over columns 0-7, then 8-15; then pairs of those.
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512i q0 = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    const __m512i q1 =
+        _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    const __m512 u0 = _mm512_loadu_ps(a), u1 = _mm512_loadu_ps(a + lda),
+                 u2 = _mm512_loadu_ps(a + 2 * lda), u3 = _mm512_loadu_ps(a + 3 * lda);
+    const __m512 s01l = _mm512_permutex2var_ps(u0, lo, u1),
+                 s23l = _mm512_permutex2var_ps(u2, lo, u3);
+    const __m512 s01h = _mm512_permutex2var_ps(u0, hi, u1),
+                 s23h = _mm512_permutex2var_ps(u2, hi, u3);
+    const __m512 r[4] = {
+        _mm512_permutex2var_ps(s01l, q0, s23l), _mm512_permutex2var_ps(s01l, q1, s23l),
+        _mm512_permutex2var_ps(s01h, q0, s23h), _mm512_permutex2var_ps(s01h, q1, s23h)};
+    for (int64_t m = 0; m < 4; ++m) {
+        float* d = b + 16 * m;
+        _mm512_storeu_ps(d, add ? _mm512_add_ps(_mm512_loadu_ps(d), r[m]) : r[m]);
+    }
+}
+#endif
+
 // Rows [i0, i0 + n) × columns [j0, j0 + n) of a, through n registers, into b (with `add`, +=).
 // Inlined where it is called, as the blocks were written before it (a call of its own made GCC 12
 // warn that AVX-512's unpacks read an uninitialized operand, the intrinsics' own placeholder).
@@ -107,13 +158,43 @@ template <class B>
     }
 }
 
-// The 8 × 8 blocks' transpose (all of it without AVX-512).
-void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b,
-                         int64_t ldb, bool add) {
+// Rows [i0, i1) × columns [j0, j1) of a into b (with `add`, +=): 4 × 4 blocks through SSE
+// registers where whole fours fit, single floats at the edges. The edges of the 8 × 8 blocks, and
+// whole transposes narrower than 8: the 16 planes of 2×2 positions that the pools, the
+// depthwise blocks and batch norm move to and from channels-last (4 × 16 and 16 × 4) went a
+// float at a time, a load, a store and a branch each.
+void transpose_by_fours(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                        float* b, int64_t ldb, bool add) {
     auto put = [&](int64_t i, int64_t j) {
         float& d = b[j * ldb + i];
         d = add ? d + a[i * lda + j] : a[i * lda + j];
     };
+    int64_t j = j0;
+#if defined(__SSE__)
+    for (; j + 4 <= j1; j += 4) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) {
+            __m128 r0 = _mm_loadu_ps(a + i * lda + j), r1 = _mm_loadu_ps(a + (i + 1) * lda + j),
+                   r2 = _mm_loadu_ps(a + (i + 2) * lda + j),
+                   r3 = _mm_loadu_ps(a + (i + 3) * lda + j);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            const __m128 r[4] = {r0, r1, r2, r3};
+            for (int64_t k = 0; k < 4; ++k) {
+                float* d = b + (j + k) * ldb + i;
+                _mm_storeu_ps(d, add ? _mm_add_ps(_mm_loadu_ps(d), r[k]) : r[k]);
+            }
+        }
+        for (; i < i1; ++i)
+            for (int64_t k = 0; k < 4; ++k) put(i, j + k);
+    }
+#endif
+    for (; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) put(i, j);
+}
+
+// The 8 × 8 blocks' transpose (all of it without AVX-512).
+void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b,
+                         int64_t ldb, bool add) {
     int64_t j = 0;
 #if defined(__AVX2__)
     auto block = [&](int64_t i0, int64_t j0) { move_block<Eights>(a, lda, i0, j0, b, ldb, add); };
@@ -126,8 +207,7 @@ void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols
         if (overlap_rows)
             block(rows - kLanes, j0);
         else
-            for (int64_t i = whole_rows; i < rows; ++i)
-                for (int64_t k = 0; k < kLanes; ++k) put(i, j0 + k);
+            transpose_by_fours(a, lda, whole_rows, rows, j0, j0 + kLanes, b, ldb, add);
     };
     for (; j < whole_cols; j += kLanes) column(j);
     if (overlap_cols) {
@@ -135,8 +215,7 @@ void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols
         return;
     }
 #endif
-    for (; j < cols; ++j)
-        for (int64_t i = 0; i < rows; ++i) put(i, j);
+    transpose_by_fours(a, lda, 0, rows, j, cols, b, ldb, add);
 }
 
 }  // namespace
@@ -155,6 +234,14 @@ void transpose_by_eights(const float* a, int64_t lda, int64_t rows, int64_t cols
 void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b, int64_t ldb,
                bool add) {
 #if defined(__AVX512F__)
+    if (cols == 4 && lda == 4 && rows % kWide == 0) {
+        for (int64_t i = 0; i < rows; i += kWide) rows16_cols4(a + i * 4, b + i, ldb, add);
+        return;
+    }
+    if (rows == 4 && ldb == 4 && cols % kWide == 0) {
+        for (int64_t j = 0; j < cols; j += kWide) rows4_cols16(a + j, lda, b + j * 4, add);
+        return;
+    }
     // 16 × 16 blocks over the whole 16s of rows and columns, down the rows of each 16 columns
     // (16 streams of b at a time); the edges by eights.
     const int64_t rows16 = rows / kWide * kWide, cols16 = cols / kWide * kWide;

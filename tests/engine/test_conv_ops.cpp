@@ -960,32 +960,36 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
 // The one layout change of the CPU kernels (cpu::transpose): every size from 1 to 41 on each
 // side, so whole 16 × 16 blocks (AVX-512) with their edges of 1 to 15 by eights, whole 8 × 8
 // blocks, edges of one float (a float at a time) and of 2 to 7 (blocks overlapping the one before
-// them) all run, with and without adding to what is there; leading
-// dimensions wider than the matrices, and every float outside the result must be left as it was.
+// them), 4 × 4 blocks, and 16 × 4 ↔ 4 × 16 packed (2×2 planes) all run, with and without adding
+// to what is there; leading dimensions wider than the matrices and equal to them, and every float
+// outside the result must be left as it was.
 TEST(ConvOps, TransposeCoversEveryEdgeAndWritesNothingElse) {
     for (const bool add : {false, true})
-        for (int64_t rows = 1; rows < 42; ++rows)
-            for (int64_t cols = 1; cols < 42; ++cols) {
-                const int64_t lda = cols + 3, ldb = rows + 5;
-                std::vector<float> a(static_cast<size_t>(rows * lda));
-                for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f + 1.0f;
-                std::vector<float> b(static_cast<size_t>(cols * ldb + 7));
-                for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i) - 0.25f;
-                const std::vector<float> before = b;
-                cpu::transpose(a.data(), lda, rows, cols, b.data(), ldb, add);
-                int wrong = 0;
-                for (int64_t i = 0; i < static_cast<int64_t>(b.size()); ++i) {
-                    const int64_t j = i / ldb, r = i % ldb;
-                    const size_t at = static_cast<size_t>(i);
-                    float want = before[at];
-                    if (j < cols && r < rows) {
-                        const float v = a[static_cast<size_t>(r * lda + j)];
-                        want = add ? before[at] + v : v;
+        for (const bool packed : {false, true})  // leading dimensions of the matrices' own widths
+            for (int64_t rows = 1; rows < 42; ++rows)
+                for (int64_t cols = 1; cols < 42; ++cols) {
+                    const int64_t lda = packed ? cols : cols + 3, ldb = packed ? rows : rows + 5;
+                    std::vector<float> a(static_cast<size_t>(rows * lda));
+                    for (size_t i = 0; i < a.size(); ++i)
+                        a[i] = static_cast<float>(i) * 0.5f + 1.0f;
+                    std::vector<float> b(static_cast<size_t>(cols * ldb + 7));
+                    for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i) - 0.25f;
+                    const std::vector<float> before = b;
+                    cpu::transpose(a.data(), lda, rows, cols, b.data(), ldb, add);
+                    int wrong = 0;
+                    for (int64_t i = 0; i < static_cast<int64_t>(b.size()); ++i) {
+                        const int64_t j = i / ldb, r = i % ldb;
+                        const size_t at = static_cast<size_t>(i);
+                        float want = before[at];
+                        if (j < cols && r < rows) {
+                            const float v = a[static_cast<size_t>(r * lda + j)];
+                            want = add ? before[at] + v : v;
+                        }
+                        wrong += b[at] != want;
                     }
-                    wrong += b[at] != want;
+                    EXPECT_EQ(wrong, 0) << rows << " x " << cols << (add ? " added" : "")
+                                        << (packed ? " packed" : "");
                 }
-                EXPECT_EQ(wrong, 0) << rows << " x " << cols << (add ? " added" : "");
-            }
 }
 
 // Groups of whole 8-float vectors of input and output channels run the direct kernel on
