@@ -1,6 +1,7 @@
-// batchnorm (training mode) over axis 1 of [N, C, ...]: one channel per task, its N segments of
-// `inner` contiguous elements summed in order (in double), so forward and backward compute
-// bitwise the same statistics for any thread count.
+// batchnorm (training mode) over axis 1 of [N, C, ...]: one channel per task where its N segments
+// of `inner` contiguous elements are long, 16 channels per task (one per vector lane) where they
+// are short; either way each channel's segments are summed in a fixed order (in double), so
+// forward and backward compute bitwise the same statistics for any thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -48,29 +49,34 @@ double blocked_sum(int64_t n, F&& block_sum) {
     return total;
 }
 
-// Eigen's reductions and expressions cost tens of nanoseconds each to set up, which on the 2×2
-// and 4×4 planes of late stages (segments of 4 or 16 floats, thousands of channels) was most of
-// the time: batchnorm ran at 0.04-0.05 of its memory roofline on EfficientNet's [2, 2112, 2, 2]
-// (bench_roofline). Segments shorter than kShort go through plain loops, in element order.
-constexpr int64_t kShort = 16;
+// Eigen's reductions and expressions cost tens of nanoseconds each to set up, and a channel's
+// statistics end in a double square root and division (a chain of ~40 cycles): on the 2×2, 4×4
+// and 5×5 planes of late stages (segments of 4 to 25 floats, hundreds of channels) that was most
+// of the time. Segments shorter than kShort take 16 channels at once, one per vector lane
+// (LaneBlocks below); longer ones one channel at a time, where blocks shorter than kPlainLoop (a
+// segment's tail) go through plain loops, in element order. Segments of 16 to 31 floats (4×4 and
+// 5×5 planes) were summed by Eigen's packet tree before 2026-12-06 and are summed in element
+// order since, so their gradients' last bits moved then; below 16 they did not.
+constexpr int64_t kShort = 32;
+constexpr int64_t kPlainLoop = 16;
 
 // Σ p[i]
 float sum_of(const float* p, int64_t n) {
-    if (n >= kShort) return ConstArrMap(p, n).sum();
+    if (n >= kPlainLoop) return ConstArrMap(p, n).sum();
     float s = 0;
     for (int64_t i = 0; i < n; ++i) s += p[i];
     return s;
 }
 // Σ (p[i] - mean)²
 float squared_deviations(const float* p, int64_t n, float mean) {
-    if (n >= kShort) return (ConstArrMap(p, n) - mean).square().sum();
+    if (n >= kPlainLoop) return (ConstArrMap(p, n) - mean).square().sum();
     float s = 0;
     for (int64_t i = 0; i < n; ++i) s += (p[i] - mean) * (p[i] - mean);
     return s;
 }
 // Σ dy[i]·(x[i] - mean)·rstd
 float dot_xhat(const float* dy, const float* x, int64_t n, float mean, float rstd) {
-    if (n >= kShort) return (ConstArrMap(dy, n) * ((ConstArrMap(x, n) - mean) * rstd)).sum();
+    if (n >= kPlainLoop) return (ConstArrMap(dy, n) * ((ConstArrMap(x, n) - mean) * rstd)).sum();
     float s = 0;
     for (int64_t i = 0; i < n; ++i) s += dy[i] * ((x[i] - mean) * rstd);
     return s;
@@ -96,138 +102,186 @@ ChannelStats channel_stats(const float* x, const Layout& l, int64_t ch, double e
     return {meanf, static_cast<float>(1.0 / std::sqrt(var + eps))};
 }
 
-// Short segments (inner < kShort, the 2×2 and 4×4 planes of late stages): four channels'
-// statistics at once, one per lane, each lane taking the steps channel_stats takes for a short
-// segment (each segment summed in float in element order, the sums accumulated in double, the
-// squared deviations from the float mean likewise), so the results are those of one code path
-// for every channel, forward and backward alike. One channel at a time, its double square root
-// and division (a chain of ~40 cycles) were most of the time: batchnorm ran at 0.07-0.09 of its
-// memory roofline on EfficientNet's [2, 1152, 2, 2] (bench_roofline, 2026-12-05).
-constexpr int64_t kStatLanes = 4;
-using D4 = double __attribute__((vector_size(kStatLanes * sizeof(double))));
-using F4 = float __attribute__((vector_size(kStatLanes * sizeof(float))));
+// Short segments (inner < kShort): 16 channels at once, one per lane of a vector, through
+// channels-last blocks (planes_to_lanes: the 16 channels' segments of one image, transposed). Each
+// lane takes the steps that the 4-lane code before it took (2026-12-05, and the same bits where
+// segments are shorter than 16): each segment summed in float in element order, the sums
+// accumulated in double over the images, the mean rounded to float, the squared deviations from
+// it likewise, then the double square root and division, so forward and backward compute the same
+// statistics. 16 lanes rather than 4 because each lane's element was gathered one float at a
+// time, and the square roots and divisions are whole vectors now.
+// F16 is 64 bytes, two registers where the build has no AVX-512, and GCC warns that passing or
+// returning it by value then differs from an AVX-512 build's convention. These functions are all
+// internal to this file (the anonymous namespace), so no call crosses that boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using F16 = float __attribute__((vector_size(kPlaneLanes * sizeof(float))));
+using D16 = double __attribute__((vector_size(kPlaneLanes * sizeof(double))));
 
-// Channels [ch0, ch0 + lanes) of a short-segment group: where element i of segment n of lane k
-// lies, and those elements of p as one vector (lanes past `lanes` 0).
-struct ShortGroup {
+inline F16 load16(const float* p) {
+    F16 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store16(float* p, const F16& v) {
+    std::memcpy(p, &v, sizeof v);
+}
+
+// One tensor's channels [ch0, ch0 + 16) of a group, channels-last (lanes past c are zero and
+// not written back). Where all images' segments fit (N·inner ≤ kCachedPositions) they are
+// transposed once and kept, which the statistics' two passes, the forward's and the backward's
+// read again: on 2×2 planes a transpose of 16 × 4 floats costs more than the arithmetic on it.
+// Otherwise image n is transposed again at each pass.
+constexpr int64_t kCachedPositions = 256;
+
+class LaneBlocks {
+  public:
+    LaneBlocks(const Layout& l, int64_t ch0, const float* src)
+        : l_(l), ch0_(ch0), src_(src), cached_(l.n * l.inner <= kCachedPositions) {
+        if (cached_)
+            for (int64_t n = 0; n < l.n; ++n) load(n, buf_ + n * l.inner * kPlaneLanes);
+    }
+    // Image n's segments: element i of lane k at [i·16 + k].
+    const float* image(int64_t n) {
+        if (cached_) return buf_ + n * l_.inner * kPlaneLanes;
+        load(n, buf_);
+        return buf_;
+    }
+
+  private:
+    void load(int64_t n, float* dst) const {
+        planes_to_lanes(src_ + n * l_.c * l_.inner, l_.inner, l_.inner, l_.c, ch0_, dst);
+    }
+    const Layout& l_;
+    int64_t ch0_;
+    const float* src_;
+    bool cached_;
+    alignas(64) float buf_[kCachedPositions * kPlaneLanes];
+};
+
+// Channels [ch0, ch0 + 16) of the group.
+struct LaneGroup {
     const Layout& l;
-    int64_t ch0, lanes;
-    int64_t at(int64_t n, int64_t k, int64_t i) const { return (n * l.c + ch0 + k) * l.inner + i; }
-    F4 column(const float* p, int64_t n, int64_t i) const {
-        F4 v = {};
-        for (int64_t k = 0; k < lanes; ++k) v[k] = p[at(n, k, i)];
-        return v;
+    int64_t ch0;
+    // Image n's segments of dst from a channels-last block (added where accumulate).
+    void store(const float* block, float* dst, int64_t n, bool accumulate) const {
+        planes_from_lanes(block, l.inner, l.inner, l.c, ch0, dst + n * l.c * l.inner, accumulate);
+    }
+    // Channel-indexed values (a weight, a bias) as a vector, 0 past c.
+    F16 per_channel(const float* v) const {
+        F16 out = {};
+        for (int64_t k = 0; k < std::min(kPlaneLanes, l.c - ch0); ++k) out[k] = v[ch0 + k];
+        return out;
     }
 };
 
-void short_channel_stats(const float* x, const ShortGroup& grp, double eps,
-                         ChannelStats out[kStatLanes]) {
-    const Layout& l = grp.l;
-    auto column = [&](int64_t n, int64_t i) { return grp.column(x, n, i); };
+struct LaneStats {
+    F16 mean, rstd;
+};
+
+LaneStats lane_stats(const Layout& l, LaneBlocks& x, double eps) {
     const double count = static_cast<double>(l.count());
-    D4 sum = {};
+    D16 sum = {};
     for (int64_t n = 0; n < l.n; ++n) {
-        F4 s = {};
-        for (int64_t i = 0; i < l.inner; ++i) s += column(n, i);
-        sum += __builtin_convertvector(s, D4);
+        const float* b = x.image(n);
+        F16 s = {};
+        for (int64_t i = 0; i < l.inner; ++i) s += load16(b + i * kPlaneLanes);
+        sum += __builtin_convertvector(s, D16);
     }
-    const F4 mean = __builtin_convertvector(sum / count, F4);
-    D4 sq = {};
+    const F16 mean = __builtin_convertvector(sum / count, F16);
+    D16 sq = {};
     for (int64_t n = 0; n < l.n; ++n) {
-        F4 s = {};
+        const float* b = x.image(n);
+        F16 s = {};
         for (int64_t i = 0; i < l.inner; ++i) {
-            const F4 d = column(n, i) - mean;
+            const F16 d = load16(b + i * kPlaneLanes) - mean;
             s += d * d;
         }
-        sq += __builtin_convertvector(s, D4);
+        sq += __builtin_convertvector(s, D16);
     }
-    const D4 var = sq / count + eps;
-    D4 root;
+    D16 root = sq / count + eps;
 #if defined(__AVX__)
-    __m256d r;
-    std::memcpy(&r, &var, sizeof r);
-    r = _mm256_sqrt_pd(r);
-    std::memcpy(&root, &r, sizeof root);
+    for (int q = 0; q < kPlaneLanes; q += 4) {
+        __m256d r;
+        std::memcpy(&r, reinterpret_cast<const double*>(&root) + q, sizeof r);
+        r = _mm256_sqrt_pd(r);
+        std::memcpy(reinterpret_cast<double*>(&root) + q, &r, sizeof r);
+    }
 #else
-    for (int64_t k = 0; k < kStatLanes; ++k) root[k] = std::sqrt(var[k]);
+    for (int k = 0; k < kPlaneLanes; ++k) root[k] = std::sqrt(root[k]);
 #endif
-    const F4 rstd = __builtin_convertvector(1.0 / root, F4);
-    for (int64_t k = 0; k < grp.lanes; ++k) out[k] = {mean[k], rstd[k]};
+    return {mean, __builtin_convertvector(1.0 / root, F16)};
 }
 
-// The backward of four channels of short segments at once, lane by lane as batchnorm_backward
-// does it for one channel (Σ dY and Σ dY·x̂ summed in float per segment, in element order, and
-// accumulated in double; then dX); st holds the four channels' statistics.
-void short_backward(const float* x, const float* dy, const float* w, const ShortGroup& grp,
-                    const ChannelStats st[kStatLanes], float* dw, float* db, float* dx, bool acc) {
-    const Layout& l = grp.l;
-    const int64_t ch0 = grp.ch0, lanes = grp.lanes;
-    F4 mean = {}, rstd = {}, wk = {};
-    for (int64_t k = 0; k < lanes; ++k) {
-        mean[k] = st[k].mean;
-        rstd[k] = st[k].rstd;
-        wk[k] = w[ch0 + k];
-    }
-    D4 sum_dy = {}, sum_dy_xhat = {};
-    for (int64_t n = 0; n < l.n; ++n) {
-        F4 s = {}, t = {};
-        for (int64_t i = 0; i < l.inner; ++i) {
-            const F4 g = grp.column(dy, n, i);
-            s += g;
-            t += g * ((grp.column(x, n, i) - mean) * rstd);
+// Calls body(group) for every group of 16 channels, in parallel.
+template <class F>
+void for_lane_groups(const Layout& l, int64_t work_per_channel, F&& body) {
+    parallel_for((l.c + kPlaneLanes - 1) / kPlaneLanes, kPlaneLanes * work_per_channel,
+                 [&](int64_t g) {
+                     body(LaneGroup{l, g * kPlaneLanes});
+                 });
+}
+
+void lanes_forward(const float* x, const float* w, const float* bias, const Layout& l, double eps,
+                   float* y) {
+    for_lane_groups(l, 2 * l.count(), [&](const LaneGroup& grp) {
+        LaneBlocks xb(l, grp.ch0, x);
+        const LaneStats st = lane_stats(l, xb, eps);
+        const F16 scale = st.rstd * grp.per_channel(w);
+        const F16 shift = grp.per_channel(bias) - st.mean * scale;
+        alignas(64) float out[kShort * kPlaneLanes];
+        for (int64_t n = 0; n < l.n; ++n) {
+            const float* b = xb.image(n);
+            for (int64_t i = 0; i < l.inner; ++i)
+                store16(out + i * kPlaneLanes, load16(b + i * kPlaneLanes) * scale + shift);
+            grp.store(out, y, n, false);
         }
-        sum_dy += __builtin_convertvector(s, D4);
-        sum_dy_xhat += __builtin_convertvector(t, D4);
-    }
-    const F4 dwv = __builtin_convertvector(sum_dy_xhat, F4);
-    const F4 dbv = __builtin_convertvector(sum_dy, F4);
-    for (int64_t k = 0; k < lanes; ++k) {
-        if (dw) dw[ch0 + k] = dwv[k];
-        if (db) db[ch0 + k] = dbv[k];
-    }
-    if (!dx) return;
-    const double m = static_cast<double>(l.count());
-    const F4 mean_dy = __builtin_convertvector(sum_dy / m, F4);
-    const F4 mean_dy_xhat = __builtin_convertvector(sum_dy_xhat / m, F4);
-    const F4 scale = wk * rstd;
-    for (int64_t n = 0; n < l.n; ++n)
-        for (int64_t i = 0; i < l.inner; ++i) {
-            const F4 v = scale * (grp.column(dy, n, i) - mean_dy -
-                                  ((grp.column(x, n, i) - mean) * rstd) * mean_dy_xhat);
-            for (int64_t k = 0; k < lanes; ++k) {
-                float& d = dx[grp.at(n, k, i)];
-                d = acc ? d + v[k] : v[k];
+    });
+}
+
+// The backward, lane by lane as batchnorm_backward does it for one channel (Σ dY and Σ dY·x̂
+// summed in float per segment, in element order, and accumulated in double; then dX).
+void lanes_backward(const float* x, const float* dy, const float* w, const Layout& l, double eps,
+                    float* dw, float* db, float* dx, bool acc) {
+    for_lane_groups(l, 4 * l.count(), [&](const LaneGroup& grp) {
+        LaneBlocks xb(l, grp.ch0, x), gb(l, grp.ch0, dy);
+        const LaneStats st = lane_stats(l, xb, eps);
+        D16 sum_dy = {}, sum_dy_xhat = {};
+        for (int64_t n = 0; n < l.n; ++n) {
+            const float* xn = xb.image(n);
+            const float* gn = gb.image(n);
+            F16 s = {}, t = {};
+            for (int64_t i = 0; i < l.inner; ++i) {
+                const F16 g = load16(gn + i * kPlaneLanes);
+                s += g;
+                t += g * ((load16(xn + i * kPlaneLanes) - st.mean) * st.rstd);
             }
+            sum_dy += __builtin_convertvector(s, D16);
+            sum_dy_xhat += __builtin_convertvector(t, D16);
         }
-}
-
-// Short segments: calls body(group, its channels' stats) for every group of four channels, in
-// parallel.
-template <class F>
-void for_short_groups(const float* x, const Layout& l, double eps, int64_t work_per_channel,
-                      F&& body) {
-    parallel_for(
-        (l.c + kStatLanes - 1) / kStatLanes, kStatLanes * work_per_channel, [&](int64_t g) {
-            const ShortGroup grp{l, g * kStatLanes, std::min(kStatLanes, l.c - g * kStatLanes)};
-            ChannelStats st[kStatLanes];
-            short_channel_stats(x, grp, eps, st);
-            body(grp, st);
-        });
-}
-
-// Calls body(ch, stats of ch) for every channel, in parallel: channels one at a time where
-// segments are long, four at a time (short_channel_stats) where they are short.
-template <class F>
-void for_channels(const float* x, const Layout& l, double eps, int64_t work_per_channel, F&& body) {
-    if (l.inner >= kShort) {
-        parallel_for(l.c, work_per_channel,
-                     [&](int64_t ch) { body(ch, channel_stats(x, l, ch, eps)); });
-        return;
-    }
-    for_short_groups(x, l, eps, work_per_channel,
-                     [&](const ShortGroup& grp, const ChannelStats* st) {
-                         for (int64_t k = 0; k < grp.lanes; ++k) body(grp.ch0 + k, st[k]);
-                     });
+        const F16 dwv = __builtin_convertvector(sum_dy_xhat, F16);
+        const F16 dbv = __builtin_convertvector(sum_dy, F16);
+        const int64_t lanes = std::min(kPlaneLanes, l.c - grp.ch0);
+        for (int64_t k = 0; k < lanes; ++k) {
+            if (dw) dw[grp.ch0 + k] = dwv[k];
+            if (db) db[grp.ch0 + k] = dbv[k];
+        }
+        if (!dx) return;
+        const double m = static_cast<double>(l.count());
+        const F16 mean_dy = __builtin_convertvector(sum_dy / m, F16);
+        const F16 mean_dy_xhat = __builtin_convertvector(sum_dy_xhat / m, F16);
+        const F16 scale = grp.per_channel(w) * st.rstd;
+        alignas(64) float out[kShort * kPlaneLanes];
+        for (int64_t n = 0; n < l.n; ++n) {
+            const float* xn = xb.image(n);
+            const float* gn = gb.image(n);
+            for (int64_t i = 0; i < l.inner; ++i) {
+                const F16 xhat = (load16(xn + i * kPlaneLanes) - st.mean) * st.rstd;
+                store16(out + i * kPlaneLanes,
+                        scale * (load16(gn + i * kPlaneLanes) - mean_dy - xhat * mean_dy_xhat));
+            }
+            grp.store(out, dx, n, acc);
+        }
+    });
 }
 
 }  // namespace
@@ -239,14 +293,15 @@ void batchnorm_forward(const ForwardCall& c) {
     float* y = as_f32(c.output);
     const float* w = c.params[0];
     const float* b = c.params[1];
-    for_channels(x, l, eps, 2 * l.count(), [&](int64_t ch, const ChannelStats& st) {
+    if (l.inner < kShort) {
+        lanes_forward(x, w, b, l, eps, y);
+        return;
+    }
+    parallel_for(l.c, 2 * l.count(), [&](int64_t ch) {
+        const ChannelStats st = channel_stats(x, l, ch, eps);
         const float scale = st.rstd * w[ch], shift = b[ch] - st.mean * scale;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
-            if (l.inner < kShort) {
-                for (int64_t i = off; i < off + l.inner; ++i) y[i] = x[i] * scale + shift;
-                continue;
-            }
             ArrMap(y + off, l.inner) = ConstArrMap(x + off, l.inner) * scale + shift;
         }
     });
@@ -265,13 +320,11 @@ void batchnorm_backward(const BackwardCall& c) {
     float* dw = c.grad_params[0];
     float* db = c.grad_params[1];
     if (l.inner < kShort) {
-        for_short_groups(x, l, eps, 4 * l.count(),
-                         [&](const ShortGroup& grp, const ChannelStats* st) {
-                             short_backward(x, dy, w, grp, st, dw, db, dx, acc);
-                         });
+        lanes_backward(x, dy, w, l, eps, dw, db, dx, acc);
         return;
     }
-    for_channels(x, l, eps, 4 * l.count(), [&](int64_t ch, const ChannelStats& st) {
+    parallel_for(l.c, 4 * l.count(), [&](int64_t ch) {
+        const ChannelStats st = channel_stats(x, l, ch, eps);
         double sum_dy = 0, sum_dy_xhat = 0;
         for (int64_t n = 0; n < l.n; ++n) {
             const int64_t off = (n * l.c + ch) * l.inner;
