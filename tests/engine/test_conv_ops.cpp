@@ -1793,12 +1793,18 @@ void check_batchnorm(Shape shape) {
 }
 
 TEST(ConvOps, BatchNorm) {
-    check_batchnorm(Shape{3, 2, 3, 4});  // segments of 12: the plain loops
-    check_batchnorm(Shape{2, 3, 4, 5});  // segments of 20: Eigen's reductions
-    check_batchnorm(Shape{5, 3});        // [N, C]: statistics over the batch only
-    // Short segments take their statistics four channels at a time: 7 channels are a full
-    // group and one of three; [N, C] with 9 channels ends with a group of one.
+    check_batchnorm(Shape{2, 3, 6, 6});    // segments of 36: one channel at a time, Eigen's sums
+    check_batchnorm(Shape{1, 2, 17, 17});  // 289: blocks of 256 and a tail of 33
+    check_batchnorm(Shape{5, 3});          // [N, C]: statistics over the batch only
+    // Segments shorter than 32 take 16 channels at once, one per lane: 19 channels are a full
+    // group and one of 3, 7 channels one group; segments of 4, 12, 16 and 20; N·inner past the
+    // 256 positions that stay transposed (20 images of 16) transposes each image at each pass;
+    // [N, C] with 9 channels is one group of segments of one float.
     check_batchnorm(Shape{2, 7, 2, 2});
+    check_batchnorm(Shape{3, 2, 3, 4});
+    check_batchnorm(Shape{2, 19, 4, 4});
+    check_batchnorm(Shape{2, 3, 4, 5});
+    check_batchnorm(Shape{20, 3, 4, 4});
     check_batchnorm(Shape{4, 9});
 }
 
