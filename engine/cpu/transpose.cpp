@@ -256,6 +256,12 @@ void transpose(const float* a, int64_t lda, int64_t rows, int64_t cols, float* b
         return;
     }
 #endif
+    // Four columns or four rows (2×2 planes in a build without AVX-512, or not packed): the 4 × 4
+    // blocks without the eights' set-up.
+    if ((cols == 4 && rows % 4 == 0) || (rows == 4 && cols % 4 == 0)) {
+        transpose_by_fours(a, lda, 0, rows, 0, cols, b, ldb, add);
+        return;
+    }
     transpose_by_eights(a, lda, rows, cols, b, ldb, add);
 }
 
