@@ -110,44 +110,31 @@ ChannelStats channel_stats(const float* x, const Layout& l, int64_t ch, double e
 // it likewise, then the double square root and division, so forward and backward compute the same
 // statistics. 16 lanes rather than 4 because each lane's element was gathered one float at a
 // time, and the square roots and divisions are whole vectors now.
-// The per-position loops work on Lanes: the 16 lanes as the machine's vectors (kernels.h: one
-// on AVX-512, two of 8 on AVX2), the same operation per lane, and the sums over positions one
+// The per-position loops work on LaneVectors (kernels.h): the 16 lanes as the machine's vectors
+// (one on AVX-512, two of 8 on AVX2), the same operation per lane, and the sums over positions one
 // machine vector at a time. The statistics per image are Doubles, four vectors of 4. As 16-lane
 // GCC vectors, GCC kept an AVX2 build's running sums in memory (a store and a load per position)
 // and converted floats to doubles one at a time: batch norm ran at half the speed of the code
 // before the lanes (DenseNet-121's backward 2.5 → 3.8 ms).
-using FV = float __attribute__((vector_size(kLaneVectorWidth * sizeof(float))));
-struct Lanes {
-    FV v[kLaneVectors];
-    static Lanes load(const float* p) {
-        Lanes a;
-        std::memcpy(a.v, p, sizeof a.v);
-        return a;
-    }
-    void store(float* p) const { std::memcpy(p, v, sizeof v); }
-};
+using FV = LaneVectors::V;
 inline FV load_part(const float* p, int h) {
-    FV v;
-    std::memcpy(&v, p + h * kLaneVectorWidth, sizeof v);
-    return v;
+    return Vec<kLaneVectorWidth>::load(p + h * kLaneVectorWidth);
 }
 template <class Op>
-inline Lanes each(const Lanes& a, const Lanes& b, Op op) {
-    Lanes r;
-    for (int h = 0; h < kLaneVectors; ++h) r.v[h] = op(a.v[h], b.v[h]);
+inline LaneVectors each(const LaneVectors& a, const LaneVectors& b, Op op) {
+    LaneVectors r;
+    for (int h = 0; h < kLaneVectors; ++h) r.part[h] = op(a.part[h], b.part[h]);
     return r;
 }
-inline Lanes operator+(const Lanes& a, const Lanes& b) {
+inline LaneVectors operator+(const LaneVectors& a, const LaneVectors& b) {
     return each(a, b, [](FV x, FV y) { return x + y; });
 }
-inline Lanes operator-(const Lanes& a, const Lanes& b) {
+inline LaneVectors operator-(const LaneVectors& a, const LaneVectors& b) {
     return each(a, b, [](FV x, FV y) { return x - y; });
 }
-inline Lanes operator*(const Lanes& a, const Lanes& b) {
+inline LaneVectors operator*(const LaneVectors& a, const LaneVectors& b) {
     return each(a, b, [](FV x, FV y) { return x * y; });
 }
-using F4 = float __attribute__((vector_size(4 * sizeof(float))));
-using D4 = double __attribute__((vector_size(4 * sizeof(double))));
 struct Doubles {
     D4 q[kPlaneLanes / 4];
     Doubles& operator+=(const Doubles& b) {
@@ -162,7 +149,7 @@ struct Doubles {
     }
 };
 // Float lanes as doubles (exact), and doubles rounded to float, lane by lane.
-inline Doubles widen(const Lanes& a) {
+inline Doubles widen(const LaneVectors& a) {
     alignas(64) float f[kPlaneLanes];
     a.store(f);
     Doubles d;
@@ -179,10 +166,10 @@ inline void narrow(const Doubles& d, float* f) {
         std::memcpy(f + 4 * k, &v, sizeof v);
     }
 }
-inline Lanes narrow(const Doubles& d) {
+inline LaneVectors narrow(const Doubles& d) {
     alignas(64) float f[kPlaneLanes];
     narrow(d, f);
-    return Lanes::load(f);
+    return LaneVectors::load(f);
 }
 
 // One tensor's channels [ch0, ch0 + 16) of a group, channels-last (lanes past c are zero and
@@ -226,15 +213,15 @@ struct LaneGroup {
         planes_from_lanes(block, l.inner, l.inner, l.c, ch0, dst + n * l.c * l.inner, accumulate);
     }
     // Channel-indexed values (a weight, a bias) as a vector, 0 past c.
-    Lanes per_channel(const float* v) const {
+    LaneVectors per_channel(const float* v) const {
         alignas(64) float out[kPlaneLanes] = {};
         for (int64_t k = 0; k < std::min(kPlaneLanes, l.c - ch0); ++k) out[k] = v[ch0 + k];
-        return Lanes::load(out);
+        return LaneVectors::load(out);
     }
 };
 
 struct LaneStats {
-    Lanes mean, rstd;
+    LaneVectors mean, rstd;
 };
 
 LaneStats lane_stats(const Layout& l, LaneBlocks& x, double eps) {
@@ -242,26 +229,26 @@ LaneStats lane_stats(const Layout& l, LaneBlocks& x, double eps) {
     Doubles sum = {};
     for (int64_t n = 0; n < l.n; ++n) {
         const float* b = x.image(n);
-        Lanes s;
-        for (int h = 0; h < kLaneVectors; ++h) {  // a register's sum at a time (see Lanes)
+        LaneVectors s;
+        for (int h = 0; h < kLaneVectors; ++h) {  // a register's sum at a time (see LaneVectors)
             FV a = {};
             for (int64_t i = 0; i < l.inner; ++i) a += load_part(b + i * kPlaneLanes, h);
-            s.v[h] = a;
+            s.part[h] = a;
         }
         sum += widen(s);
     }
-    const Lanes mean = narrow(sum.map([&](D4 v) { return v / count; }));
+    const LaneVectors mean = narrow(sum.map([&](D4 v) { return v / count; }));
     Doubles sq = {};
     for (int64_t n = 0; n < l.n; ++n) {
         const float* b = x.image(n);
-        Lanes s;
+        LaneVectors s;
         for (int h = 0; h < kLaneVectors; ++h) {
             FV a = {};
             for (int64_t i = 0; i < l.inner; ++i) {
-                const FV d = load_part(b + i * kPlaneLanes, h) - mean.v[h];
+                const FV d = load_part(b + i * kPlaneLanes, h) - mean.part[h];
                 a += d * d;
             }
-            s.v[h] = a;
+            s.part[h] = a;
         }
         sq += widen(s);
     }
@@ -294,13 +281,14 @@ void lanes_forward(const float* x, const float* w, const float* bias, const Layo
     for_lane_groups(l, 2 * l.count(), [&](const LaneGroup& grp) {
         LaneBlocks xb(l, grp.ch0, x);
         const LaneStats st = lane_stats(l, xb, eps);
-        const Lanes scale = st.rstd * grp.per_channel(w);
-        const Lanes shift = grp.per_channel(bias) - st.mean * scale;
+        const LaneVectors scale = st.rstd * grp.per_channel(w);
+        const LaneVectors shift = grp.per_channel(bias) - st.mean * scale;
         alignas(64) float out[kShort * kPlaneLanes];
         for (int64_t n = 0; n < l.n; ++n) {
             const float* b = xb.image(n);
             for (int64_t i = 0; i < l.inner; ++i)
-                (Lanes::load(b + i * kPlaneLanes) * scale + shift).store(out + i * kPlaneLanes);
+                (LaneVectors::load(b + i * kPlaneLanes) * scale + shift)
+                    .store(out + i * kPlaneLanes);
             grp.store(out, y, n, false);
         }
     });
@@ -317,16 +305,17 @@ void lanes_backward(const float* x, const float* dy, const float* w, const Layou
         for (int64_t n = 0; n < l.n; ++n) {
             const float* xn = xb.image(n);
             const float* gn = gb.image(n);
-            Lanes s, t;
+            LaneVectors s, t;
             for (int h = 0; h < kLaneVectors; ++h) {
                 FV a = {}, e = {};
                 for (int64_t i = 0; i < l.inner; ++i) {
                     const FV g = load_part(gn + i * kPlaneLanes, h);
                     a += g;
-                    e += g * ((load_part(xn + i * kPlaneLanes, h) - st.mean.v[h]) * st.rstd.v[h]);
+                    e += g *
+                         ((load_part(xn + i * kPlaneLanes, h) - st.mean.part[h]) * st.rstd.part[h]);
                 }
-                s.v[h] = a;
-                t.v[h] = e;
+                s.part[h] = a;
+                t.part[h] = e;
             }
             sum_dy += widen(s);
             sum_dy_xhat += widen(t);
@@ -341,16 +330,17 @@ void lanes_backward(const float* x, const float* dy, const float* w, const Layou
         }
         if (!dx) return;
         const double m = static_cast<double>(l.count());
-        const Lanes mean_dy = narrow(sum_dy.map([&](D4 v) { return v / m; }));
-        const Lanes mean_dy_xhat = narrow(sum_dy_xhat.map([&](D4 v) { return v / m; }));
-        const Lanes scale = grp.per_channel(w) * st.rstd;
+        const LaneVectors mean_dy = narrow(sum_dy.map([&](D4 v) { return v / m; }));
+        const LaneVectors mean_dy_xhat = narrow(sum_dy_xhat.map([&](D4 v) { return v / m; }));
+        const LaneVectors scale = grp.per_channel(w) * st.rstd;
         alignas(64) float out[kShort * kPlaneLanes];
         for (int64_t n = 0; n < l.n; ++n) {
             const float* xn = xb.image(n);
             const float* gn = gb.image(n);
             for (int64_t i = 0; i < l.inner; ++i) {
-                const Lanes xhat = (Lanes::load(xn + i * kPlaneLanes) - st.mean) * st.rstd;
-                (scale * (Lanes::load(gn + i * kPlaneLanes) - mean_dy - xhat * mean_dy_xhat))
+                const LaneVectors xhat =
+                    (LaneVectors::load(xn + i * kPlaneLanes) - st.mean) * st.rstd;
+                (scale * (LaneVectors::load(gn + i * kPlaneLanes) - mean_dy - xhat * mean_dy_xhat))
                     .store(out + i * kPlaneLanes);
             }
             grp.store(out, dx, n, acc);

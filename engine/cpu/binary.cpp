@@ -154,12 +154,11 @@ inline void add_run(double (&sum)[4], int64_t len, T&& term) {
     for (; t < len; ++t) sum[0] += term(t);
 }
 
-// add_run's four partial sums as one vector (GCC's vector extension: one AVX register, or two
-// SSE ones).
-using Double4 = double __attribute__((vector_size(32)));
-using Float4 = float __attribute__((vector_size(16)));
-
+// add_run's four partial sums added up, as an array or as one vector of 4 (vec8.h).
 inline double total(const double (&sum)[4]) {
+    return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+}
+inline double total(const D4& sum) {
     return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
 
@@ -200,7 +199,7 @@ void sum_rows(const BroadcastPlan& p, T&& term, W&& write) {
                 o1[q] = cur.off[1];
                 o2[q] = cur.off[2];
             }
-            Double4 sum[g] = {};
+            D4 sum[g] = {};
             alignas(64) float v[g][kChunk];
             for (int64_t c = 0; c < inner; c += kChunk) {
                 const int64_t len = std::min(kChunk, inner - c);
@@ -212,15 +211,14 @@ void sum_rows(const BroadcastPlan& p, T&& term, W&& write) {
                 const int64_t len4 = len / 4 * 4;
                 for (int64_t t = 0; t < len4; t += 4)
                     for (int q = 0; q < g; ++q) {
-                        Float4 f;
+                        F4 f;
                         std::memcpy(&f, &v[q][t], sizeof(f));
-                        sum[q] += __builtin_convertvector(f, Double4);
+                        sum[q] += __builtin_convertvector(f, D4);
                     }
                 for (int q = 0; q < g; ++q)
                     for (int64_t t = len4; t < len; ++t) sum[q][0] += v[q][t];
             }
-            for (int q = 0; q < g; ++q)
-                write(i + q, (sum[q][0] + sum[q][1]) + (sum[q][2] + sum[q][3]));
+            for (int q = 0; q < g; ++q) write(i + q, total(sum[q]));
         };
         parallel_for(tasks, rows_per_task * run, [&](int64_t task) {
             const int64_t first = task * rows_per_task;

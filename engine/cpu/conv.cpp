@@ -371,33 +371,15 @@ void depthwise_backward_weight(const float* x, const float* dy, const Conv2dGeom
 constexpr int64_t kLanes = Conv2dGeometry::kDepthwiseLanes;
 static_assert(kLanes == kPlaneLanes);
 
-// A block position's 16 lanes in registers, as the machine's vectors (kernels.h), loaded from and
-// stored to any alignment. As float[16] loops, GCC kept the weight gradient's sums as 16 scalars
-// between output rows and moved them in and out of a vector per row (a fifth of the blocks'
-// backward in shuffles).
-constexpr int kLaneWidth = kLaneVectorWidth, kLaneParts = kLaneVectors;
-struct LaneAcc {
-    using V = Vec<kLaneWidth>;
-    V::T part[kLaneParts];
-    static LaneAcc load(const float* p) {
-        LaneAcc a;
-        for (int h = 0; h < kLaneParts; ++h) a.part[h] = V::load(p + h * kLaneWidth);
-        return a;
-    }
-    static LaneAcc zero() {
-        LaneAcc a;
-        for (int h = 0; h < kLaneParts; ++h) a.part[h] = typename V::T{};
-        return a;
-    }
-    // this += k · x, lane by lane (one multiply-add each, as the scalar loops contracted).
-    void add_product(const float* k, const float* x) {
-        for (int h = 0; h < kLaneParts; ++h)
-            part[h] += V::load(k + h * kLaneWidth) * V::load(x + h * kLaneWidth);
-    }
-    void store(float* p) const {
-        for (int h = 0; h < kLaneParts; ++h) V::store(p + h * kLaneWidth, part[h]);
-    }
-};
+// The blocks' sums are LaneVectors (kernels.h). As float[16] loops, GCC kept the weight
+// gradient's sums as 16 scalars between output rows and moved them in and out of a vector per row
+// (a fifth of the blocks' backward in shuffles).
+// acc += k · x, lane by lane (one multiply-add each, as the scalar loops contracted).
+inline void add_product(LaneVectors& acc, const float* k, const float* x) {
+    using V = Vec<kLaneVectorWidth>;
+    for (int h = 0; h < kLaneVectors; ++h)
+        acc.part[h] += V::load(k + h * kLaneVectorWidth) * V::load(x + h * kLaneVectorWidth);
+}
 
 // The block's weights, [tap][16].
 void pack_weights(const float* wt, const Conv2dGeometry& g, int64_t c0, float* wk) {
@@ -475,10 +457,11 @@ void depthwise_blocked_forward(const float* x, const float* wt, const float* b,
                 const Span si = spans.rows[oh];
                 for (int64_t ow = 0; ow < g.ow; ++ow) {
                     const Span sj = spans.cols[ow];
-                    LaneAcc acc = LaneAcc::load(bias);
+                    LaneVectors acc = LaneVectors::load(bias);
                     for (int64_t i = si.lo; i < si.hi; ++i)
                         for (int64_t j = sj.lo; j < sj.hi; ++j)
-                            acc.add_product(wk + (i * w.kw + j) * kLanes, xp + tg.at(oh, ow, i, j));
+                            add_product(acc, wk + (i * w.kw + j) * kLanes,
+                                        xp + tg.at(oh, ow, i, j));
                     acc.store(yb + (oh * g.ow + ow) * kLanes);
                 }
             }
@@ -527,14 +510,14 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                     const Span so = spans.out_rows[i];
                     for (int64_t j = 0; j < w.kw; ++j) {
                         const Span sp = spans.out_cols[j];
-                        LaneAcc acc = LaneAcc::zero();
+                        LaneVectors acc = LaneVectors::zero();
                         for (int64_t oh = so.lo; oh < so.hi; ++oh)
                             for (int64_t ow = sp.lo; ow < sp.hi; ++ow)
-                                acc.add_product(xb + tg.at(oh, ow, i, j),
-                                                gb + (oh * g.ow + ow) * kLanes);
+                                add_product(acc, xb + tg.at(oh, ow, i, j),
+                                            gb + (oh * g.ow + ow) * kLanes);
                         float* a = dwk + (i * w.kw + j) * kLanes;
-                        LaneAcc sum = LaneAcc::load(a);
-                        for (int h = 0; h < kLaneParts; ++h) sum.part[h] += acc.part[h];
+                        LaneVectors sum = LaneVectors::load(a);
+                        for (int h = 0; h < kLaneVectors; ++h) sum.part[h] += acc.part[h];
                         sum.store(a);
                     }
                 }
@@ -546,14 +529,14 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
                 alignas(64) float dxb[kGatherPositions * kLanes];
                 for (int64_t p = p0; p < p1; ++p) {
                     const int64_t ih = p / g.w, iw = p % g.w;
-                    LaneAcc acc = LaneAcc::zero();
+                    LaneVectors acc = LaneVectors::zero();
                     for (int64_t a = row_readers.begin[ih]; a < row_readers.begin[ih + 1]; ++a) {
                         const TapReaders::Reader r = row_readers.readers[a];
                         for (int64_t e = col_readers.begin[iw]; e < col_readers.begin[iw + 1];
                              ++e) {
                             const TapReaders::Reader q = col_readers.readers[e];
-                            acc.add_product(wk + (r.tap * w.kw + q.tap) * kLanes,
-                                            gb + (r.out * g.ow + q.out) * kLanes);
+                            add_product(acc, wk + (r.tap * w.kw + q.tap) * kLanes,
+                                        gb + (r.out * g.ow + q.out) * kLanes);
                         }
                     }
                     acc.store(dxb + (p - p0) * kLanes);

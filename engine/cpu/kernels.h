@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/vec8.h"
 #include "engine/ops/window.h"
 
 namespace rl::cpu {
@@ -139,6 +140,29 @@ constexpr int kLaneVectorWidth = 16;
 constexpr int kLaneVectorWidth = 8;
 #endif
 constexpr int kLaneVectors = kPlaneLanes / kLaneVectorWidth;
+
+// A block position's 16 lanes in registers, as those vectors, loaded from and stored to any
+// alignment: the depthwise blocks' sums (conv.cpp) and batch norm's lanes (batchnorm.cpp). The
+// pools' Lanes (pool.cpp) work in place on 64-byte-aligned blocks instead.
+struct LaneVectors {
+    using V = Vec<kLaneVectorWidth>::T;
+    V part[kLaneVectors];
+    static LaneVectors load(const float* p) {
+        LaneVectors a;
+        for (int h = 0; h < kLaneVectors; ++h)
+            a.part[h] = Vec<kLaneVectorWidth>::load(p + h * kLaneVectorWidth);
+        return a;
+    }
+    static LaneVectors zero() {
+        LaneVectors a;
+        for (int h = 0; h < kLaneVectors; ++h) a.part[h] = V{};
+        return a;
+    }
+    void store(float* p) const {
+        for (int h = 0; h < kLaneVectors; ++h)
+            Vec<kLaneVectorWidth>::store(p + h * kLaneVectorWidth, part[h]);
+    }
+};
 
 inline void planes_to_lanes(const float* src, int64_t stride, int64_t size, int64_t count,
                             int64_t p0, float* b) {

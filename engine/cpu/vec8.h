@@ -22,6 +22,12 @@ inline void store8(float* p, V8 v) {
     std::memcpy(p, &v, sizeof v);
 }
 
+// Four floats and four doubles: a float vector widened to double lane by lane
+// (__builtin_convertvector), for sums kept in double in a fixed order (binary.cpp's repeat sums,
+// batch norm's statistics).
+using F4 = float __attribute__((vector_size(4 * sizeof(float))));
+using D4 = double __attribute__((vector_size(4 * sizeof(double))));
+
 // Sixteen floats: one AVX-512 register, the direct kernels' wide tiles where the build has
 // AVX-512 (conv_grouped.cpp). Defined only in such builds: in others, passing one by value would
 // change the calling convention (GCC's -Wpsabi).
