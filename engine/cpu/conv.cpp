@@ -213,9 +213,17 @@ void input_grad_by_correlation(const float* dyg, const float* wg, const Conv2dGe
     scatter_images(dxt, cg, hw, m, dxg, g.c * hw, acc);
 }
 
-// db[o] = Σ_n Σ_p dy[n, o, p], images in order.
+// db[o] = Σ_n Σ_p dy[n, o, p], images in order. On 1×1 planes (a squeeze-and-excitation block's
+// projections) each channel's sum is its images' floats in order, as below, but channels side by
+// side: one Eigen sum of one float per channel and image took 7 µs of a 9 µs backward there.
 void channel_sums(const float* dy, const Conv2dGeometry& g, float* db) {
     const int64_t plane = g.oh * g.ow;
+    if (plane == 1) {
+        std::fill(db, db + g.out_c, 0.0f);
+        for (int64_t n = 0; n < g.n; ++n)
+            for (int64_t o = 0; o < g.out_c; ++o) db[o] += dy[n * g.out_c + o];
+        return;
+    }
     parallel_for(g.out_c, g.n * plane, [&](int64_t o) {
         float s = 0;
         for (int64_t n = 0; n < g.n; ++n)
