@@ -93,6 +93,79 @@ void column_vectors_tile(int64_t i0, int64_t k, const float* a, int64_t lda, con
         for (int j = 0; j < kCols; ++j) c[(i0 + r) * ldc + j] = t[j][r];
 }
 constexpr int kColumnVectors = 3;
+
+// op(A) = A with n = 8 or 16 on AVX-512 (Y = W·cols of a convolution on 2×2 planes of two
+// images): rows_tile broadcasts one float of A per row and k into an 8-float vector, so a
+// 128 × 928 · 928 × 8 product (DenseNet-121's last 1×1s) took 30 µs at one thread against
+// OpenBLAS's 21. Here four neighbouring floats of A's row are one 128-bit load broadcast to all
+// 16 lanes (no shuffle), and B is packed so that lane 4·j + q of group g holds B(k + q, 4·g + j):
+// per four k, one load and G multiply-adds of whole vectors a row. Each element of C is four
+// partial sums over k ≡ q (mod 4), in order, added as (s0 + s1) + (s2 + s3), then beta·C: the
+// same sums for any thread count.
+constexpr int kQuad = 4;
+template <int G, int R>
+void quad_rows_tile(int64_t i0, int64_t rows, int64_t k, const float* a, int64_t lda,
+                    const float* bq, float beta, float* c, int64_t ldc) {
+    __m512 acc[R][G];
+    const float* ar[R];
+    for (int r = 0; r < R; ++r) {
+        ar[r] = a + (i0 + (r < rows ? r : 0)) * lda;
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+    }
+    const int64_t whole = k / kQuad * kQuad;
+    auto step = [&](int64_t j, auto load) {
+        __m512 bv[G];
+        for (int g = 0; g < G; ++g) bv[g] = _mm512_loadu_ps(bq + (j / kQuad * G + g) * 16);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const __m512 s = _mm512_broadcast_f32x4(load(ar[r] + j));
+            for (int g = 0; g < G; ++g) acc[r][g] = _mm512_fmadd_ps(s, bv[g], acc[r][g]);
+        }
+    };
+    for (int64_t j = 0; j < whole; j += kQuad)
+        step(j, [](const float* p) { return _mm_loadu_ps(p); });
+    if (whole < k) {  // the last k % 4 floats of each row, masked (B is zero past k)
+        const __mmask8 mask = static_cast<__mmask8>((1u << (k - whole)) - 1);
+        step(whole, [mask](const float* p) { return _mm_maskz_loadu_ps(mask, p); });
+    }
+    alignas(64) float t[16];
+    for (int64_t r = 0; r < rows; ++r)
+        for (int g = 0; g < G; ++g) {
+            _mm512_store_ps(t, acc[r][g]);
+            float* out = c + (i0 + r) * ldc + g * kQuad;
+            for (int j = 0; j < kQuad; ++j) {
+                const float* q = t + j * kQuad;
+                const float sum = (q[0] + q[1]) + (q[2] + q[3]);
+                out[j] = beta == 0.0f ? sum : sum + beta * out[j];
+            }
+        }
+}
+
+// B [k, n] (ld ldb) into quad_rows_tile's order, zero past k.
+void pack_quads(int64_t k, int64_t n, const float* b, int64_t ldb, std::vector<float>& bq) {
+    const int64_t groups = n / kQuad, quads = (k + kQuad - 1) / kQuad, whole = k / kQuad;
+    bq.resize(static_cast<size_t>(quads * groups * 16));
+    float* d = bq.data();
+    for (int64_t j = 0; j < whole; ++j)  // 4 rows × 4 columns of B, transposed: one group
+        for (int64_t g = 0; g < groups; ++g, d += 16) {
+            __m128 r0 = _mm_loadu_ps(b + (j * kQuad + 0) * ldb + g * kQuad);
+            __m128 r1 = _mm_loadu_ps(b + (j * kQuad + 1) * ldb + g * kQuad);
+            __m128 r2 = _mm_loadu_ps(b + (j * kQuad + 2) * ldb + g * kQuad);
+            __m128 r3 = _mm_loadu_ps(b + (j * kQuad + 3) * ldb + g * kQuad);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(d, r0);
+            _mm_storeu_ps(d + 4, r1);
+            _mm_storeu_ps(d + 8, r2);
+            _mm_storeu_ps(d + 12, r3);
+        }
+    if (whole < quads) {  // the last k % 4 rows, zero past k
+        std::fill(d, d + groups * 16, 0.0f);
+        for (int64_t j = whole * kQuad; j < k; ++j)
+            for (int64_t col = 0; col < n; ++col)
+                d[col / kQuad * 16 + col % kQuad * kQuad + j % kQuad] = b[j * ldb + col];
+    }
+}
+
 constexpr int64_t kColumnRows = kColumnVectors * kVec16Lanes;
 #else
 constexpr int64_t kColumnRows = 1;  // no column tiles: `whole` stays 0
@@ -127,7 +200,7 @@ void with_tile(int64_t n, F&& f) {
 // no read of the line first; C is not read again here).
 template <int W, int NV, int R, int KD, bool Stream>
 int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* ap,
-                            const float* bt, float beta, float* c, int64_t ldc) {
+                            const float* bt, int64_t ldt, float beta, float* c, int64_t ldc) {
     using V = typename Vec<W>::T;
     constexpr int kCols = NV * W;
     const float* ar[R];
@@ -136,7 +209,7 @@ int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, con
         V acc[R][NV] = {};
         for (int p = 0; p < KD; ++p) {
             V bv[NV];
-            for (int v = 0; v < NV; ++v) bv[v] = Vec<W>::load(bt + p * n + j0 + v * W);
+            for (int v = 0; v < NV; ++v) bv[v] = Vec<W>::load(bt + p * ldt + j0 + v * W);
 #pragma GCC unroll 16
             for (int r = 0; r < R; ++r) {
                 const float s = ar[r][p];
@@ -163,19 +236,65 @@ int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, con
     return j0;
 }
 
+// The columns past the last whole vector (a squeeze-and-excitation block's 28 or 20 inputs):
+// one vector over bt's zero padding, its first n - j0 floats stored. Each element is the same
+// sum, in the same order, as in the whole vectors.
+template <int W, int R, int KD>
+void short_depth_last_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* ap,
+                              const float* bt, int64_t ldt, float beta, float* c, int64_t ldc) {
+    using V = typename Vec<W>::T;
+    V acc[R] = {};
+    for (int p = 0; p < KD; ++p) {
+        const V bv = Vec<W>::load(bt + p * ldt + j0);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r] += ap[(i0 + (r < rows ? r : 0)) * KD + p] * bv;
+    }
+    const int left = static_cast<int>(n - j0);
+#if defined(__AVX512F__)
+    if constexpr (W == kVec16Lanes) {  // masked: a float at a time took half of a 672 × 28 product
+        const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1);
+        for (int64_t r = 0; r < rows; ++r) {
+            float* out = c + (i0 + r) * ldc + j0;
+            __m512 v = reinterpret_cast<__m512>(acc[r]);
+            if (beta != 0.0f)
+                v = _mm512_add_ps(
+                    v, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, out)));
+            _mm512_mask_storeu_ps(out, mask, v);
+        }
+        return;
+    }
+#endif
+#if defined(__AVX2__)
+    if constexpr (W == kVec8Lanes) {
+        const __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t r = 0; r < rows; ++r) {
+            float* out = c + (i0 + r) * ldc + j0;
+            __m256 v = reinterpret_cast<__m256>(acc[r]);
+            if (beta != 0.0f)
+                v = _mm256_add_ps(
+                    v, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(out, mask)));
+            _mm256_maskstore_ps(out, mask, v);
+        }
+        return;
+    }
+#endif
+    alignas(64) float t[W];
+    for (int64_t r = 0; r < rows; ++r) {
+        Vec<W>::store(t, acc[r]);
+        float* out = c + (i0 + r) * ldc + j0;
+        for (int j = 0; j < left; ++j) out[j] = beta == 0.0f ? t[j] : t[j] + beta * out[j];
+    }
+}
+
 template <int W, int NV, int R, int KD, bool Stream>
 void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, const float* bt,
-                      float beta, float* c, int64_t ldc) {
-    int64_t j0 = short_depth_columns<W, NV, R, KD, Stream>(i0, rows, 0, n, ap, bt, beta, c, ldc);
+                      int64_t ldt, float beta, float* c, int64_t ldc) {
+    int64_t j0 =
+        short_depth_columns<W, NV, R, KD, Stream>(i0, rows, 0, n, ap, bt, ldt, beta, c, ldc);
     if constexpr (NV > 1)  // whole vectors left: one at a time (ldc keeps them aligned)
-        j0 = short_depth_columns<W, 1, R, KD, Stream>(i0, rows, j0, n, ap, bt, beta, c, ldc);
-    for (int64_t r = 0; r < rows; ++r)  // the columns past the last whole vector
-        for (int64_t j = j0; j < n; ++j) {
-            float acc = 0.0f;
-            for (int p = 0; p < KD; ++p) acc += ap[(i0 + r) * KD + p] * bt[p * n + j];
-            float& out = c[(i0 + r) * ldc + j];
-            out = beta == 0.0f ? acc : acc + beta * out;
-        }
+        j0 = short_depth_columns<W, 1, R, KD, Stream>(i0, rows, j0, n, ap, bt, ldt, beta, c, ldc);
+    if (j0 < n) short_depth_last_columns<W, R, KD>(i0, rows, j0, n, ap, bt, ldt, beta, c, ldc);
 #if defined(__AVX__)
     // This thread's streamed stores, visible before the loop's end lets C be read.
     if constexpr (Stream) __builtin_ia32_sfence();
@@ -193,20 +312,22 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          float* c, int64_t ldc) {
     auto run = [&](auto depth) {
         constexpr int KD = decltype(depth)::value;
-        std::vector<float> ap(static_cast<size_t>(m * KD), 0.0f), bt(static_cast<size_t>(KD * n));
-        if (trans_a)  // A stored [kd, m]
-            for (int64_t p = 0; p < kd; ++p)
-                for (int64_t i = 0; i < m; ++i) ap[i * KD + p] = a[p * lda + i];
-        else
-            for (int64_t i = 0; i < m; ++i) std::copy(a + i * lda, a + i * lda + kd, &ap[i * KD]);
-        for (int64_t p = 0; p < KD; ++p)  // B stored [n, kd] (trans_b) or [kd, n]
-            for (int64_t j = 0; j < n; ++j)
-                bt[p * n + j] = p >= kd ? 0.0f : trans_b ? b[j * ldb + p] : b[p * ldb + j];
 #if defined(__AVX512F__)
         constexpr int W = kVec16Lanes, R = 8;
 #else
         constexpr int W = kVec8Lanes, R = 6;
 #endif
+        const int64_t ldt = (n + W - 1) / W * W;  // bt's rows padded with zeros to whole vectors
+        std::vector<float> ap(static_cast<size_t>(m * KD), 0.0f),
+            bt(static_cast<size_t>(KD * ldt), 0.0f);
+        if (trans_a)  // A stored [kd, m]
+            for (int64_t p = 0; p < kd; ++p)
+                for (int64_t i = 0; i < m; ++i) ap[i * KD + p] = a[p * lda + i];
+        else
+            for (int64_t i = 0; i < m; ++i) std::copy(a + i * lda, a + i * lda + kd, &ap[i * KD]);
+        for (int64_t p = 0; p < kd; ++p)  // B stored [n, kd] (trans_b) or [kd, n]
+            for (int64_t j = 0; j < n; ++j)
+                bt[p * ldt + j] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
         constexpr int NV = 2;
 #if defined(__AVX__)
         constexpr bool kCanStream = true;
@@ -220,11 +341,11 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
         parallel_for(tiles, R * n * KD, [&](int64_t t) {
             const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
             if (stream)
-                short_depth_tile<W, NV, R, KD, true>(i0, rows, n, ap.data(), bt.data(), beta, c,
-                                                     ldc);
+                short_depth_tile<W, NV, R, KD, true>(i0, rows, n, ap.data(), bt.data(), ldt, beta,
+                                                     c, ldc);
             else
-                short_depth_tile<W, NV, R, KD, false>(i0, rows, n, ap.data(), bt.data(), beta, c,
-                                                      ldc);
+                short_depth_tile<W, NV, R, KD, false>(i0, rows, n, ap.data(), bt.data(), ldt, beta,
+                                                      c, ldc);
         });
     };
     // The depth padded to 2, 4, 8 or 16: a classifier's weight gradient at batch 2 takes 2
@@ -261,6 +382,27 @@ void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const fl
         int64_t whole = 0;
 #if defined(__AVX512F__)
         if (trans_a && n == kVec8Lanes) whole = m / kColumnRows;
+#endif
+#if defined(__AVX512F__)
+        if (!trans_a) {
+            static thread_local std::vector<float> bq;
+            pack_quads(k, n, b, ldb, bq);
+            const float* packed = bq.data();  // thread_local: the workers' own would be empty
+            auto run = [&](auto groups, auto rows_per_tile) {
+                constexpr int G = decltype(groups)::value, QR = decltype(rows_per_tile)::value;
+                parallel_for((m + QR - 1) / QR, QR * k * n, [&](int64_t t) {
+                    const int64_t i0 = t * QR;
+                    quad_rows_tile<G, QR>(i0, std::min<int64_t>(QR, m - i0), k, a, lda, packed,
+                                          beta, c, ldc);
+                });
+            };
+            using std::integral_constant;
+            if (n == kVec8Lanes)  // registers: 12 × 2 sums, 2 of B, the broadcast
+                run(integral_constant<int, 2>{}, integral_constant<int, 12>{});
+            else  // 6 × 4 sums, 4 of B
+                run(integral_constant<int, 4>{}, integral_constant<int, 6>{});
+            return;
+        }
 #endif
         const int64_t first = whole * kColumnRows;
         const int64_t tiles = whole + (m - first + R - 1) / R;

@@ -237,17 +237,19 @@ void expect_product(const std::vector<float>& out, const std::vector<double>& re
     }
 }
 
-// The convolution's own kernel for products with 8 or 16 columns (engine/cpu/few_columns.cpp),
-// which packs nothing: A and Aᵀ, both widths, beta 0 (C's garbage never read) and 1, rows that
-// are not a whole number of tiles, padded leading dimensions, against the float64 reference; C's
-// padding left alone; the same bits at one and two threads. And where it is taken.
+// The convolution's own kernel for products with 8 or 16 columns (engine/cpu/few_columns.cpp):
+// A and Aᵀ, both widths, beta 0 (C's garbage never read) and 1, rows that are not a whole number
+// of tiles, depths with 0 to 3 terms past a multiple of 4 (AVX-512 takes A four floats at a time),
+// padded leading dimensions, against the float64 reference; C's padding left alone; the same bits
+// at one and two threads. And where it is taken.
 TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     std::mt19937 rng(17);
     const int saved = cpu_threads();
     for (bool ta : {false, true})
         for (int64_t n : {8, 16})
             for (float beta : {0.f, 1.f})
-                for (const auto& [m, k, pad] : {std::array<int64_t, 3>{37, 33, 0}, {100, 300, 3}}) {
+                for (const auto& [m, k, pad] :
+                     {std::array<int64_t, 3>{37, 33, 0}, {100, 300, 3}, {45, 34, 1}, {64, 35, 2}}) {
                     const GemmCase c{ta, false, m, n, k, pad, 1.f, beta};
                     ASSERT_TRUE(cpu::few_columns_apply(ta, m, n, k));
                     const int64_t lda = (ta ? m : k) + pad, ldb = n + pad, ldc = n + pad;
