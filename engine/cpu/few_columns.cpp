@@ -243,11 +243,13 @@ template <int W, int R, int KD>
 void short_depth_last_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, const float* ap,
                               const float* bt, int64_t ldt, float beta, float* c, int64_t ldc) {
     using V = typename Vec<W>::T;
+    const float* ar[R];  // as short_depth_columns reads them, so that each term is fused alike
+    for (int r = 0; r < R; ++r) ar[r] = ap + (i0 + (r < rows ? r : 0)) * KD;
     V acc[R] = {};
     for (int p = 0; p < KD; ++p) {
         const V bv = Vec<W>::load(bt + p * ldt + j0);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc[r] += ap[(i0 + (r < rows ? r : 0)) * KD + p] * bv;
+        for (int r = 0; r < R; ++r) acc[r] += ar[r][p] * bv;
     }
     const int left = static_cast<int>(n - j0);
 #if defined(__AVX512F__)
