@@ -577,11 +577,12 @@ void depthwise_blocked_backward(const float* x, const float* dy, const float* wt
 
 constexpr int64_t kPlaneLanes = Conv2dGeometry::kPlaneLanes;
 static_assert(kPlaneLanes == kVec8Lanes);
-// The first n (< 8 where a row ends) lanes of v to p[l·stride], added to what is there when
+// The first n (< L where a row ends) lanes of v to p[l·stride], added to what is there when
 // `add`.
-inline void put(float* p, int64_t stride, V8 v, int64_t n, bool add) {
-    float lanes[kPlaneLanes];
-    store8(lanes, v);
+template <int L = kPlaneLanes>
+inline void put(float* p, int64_t stride, typename Vec<L>::T v, int64_t n, bool add) {
+    float lanes[L];
+    Vec<L>::store(lanes, v);
     for (int64_t l = 0; l < n; ++l) p[l * stride] = add ? p[l * stride] + lanes[l] : lanes[l];
 }
 
@@ -632,23 +633,28 @@ constexpr int kChains = 8;
 // last one repeated to make kChains, computed and not stored): their row and first column.
 struct ChainGroup {
     int64_t count, row[kChains], col[kChains];
-    ChainGroup(int64_t v0, int64_t end, int64_t per_row)
+    ChainGroup(int64_t v0, int64_t end, int64_t per_row, int64_t lanes = kPlaneLanes)
         : count(std::min<int64_t>(kChains, end - v0)) {
         for (int q = 0; q < kChains; ++q) {
             const int64_t v = v0 + std::min<int64_t>(q, count - 1);
             row[q] = v / per_row;
-            col[q] = v % per_row * kPlaneLanes;
+            col[q] = v % per_row * lanes;
         }
     }
 };
 
 // S: the stride across when it is 1 or 2 (a constant, so the tap loops unroll); 0 for others.
-template <int KW, int S>
+// L = 16 (AVX-512, where a row is an even number of 8-float vectors): each pair of a row's
+// vectors as one, its lanes summing the same terms in the same order (the same bits) with half
+// the instructions: ConvNeXt's 7×7 on 16×16 planes 90-91 → 76-77 µs forward, EfficientNet's 3×3
+// on 144 of them 45-46 → 34-36 (one thread, 2026-12-06).
+template <int KW, int S, int L = kPlaneLanes>
 void padded_forward(const float* x, const float* wt, const float* b, const Conv2dGeometry& g,
                     float* y, float* ws) {
+    using V = Vec<L>;
     const int64_t kh = g.win.kh, sh = g.win.sh, s = S ? S : g.win.sw, plane = g.oh * g.ow;
     const int64_t ph = g.input_plane_h(), pw = g.input_plane_w();
-    const int64_t per_row = g.whole_lanes(g.ow) / kPlaneLanes, total = g.oh * per_row;
+    const int64_t per_row = g.whole_lanes(g.ow) / L, total = g.oh * per_row;
     parallel_for(g.c, g.n * plane * kh * KW, [&](int64_t c) {
         float* xp = ws + c * g.depthwise_plane_floats(false);
         std::fill(xp, xp + g.input_planes_floats(), 0.0f);
@@ -659,22 +665,22 @@ void padded_forward(const float* x, const float* wt, const float* b, const Conv2
             place_input<S>(x + (n * g.c + c) * g.h * g.w, g, xp);
             float* yc = y + (n * g.c + c) * plane;
             for (int64_t v0 = 0; v0 < total; v0 += kChains) {
-                const ChainGroup cg(v0, total, per_row);
+                const ChainGroup cg(v0, total, per_row, L);
                 const float* base[kChains];
-                V8 acc[kChains];
+                typename V::T acc[kChains];
                 for (int q = 0; q < kChains; ++q) {
                     base[q] = xp + cg.row[q] * sh * pw + cg.col[q];
-                    acc[q] = V8{} + bias;
+                    acc[q] = typename V::T{} + bias;
                 }
                 for (int64_t i = 0; i < kh; ++i)
                     for (int j = 0; j < KW; ++j) {
                         const float kv = k[i * KW + j];
                         const int64_t off = i * pw + tap_at(j);
-                        for (int q = 0; q < kChains; ++q) acc[q] += kv * load8(base[q] + off);
+                        for (int q = 0; q < kChains; ++q) acc[q] += kv * V::load(base[q] + off);
                     }
                 for (int64_t q = 0; q < cg.count; ++q)
-                    put(yc + cg.row[q] * g.ow + cg.col[q], 1, acc[q],
-                        std::min(kPlaneLanes, g.ow - cg.col[q]), false);
+                    put<L>(yc + cg.row[q] * g.ow + cg.col[q], 1, acc[q],
+                           std::min<int64_t>(L, g.ow - cg.col[q]), false);
             }
         }
     });
@@ -695,14 +701,20 @@ alignas(64) constexpr float kZeroRow[Conv2dGeometry::kPlaneMaxGradWidth] = {};
 // vector at a time, each with its own list of tap rows, ran at the multiply-add's latency
 // (ConvNeXt's 7×7 on 16×16 planes: 253 µs backward, 208 with chains at stride 1;
 // docs/benchmarks.md).
-template <int KW, int S, int T>
+//
+// L = 16 (AVX-512; T = 1): one vector of 16 columns where dx_rows<KW, S, 2> would take two of 8
+// from u0, the same lanes summing the same terms in the same order (the same bits), with
+// kChains rows and half the instructions: ConvNeXt's 7×7 on 16×16 planes 214-222 → 184-191 µs
+// backward, a 3×3 on 96 of them 66-68 → 57-63 (one thread, 2026-12-06).
+template <int KW, int S, int T, int L = kPlaneLanes>
 void dx_rows(const float* k, const float* gp, int64_t gw, int64_t m_max, const Conv2dGeometry& g,
              int64_t p, Span u_span, int64_t u0, float* dxc, bool accumulate) {
+    using V = Vec<L>;
     constexpr int R = kChains / T;
     const int64_t kh = g.win.kh, sh = g.win.sh, pt = g.win.pad_top, s = S ? S : g.win.sw;
     const int64_t last = u_span.lo + (u_span.hi - u_span.lo - 1) / kPlaneLanes * kPlaneLanes;
     int64_t u[T];
-    for (int t = 0; t < T; ++t) u[t] = std::min(u0 + t * kPlaneLanes, last);
+    for (int t = 0; t < T; ++t) u[t] = std::min(u0 + t * L, last);
     auto row_at = [&](int64_t ih, int64_t i) {
         const int64_t from = ih + pt - i;
         int64_t oh = from;
@@ -716,23 +728,23 @@ void dx_rows(const float* k, const float* gp, int64_t gw, int64_t m_max, const C
         return from >= 0 && oh < g.oh ? gp + oh * gw + m_max : kZeroRow + m_max;
     };
     for (int64_t ih0 = 0; ih0 < g.h; ih0 += R) {
-        V8 acc[R][T];
+        typename V::T acc[R][T];
         for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = V8{};
+            for (int t = 0; t < T; ++t) acc[r][t] = typename V::T{};
         for (int64_t i = 0; i < kh; ++i) {
             const float* rows[R];
             for (int r = 0; r < R; ++r) rows[r] = row_at(std::min(ih0 + r, g.h - 1), i);
             for (int64_t j = p, m = 0; j < KW; j += s, ++m) {
                 const float kv = k[i * KW + j];
                 for (int r = 0; r < R; ++r)
-                    for (int t = 0; t < T; ++t) acc[r][t] += kv * load8(rows[r] + u[t] - m);
+                    for (int t = 0; t < T; ++t) acc[r][t] += kv * V::load(rows[r] + u[t] - m);
             }
         }
         for (int64_t r = 0; r < std::min<int64_t>(R, g.h - ih0); ++r)
             for (int t = 0; t < T; ++t)
-                if (u0 + t * kPlaneLanes < u_span.hi)
-                    put(dxc + (ih0 + r) * g.w + u[t] * s + p - g.win.pad_left, s, acc[r][t],
-                        std::min(kPlaneLanes, u_span.hi - u[t]), accumulate);
+                if (u0 + t * L < u_span.hi)
+                    put<L>(dxc + (ih0 + r) * g.w + u[t] * s + p - g.win.pad_left, s, acc[r][t],
+                           std::min<int64_t>(L, u_span.hi - u[t]), accumulate);
     }
 }
 
@@ -786,8 +798,17 @@ void padded_backward(const float* x, const float* dy, const float* wt, const Con
                     dx_rows<KW, S, 1>(k, gp, gw, m_max, g, p, us, us.lo, dxc, accumulate);
                     continue;
                 }
-                for (int64_t u0 = us.lo; u0 < us.hi; u0 += 2 * kPlaneLanes)
+                for (int64_t u0 = us.lo; u0 < us.hi; u0 += 2 * kPlaneLanes) {
+#if defined(__AVX512F__)
+                    const int64_t last_u = us.lo + (us.hi - us.lo - 1) / kPlaneLanes * kPlaneLanes;
+                    if (u0 + kPlaneLanes <= last_u) {  // the two would be u0 and u0 + 8: one
+                        dx_rows<KW, S, 1, kVec16Lanes>(k, gp, gw, m_max, g, p, us, u0, dxc,
+                                                       accumulate);
+                        continue;
+                    }
+#endif
                     dx_rows<KW, S, 2>(k, gp, gw, m_max, g, p, us, u0, dxc, accumulate);
+                }
             }
         }
         if (dw)
@@ -817,7 +838,14 @@ void with_plane_constants(const Conv2dGeometry& g, F&& f) {
 void depthwise_padded_forward(const float* x, const float* wt, const float* b,
                               const Conv2dGeometry& g, float* y, float* ws) {
     with_plane_constants(g, [&](auto kw, auto s) {
-        padded_forward<decltype(kw)::value, decltype(s)::value>(x, wt, b, g, y, ws);
+        constexpr int KW = decltype(kw)::value, S = decltype(s)::value;
+#if defined(__AVX512F__)
+        if (g.whole_lanes(g.ow) % kVec16Lanes == 0) {
+            padded_forward<KW, S, kVec16Lanes>(x, wt, b, g, y, ws);
+            return;
+        }
+#endif
+        padded_forward<KW, S>(x, wt, b, g, y, ws);
     });
 }
 

@@ -878,6 +878,35 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pr = 1,
                 .groups = 4},
                "depthwise padded 3x3 on 16x16 planes, three images");
+    // Rows of 9-16 and 25-32 outputs run as 16-float vectors on AVX-512 (forward), with a part
+    // of the last one stored; input-gradient rows of more than 8 columns likewise.
+    check_conv({.n = 2,
+                .c = 3,
+                .h = 11,
+                .w = 12,
+                .out = 3,
+                .kh = 5,
+                .kw = 5,
+                .pt = 2,
+                .pl = 2,
+                .pb = 2,
+                .pr = 2,
+                .groups = 3},
+               "depthwise padded 5x5 on 11x12 planes: rows of 12 in vectors of 16");
+    check_conv({.n = 1,
+                .c = 2,
+                .h = 9,
+                .w = 28,
+                .out = 2,
+                .kh = 7,
+                .kw = 7,
+                .pt = 3,
+                .pl = 3,
+                .pb = 3,
+                .pr = 3,
+                .groups = 2,
+                .bias = false},
+               "depthwise padded 7x7 on 9x28 planes: two vectors of 16 a row");
     // Strided: the input plane in column phases, the input gradient gathered phase by phase.
     check_conv({.n = 2,
                 .c = 3,
