@@ -198,13 +198,14 @@ struct Conv2dGeometry {
     // Depthwise convolutions (multiplier 1) with short rows, where a per-row kernel is mostly
     // overhead, run channels-last, 16 channels at a time (the CPU kernel, engine/cpu/conv.cpp):
     // each block's input plane transposed, its output (forward) or output gradient (backward),
-    // and its weights, in the declared workspace. Measured
-    // (docs/benchmarks.md), the blocks win over the row kernel up to 14 output columns, and
-    // over the zero-padded planes below (where those apply) up to 7.
+    // and its weights, in the declared workspace. Measured (docs/benchmarks.md), the blocks win
+    // over the row kernel up to 14 output columns, and over the zero-padded planes below as far
+    // (up to 7 before the evening of 2026-12-06, when the blocks had become faster: on 8×8
+    // planes, one thread, a 7×7 on 192 channels 138-139 → 96-97 µs backward, EfficientNet's
+    // stride-2 5×5 to 144 channels 139-146 → 80-83; on AVX2 137-142 → 118-119 and 140 → 98;
+    // from 16 columns on, the planes' 16-float vectors win on AVX-512).
     static constexpr int64_t kDepthwiseLanes = 16;
-    bool depthwise_blocked() const {
-        return depthwise() && out_per_group() == 1 && (ow <= 7 || (ow <= 14 && !planes_apply()));
-    }
+    bool depthwise_blocked() const { return depthwise() && out_per_group() == 1 && ow <= 14; }
     // The padded input plane the windows read: rows r = ih + pad_top, columns q = iw + pad_left.
     int64_t padded_h() const { return (oh - 1) * win.sh + (win.kh - 1) * win.dh + 1; }
     int64_t padded_w() const { return (ow - 1) * win.sw + (win.kw - 1) * win.dw + 1; }

@@ -878,35 +878,54 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                 .pr = 1,
                 .groups = 4},
                "depthwise padded 3x3 on 16x16 planes, three images");
-    // Rows of 9-16 and 25-32 outputs run as 16-float vectors on AVX-512 (forward), with a part
-    // of the last one stored; input-gradient rows of more than 8 columns likewise.
-    check_conv({.n = 2,
-                .c = 3,
-                .h = 11,
-                .w = 12,
-                .out = 3,
-                .kh = 5,
-                .kw = 5,
-                .pt = 2,
-                .pl = 2,
-                .pb = 2,
-                .pr = 2,
-                .groups = 3},
-               "depthwise padded 5x5 on 11x12 planes: rows of 12 in vectors of 16");
-    check_conv({.n = 1,
-                .c = 2,
-                .h = 9,
-                .w = 28,
-                .out = 2,
-                .kh = 7,
-                .kw = 7,
-                .pt = 3,
-                .pl = 3,
-                .pb = 3,
-                .pr = 3,
-                .groups = 2,
-                .bias = false},
-               "depthwise padded 7x7 on 9x28 planes: two vectors of 16 a row");
+    // Rows of 15-16 and 25-32 outputs run as 16-float vectors on AVX-512 (forward), with a part
+    // of the last one stored; input-gradient rows of more than 8 columns likewise. Rows of 8 to
+    // 14 take the blocks (20 channels: a partial second block).
+    auto padded = [](const Conv2dGeometry& g) {
+        ASSERT_TRUE(g.depthwise_padded());
+        ASSERT_FALSE(g.depthwise_blocked());
+    };
+    check_conv_path({.n = 2,
+                     .c = 3,
+                     .h = 11,
+                     .w = 15,
+                     .out = 3,
+                     .kh = 5,
+                     .kw = 5,
+                     .pt = 2,
+                     .pl = 2,
+                     .pb = 2,
+                     .pr = 2,
+                     .groups = 3},
+                    "depthwise padded 5x5 on 11x15 planes: rows of 15 in vectors of 16", padded);
+    check_conv_path({.n = 1,
+                     .c = 2,
+                     .h = 9,
+                     .w = 28,
+                     .out = 2,
+                     .kh = 7,
+                     .kw = 7,
+                     .pt = 3,
+                     .pl = 3,
+                     .pb = 3,
+                     .pr = 3,
+                     .groups = 2,
+                     .bias = false},
+                    "depthwise padded 7x7 on 9x28 planes: two vectors of 16 a row", padded);
+    check_conv_path({.n = 2,
+                     .c = 20,
+                     .h = 9,
+                     .w = 12,
+                     .out = 20,
+                     .kh = 7,
+                     .kw = 7,
+                     .pt = 3,
+                     .pl = 3,
+                     .pb = 3,
+                     .pr = 3,
+                     .groups = 20},
+                    "depthwise blocked 7x7 on 9x12 planes",
+                    [](const Conv2dGeometry& g) { ASSERT_TRUE(g.depthwise_blocked()); });
     // Strided: the input plane in column phases, the input gradient gathered phase by phase.
     check_conv({.n = 2,
                 .c = 3,
@@ -1431,14 +1450,21 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
         g.add_node("dw", OpKind::Conv2d, Ids{x},
                    {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
     EXPECT_EQ(g.output_of(dw).shape, (Shape{2, 8, 8, 8}));
-    // Rows of 8 outputs: zero-padded planes, one per channel (8) — forward, the input plane,
-    // 8 + 2 rows × 8 + 2 columns; backward also the output-gradient plane, 8 rows ×
-    // max(8, 9 + 8) + 2 columns, and 8 partial sums per tap.
-    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 8 * (10 * 10));
-    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 8 * (10 * 10 + 8 * 19 + 9 * 8));
-    // Short rows (up to 7 output columns): channels-last blocks of 16 lanes (8 channels fill
-    // one) — forward: the 9×9 padded input plane, the 7×7 output and 9 weights per lane;
-    // backward: the padded input plane, the output gradient, weights and weight gradient.
+    // Rows of 16 outputs: zero-padded planes, one per channel (8) — forward, the input plane,
+    // 16 + 2 rows × 16 + 2 columns; backward also the output-gradient plane, 16 rows ×
+    // max(16, 17 + 8) + 2 columns, and 8 partial sums per tap.
+    const ValueId planes = g.add_input("planes", DType::F32, Shape{2, 8, 18, 18});
+    const NodeId dw_planes =
+        g.add_node("dw_planes", OpKind::Conv2d, Ids{planes},
+                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw_planes)), 4u * 8 * (18 * 18));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw_planes)), 4u * 8 * (18 * 18 + 16 * 27 + 9 * 8));
+    // Short rows (up to 14 output columns): channels-last blocks of 16 lanes (8 channels fill
+    // one) — forward: the padded input plane, the output and 9 weights per lane; backward: the
+    // padded input plane, the output gradient, weights and weight gradient. 8×8 outputs from
+    // 10×10, and 7×7 from 9×9.
+    EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
+    EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 2 * 9));
     const ValueId small = g.add_input("small", DType::F32, Shape{2, 8, 9, 9});
     const NodeId dw_small =
         g.add_node("dw_small", OpKind::Conv2d, Ids{small},
