@@ -926,6 +926,22 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                      .groups = 20},
                     "depthwise blocked 7x7 on 9x12 planes",
                     [](const Conv2dGeometry& g) { ASSERT_TRUE(g.depthwise_blocked()); });
+    // 273 input positions: the input gradient's chunk of 256 ends inside a row, and inside a
+    // group of 4 positions taken at once.
+    check_conv_path({.n = 1,
+                     .c = 18,
+                     .h = 21,
+                     .w = 13,
+                     .out = 18,
+                     .kh = 3,
+                     .kw = 3,
+                     .pt = 1,
+                     .pl = 1,
+                     .pb = 1,
+                     .pr = 1,
+                     .groups = 18},
+                    "depthwise blocked 3x3 on 21x13 planes",
+                    [](const Conv2dGeometry& g) { ASSERT_TRUE(g.depthwise_blocked()); });
     // Strided: the input plane in column phases, the input gradient gathered phase by phase.
     check_conv({.n = 2,
                 .c = 3,
