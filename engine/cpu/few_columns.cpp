@@ -236,6 +236,38 @@ int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, con
     return j0;
 }
 
+// The first `left` lanes of a W-float vector, loaded (others 0) and stored under a mask, where
+// the build has masked moves of that width (kMasks); elsewhere a float at a time.
+template <int W>
+struct MaskedLanes {
+    static constexpr bool kMasks = false;
+    explicit MaskedLanes(int) {}
+    typename Vec<W>::T load(const float*) const { return {}; }
+    void store(float*, typename Vec<W>::T) const {}
+};
+#if defined(__AVX512F__)
+template <>
+struct MaskedLanes<kVec16Lanes> {
+    static constexpr bool kMasks = true;
+    __mmask16 m;
+    explicit MaskedLanes(int left) : m(static_cast<__mmask16>((1u << left) - 1)) {}
+    V16 load(const float* p) const { return reinterpret_cast<V16>(_mm512_maskz_loadu_ps(m, p)); }
+    void store(float* p, V16 v) const { _mm512_mask_storeu_ps(p, m, reinterpret_cast<__m512>(v)); }
+};
+#endif
+#if defined(__AVX2__)
+template <>
+struct MaskedLanes<kVec8Lanes> {
+    static constexpr bool kMasks = true;
+    __m256i m;
+    explicit MaskedLanes(int left)
+        : m(_mm256_cmpgt_epi32(_mm256_set1_epi32(left),
+                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))) {}
+    V8 load(const float* p) const { return reinterpret_cast<V8>(_mm256_maskload_ps(p, m)); }
+    void store(float* p, V8 v) const { _mm256_maskstore_ps(p, m, reinterpret_cast<__m256>(v)); }
+};
+#endif
+
 // The columns past the last whole vector (a squeeze-and-excitation block's 28 or 20 inputs):
 // one vector over bt's zero padding, its first n - j0 floats stored. Each element is the same
 // sum, in the same order, as in the whole vectors.
@@ -252,35 +284,14 @@ void short_depth_last_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, c
         for (int r = 0; r < R; ++r) acc[r] += ar[r][p] * bv;
     }
     const int left = static_cast<int>(n - j0);
-#if defined(__AVX512F__)
-    if constexpr (W == kVec16Lanes) {  // masked: a float at a time took half of a 672 × 28 product
-        const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1);
+    if constexpr (MaskedLanes<W>::kMasks) {  // a float at a time took half of a 672 × 28 product
+        const MaskedLanes<W> mask(left);
         for (int64_t r = 0; r < rows; ++r) {
             float* out = c + (i0 + r) * ldc + j0;
-            __m512 v = reinterpret_cast<__m512>(acc[r]);
-            if (beta != 0.0f)
-                v = _mm512_add_ps(
-                    v, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, out)));
-            _mm512_mask_storeu_ps(out, mask, v);
+            mask.store(out, beta == 0.0f ? acc[r] : acc[r] + beta * mask.load(out));
         }
         return;
     }
-#endif
-#if defined(__AVX2__)
-    if constexpr (W == kVec8Lanes) {
-        const __m256i mask =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int64_t r = 0; r < rows; ++r) {
-            float* out = c + (i0 + r) * ldc + j0;
-            __m256 v = reinterpret_cast<__m256>(acc[r]);
-            if (beta != 0.0f)
-                v = _mm256_add_ps(
-                    v, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(out, mask)));
-            _mm256_maskstore_ps(out, mask, v);
-        }
-        return;
-    }
-#endif
     alignas(64) float t[W];
     for (int64_t r = 0; r < rows; ++r) {
         Vec<W>::store(t, acc[r]);

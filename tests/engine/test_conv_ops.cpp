@@ -880,68 +880,35 @@ TEST(ConvOps, Conv2dGroupsAndDepthwise) {
                "depthwise padded 3x3 on 16x16 planes, three images");
     // Rows of 15-16 and 25-32 outputs run as 16-float vectors on AVX-512 (forward), with a part
     // of the last one stored; input-gradient rows of more than 8 columns likewise. Rows of 8 to
-    // 14 take the blocks (20 channels: a partial second block).
-    auto padded = [](const Conv2dGeometry& g) {
-        ASSERT_TRUE(g.depthwise_padded());
-        ASSERT_FALSE(g.depthwise_blocked());
+    // 14 take the blocks: 20 channels (a partial second block), and 273 input positions (the
+    // input gradient's chunk of 256 ends inside a row, and inside a group of 4 positions taken
+    // at once).
+    auto same = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t k) {
+        const int64_t p = k / 2;
+        return ConvSpec{.n = n,
+                        .c = c,
+                        .h = h,
+                        .w = w,
+                        .out = c,
+                        .kh = k,
+                        .kw = k,
+                        .pt = p,
+                        .pl = p,
+                        .pb = p,
+                        .pr = p,
+                        .groups = c};
     };
-    check_conv_path({.n = 2,
-                     .c = 3,
-                     .h = 11,
-                     .w = 15,
-                     .out = 3,
-                     .kh = 5,
-                     .kw = 5,
-                     .pt = 2,
-                     .pl = 2,
-                     .pb = 2,
-                     .pr = 2,
-                     .groups = 3},
-                    "depthwise padded 5x5 on 11x15 planes: rows of 15 in vectors of 16", padded);
-    check_conv_path({.n = 1,
-                     .c = 2,
-                     .h = 9,
-                     .w = 28,
-                     .out = 2,
-                     .kh = 7,
-                     .kw = 7,
-                     .pt = 3,
-                     .pl = 3,
-                     .pb = 3,
-                     .pr = 3,
-                     .groups = 2,
-                     .bias = false},
-                    "depthwise padded 7x7 on 9x28 planes: two vectors of 16 a row", padded);
-    check_conv_path({.n = 2,
-                     .c = 20,
-                     .h = 9,
-                     .w = 12,
-                     .out = 20,
-                     .kh = 7,
-                     .kw = 7,
-                     .pt = 3,
-                     .pl = 3,
-                     .pb = 3,
-                     .pr = 3,
-                     .groups = 20},
-                    "depthwise blocked 7x7 on 9x12 planes",
-                    [](const Conv2dGeometry& g) { ASSERT_TRUE(g.depthwise_blocked()); });
-    // 273 input positions: the input gradient's chunk of 256 ends inside a row, and inside a
-    // group of 4 positions taken at once.
-    check_conv_path({.n = 1,
-                     .c = 18,
-                     .h = 21,
-                     .w = 13,
-                     .out = 18,
-                     .kh = 3,
-                     .kw = 3,
-                     .pt = 1,
-                     .pl = 1,
-                     .pb = 1,
-                     .pr = 1,
-                     .groups = 18},
-                    "depthwise blocked 3x3 on 21x13 planes",
-                    [](const Conv2dGeometry& g) { ASSERT_TRUE(g.depthwise_blocked()); });
+    ConvSpec two_vectors = same(1, 2, 9, 28, 7);
+    two_vectors.bias = false;
+    for (const auto& [s, blocked, what] :
+         {std::tuple{same(2, 3, 11, 15, 5), false, "depthwise padded 5x5, rows of 15 in 16 lanes"},
+          std::tuple{two_vectors, false, "depthwise padded 7x7, rows of 28: two vectors of 16"},
+          std::tuple{same(2, 20, 9, 12, 7), true, "depthwise blocked 7x7 on 9x12 planes"},
+          std::tuple{same(1, 18, 21, 13, 3), true, "depthwise blocked 3x3 on 21x13 planes"}})
+        check_conv_path(s, what, [blocked = blocked](const Conv2dGeometry& g) {
+            ASSERT_EQ(g.depthwise_blocked(), blocked);
+            ASSERT_EQ(g.depthwise_padded(), !blocked);
+        });
     // Strided: the input plane in column phases, the input gradient gathered phase by phase.
     check_conv({.n = 2,
                 .c = 3,
@@ -1469,10 +1436,14 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     // Rows of 16 outputs: zero-padded planes, one per channel (8) — forward, the input plane,
     // 16 + 2 rows × 16 + 2 columns; backward also the output-gradient plane, 16 rows ×
     // max(16, 17 + 8) + 2 columns, and 8 partial sums per tap.
-    const ValueId planes = g.add_input("planes", DType::F32, Shape{2, 8, 18, 18});
-    const NodeId dw_planes =
-        g.add_node("dw_planes", OpKind::Conv2d, Ids{planes},
-                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+    // A 3×3 depthwise convolution of `channels` on input `in`.
+    auto depthwise3x3 = [&](const char* name, ValueId in, int64_t channels) {
+        return g.add_node(
+            name, OpKind::Conv2d, Ids{in},
+            {{"out_channels", channels}, {"kernel", int64_t{3}}, {"groups", channels}});
+    };
+    const NodeId dw_planes = depthwise3x3(
+        "dw_planes", g.add_input("planes", DType::F32, Shape{2, 8, 18, 18}), int64_t{8});
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw_planes)), 4u * 8 * (18 * 18));
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw_planes)), 4u * 8 * (18 * 18 + 16 * 27 + 9 * 8));
     // Short rows (up to 14 output columns): channels-last blocks of 16 lanes (8 channels fill
@@ -1481,10 +1452,8 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     // 10×10, and 7×7 from 9×9.
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 9));
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw)), 4u * 16 * (100 + 64 + 2 * 9));
-    const ValueId small = g.add_input("small", DType::F32, Shape{2, 8, 9, 9});
     const NodeId dw_small =
-        g.add_node("dw_small", OpKind::Conv2d, Ids{small},
-                   {{"out_channels", int64_t{8}}, {"kernel", int64_t{3}}, {"groups", int64_t{8}}});
+        depthwise3x3("dw_small", g.add_input("small", DType::F32, Shape{2, 8, 9, 9}), int64_t{8});
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw_small)), 4u * 16 * (81 + 49 + 9));
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw_small)), 4u * 16 * (81 + 49 + 2 * 9));
     // The blocks take up to 14 columns where the planes do not apply (dilation across): one
@@ -1502,9 +1471,7 @@ TEST(ConvOps, Conv2dParamsWorkspaceAndCost) {
     // the output-gradient plane, max(3, 1) + 2 rows × max(40, 40) + 2 columns, and 8 partial
     // sums per tap.
     const ValueId wide = g.add_input("wide", DType::F32, Shape{1, 4, 3, 40});
-    const NodeId dw_wide =
-        g.add_node("dw_wide", OpKind::Conv2d, Ids{wide},
-                   {{"out_channels", int64_t{4}}, {"kernel", int64_t{3}}, {"groups", int64_t{4}}});
+    const NodeId dw_wide = depthwise3x3("dw_wide", wide, int64_t{4});
     EXPECT_EQ(d.fwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42));
     EXPECT_EQ(d.bwd_workspace(g, g.node(dw_wide)), 4u * 4 * (3 * 42 + 1 * 49 + 9 * 8));
     // At stride 2 across, the input plane splits into 2 column phases of 24 + 1 columns each;
