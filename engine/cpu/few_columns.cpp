@@ -241,9 +241,6 @@ int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, con
 template <int W>
 struct MaskedLanes {
     static constexpr bool kMasks = false;
-    explicit MaskedLanes(int) {}
-    typename Vec<W>::T load(const float*) const { return {}; }
-    void store(float*, typename Vec<W>::T) const {}
 };
 #if defined(__AVX512F__)
 template <>
@@ -389,33 +386,33 @@ bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k) {
 
 void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#if defined(__AVX512F__)
+    if (!trans_a) {  // B packed once, then quad_rows_tile's tiles of rows
+        static thread_local std::vector<float> bq;
+        pack_quads(k, n, b, ldb, bq);
+        const float* packed = bq.data();  // thread_local: the workers' own would be empty
+        auto run = [&](auto groups, auto rows_per_tile) {
+            constexpr int G = decltype(groups)::value, QR = decltype(rows_per_tile)::value;
+            parallel_for((m + QR - 1) / QR, QR * k * n, [&](int64_t t) {
+                const int64_t i0 = t * QR;
+                quad_rows_tile<G, QR>(i0, std::min<int64_t>(QR, m - i0), k, a, lda, packed, beta, c,
+                                      ldc);
+            });
+        };
+        using std::integral_constant;
+        if (n == kVec8Lanes)  // registers: 12 × 2 sums, 2 of B, the broadcast
+            run(integral_constant<int, 2>{}, integral_constant<int, 12>{});
+        else  // 6 × 4 sums, 4 of B
+            run(integral_constant<int, 4>{}, integral_constant<int, 6>{});
+        return;
+    }
+#endif
     with_tile(n, [&](auto w, auto nv, auto r) {
         constexpr int W = decltype(w)::value, NV = decltype(nv)::value, R = decltype(r)::value;
         // Whole tiles of column vectors first where they apply, then rows_tile's tiles.
         int64_t whole = 0;
 #if defined(__AVX512F__)
         if (trans_a && n == kVec8Lanes) whole = m / kColumnRows;
-#endif
-#if defined(__AVX512F__)
-        if (!trans_a) {
-            static thread_local std::vector<float> bq;
-            pack_quads(k, n, b, ldb, bq);
-            const float* packed = bq.data();  // thread_local: the workers' own would be empty
-            auto run = [&](auto groups, auto rows_per_tile) {
-                constexpr int G = decltype(groups)::value, QR = decltype(rows_per_tile)::value;
-                parallel_for((m + QR - 1) / QR, QR * k * n, [&](int64_t t) {
-                    const int64_t i0 = t * QR;
-                    quad_rows_tile<G, QR>(i0, std::min<int64_t>(QR, m - i0), k, a, lda, packed,
-                                          beta, c, ldc);
-                });
-            };
-            using std::integral_constant;
-            if (n == kVec8Lanes)  // registers: 12 × 2 sums, 2 of B, the broadcast
-                run(integral_constant<int, 2>{}, integral_constant<int, 12>{});
-            else  // 6 × 4 sums, 4 of B
-                run(integral_constant<int, 4>{}, integral_constant<int, 6>{});
-            return;
-        }
 #endif
         const int64_t first = whole * kColumnRows;
         const int64_t tiles = whole + (m - first + R - 1) / R;
