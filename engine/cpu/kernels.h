@@ -219,7 +219,7 @@ void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const fl
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // C [m, n] = op(A) [m, kd] · op(B) [kd, n] + beta·C, row-major, as sgemm's transposes say (A
 // stored [kd, m] with trans_a, B stored [n, kd] with trans_b), for a depth kd of at most
-// kShortDepthMax (few_columns.cpp): a convolution's weight gradient dY·colsᵀ where a chunk has
+// kShortDepthMax (short_depth.cpp): a convolution's weight gradient dY·colsᵀ where a chunk has
 // few positions (2×2 planes of two images: 8), and a linear layer's dYᵀ·X on a few rows (a
 // classifier or a squeeze-and-excitation block at batch 2), whose C is the weights' size. The
 // libraries write C twice or read it before writing (Eigen zeroes it, then adds the product:
@@ -234,7 +234,20 @@ bool short_depth_apply(int64_t m, int64_t n, int64_t kd);
 void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                          float* c, int64_t ldc);
-// The same product on the short-depth kernel where short_depth_apply takes it, else on sgemm.
+// Deeper, with beta 0: the panel kernel (short_depth.cpp), for kd up to kPanelDepthMax where C
+// has at least kPanelMinFloats (1 MB): a linear layer's dYᵀ·X, ViT-B/32's weight gradients over
+// 100 rows (a 3072 × 768 C: 5.3-5.6 ms in OpenBLAS with C cold on AVX2, 4.8-5.3 here). Deeper,
+// the libraries' packing pays: at 256 rows OpenBLAS was as fast, at 512 faster. Not where B is
+// stored [n, kd] (a convolution's dY·colsᵀ): both operands' packing is then a gather, and
+// DenseNet-121's convolutions lost 0.5 ms of 14 backward (docs/benchmarks.md).
+constexpr int64_t kPanelDepthMax = 128;
+constexpr int64_t kPanelMinFloats = int64_t{1} << 18;
+bool panel_depth_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta);
+void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                         int64_t ldc);
+// The same product on the short-depth kernel where short_depth_apply takes it, on the panel
+// kernel where panel_depth_apply does, else on sgemm.
 void short_depth_or_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                          float* c, int64_t ldc);

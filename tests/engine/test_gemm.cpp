@@ -288,7 +288,7 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
 }
 
 // The kernel for products of a short depth (a convolution's weight gradient dY·colsᵀ over the 8
-// positions of two 2×2 planes, a linear layer's dYᵀ·X on two rows; engine/cpu/few_columns.cpp):
+// positions of two 2×2 planes, a linear layer's dYᵀ·X on two rows; engine/cpu/short_depth.cpp):
 // both forms of transposes, depths 1 to 16 (packed to 8 or 16 with zeros), beta 0 (C's old
 // values never read) and 1, rows and columns that are not whole tiles (88 columns: a single
 // vector after the tiles on either width), padded leading dimensions, C 64-byte aligned with its
@@ -346,6 +346,62 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::short_depth_apply(15, 4608, 8));    // too few rows
     EXPECT_TRUE(cpu::short_depth_apply(1152, 48, 2));     // EfficientNet's SE expansion, batch 2
     EXPECT_FALSE(cpu::short_depth_apply(512, 15, 8));     // too few columns
+}
+
+// The panel kernel for deeper products written once (ViT-B/32's weight gradients dYᵀ·X over 100
+// rows; engine/cpu/short_depth.cpp): all four forms of transposes; depths just past the short
+// kernel's, 100 and kPanelDepthMax; rows that are not whole tiles (13, 37, 130 against tiles of 6
+// or 12) and columns that are not whole blocks, with a partial vector (45, 70; 2100 also takes two
+// groups of packed blocks at depth 128 on either width); padded leading dimensions; C 64-byte
+// aligned with its rows whole vectors (stored around the caches) and one float off; against the
+// float64 reference, C's padding left alone, its old values (NaN) never read; the same bits at
+// one, two and three threads. And where it is taken.
+TEST(Gemm, PanelDepthProductMatchesAFloat64Reference) {
+    std::mt19937 rng(29);
+    const int saved = cpu_threads();
+    for (const auto& [m, n, pad] : {std::array<int64_t, 3>{37, 70, 3}, {13, 45, 0}, {130, 2100, 8}})
+        for (const auto& [ta, tb] : {std::pair{false, true}, std::pair{true, false},
+                                     std::pair{false, false}, std::pair{true, true}})
+            for (int64_t kd : {cpu::kShortDepthMax + 1, int64_t{100}, cpu::kPanelDepthMax}) {
+                const GemmCase g{ta, tb, m, n, kd, pad, 1.f, 0.f};
+                const int64_t lda = (ta ? m : kd) + pad, ldb = (tb ? kd : n) + pad, ldc = n + pad;
+                std::vector<float> a(static_cast<size_t>((ta ? kd : m) * lda)),
+                    b(static_cast<size_t>((tb ? n : kd) * ldb)), c0(static_cast<size_t>(m * ldc));
+                fill_uniform(rng, {&a, &b, &c0});
+                const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
+                for (int64_t misalign : {0, 1}) {
+                    std::vector<std::vector<float>> outs;
+                    for (int threads : {1, 2, 3}) {
+                        set_cpu_threads(threads);
+                        std::vector<float> buffer(static_cast<size_t>(m * ldc + 32));
+                        const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+                        float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
+                        std::copy(c0.begin(), c0.end(), c);
+                        for (int64_t i = 0; i < m; ++i)
+                            for (int64_t j = 0; j < n; ++j)
+                                c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                        cpu::panel_depth_product(ta, tb, m, n, kd, a.data(), lda, b.data(), ldb, c,
+                                                 ldc);
+                        outs.emplace_back(c, c + m * ldc);
+                    }
+                    set_cpu_threads(saved);
+                    const std::string what = std::string(ta ? "T" : "N") + (tb ? "T " : "N ") +
+                                             std::to_string(m) + "x" + std::to_string(n) +
+                                             " depth " + std::to_string(kd) +
+                                             (misalign ? " misaligned" : " aligned");
+                    EXPECT_EQ(outs[0], outs[1]) << what;
+                    EXPECT_EQ(outs[0], outs[2]) << what;
+                    expect_product(outs[0], ref, c0, m, n, ldc,
+                                   1e-5 * static_cast<double>(kd) + 1e-6, what);
+                }
+            }
+    EXPECT_TRUE(cpu::panel_depth_apply(false, 3072, 768, 100, 0.f));  // ViT-B/32's MLP, batch 2
+    EXPECT_TRUE(cpu::panel_depth_apply(false, 768, 768, 100, 0.f));   // its attention's output
+    EXPECT_FALSE(cpu::panel_depth_apply(true, 1024, 4608, 98, 0.f));  // a convolution's dY·colsᵀ
+    EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, 100, 1.f));  // C read: the libraries
+    EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, 16, 0.f));   // the short kernel's
+    EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, cpu::kPanelDepthMax + 1, 0.f));
+    EXPECT_FALSE(cpu::panel_depth_apply(false, 500, 500, 100, 0.f));  // C under 1 MB
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
