@@ -143,10 +143,23 @@ void short_depth_tile(int64_t i0, int64_t rows, int64_t n, const float* ap, cons
     if constexpr (NV > 1)  // whole vectors left: one at a time (ldc keeps them aligned)
         j0 = short_depth_columns<W, 1, R, KD, Stream>(i0, rows, j0, n, ap, bt, ldt, beta, c, ldc);
     if (j0 < n) short_depth_last_columns<W, R, KD>(i0, rows, j0, n, ap, bt, ldt, beta, c, ldc);
+}
+
+// tile(t) for t in [0, tiles), one contiguous range of tiles a thread; where `fence` says the
+// tiles streamed their stores, each thread then fences once, so that they are visible before the
+// parallel loop's end lets C be read. A fence a tile drains the write-combining buffers every
+// few KB: for the panel kernel's 6 × 768 tiles (ViT-B/32's 3072 × 768) it cost 10 %.
+template <class F>
+void tiles_then_fence(int64_t tiles, int64_t work_per_tile, bool fence, F&& tile) {
+    const int64_t ranges = std::min<int64_t>(tiles, cpu_threads());
+    parallel_for(ranges, tiles / ranges * work_per_tile, [&](int64_t q) {
+        for (int64_t t = tiles * q / ranges; t < tiles * (q + 1) / ranges; ++t) tile(t);
 #if defined(__AVX__)
-    // This thread's streamed stores, visible before the loop's end lets C be read.
-    if constexpr (Stream) __builtin_ia32_sfence();
+        if (fence) __builtin_ia32_sfence();
+#else
+        (void)fence;
 #endif
+    });
 }
 
 // The panel kernel: R rows × NV vectors of C from a packed tile of op(A) ([kd][R]) and a packed
@@ -268,7 +281,7 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                             reinterpret_cast<uintptr_t>(c) % (W * sizeof(float)) == 0 &&
                             ldc % W == 0;
         const int64_t tiles = (m + R - 1) / R;
-        parallel_for(tiles, R * n * KD, [&](int64_t t) {
+        tiles_then_fence(tiles, R * n * KD, stream, [&](int64_t t) {
             const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
             if (stream)
                 short_depth_tile<W, NV, R, KD, true>(i0, rows, n, ap.data(), bt.data(), ldt, beta,
@@ -326,38 +339,29 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                 std::fill(d + cols, d + kCols, 0.0f);
             }
         }
-        // One range of tiles a thread, so that each fences its streamed stores once, at its end
-        // (a fence a tile, 512 of them in ViT's 3072 × 768, cost 10 %).
-        const int64_t ranges = std::min<int64_t>(tiles, cpu_threads());
-        parallel_for(ranges, tiles / ranges * R * kd * gb * kCols, [&](int64_t q) {
+        tiles_then_fence(tiles, R * kd * gb * kCols, stream, [&](int64_t t) {
+            const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
             // op(A)'s tile, [kd][R], zero past m; on the heap: on the stack, next to the sums'
-            // spills, it ran 5 % slower.
+            // spills, it ran 5 % slower. Each thread's own.
             static thread_local std::vector<float> tile(R * kPanelDepthMax + kCols);
             float* const at = aligned_line(tile.data());
-            for (int64_t t = tiles * q / ranges; t < tiles * (q + 1) / ranges; ++t) {
-                const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
-                if (rows < R) std::fill(at, at + kd * R, 0.0f);
-                if (trans_a && rows == R)  // R floats a term, a constant count: no memmove call
-                    for (int64_t p = 0; p < kd; ++p) std::copy_n(a + p * lda + i0, R, at + p * R);
-                else if (trans_a)
-                    for (int64_t p = 0; p < kd; ++p)
-                        std::copy_n(a + p * lda + i0, rows, at + p * R);
+            if (rows < R) std::fill(at, at + kd * R, 0.0f);
+            if (trans_a && rows == R)  // R floats a term, a constant count: no memmove call
+                for (int64_t p = 0; p < kd; ++p) std::copy_n(a + p * lda + i0, R, at + p * R);
+            else if (trans_a)
+                for (int64_t p = 0; p < kd; ++p) std::copy_n(a + p * lda + i0, rows, at + p * R);
+            else
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t p = 0; p < kd; ++p) at[p * R + r] = a[(i0 + r) * lda + p];
+            for (int64_t jb = 0; jb < gb; ++jb) {
+                const int64_t j0 = (g0 + jb) * kCols, cols = std::min(kCols, n - j0);
+                float* ct = c + i0 * ldc + j0;
+                const float* bb = bp + jb * kd * kCols;
+                if (stream)
+                    panel_tile<W, NV, R, true>(rows, cols, kd, at, bb, ct, ldc);
                 else
-                    for (int64_t r = 0; r < rows; ++r)
-                        for (int64_t p = 0; p < kd; ++p) at[p * R + r] = a[(i0 + r) * lda + p];
-                for (int64_t jb = 0; jb < gb; ++jb) {
-                    const int64_t j0 = (g0 + jb) * kCols, cols = std::min(kCols, n - j0);
-                    float* ct = c + i0 * ldc + j0;
-                    const float* bb = bp + jb * kd * kCols;
-                    if (stream)
-                        panel_tile<W, NV, R, true>(rows, cols, kd, at, bb, ct, ldc);
-                    else
-                        panel_tile<W, NV, R, false>(rows, cols, kd, at, bb, ct, ldc);
-                }
+                    panel_tile<W, NV, R, false>(rows, cols, kd, at, bb, ct, ldc);
             }
-#if defined(__AVX__)
-            if (stream) __builtin_ia32_sfence();  // this thread's streamed stores, before C is read
-#endif
         });
     }
 }
