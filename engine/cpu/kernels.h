@@ -236,7 +236,7 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          float* c, int64_t ldc);
 // Deeper, with beta 0: the panel kernel (short_depth.cpp), for kd up to kPanelDepthMax where C
 // has at least kPanelMinFloats (1 MB): a linear layer's dYᵀ·X, ViT-B/32's weight gradients over
-// 100 rows (a 3072 × 768 C: 5.3-5.6 ms in OpenBLAS with C cold on AVX2, 4.8-5.3 here). Deeper,
+// 100 rows (a 3072 × 768 C: 5.3-5.5 ms in OpenBLAS with C cold on AVX2, 4.8-5.1 here). Deeper,
 // the libraries' packing pays: at 256 rows OpenBLAS was as fast, at 512 faster. Not where B is
 // stored [n, kd] (a convolution's dY·colsᵀ): both operands' packing is then a gather, and
 // DenseNet-121's convolutions lost 0.5 ms of 14 backward (docs/benchmarks.md).

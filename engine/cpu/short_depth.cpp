@@ -3,7 +3,7 @@
 // positions, C the weights' size). The GEMM libraries zero C (or scale it by beta) in one pass and
 // add the product in another, so that C crosses the memory bus three or four times for a
 // product of a few multiply-adds an element: ViT-B/32's 3072 × 768 weight gradient over 100 rows
-// took 5.3-5.6 ms on the GEMM entry point with C cold (OpenBLAS, AVX2), 4.2-4.7 warm. Here a
+// took 5.3-5.5 ms on the GEMM entry point with C cold (OpenBLAS, AVX2), 4.2-4.4 warm. Here a
 // tile of C stays in registers down all kd terms and is written once, around the caches where
 // it is large.
 //
@@ -11,9 +11,9 @@
 // loops unrolled) and the panel one (kd up to kPanelDepthMax, the depth a run-time count), whose
 // operands are packed as in Goto and van de Geijn ("Anatomy of high-performance matrix
 // multiplication", ACM TOMS 34(3), 2008): op(B) in blocks of R·W columns × kd, a group of blocks
-// at a time sized for L2, op(A) per tile of R rows × kd on the stack, so that neither walks
-// memory at C's stride (A's rows 12 KB apart fall into one set of L1). kernels.h says where each
-// is taken. Each element of C is one sum over the kd terms in order, whatever the thread count.
+// at a time sized for L2, op(A) a tile of R rows × kd at a time, so that neither walks memory at
+// C's stride (A's rows 12 KB apart fall into one set of L1). kernels.h says where each is taken.
+// Each element of C is one sum over the kd terms in order, whatever the thread count.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
