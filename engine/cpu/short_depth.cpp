@@ -30,6 +30,21 @@
 namespace rl::cpu {
 namespace {
 
+// One whole vector of C stored around the caches (C aligned to the vector; a build without AVX
+// never asks).
+template <int W>
+void stream_vector(float* out, typename Vec<W>::T v) {
+#if defined(__AVX__)
+    if constexpr (W == kVec8Lanes) _mm256_stream_ps(out, reinterpret_cast<__m256>(v));
+#if defined(__AVX512F__)
+    else
+        _mm512_stream_ps(out, reinterpret_cast<__m512>(v));
+#endif
+#else
+    Vec<W>::store(out, v);
+#endif
+}
+
 // Short depth: C [m, n] = op(A) [m, kd] · op(B) [kd, n] + beta·C for kd of at most
 // kShortDepthMax. op(B) is packed [kd][n] (its rows contiguous over C's columns) and op(A)
 // [m][KD], zero past kd; a tile of R rows × NV vectors of columns runs down the KD terms in
@@ -57,18 +72,11 @@ int64_t short_depth_columns(int64_t i0, int64_t rows, int64_t j0, int64_t n, con
         for (int64_t r = 0; r < rows; ++r)
             for (int v = 0; v < NV; ++v) {
                 float* out = c + (i0 + r) * ldc + j0 + v * W;
-#if defined(__AVX__)
-                if constexpr (Stream) {
-                    if constexpr (W == kVec8Lanes)
-                        _mm256_stream_ps(out, reinterpret_cast<__m256>(acc[r][v]));
-#if defined(__AVX512F__)
-                    else
-                        _mm512_stream_ps(out, reinterpret_cast<__m512>(acc[r][v]));
-#endif
-                    continue;
-                }
-#endif
-                Vec<W>::store(out, beta == 0.0f ? acc[r][v] : acc[r][v] + beta * Vec<W>::load(out));
+                if constexpr (Stream)
+                    stream_vector<W>(out, acc[r][v]);
+                else
+                    Vec<W>::store(out,
+                                  beta == 0.0f ? acc[r][v] : acc[r][v] + beta * Vec<W>::load(out));
             }
     }
     return j0;
@@ -184,19 +192,10 @@ void panel_tile(int64_t rows, int64_t cols, int64_t kd, const float* at, const f
     if (rows == R && cols == kCols) {  // a whole tile: constant indices, sums kept in registers
         for (int r = 0; r < R; ++r)
             for (int v = 0; v < NV; ++v) {
-                float* out = c + r * ldc + v * W;
-#if defined(__AVX__)
-                if constexpr (Stream) {
-                    if constexpr (W == kVec8Lanes)
-                        _mm256_stream_ps(out, reinterpret_cast<__m256>(acc[r][v]));
-#if defined(__AVX512F__)
-                    else
-                        _mm512_stream_ps(out, reinterpret_cast<__m512>(acc[r][v]));
-#endif
-                    continue;
-                }
-#endif
-                Vec<W>::store(out, acc[r][v]);
+                if constexpr (Stream)
+                    stream_vector<W>(c + r * ldc + v * W, acc[r][v]);
+                else
+                    Vec<W>::store(c + r * ldc + v * W, acc[r][v]);
             }
         return;
     }
@@ -204,18 +203,9 @@ void panel_tile(int64_t rows, int64_t cols, int64_t kd, const float* at, const f
         for (int v = 0; v < NV; ++v) {
             float* out = c + r * ldc + v * W;
             const int64_t left = cols - v * W;
-            if (left >= W) {
-#if defined(__AVX__)
-                if constexpr (Stream) {
-                    if constexpr (W == kVec8Lanes)
-                        _mm256_stream_ps(out, reinterpret_cast<__m256>(acc[r][v]));
-#if defined(__AVX512F__)
-                    else
-                        _mm512_stream_ps(out, reinterpret_cast<__m512>(acc[r][v]));
-#endif
-                    continue;
-                }
-#endif
+            if (left >= W && Stream) {
+                stream_vector<W>(out, acc[r][v]);
+            } else if (left >= W) {
                 Vec<W>::store(out, acc[r][v]);
             } else if (left > 0) {
                 if constexpr (MaskedLanes<W>::kMasks) {

@@ -287,6 +287,16 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
+// C for the written-once kernels: c0's values at a 64-byte boundary (plus `misalign` floats) of
+// `buffer`, sized here.
+float* c_in(std::vector<float>& buffer, const std::vector<float>& c0, int64_t misalign) {
+    buffer.assign(c0.size() + 32, 0.0f);
+    const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+    float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
+    std::copy(c0.begin(), c0.end(), c);
+    return c;
+}
+
 // The kernel for products of a short depth (a convolution's weight gradient dY·colsᵀ over the 8
 // positions of two 2×2 planes, a linear layer's dYᵀ·X on two rows; engine/cpu/short_depth.cpp):
 // both forms of transposes, depths 1 to 16 (packed to 8 or 16 with zeros), beta 0 (C's old
@@ -316,12 +326,9 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
                         std::vector<std::vector<float>> outs;
                         for (int threads : {1, 2, 3}) {
                             set_cpu_threads(threads);
-                            // C at a 64-byte boundary (plus `misalign` floats) of a larger buffer.
-                            std::vector<float> buffer(static_cast<size_t>(m * ldc + 32));
-                            const auto at = reinterpret_cast<uintptr_t>(buffer.data());
-                            float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
+                            std::vector<float> buffer;
+                            float* c = c_in(buffer, c0, misalign);
                             ASSERT_EQ(reinterpret_cast<uintptr_t>(c) % 64 == 0, misalign == 0);
-                            std::copy(c0.begin(), c0.end(), c);
                             if (beta == 0)
                                 for (int64_t i = 0; i < m; ++i)
                                     for (int64_t j = 0; j < n; ++j)
@@ -373,10 +380,8 @@ TEST(Gemm, PanelDepthProductMatchesAFloat64Reference) {
                     std::vector<std::vector<float>> outs;
                     for (int threads : {1, 2, 3}) {
                         set_cpu_threads(threads);
-                        std::vector<float> buffer(static_cast<size_t>(m * ldc + 32));
-                        const auto at = reinterpret_cast<uintptr_t>(buffer.data());
-                        float* c = buffer.data() + (64 - at % 64) % 64 / 4 + misalign;
-                        std::copy(c0.begin(), c0.end(), c);
+                        std::vector<float> buffer;
+                        float* c = c_in(buffer, c0, misalign);
                         for (int64_t i = 0; i < m; ++i)
                             for (int64_t j = 0; j < n; ++j)
                                 c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
