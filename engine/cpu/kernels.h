@@ -234,12 +234,16 @@ bool short_depth_apply(int64_t m, int64_t n, int64_t kd);
 void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                          float* c, int64_t ldc);
-// Deeper, with beta 0: the panel kernel (short_depth.cpp), for kd up to kPanelDepthMax where C
-// has at least kPanelMinFloats (1 MB): a linear layer's dYᵀ·X, ViT-B/32's weight gradients over
-// 100 rows (a 3072 × 768 C: 5.3-5.5 ms in OpenBLAS with C cold on AVX2, 4.8-5.1 here). Deeper,
-// the libraries' packing pays: at 256 rows OpenBLAS was as fast, at 512 faster. Not where B is
-// stored [n, kd] (a convolution's dY·colsᵀ): both operands' packing is then a gather, and
-// DenseNet-121's convolutions lost 0.5 ms of 14 backward (docs/benchmarks.md).
+// Deeper, with beta 0: the panel kernel (short_depth.cpp), for kd from kPanelMinDepth to
+// kPanelDepthMax where C has at least kPanelMinFloats (1 MB): a linear layer's dYᵀ·X, ViT-B/32's
+// weight gradients over 100 rows (a 3072 × 768 C: 5.3-5.5 ms in OpenBLAS with C cold on AVX2,
+// 4.8-5.1 here). Shallower, its streamed stores bound it: at 32 rows (ConvNeXt-T's third stage
+// at batch 2, a 1536 × 384 C) it took 0.41-0.45 ms where the library takes 0.26-0.29 with C in
+// cache, and the step lost 1-2 ms. Deeper, the libraries' packing pays: at 256 rows OpenBLAS was
+// as fast, at 512 faster. Not where B is stored [n, kd] (a convolution's dY·colsᵀ): both
+// operands' packing is then a gather, and DenseNet-121's convolutions lost 0.5 ms of 14 backward
+// (docs/benchmarks.md).
+constexpr int64_t kPanelMinDepth = 64;
 constexpr int64_t kPanelDepthMax = 128;
 constexpr int64_t kPanelMinFloats = int64_t{1} << 18;
 bool panel_depth_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta);

@@ -294,7 +294,7 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 }
 
 bool panel_depth_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta) {
-    return !trans_b && beta == 0.0f && kd > kShortDepthMax && kd <= kPanelDepthMax &&
+    return !trans_b && beta == 0.0f && kd >= kPanelMinDepth && kd <= kPanelDepthMax &&
            m >= kShortDepthMinRows && n >= kShortDepthMinColumns && m * n >= kPanelMinFloats;
 }
 

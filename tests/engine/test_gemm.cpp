@@ -357,8 +357,9 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
 
 // The panel kernel for deeper products written once (ViT-B/32's weight gradients dYᵀ·X over 100
 // rows; engine/cpu/short_depth.cpp): all four forms of transposes; depths just past the short
-// kernel's, 100 and kPanelDepthMax; rows that are not whole tiles (13, 37, 130 against tiles of 6
-// or 12) and columns that are not whole blocks, with a partial vector (45, 70; 2100 also takes two
+// kernel's (the kernel runs any depth; it is taken from kPanelMinDepth), 65, 100 and
+// kPanelDepthMax; rows that are not whole tiles (13, 37, 130 against tiles of 6 or 12) and
+// columns that are not whole blocks, with a partial vector (45, 70; 2100 also takes two
 // groups of packed blocks at depth 128 on either width); padded leading dimensions; C 64-byte
 // aligned with its rows whole vectors (stored around the caches) and one float off; against the
 // float64 reference, C's padding left alone, its old values (NaN) never read; the same bits at
@@ -369,7 +370,8 @@ TEST(Gemm, PanelDepthProductMatchesAFloat64Reference) {
     for (const auto& [m, n, pad] : {std::array<int64_t, 3>{37, 70, 3}, {13, 45, 0}, {130, 2100, 8}})
         for (const auto& [ta, tb] : {std::pair{false, true}, std::pair{true, false},
                                      std::pair{false, false}, std::pair{true, true}})
-            for (int64_t kd : {cpu::kShortDepthMax + 1, int64_t{100}, cpu::kPanelDepthMax}) {
+            for (int64_t kd : {cpu::kShortDepthMax + 1, cpu::kPanelMinDepth + 1, int64_t{100},
+                               cpu::kPanelDepthMax}) {
                 const GemmCase g{ta, tb, m, n, kd, pad, 1.f, 0.f};
                 const int64_t lda = (ta ? m : kd) + pad, ldb = (tb ? kd : n) + pad, ldc = n + pad;
                 std::vector<float> a(static_cast<size_t>((ta ? kd : m) * lda)),
@@ -405,6 +407,8 @@ TEST(Gemm, PanelDepthProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::panel_depth_apply(true, 1024, 4608, 98, 0.f));  // a convolution's dY·colsᵀ
     EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, 100, 1.f));  // C read: the libraries
     EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, 16, 0.f));   // the short kernel's
+    EXPECT_FALSE(cpu::panel_depth_apply(false, 1536, 384, 32, 0.f));   // ConvNeXt-T's: the library
+    EXPECT_TRUE(cpu::panel_depth_apply(false, 1536, 384, cpu::kPanelMinDepth, 0.f));
     EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, cpu::kPanelDepthMax + 1, 0.f));
     EXPECT_FALSE(cpu::panel_depth_apply(false, 500, 500, 100, 0.f));  // C under 1 MB
 }
