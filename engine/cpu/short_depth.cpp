@@ -30,7 +30,20 @@
 namespace rl::cpu {
 namespace {
 
-// One whole vector of C stored around the caches (C aligned to the vector; a build without AVX
+// Whether C's whole vectors of W floats can go around the caches: a build with AVX, C and its
+// rows aligned to the vector.
+template <int W>
+bool can_stream(const float* c, int64_t ldc) {
+#if defined(__AVX__)
+    return reinterpret_cast<uintptr_t>(c) % (W * sizeof(float)) == 0 && ldc % W == 0;
+#else
+    (void)c;
+    (void)ldc;
+    return false;
+#endif
+}
+
+// One whole vector of C stored around the caches (where can_stream says so; a build without AVX
 // never asks).
 template <int W>
 void stream_vector(float* out, typename Vec<W>::T v) {
@@ -262,14 +275,8 @@ void short_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
             for (int64_t j = 0; j < n; ++j)
                 bt[p * ldt + j] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
         constexpr int NV = 2;
-#if defined(__AVX__)
-        constexpr bool kCanStream = true;
-#else
-        constexpr bool kCanStream = false;
-#endif
-        const bool stream = kCanStream && beta == 0.0f && m * n >= kShortDepthStreamFloats &&
-                            reinterpret_cast<uintptr_t>(c) % (W * sizeof(float)) == 0 &&
-                            ldc % W == 0;
+        const bool stream =
+            beta == 0.0f && m * n >= kShortDepthStreamFloats && can_stream<W>(c, ldc);
         const int64_t tiles = (m + R - 1) / R;
         tiles_then_fence(tiles, R * n * KD, stream, [&](int64_t t) {
             const int64_t i0 = t * R, rows = std::min<int64_t>(R, m - i0);
@@ -303,11 +310,7 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          int64_t ldc) {
     constexpr int W = kPanelLanes, NV = kPanelVectors, R = kPanelRows;
     constexpr int64_t kCols = kPanelColumns;
-#if defined(__AVX__)
-    const bool stream = reinterpret_cast<uintptr_t>(c) % (W * sizeof(float)) == 0 && ldc % W == 0;
-#else
-    const bool stream = false;
-#endif
+    const bool stream = can_stream<W>(c, ldc);
     const int64_t blocks = (n + kCols - 1) / kCols, tiles = (m + R - 1) / R;
     const int64_t group = std::clamp<int64_t>(kPanelGroupFloats / (kd * kCols), 1, blocks);
     static thread_local std::vector<float> packed_b;
