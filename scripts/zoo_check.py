@@ -34,9 +34,9 @@ longer separates the two (ReLU, max-pool, clip/ReLU6, hardsigmoid and hardswish 
 other kinked ops, e.g. abs, and the smooth ones are not).
 
 PyTorch's children run on OpenBLAS by default: Debian's PyTorch calls libblas.so.3, the
-reference BLAS here, so zoo-check fetches libopenblas0-pthread's package file (apt-get
-download, nothing installed) into --cache, unpacks it there and puts it first on the children's
-LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded. They run on
+reference BLAS on a machine without libopenblas0, so zoo-check fetches libopenblas0-openmp's
+package file (the build on PyTorch's own libgomp threads; apt-get download, nothing installed)
+into --cache, unpacks it there and puts it first on the children's LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded. They run on
 tcmalloc by default (libtcmalloc-minimal4, fetched the same way and preloaded), as PyTorch's own
 CPU launcher runs them: on glibc's malloc a PyTorch step faults its pages in again every step
 (TORCH_MALLOCS below); `--torch-malloc glibc` times PyTorch as installed. The header names the
@@ -413,18 +413,22 @@ def fetched_package(cache, package, subdir, pattern):
 
 def torch_env(cache, choice, threads):
     """The environment of PyTorch's child processes and the BLAS it asks for. Debian's PyTorch
-    links libblas.so.3, which is the reference BLAS here (libblas3); installing libopenblas
+    links libblas.so.3, which may be the reference BLAS (libblas3); installing libopenblas
     would switch that for the whole system (CBC's LP solver too), so for "openblas" the package
-    file of libopenblas0-pthread is fetched (fetched_package) into CACHE/_openblas and put first
-    on the children's LD_LIBRARY_PATH, its threads pinned to --threads (OPENBLAS_NUM_THREADS;
-    OPENBLAS_CORETYPE and the like are left as they are). When that is impossible it says so and
-    falls back to the reference BLAS."""
+    file of libopenblas0-openmp is fetched (fetched_package) into CACHE/_openblas_openmp and put
+    first on the children's LD_LIBRARY_PATH, its threads pinned to --threads
+    (OPENBLAS_NUM_THREADS; OPENBLAS_CORETYPE and the like are left as they are). The OpenMP
+    build, not the pthread one: PyTorch's own threads are libgomp's, and the pthread build keeps a
+    second pool of spinning threads beside them. At 2 threads on 2 cores that made PyTorch's
+    ViT-B/32 step 840-1170 ms against 330 on the OpenMP build (docs/benchmarks.md, 2026-12-07);
+    at 1 thread the two builds time the same. When that is impossible it says so and falls back
+    to the reference BLAS."""
     env = dict(os.environ)
     if choice == "reference":
         return env, "reference"
     try:
-        lib = fetched_package(cache, "libopenblas0-pthread", "_openblas",
-                              os.path.join("usr", "lib", "*", "openblas-pthread", "libblas.so.3"))
+        lib = fetched_package(cache, "libopenblas0-openmp", "_openblas_openmp",
+                              os.path.join("usr", "lib", "*", "openblas-openmp", "libblas.so.3"))
     except OSError as e:
         log(f"zoo-check: WARNING: cannot get OpenBLAS for PyTorch ({e}); PyTorch runs on the "
             "reference BLAS (if apt-get cannot locate the package, `apt-get update` first)")
@@ -1685,7 +1689,7 @@ def main():
     ap.add_argument("--redo", action="store_true", help="recompute our results (not exports)")
     ap.add_argument("--torch-blas", choices=("openblas", "reference"), default="openblas",
                     help="the BLAS PyTorch's processes load (default openblas: Debian's "
-                    "libopenblas0-pthread, fetched with apt-get download and unpacked under "
+                    "libopenblas0-openmp, fetched with apt-get download and unpacked under "
                     "--cache, nothing installed; the reference BLAS, with a warning, when that "
                     "fails)")
     ap.add_argument("--torch-malloc", choices=TORCH_MALLOCS,
