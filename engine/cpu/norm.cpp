@@ -130,52 +130,125 @@ inline float max_lane(const Packet& p) {
 #endif
 }
 
-// exp(a), 0 where a < log(FLT_MIN). Eigen's packet exp clamps its argument at about -88.4 and
-// returns 2.9e-39 there, -inf included (AVX2; seen when the test suite first ran on the x86-64-v3
-// build): a masked key (-inf) got a denormal weight instead of PyTorch's 0. Below log(FLT_MIN)
-// float's exp is a denormal at best; those lanes give 0, NaN stays NaN.
+// exp(a) for a ≤ 0 (a row's elements less its maximum), 0 where a < log(FLT_MIN), NaN where a
+// is NaN. Below log(FLT_MIN) float's exp is a denormal at best; Eigen's packet exp returned
+// 2.9e-39 there, -inf included (AVX2): a masked key (-inf) got a denormal weight instead of
+// PyTorch's 0.
+//
+// a = n·ln2 + r with n = round(a / ln2), |r| ≤ ln2/2 (Cody and Waite's reduction, ln2 in two
+// parts); exp(r) = 1 + r + r²·q(r), q of degree 4 fitted for relative error (2.0 units of 2^-24
+// at most in float, against Eigen's 1.9); 2^n built in the exponent field. a ≤ 0 keeps n in
+// [-126, 0], so 2^n is a normal float and no clamp is needed. 16 vector operations against
+// Eigen's pexp's ~30 (a general argument: clamps, a floor, ldexp in two factors): softmax's
+// forward and cross-entropy ran on the exp, at 0.33–0.40 of their memory roofline
+// (bench_roofline, 2026-12-07).
+#if defined(EIGEN_VECTORIZE_AVX2)
+// The int packet of Packet's width (Eigen 3.4's packet_traits<int> stays at 8 lanes on AVX-512).
+#if defined(EIGEN_VECTORIZE_AVX512)
+using PacketI = ei::Packet16i;
+#else
+using PacketI = ei::Packet8i;
+#endif
+
+inline Packet exp_or_zero(const Packet& a) {
+    using P = Packet;
+    const P magic = ei::pset1<P>(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+    const P t = ei::pmadd(a, ei::pset1<P>(1.44269504088896341f), magic);
+    const P n = ei::psub(t, magic);
+    P r = ei::pmadd(n, ei::pset1<P>(-0.693359375f), a);
+    r = ei::pmadd(n, ei::pset1<P>(2.12194440e-4f), r);
+    P q = ei::pset1<P>(1.381451354e-03f);
+    q = ei::pmadd(q, r, ei::pset1<P>(8.368685877e-03f));
+    q = ei::pmadd(q, r, ei::pset1<P>(4.166838703e-02f));
+    q = ei::pmadd(q, r, ei::pset1<P>(1.666652089e-01f));
+    q = ei::pmadd(q, r, ei::pset1<P>(4.999999346e-01f));
+    const P e_r = ei::padd(ei::pmadd(ei::pmul(r, r), q, r), ei::pset1<P>(1.0f));
+    // t's low mantissa bits hold n + 0x400000: the exponent field of 2^n is n + 127.
+    const PacketI bits = ei::padd(ei::preinterpret<PacketI>(t),
+                                  ei::pset1<PacketI>(127 - 0x4B400000));
+    const P two_n = ei::preinterpret<P>(ei::plogical_shift_left<23>(bits));
+    return ei::pandnot(ei::pmul(e_r, two_n), ei::pcmp_lt(a, ei::pset1<P>(-87.33654475f)));
+}
+#else
 inline Packet exp_or_zero(const Packet& a) {
     const Packet lo = ei::pset1<Packet>(-87.33654475f);
     return ei::pandnot(ei::pexp(a), ei::pcmp_lt(a, lo));
 }
+#endif
+#endif
 
-void softmax_row(const float* __restrict x, float* __restrict y, int64_t d) {
+}  // namespace
+
+#if defined(EIGEN_VECTORIZE_AVX)
+float row_max(const float* x, int64_t d) {
     using P = Packet;
     constexpr int64_t L = kLanes;
     const int64_t body = d - d % L, tail = d - body;
-    P vmax = ei::pset1<P>(-std::numeric_limits<float>::infinity()), xt = vmax;
-    P valid = ei::pzero(vmax);
+    P vmax = ei::pset1<P>(-std::numeric_limits<float>::infinity());
     if (tail) {
-        valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
-        xt = ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)),
-                         vmax);
-        vmax = xt;
+        const P valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
+        vmax = ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)),
+                           vmax);
     }
     for (int64_t j = 0; j < body; j += L) vmax = ei::pmax(vmax, ei::ploadu<P>(x + j));
-    const P m = ei::pset1<P>(max_lane(vmax));
-    P vsum = ei::pzero(m), et = vsum;
+    return max_lane(vmax);
+}
+
+float exp_shifted_sum(const float* __restrict x, float* __restrict y, int64_t d, float m) {
+    using P = Packet;
+    constexpr int64_t L = kLanes;
+    const int64_t body = d - d % L, tail = d - body;
+    const P mv = ei::pset1<P>(m);
+    P vsum = ei::pzero(mv);
     // The padding lanes take exp(0), not exp(-inf): Eigen's exp of a large negative argument is
     // a denormal, and a denormal result cost a microcode assist per row on AMD's AVX2 path (the
     // row ran 1.5× slower than through the scalar exp).
-    if (tail)
-        vsum = et = ei::pselect(valid, exp_or_zero(ei::psub(ei::pselect(valid, xt, m), m)), vsum);
+    if (tail) {
+        const P valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
+        const P xt =
+            ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)), mv);
+        vsum = ei::pselect(valid, exp_or_zero(ei::psub(xt, mv)), vsum);
+        if (y) store_first(y + body, vsum, tail);
+    }
     for (int64_t j = 0; j < body; j += L) {
-        const P e = exp_or_zero(ei::psub(ei::ploadu<P>(x + j), m));
-        ei::pstoreu(y + j, e);
+        const P e = exp_or_zero(ei::psub(ei::ploadu<P>(x + j), mv));
+        if (y) ei::pstoreu(y + j, e);
         vsum = ei::padd(vsum, e);
     }
-    const P inv = ei::pset1<P>(1.0f / ei::predux(vsum));
-    for (int64_t j = 0; j < body; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<P>(y + j), inv));
-    if (tail) store_first(y + body, ei::pmul(et, inv), tail);
+    return ei::predux(vsum);
+}
+
+void scale_row(float* y, int64_t d, float s) {
+    using P = Packet;
+    constexpr int64_t L = kLanes;
+    const int64_t body = d - d % L;
+    const P sv = ei::pset1<P>(s);
+    for (int64_t j = 0; j < body; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<P>(y + j), sv));
+    for (int64_t j = body; j < d; ++j) y[j] *= s;
 }
 #else
-void softmax_row(const float* x, float* y, int64_t d) {
-    ConstArrMap xr(x, d);
+float row_max(const float* x, int64_t d) {
+    return ConstArrMap(x, d).maxCoeff();
+}
+
+float exp_shifted_sum(const float* x, float* y, int64_t d, float m) {
+    if (!y) return (ConstArrMap(x, d) - m).exp().sum();
     ArrMap yr(y, d);
-    yr = (xr - xr.maxCoeff()).exp();
-    yr *= 1.0f / yr.sum();
+    yr = (ConstArrMap(x, d) - m).exp();
+    return yr.sum();
+}
+
+void scale_row(float* y, int64_t d, float s) {
+    ArrMap(y, d) *= s;
 }
 #endif
+
+namespace {
+
+void softmax_row(const float* x, float* y, int64_t d) {
+    const float m = row_max(x, d);
+    scale_row(y, d, 1.0f / exp_shifted_sum(x, y, d, m));
+}
 
 }  // namespace
 

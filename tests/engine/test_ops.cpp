@@ -490,6 +490,42 @@ TEST(OpForward, SoftmaxRowsOfEveryLengthAgainstFloat64) {
     }
 }
 
+// The softmax rows' exp (cpu::exp_shifted_sum, shared with cross_entropy) against float64 over
+// every argument a softmax row gives it, x - max ≤ 0: within 4·2^-24 relative down to
+// log(FLT_MIN), 0 below it and at -inf, NaN at NaN. The sum it returns is the sum of what it
+// wrote, padding lanes left out, at every length around the vector widths.
+TEST(OpForward, SoftmaxExpAgainstFloat64OverItsWholeRange) {
+    std::vector<float> x;
+    for (float a = -90.0f; a <= 0.0f; a += 0.00390625f) x.push_back(a);  // steps of 2^-8
+    for (float a = -1.0f; a < 0.0f; a += 1e-5f) x.push_back(a);
+    for (float a : {-0.0f, -std::numeric_limits<float>::denorm_min(),
+                    -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()})
+        x.push_back(a);
+    std::vector<float> y(x.size(), -1.0f);
+    const float sum = cpu::exp_shifted_sum(x.data(), y.data(), static_cast<int64_t>(x.size()), 0);
+    EXPECT_TRUE(std::isnan(sum));  // the NaN lane is summed too
+    const float lo = std::log(std::numeric_limits<float>::min());
+    for (size_t k = 0; k < x.size(); ++k) {
+        if (std::isnan(x[k])) {
+            EXPECT_TRUE(std::isnan(y[k]));
+        } else if (x[k] < lo) {
+            EXPECT_EQ(y[k], 0.0f) << "exp(" << x[k] << ")";
+        } else {
+            const double want = std::exp(static_cast<double>(x[k]));
+            ASSERT_LE(std::abs(y[k] - want), 4.0 * 0x1p-24 * want) << "exp(" << x[k] << ")";
+        }
+    }
+    for (int64_t d = 1; d <= 40; ++d) {
+        std::vector<float> row(x.begin() + 20000, x.begin() + 20000 + d), out(d);
+        const float s = cpu::exp_shifted_sum(row.data(), out.data(), d, 0);
+        double want = 0;
+        for (float v : out) want += v;
+        EXPECT_NEAR(s, want, 4e-7 * want) << "row of " << d;
+        EXPECT_EQ(cpu::exp_shifted_sum(row.data(), nullptr, d, 0), s) << "row of " << d;
+    }
+}
+
 TEST(OpForward, SoftmaxIsStableForLargeLogits) {
     OpCase c;
     const ValueId x = c.input("x", Shape{1, 3});
@@ -575,6 +611,11 @@ TEST(OpContract, AccumulateAddsToExistingGradient) {
          [](OpCase& c) {
              const ValueId x = c.input("x", Shape{3, 4});
              c.op(OpKind::CrossEntropy, {x, c.labels("l", Shape{3}, 4)});
+         }},
+        {"cross_entropy over blocks",  // a row longer than the accumulating path's 256-float block
+         [](OpCase& c) {
+             const ValueId x = c.input("x", Shape{2, 601});
+             c.op(OpKind::CrossEntropy, {x, c.labels("l", Shape{2}, 601)});
          }},
     };
     for (const Make& m : makes) {
