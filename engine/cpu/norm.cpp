@@ -164,8 +164,8 @@ inline Packet exp_or_zero(const Packet& a) {
     q = ei::pmadd(q, r, ei::pset1<P>(4.999999346e-01f));
     const P e_r = ei::padd(ei::pmadd(ei::pmul(r, r), q, r), ei::pset1<P>(1.0f));
     // t's low mantissa bits hold n + 0x400000: the exponent field of 2^n is n + 127.
-    const PacketI bits = ei::padd(ei::preinterpret<PacketI>(t),
-                                  ei::pset1<PacketI>(127 - 0x4B400000));
+    const PacketI bits =
+        ei::padd(ei::preinterpret<PacketI>(t), ei::pset1<PacketI>(127 - 0x4B400000));
     const P two_n = ei::preinterpret<P>(ei::plogical_shift_left<23>(bits));
     return ei::pandnot(ei::pmul(e_r, two_n), ei::pcmp_lt(a, ei::pset1<P>(-87.33654475f)));
 }
@@ -205,8 +205,8 @@ float exp_shifted_sum(const float* __restrict x, float* __restrict y, int64_t d,
     // row ran 1.5× slower than through the scalar exp).
     if (tail) {
         const P valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
-        const P xt =
-            ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)), mv);
+        const P xt = ei::pselect(
+            valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)), mv);
         vsum = ei::pselect(valid, exp_or_zero(ei::psub(xt, mv)), vsum);
         if (y) store_first(y + body, vsum, tail);
     }

@@ -498,9 +498,9 @@ TEST(OpForward, SoftmaxExpAgainstFloat64OverItsWholeRange) {
     std::vector<float> x;
     for (float a = -90.0f; a <= 0.0f; a += 0.00390625f) x.push_back(a);  // steps of 2^-8
     for (float a = -1.0f; a < 0.0f; a += 1e-5f) x.push_back(a);
-    for (float a : {-0.0f, -std::numeric_limits<float>::denorm_min(),
-                    -std::numeric_limits<float>::infinity(),
-                    std::numeric_limits<float>::quiet_NaN()})
+    for (float a :
+         {-0.0f, -std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()})
         x.push_back(a);
     std::vector<float> y(x.size(), -1.0f);
     const float sum = cpu::exp_shifted_sum(x.data(), y.data(), static_cast<int64_t>(x.size()), 0);
