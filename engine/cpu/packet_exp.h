@@ -12,18 +12,19 @@ namespace ei = Eigen::internal;
 using Packet = ei::packet_traits<float>::type;
 constexpr int64_t kLanes = ei::packet_traits<float>::size;
 
-// exp(a) for a ≤ 0 (a row's elements less its maximum, GELU's -x²/2), 0 where a < log(FLT_MIN), NaN
-// where a is NaN. Below log(FLT_MIN) float's exp is a denormal at best; Eigen's packet exp returned
-// 2.9e-39 there, -inf included (AVX2): a masked key (-inf) got a denormal weight instead of
-// PyTorch's 0.
+// exp(a) for a ≤ 0 (a row's elements less its maximum; GELU's -x²/2), 0 where
+// a < log(FLT_MIN), NaN where a is NaN. Below log(FLT_MIN) float's exp is a denormal at best;
+// Eigen's packet exp returned 2.9e-39 there, -inf included (AVX2): a masked key (-inf) got a
+// denormal weight instead of PyTorch's 0.
 //
-// a = n·ln2 + r with n = round(a / ln2), |r| ≤ ln2/2 (Cody and Waite's reduction, ln2 in two
-// parts); exp(r) = 1 + r + r²·q(r), q of degree 4 fitted for relative error (2.0 units of 2^-24
-// at most in float, against Eigen's 1.9); 2^n built in the exponent field. a ≤ 0 keeps n in
-// [-126, 0], so 2^n is a normal float and no clamp is needed. 16 vector operations against
-// Eigen's pexp's ~30 (a general argument: clamps, a floor, ldexp in two factors): softmax's
-// forward and cross-entropy ran on the exp, at 0.33–0.40 of their memory roofline
-// (bench_roofline, 2026-12-07).
+// a = n·ln2 + r with n = round(a / ln2), |r| ≤ ln2/2 (W. J. Cody and W. Waite, Software Manual
+// for the Elementary Functions, 1980: ln2 in two parts, Cephes's constants);
+// exp(r) = 1 + r + r²·q(r), q of degree 4 fitted by us for relative error; 2^n built in the
+// exponent field. a ≤ 0 keeps n in [-126, 0], so 2^n is a normal float and no clamp is needed.
+// Within 4·2^-24 of float64 over [log(FLT_MIN), 0]
+// (OpForward.SoftmaxExpAgainstFloat64OverItsWholeRange). 16 vector operations against Eigen's
+// pexp's ~30 (a general argument: clamps, a floor, ldexp in two factors): softmax's forward and
+// cross-entropy ran on the exp, at 0.19–0.40 of their memory roofline (bench_roofline, 2026-12-07).
 #if defined(EIGEN_VECTORIZE_AVX2)
 // The int packet of Packet's width (Eigen 3.4's packet_traits<int> stays at 8 lanes on AVX-512).
 #if defined(EIGEN_VECTORIZE_AVX512)
