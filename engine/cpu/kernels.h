@@ -281,7 +281,7 @@ void softmax_backward(const BackwardCall& c);
 // One row of softmax in three passes (norm.cpp), shared with cross_entropy so that its loss and
 // its gradient take one vector exp an element: the largest element; y = exp(x - m) where y is
 // not null (0 where x - m < log(FLT_MIN)), returning their sum in a fixed order; y *= s.
-float row_max(const float* x, int64_t d);
+float max_of_row(const float* x, int64_t d);
 float exp_shifted_sum(const float* x, float* y, int64_t d, float m);
 void scale_row(float* y, int64_t d, float s);
 

@@ -53,7 +53,7 @@ void cross_entropy_forward(const ForwardCall& c) {
     auto* row_loss = static_cast<float*>(c.workspace);  // [rows]
     parallel_for(d.rows, d.classes, [&](int64_t r) {
         const float* xr = x + r * d.classes;
-        const float m = row_max(xr, d.classes);
+        const float m = max_of_row(xr, d.classes);
         const float log_sum = m + std::log(exp_shifted_sum(xr, nullptr, d.classes, m));
         row_loss[r] = log_sum - xr[labels[r]];
     });
@@ -77,7 +77,7 @@ void cross_entropy_backward(const BackwardCall& c) {
     parallel_for(d.rows, d.classes, [&](int64_t r) {
         const float* xr = x + r * d.classes;
         float* dxr = dx + r * d.classes;
-        const float m = row_max(xr, d.classes);
+        const float m = max_of_row(xr, d.classes);
         if (!acc) {
             scale_row(dxr, d.classes, scale / exp_shifted_sum(xr, dxr, d.classes, m));
         } else {

@@ -132,21 +132,26 @@ inline float max_lane(const Packet& p) {
 #endif
 }
 
+// The lanes below `tail` (0 < tail < kLanes), and x's first `tail` floats in them with `pad` in
+// the others (a masked load: nothing past the row is read).
+inline Packet first_lanes(int64_t tail) {
+    return ei::pcmp_lt(ei::plset<Packet>(0.0f), ei::pset1<Packet>(static_cast<float>(tail)));
+}
+inline Packet load_first(const float* x, int64_t tail, const Packet& lanes, const Packet& pad) {
+    return ei::pselect(lanes, ei::ploadu<Packet>(x, static_cast<LaneMask>((1u << tail) - 1)), pad);
+}
+
 #endif
 
 }  // namespace
 
 #if defined(EIGEN_VECTORIZE_AVX)
-float row_max(const float* x, int64_t d) {
+float max_of_row(const float* x, int64_t d) {
     using P = Packet;
     constexpr int64_t L = kLanes;
     const int64_t body = d - d % L, tail = d - body;
     P vmax = ei::pset1<P>(-std::numeric_limits<float>::infinity());
-    if (tail) {
-        const P valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
-        vmax = ei::pselect(valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)),
-                           vmax);
-    }
+    if (tail) vmax = load_first(x + body, tail, first_lanes(tail), vmax);
     for (int64_t j = 0; j < body; j += L) vmax = ei::pmax(vmax, ei::ploadu<P>(x + j));
     return max_lane(vmax);
 }
@@ -161,10 +166,9 @@ float exp_shifted_sum(const float* __restrict x, float* __restrict y, int64_t d,
     // a denormal, and a denormal result cost a microcode assist per row on AMD's AVX2 path (the
     // row ran 1.5× slower than through the scalar exp).
     if (tail) {
-        const P valid = ei::pcmp_lt(ei::plset<P>(0.0f), ei::pset1<P>(static_cast<float>(tail)));
-        const P xt = ei::pselect(
-            valid, ei::ploadu<P>(x + body, static_cast<LaneMask>((1u << tail) - 1)), mv);
-        vsum = ei::pselect(valid, exp_or_zero(ei::psub(xt, mv)), vsum);
+        const P valid = first_lanes(tail);
+        vsum = ei::pselect(valid, exp_or_zero(ei::psub(load_first(x + body, tail, valid, mv), mv)),
+                           vsum);
         if (y) store_first(y + body, vsum, tail);
     }
     for (int64_t j = 0; j < body; j += L) {
@@ -184,7 +188,7 @@ void scale_row(float* y, int64_t d, float s) {
     for (int64_t j = body; j < d; ++j) y[j] *= s;
 }
 #else
-float row_max(const float* x, int64_t d) {
+float max_of_row(const float* x, int64_t d) {
     return ConstArrMap(x, d).maxCoeff();
 }
 
@@ -203,7 +207,7 @@ void scale_row(float* y, int64_t d, float s) {
 namespace {
 
 void softmax_row(const float* x, float* y, int64_t d) {
-    const float m = row_max(x, d);
+    const float m = max_of_row(x, d);
     scale_row(y, d, 1.0f / exp_shifted_sum(x, y, d, m));
 }
 
