@@ -36,9 +36,10 @@ other kinked ops, e.g. abs, and the smooth ones are not).
 PyTorch's children run on OpenBLAS by default: Debian's PyTorch calls libblas.so.3, the
 reference BLAS on a machine without libopenblas0, so zoo-check fetches libopenblas0-openmp's
 package file (the build on PyTorch's own libgomp threads; apt-get download, nothing installed)
-into --cache, unpacks it there and puts it first on the children's LD_LIBRARY_PATH; the table header names the BLAS the timing process found loaded. They run on
-tcmalloc by default (libtcmalloc-minimal4, fetched the same way and preloaded), as PyTorch's own
-CPU launcher runs them: on glibc's malloc a PyTorch step faults its pages in again every step
+into --cache, unpacks it there and puts it first on the children's LD_LIBRARY_PATH; the table
+header names the BLAS the timing process found loaded. They run on tcmalloc by default
+(libtcmalloc-minimal4, fetched the same way and preloaded), as PyTorch's own CPU launcher runs
+them: on glibc's malloc a PyTorch step faults its pages in again every step
 (TORCH_MALLOCS below); `--torch-malloc glibc` times PyTorch as installed. The header names the
 allocator too.
 
