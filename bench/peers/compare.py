@@ -90,7 +90,7 @@ def parse_args():
 # the model zoo the same way: one definition for both.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from zoo_check import (AVX2_ENV, TORCH_MALLOCS, cli_isa, round_range,  # noqa: E402
-                       with_torch_malloc)  # (stdlib imports only)
+                       torch_env, with_torch_malloc)  # (stdlib imports only)
 
 ENV = None  # the children's environment: os.environ, plus AVX2_ENV under --isa avx2
 TORCH_ENV = None  # PyTorch's: ENV, with --torch-malloc's allocator preloaded
@@ -201,9 +201,14 @@ def main():
                      "--cli build-avx2/app/rematlab-cli")
         ENV.update(AVX2_ENV)
     global TORCH_ENV
+    cache = os.path.join(a.root, ".cache", "zoo-check")
+    # PyTorch's BLAS as zoo-check gives it: OpenBLAS's OpenMP build first on its library path,
+    # whichever build the system's libblas.so.3 points at (the pthread one spins beside
+    # PyTorch's libgomp threads).
+    benv, _ = torch_env(cache, "openblas", a.threads)
+    benv.update({k: v for k, v in ENV.items() if k in AVX2_ENV})
     try:
-        TORCH_ENV = with_torch_malloc(ENV, os.path.join(a.root, ".cache", "zoo-check"),
-                                      a.torch_malloc, "compare")
+        TORCH_ENV = with_torch_malloc(benv, cache, a.torch_malloc, "compare")
     except OSError as e:
         sys.exit(f"compare: --torch-malloc {a.torch_malloc}: cannot get it ({e}); if apt-get "
                  "cannot locate the package, `apt-get update` first, or leave --torch-malloc out")
