@@ -78,6 +78,15 @@ void for_batches(const MatMulDims& d, F&& body) {
     for (int64_t i = 0; i < d.batch; ++i) body(i);
 }
 
+// C = alpha·op(A)·op(B) + beta·C on small_product where it applies, else on the GEMM library.
+void matmul_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (small_product_apply(tb, m, n, k))
+        small_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+        sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace
 
 void matmul_forward(const ForwardCall& c) {
@@ -86,8 +95,8 @@ void matmul_forward(const ForwardCall& c) {
     const float* b = as_f32(c.inputs[1]);
     float* y = as_f32(c.output);
     for_batches(d, [&](int64_t i) {  // Y = α·A·B, or α·A·Bᵀ with B [N, K]
-        sgemm(false, d.transpose_b, d.m, d.n, d.k, d.alpha, a + i * d.m * d.k, d.k,
-              b + i * d.k * d.n, d.transpose_b ? d.k : d.n, 0.f, y + i * d.m * d.n, d.n);
+        matmul_product(false, d.transpose_b, d.m, d.n, d.k, d.alpha, a + i * d.m * d.k, d.k,
+                       b + i * d.k * d.n, d.transpose_b ? d.k : d.n, 0.f, y + i * d.m * d.n, d.n);
     });
 }
 
@@ -102,22 +111,22 @@ void matmul_backward(const BackwardCall& c) {
         const float beta = c.accumulate[0] ? 1.f : 0.f;
         for_batches(d, [&](int64_t i) {
             if (d.transpose_b)  // dA = α·dY·B, B [N, K]
-                sgemm(false, false, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb, d.k, beta,
-                      da + i * sa, d.k);
+                matmul_product(false, false, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb,
+                               d.k, beta, da + i * sa, d.k);
             else  // dA = α·dY·Bᵀ, B [K, N]
-                sgemm(false, true, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb, d.n, beta,
-                      da + i * sa, d.k);
+                matmul_product(false, true, d.m, d.k, d.n, d.alpha, dy + i * sy, d.n, b + i * sb,
+                               d.n, beta, da + i * sa, d.k);
         });
     }
     if (float* db = c.grad_inputs[1]) {
         const float beta = c.accumulate[1] ? 1.f : 0.f;
         for_batches(d, [&](int64_t i) {
             if (d.transpose_b)  // dB = α·dYᵀ·A, [N, K]
-                sgemm(true, false, d.n, d.k, d.m, d.alpha, dy + i * sy, d.n, a + i * sa, d.k, beta,
-                      db + i * sb, d.k);
+                matmul_product(true, false, d.n, d.k, d.m, d.alpha, dy + i * sy, d.n, a + i * sa,
+                               d.k, beta, db + i * sb, d.k);
             else  // dB = α·Aᵀ·dY, [K, N]
-                sgemm(true, false, d.k, d.n, d.m, d.alpha, a + i * sa, d.k, dy + i * sy, d.n, beta,
-                      db + i * sb, d.n);
+                matmul_product(true, false, d.k, d.n, d.m, d.alpha, a + i * sa, d.k, dy + i * sy,
+                               d.n, beta, db + i * sb, d.n);
         });
     }
 }

@@ -28,12 +28,15 @@
 namespace rl::cpu {
 namespace {
 
+// C's rows i0 … i0 + rows - 1 (rows ≤ R), NV·W columns from c: alpha·(beta·C + op(A)·B). A tile
+// of fewer than R rows repeats row i0 in the others, which are not stored.
 template <bool TransA, int W, int NV, int R>
 void rows_tile(int64_t i0, int64_t rows, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
+               int64_t ldb, float beta, float* c, int64_t ldc, float alpha = 1.0f) {
     using V = typename Vec<W>::T;
     V acc[R][NV];
     const float* ar[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
         const int64_t i = i0 + (r < rows ? r : 0);
         ar[r] = TransA ? a + i : a + i * lda;
@@ -50,8 +53,16 @@ void rows_tile(int64_t i0, int64_t rows, int64_t k, const float* a, int64_t lda,
             for (int v = 0; v < NV; ++v) acc[r][v] += s * bv[v];
         }
     }
-    for (int64_t r = 0; r < rows; ++r)
-        for (int v = 0; v < NV; ++v) Vec<W>::store(c + (i0 + r) * ldc + v * W, acc[r][v]);
+    if (alpha != 1.0f)
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v) acc[r][v] *= alpha;
+                // Over every r of the tile, so that acc is indexed by constants and stays in
+                // registers (a loop to `rows` kept it on the stack, and the short depths of
+                // attention lost a quarter of their time storing and reloading it).
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+        if (r < rows)
+            for (int v = 0; v < NV; ++v) Vec<W>::store(c + (i0 + r) * ldc + v * W, acc[r][v]);
 }
 
 #if defined(__AVX512F__)
@@ -246,6 +257,100 @@ void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const fl
                 rows_tile<false, W, NV, R>(i0, rows, k, a, lda, b, ldb, beta, c, ldc);
         });
     });
+}
+
+namespace {
+
+// small_product's register tile: two vectors of columns, as many rows as leave registers for B's
+// two vectors and the broadcast (AVX2's sixteen, AVX-512's 32), and the tiles of the last rows.
+#if defined(__AVX512F__)
+constexpr int kSmallLanes = kVec16Lanes, kSmallRows = 8, kSmallTailRows = 4;
+#else
+constexpr int kSmallLanes = kVec8Lanes, kSmallRows = 6, kSmallTailRows = 2;
+#endif
+constexpr int kSmallVectors = 2;
+constexpr int64_t kSmallBlock = kSmallVectors * kSmallLanes;
+
+template <bool TransA>
+void small_rows(int64_t m, int64_t np, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    constexpr int W = kSmallLanes, NV = kSmallVectors;
+    // Whole tiles of kSmallRows, then of kSmallTailRows, then single rows.
+    const int64_t whole = m / kSmallRows, tail = m % kSmallRows / kSmallTailRows;
+    const int64_t first_tail = whole * kSmallRows,
+                  first_single = first_tail + tail * kSmallTailRows;
+    const int64_t tiles = whole + tail + (m - first_single);
+    parallel_for(tiles, kSmallRows * k * np, [&](int64_t t) {
+        for (int64_t j0 = 0; j0 < np; j0 += kSmallBlock) {
+            if (t < whole)
+                rows_tile<TransA, W, NV, kSmallRows>(t * kSmallRows, kSmallRows, k, a, lda, b + j0,
+                                                     ldb, beta, c + j0, ldc, alpha);
+            else if (t < whole + tail)
+                rows_tile<TransA, W, NV, kSmallTailRows>(first_tail + (t - whole) * kSmallTailRows,
+                                                         kSmallTailRows, k, a, lda, b + j0, ldb,
+                                                         beta, c + j0, ldc, alpha);
+            else
+                rows_tile<TransA, W, NV, 1>(first_single + (t - whole - tail), 1, k, a, lda, b + j0,
+                                            ldb, beta, c + j0, ldc, alpha);
+        }
+    });
+}
+
+}  // namespace
+
+bool small_product_apply(bool trans_b, int64_t m, int64_t n, int64_t k) {
+    const int64_t np = (n + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+    if (m < kSmallProductMinRows || n < kSmallProductMinColumns || k < kSmallProductMinDepth ||
+        k * np > kSmallProductMaxOperandFloats || m * k > kSmallProductMaxOperandFloats)
+        return false;
+#if defined(__AVX512F__)
+    return trans_b;
+#else
+    return !trans_b || np == n;
+#endif
+}
+
+void small_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc) {
+    const int64_t np = (n + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+    // op(B) as k rows of np floats: B itself where it is [k, n] and n a whole number of blocks,
+    // else a copy (transposed where trans_b) with zeros past n.
+    static thread_local std::vector<float> packed_b, staged_c;
+    if (trans_b || np != n) {
+        packed_b.resize(static_cast<size_t>(k * np));
+        float* pb = packed_b.data();
+        if (trans_b)
+            transpose(b, ldb, n, k, pb, np);
+        else
+            for (int64_t p = 0; p < k; ++p) std::copy(b + p * ldb, b + p * ldb + n, pb + p * np);
+        for (int64_t p = 0; p < k; ++p) std::fill(pb + p * np + n, pb + (p + 1) * np, 0.0f);
+        b = pb;  // thread_local: the workers' own would be empty
+        ldb = np;
+    }
+    // The tiles write whole blocks of columns and fold beta·C in before alpha: where C is
+    // narrower than its blocks, or both scale, they write a staging C and C is updated from it.
+    if (np == n && (beta == 0.0f || alpha == 1.0f)) {
+        if (trans_a)
+            small_rows<true>(m, np, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        else
+            small_rows<false>(m, np, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    staged_c.resize(static_cast<size_t>(m * np));
+    float* sc = staged_c.data();
+    if (trans_a)
+        small_rows<true>(m, np, k, alpha, a, lda, b, ldb, 0.0f, sc, np);
+    else
+        small_rows<false>(m, np, k, alpha, a, lda, b, ldb, 0.0f, sc, np);
+    for (int64_t i = 0; i < m; ++i) {
+        const float* s = sc + i * np;
+        float* out = c + i * ldc;
+        if (beta == 0.0f)
+            std::copy(s, s + n, out);
+        else
+            for (int64_t j = 0; j < n; ++j) out[j] = s[j] + beta * out[j];
+    }
 }
 
 }  // namespace rl::cpu

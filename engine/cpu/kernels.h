@@ -217,6 +217,24 @@ constexpr int64_t kFewColumnsMaxTransposedFloats = int64_t{1} << 19;
 bool few_columns_apply(bool trans_a, int64_t m, int64_t n, int64_t k);
 void few_columns_product(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// C [m, n] = alpha·op(A) [m, k] · op(B) [k, n] + beta·C, row-major, as sgemm's transposes say,
+// for the small products of attention (few_columns.cpp): Q·Kᵀ and P·V per head and their
+// gradients, whose operands sit in L1 and L2. rows_tile's register tiles over blocks of two
+// vectors of columns, op(A) unpacked, op(B) as it is where it is [k, n] with n a whole number of
+// blocks, else transposed or copied once into k rows of whole blocks. small_product_apply says
+// where matmul takes it, as measured against the libraries on attention's shapes at 128 tokens
+// × 32 a head and ViT-B/32's 50 × 64 (docs/benchmarks.md): with AVX-512, op(B) = Bᵀ only (Q·Kᵀ
+// and dY·Vᵀ: 1.2× OpenBLAS's rate at 128 × 128 × 32; OpenBLAS's own packing is as fast as
+// rows_tile for A·B and Aᵀ·B there, and faster at 50 rows); with AVX2, every product whose op(B)
+// needs no padding (P·V 1.25× OpenBLAS; Q·Kᵀ over 50 keys, padded to 64 columns, 0.85×).
+constexpr int64_t kSmallProductMinRows = 16;
+constexpr int64_t kSmallProductMinColumns = 16;
+constexpr int64_t kSmallProductMinDepth = 16;
+constexpr int64_t kSmallProductMaxOperandFloats = int64_t{1} << 15;
+bool small_product_apply(bool trans_b, int64_t m, int64_t n, int64_t k);
+void small_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc);
 // C [m, n] = op(A) [m, kd] · op(B) [kd, n] + beta·C, row-major, as sgemm's transposes say (A
 // stored [kd, m] with trans_a, B stored [n, kd] with trans_b), for a depth kd of at most
 // kShortDepthMax (short_depth.cpp): a convolution's weight gradient dY·colsᵀ where a chunk has

@@ -287,6 +287,68 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
+// Attention's small products (engine/cpu/few_columns.cpp's small_product): every transpose of A
+// and B, alpha 1 and 1/8, beta 0 (C's garbage never read) and 1, rows and columns that are not a
+// whole number of tiles or of column blocks, padded leading dimensions, against the float64
+// reference; C's padding left alone; the same bits at one and two threads. And where it is taken.
+TEST(Gemm, SmallProductMatchesAFloat64Reference) {
+    std::mt19937 rng(23);
+    const int saved = cpu_threads();
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (float alpha : {1.f, 0.125f})
+                for (float beta : {0.f, 1.f})
+                    for (const auto& [m, n, k, pad] : {std::array<int64_t, 4>{128, 128, 32, 0},
+                                                       {50, 50, 64, 1},
+                                                       {128, 32, 128, 0},
+                                                       {61, 64, 50, 3},
+                                                       {19, 17, 16, 0},
+                                                       {37, 96, 21, 2}}) {
+                        const GemmCase c{ta, tb, m, n, k, pad, alpha, beta};
+                        const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad,
+                                      ldc = n + pad;
+                        std::vector<float> a(static_cast<size_t>((ta ? k : m) * lda)),
+                            b(static_cast<size_t>((tb ? n : k) * ldb)),
+                            c0(static_cast<size_t>(m * ldc));
+                        fill_uniform(rng, {&a, &b, &c0});
+                        const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
+                        std::vector<std::vector<float>> outs;
+                        for (int threads : {1, 2}) {
+                            set_cpu_threads(threads);
+                            std::vector<float> out = c0;
+                            if (beta == 0)
+                                for (int64_t i = 0; i < m; ++i)
+                                    for (int64_t j = 0; j < n; ++j)
+                                        out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                            cpu::small_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
+                                               beta, out.data(), ldc);
+                            outs.push_back(out);
+                        }
+                        set_cpu_threads(saved);
+                        const std::string what =
+                            "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                            " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+                            " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                            std::to_string(k);
+                        EXPECT_EQ(outs[0], outs[1]) << what;
+                        expect_product(outs[0], ref, c0, m, n, ldc,
+                                       1e-5 * static_cast<double>(k) + 1e-6, what);
+                    }
+    EXPECT_TRUE(cpu::small_product_apply(true, 128, 128, 32));  // Q·Kᵀ at 128 tokens, 32 a head
+    EXPECT_FALSE(cpu::small_product_apply(true, 1024, 1024, 64));  // GPT-2's at 1024 tokens
+    EXPECT_FALSE(cpu::small_product_apply(true, 15, 64, 64));      // too few rows
+    EXPECT_FALSE(cpu::small_product_apply(true, 64, 15, 64));      // too few columns
+    EXPECT_FALSE(cpu::small_product_apply(true, 64, 64, 15));      // too short a sum
+#if defined(__AVX512F__)
+    EXPECT_TRUE(cpu::small_product_apply(true, 50, 50, 64));    // ViT-B/32's Q·Kᵀ at batch 2
+    EXPECT_FALSE(cpu::small_product_apply(false, 50, 64, 50));  // and its P·V: OpenBLAS's
+#else
+    EXPECT_FALSE(cpu::small_product_apply(true, 50, 50, 64));  // padded to 64 columns
+    EXPECT_TRUE(cpu::small_product_apply(false, 50, 64, 50));
+    EXPECT_TRUE(cpu::small_product_apply(false, 128, 32, 128));  // P·V at 128 tokens
+#endif
+}
+
 // C for the written-once kernels: c0's values at a 64-byte boundary (plus `misalign` floats) of
 // `buffer`, sized here.
 float* c_in(std::vector<float>& buffer, const std::vector<float>& c0, int64_t misalign) {
