@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -306,5 +307,35 @@ void set_cpu_threads(int threads) {
 int cpu_threads() {
     return Eigen::nbThreads();
 }
+
+namespace cpu {
+
+bool side_by_side_pays(int64_t macs_each) {
+    return macs_each >= kSideBySideMinMacs && cpu_threads() == 2 && !omp_in_parallel();
+}
+
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+    std::exception_ptr failed[2];
+    auto run = [&](int which) {
+        try {
+            (which == 0 ? first : second)();
+        } catch (...) {
+            failed[which] = std::current_exception();
+        }
+    };
+#pragma omp parallel num_threads(2)
+    {
+        if (omp_get_num_threads() < 2) {  // the runtime gave one thread: both on it, in order
+            run(0);
+            run(1);
+        } else if (omp_get_thread_num() < 2) {
+            run(omp_get_thread_num());
+        }
+    }
+    for (const std::exception_ptr& e : failed)
+        if (e) std::rethrow_exception(e);
+}
+
+}  // namespace cpu
 
 }  // namespace rl

@@ -29,10 +29,18 @@ void linear_products_forward(const float* x, const float* w, const float* b, int
 
 void linear_products_backward(const float* x, const float* w, const float* dy, int64_t rows,
                               int64_t in, int64_t out, float* dx, bool accumulate, float* dw) {
-    if (dx)  // dX = dY·W
+    auto input_gradient = [&] {  // dX = dY·W
         sgemm(false, false, rows, in, out, 1.f, dy, out, w, in, accumulate ? 1.f : 0.f, dx, in);
-    if (dw)  // dW = dYᵀ·X (on a few rows, written once)
+    };
+    auto weight_gradient = [&] {  // dW = dYᵀ·X (on a few rows, written once)
         short_depth_or_gemm(true, false, out, in, rows, dy, out, x, in, 0.f, dw, in);
+    };
+    if (dx && dw && side_by_side_pays(rows * in * out)) {
+        side_by_side(input_gradient, weight_gradient);
+        return;
+    }
+    if (dx) input_gradient();
+    if (dw) weight_gradient();
 }
 
 void linear_forward(const ForwardCall& c) {

@@ -22,6 +22,7 @@
 #pragma GCC diagnostic pop
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/backend.h"
@@ -74,6 +75,17 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& body) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; ++i) body(i);
 }
+
+// Two independent products at two threads, such as a layer's dX and dW, run side by side, each
+// on one thread (the GEMM libraries stay single-threaded inside a parallel region), rather than
+// one after the other on both: the libraries' own two threads split one product and meet at its
+// end, and for a layer's products of 256 to 1024 wide they scale 1.4-1.9× where two products
+// side by side scale 1.9-2.1× (OpenBLAS, docs/benchmarks.md). side_by_side_pays says where: at
+// exactly two threads, outside a parallel region, for products of kSideBySideMinMacs or more
+// multiply-adds each. An exception in either is rethrown after both.
+constexpr int64_t kSideBySideMinMacs = int64_t{1} << 18;
+bool side_by_side_pays(int64_t macs_each);
+void side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
 // The output columns [lo, hi) whose window tap at input column offset `off` (= j·dw - pad_left)
 // lands inside [0, w): 0 <= ow·s + off < w. Shared by the direct convolutions and the pools.

@@ -3,6 +3,7 @@
 // repeatability; the choice's rules. The strategies' invariants under each library are the
 // GemmLibrary.* ctest entries (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -347,6 +348,74 @@ TEST(Gemm, SmallProductMatchesAFloat64Reference) {
     EXPECT_TRUE(cpu::small_product_apply(false, 50, 64, 50));
     EXPECT_TRUE(cpu::small_product_apply(false, 128, 32, 128));  // P·V at 128 tokens
 #endif
+}
+
+// Two products side by side (engine/cpu/kernels.h): both run, each on its own thread; an
+// exception in either comes out after both; and where it is taken.
+TEST(SideBySide, RunsBothOnTwoThreadsAndRethrows) {
+    const int saved = cpu_threads();
+    set_cpu_threads(2);
+    int threads_seen[2] = {0, 0};
+    cpu::side_by_side([&] { threads_seen[0] = omp_get_num_threads(); },
+                      [&] { threads_seen[1] = omp_get_num_threads(); });
+    EXPECT_EQ(threads_seen[0], 2);
+    EXPECT_EQ(threads_seen[1], 2);
+    bool second_ran = false;
+    EXPECT_THROW(cpu::side_by_side([] { throw Error("first failed"); }, [&] { second_ran = true; }),
+                 Error);
+    EXPECT_TRUE(second_ran);
+    EXPECT_TRUE(cpu::side_by_side_pays(cpu::kSideBySideMinMacs));
+    EXPECT_FALSE(cpu::side_by_side_pays(cpu::kSideBySideMinMacs - 1));  // too small to split
+    bool inside = true;
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp master
+        inside = cpu::side_by_side_pays(cpu::kSideBySideMinMacs);
+    }
+    EXPECT_FALSE(inside);  // already in a parallel region
+    set_cpu_threads(1);
+    EXPECT_FALSE(cpu::side_by_side_pays(cpu::kSideBySideMinMacs));
+    set_cpu_threads(4);
+    EXPECT_FALSE(cpu::side_by_side_pays(cpu::kSideBySideMinMacs));
+    set_cpu_threads(saved);
+}
+
+// A linear layer's dX and dW at two threads, side by side, each on one thread: within float64's
+// reach, and the same bits as at one thread, for beta 0 and 1 (accumulating dX).
+TEST(SideBySide, LinearGradientsAtTwoThreadsAreTheOneThreadBits) {
+    std::mt19937 rng(29);
+    const int saved = cpu_threads();
+    const int64_t rows = 96, in = 80, out = 72;  // 553k multiply-adds a product
+    ASSERT_GE(rows * in * out, cpu::kSideBySideMinMacs);
+    std::vector<float> x(static_cast<size_t>(rows * in)), w(static_cast<size_t>(out * in)),
+        dy(static_cast<size_t>(rows * out)), dx0(static_cast<size_t>(rows * in));
+    fill_uniform(rng, {&x, &w, &dy, &dx0});
+    for (bool accumulate : {false, true}) {
+        std::vector<std::vector<float>> dxs, dws;
+        for (int threads : {1, 2}) {
+            set_cpu_threads(threads);
+            std::vector<float> dx = dx0, dw(static_cast<size_t>(out * in), -1.f);
+            cpu::linear_products_backward(x.data(), w.data(), dy.data(), rows, in, out, dx.data(),
+                                          accumulate, dw.data());
+            dxs.push_back(dx);
+            dws.push_back(dw);
+        }
+        set_cpu_threads(saved);
+        EXPECT_EQ(dxs[0], dxs[1]) << "accumulate=" << accumulate;
+        EXPECT_EQ(dws[0], dws[1]) << "accumulate=" << accumulate;
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < in; ++j) {
+                double s = accumulate ? dx0[i * in + j] : 0.0;
+                for (int64_t o = 0; o < out; ++o) s += double{dy[i * out + o]} * w[o * in + j];
+                ASSERT_NEAR(dxs[1][i * in + j], s, 1e-4) << i << "," << j;
+            }
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t j = 0; j < in; ++j) {
+                double s = 0;
+                for (int64_t i = 0; i < rows; ++i) s += double{dy[i * out + o]} * x[i * in + j];
+                ASSERT_NEAR(dws[1][o * in + j], s, 1e-4) << o << "," << j;
+            }
+    }
 }
 
 // C for the written-once kernels: c0's values at a 64-byte boundary (plus `misalign` floats) of
