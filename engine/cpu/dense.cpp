@@ -17,6 +17,20 @@ LinearDims linear_dims(const Graph& g, const Node& n) {
     return {x.numel() / in, in, output_shape(g, n)[-1], n.params.size() > 1};
 }
 
+// Whether a linear layer's dX and dW run side by side (kernels.h). With AVX-512, not where dW
+// goes to the short-depth or panel kernel, whose C is written once around the caches: ViT-B/32's
+// weight gradients (3072 × 768 over 100 rows, 9.4 MB each) stream slower from one core than
+// from two, and its backward at two threads went 177-187 → 188-203 ms side by side; with AVX2,
+// where the products themselves take longer, it went 236-239 → 212-215 (docs/benchmarks.md).
+bool gradients_side_by_side(int64_t rows, int64_t in, int64_t out) {
+    if (!side_by_side_pays(rows * in * out)) return false;
+#if defined(__AVX512F__)
+    return !short_depth_apply(out, in, rows) && !panel_depth_apply(false, out, in, rows, 0.f);
+#else
+    return true;
+#endif
+}
+
 }  // namespace
 
 void linear_products_forward(const float* x, const float* w, const float* b, int64_t rows,
@@ -35,7 +49,7 @@ void linear_products_backward(const float* x, const float* w, const float* dy, i
     auto weight_gradient = [&] {  // dW = dYᵀ·X (on a few rows, written once)
         short_depth_or_gemm(true, false, out, in, rows, dy, out, x, in, 0.f, dw, in);
     };
-    if (dx && dw && side_by_side_pays(rows * in * out)) {
+    if (dx && dw && gradients_side_by_side(rows, in, out)) {
         side_by_side(input_gradient, weight_gradient);
         return;
     }
