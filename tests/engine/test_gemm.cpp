@@ -225,6 +225,48 @@ TEST(Gemm, ThinProductsAreTheFewRowsOrColumnsAgainstALargeOperand) {
     EXPECT_NE(std::string(thin_gemm_label()).find("16 rows or 32 columns"), std::string::npos);
 }
 
+// A case's operands, uniform in [-1, 1), their leading dimensions padded by c.pad, and the
+// float64 reference for them.
+struct Operands {
+    int64_t lda, ldb, ldc;
+    std::vector<float> a, b, c0;
+    std::vector<double> ref;
+};
+Operands operands_for(std::mt19937& rng, const GemmCase& c) {
+    Operands o;
+    o.lda = (c.ta ? c.m : c.k) + c.pad;
+    o.ldb = (c.tb ? c.k : c.n) + c.pad;
+    o.ldc = c.n + c.pad;
+    o.a.resize(static_cast<size_t>((c.ta ? c.k : c.m) * o.lda));
+    o.b.resize(static_cast<size_t>((c.tb ? c.n : c.k) * o.ldb));
+    o.c0.resize(static_cast<size_t>(c.m * o.ldc));
+    fill_uniform(rng, {&o.a, &o.b, &o.c0});
+    o.ref = reference(c, o.a, o.lda, o.b, o.ldb, o.c0, o.ldc);
+    return o;
+}
+
+// C from `product(c)` at one and at two threads, each time from c0 (C's [m, n] NaN where beta is
+// 0, so that a kernel reading it shows); the thread count is restored after.
+template <class F>
+std::vector<std::vector<float>> at_one_and_two_threads(const std::vector<float>& c0, int64_t m,
+                                                       int64_t n, int64_t ldc, float beta,
+                                                       F&& product) {
+    const int saved = cpu_threads();
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        std::vector<float> out = c0;
+        if (beta == 0)
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j)
+                    out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+        product(out.data());
+        outs.push_back(out);
+    }
+    set_cpu_threads(saved);
+    return outs;
+}
+
 // C [m, n] (leading dimension ldc) within `tolerance` of the float64 reference, and its padding
 // columns as they were in c0.
 void expect_product(const std::vector<float>& out, const std::vector<double>& ref,
@@ -245,7 +287,6 @@ void expect_product(const std::vector<float>& out, const std::vector<double>& re
 // at one and two threads. And where it is taken.
 TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     std::mt19937 rng(17);
-    const int saved = cpu_threads();
     for (bool ta : {false, true})
         for (int64_t n : {8, 16})
             for (float beta : {0.f, 1.f})
@@ -258,19 +299,10 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
                         b(static_cast<size_t>(k * ldb)), c0(static_cast<size_t>(m * ldc));
                     fill_uniform(rng, {&a, &b, &c0});
                     const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
-                    std::vector<std::vector<float>> outs;
-                    for (int threads : {1, 2}) {
-                        set_cpu_threads(threads);
-                        std::vector<float> out = c0;
-                        if (beta == 0)
-                            for (int64_t i = 0; i < m; ++i)
-                                for (int64_t j = 0; j < n; ++j)
-                                    out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                    const auto outs = at_one_and_two_threads(c0, m, n, ldc, beta, [&](float* out) {
                         cpu::few_columns_product(ta, m, n, k, a.data(), lda, b.data(), ldb, beta,
-                                                 out.data(), ldc);
-                        outs.push_back(out);
-                    }
-                    set_cpu_threads(saved);
+                                                 out, ldc);
+                    });
                     const std::string what = "ta=" + std::to_string(ta) +
                                              " n=" + std::to_string(n) +
                                              " beta=" + std::to_string(beta) + " " +
@@ -294,7 +326,6 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
 // reference; C's padding left alone; the same bits at one and two threads. And where it is taken.
 TEST(Gemm, SmallProductMatchesAFloat64Reference) {
     std::mt19937 rng(23);
-    const int saved = cpu_threads();
     for (bool ta : {false, true})
         for (bool tb : {false, true})
             for (float alpha : {1.f, 0.125f})
@@ -305,27 +336,14 @@ TEST(Gemm, SmallProductMatchesAFloat64Reference) {
                                                        {61, 64, 50, 3},
                                                        {19, 17, 16, 0},
                                                        {37, 96, 21, 2}}) {
-                        const GemmCase c{ta, tb, m, n, k, pad, alpha, beta};
-                        const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad,
-                                      ldc = n + pad;
-                        std::vector<float> a(static_cast<size_t>((ta ? k : m) * lda)),
-                            b(static_cast<size_t>((tb ? n : k) * ldb)),
-                            c0(static_cast<size_t>(m * ldc));
-                        fill_uniform(rng, {&a, &b, &c0});
-                        const std::vector<double> ref = reference(c, a, lda, b, ldb, c0, ldc);
-                        std::vector<std::vector<float>> outs;
-                        for (int threads : {1, 2}) {
-                            set_cpu_threads(threads);
-                            std::vector<float> out = c0;
-                            if (beta == 0)
-                                for (int64_t i = 0; i < m; ++i)
-                                    for (int64_t j = 0; j < n; ++j)
-                                        out[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
-                            cpu::small_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
-                                               beta, out.data(), ldc);
-                            outs.push_back(out);
-                        }
-                        set_cpu_threads(saved);
+                        const Operands o =
+                            operands_for(rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta});
+                        const auto& [lda, ldb, ldc, a, b, c0, ref] = o;
+                        const auto outs =
+                            at_one_and_two_threads(c0, m, n, ldc, beta, [&](float* out) {
+                                cpu::small_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(),
+                                                   ldb, beta, out, ldc);
+                            });
                         const std::string what =
                             "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                             " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
@@ -445,15 +463,10 @@ TEST(Gemm, ShortDepthProductMatchesAFloat64Reference) {
             for (int64_t kd : {1, 3, 8, 9, 16})
                 for (float beta : {0.f, 1.f})
                     for (int64_t misalign : {0, 1}) {
-                        const GemmCase g{ta, tb, m, n, kd, pad, 1.f, beta};
                         ASSERT_TRUE(cpu::short_depth_apply(m, n, kd));
-                        const int64_t lda = (ta ? m : kd) + pad, ldb = (tb ? kd : n) + pad,
-                                      ldc = n + pad;
-                        std::vector<float> a(static_cast<size_t>((ta ? kd : m) * lda)),
-                            b(static_cast<size_t>((tb ? n : kd) * ldb)),
-                            c0(static_cast<size_t>(m * ldc));
-                        fill_uniform(rng, {&a, &b, &c0});
-                        const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
+                        const Operands o =
+                            operands_for(rng, GemmCase{ta, tb, m, n, kd, pad, 1.f, beta});
+                        const auto& [lda, ldb, ldc, a, b, c0, ref] = o;
                         std::vector<std::vector<float>> outs;
                         for (int threads : {1, 2, 3}) {
                             set_cpu_threads(threads);
