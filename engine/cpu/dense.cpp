@@ -25,7 +25,7 @@ LinearDims linear_dims(const Graph& g, const Node& n) {
 bool gradients_side_by_side(int64_t rows, int64_t in, int64_t out) {
     if (!side_by_side_pays(rows * in * out)) return false;
 #if defined(__AVX512F__)
-    return !short_depth_apply(out, in, rows) && !panel_depth_apply(false, out, in, rows, 0.f);
+    return !written_once_apply(false, out, in, rows, 0.f);
 #else
     return true;
 #endif

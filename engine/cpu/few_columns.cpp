@@ -12,6 +12,10 @@
 // matrix multiplication", ACM TOMS 34(3), 2008) with the packed panels left out, which pays only
 // where one operand is this thin. Tiles of rows run in parallel; each element of C is one sum
 // over k in order, so the thread count changes no bit.
+//
+// The same tiles serve attention's small products (small_product, below), over blocks of two
+// vectors of columns; there op(B) is copied once, transposed or padded with zero columns, where
+// it is not already k rows of whole blocks.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>

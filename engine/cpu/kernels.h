@@ -280,6 +280,9 @@ bool panel_depth_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float bet
 void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                          int64_t ldc);
+// Whether the product goes to one of those two written-once kernels (short_depth_apply or
+// panel_depth_apply), as short_depth_or_gemm decides.
+bool written_once_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta);
 // The same product on the short-depth kernel where short_depth_apply takes it, on the panel
 // kernel where panel_depth_apply does, else on sgemm.
 void short_depth_or_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,

@@ -359,6 +359,11 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     }
 }
 
+// The two tests short_depth_or_gemm makes, in one answer.
+bool written_once_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta) {
+    return short_depth_apply(m, n, kd) || panel_depth_apply(trans_b, m, n, kd, beta);
+}
+
 void short_depth_or_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                          float* c, int64_t ldc) {
