@@ -297,7 +297,8 @@ int main(int argc, char** argv) {
     GemmOptions gemm_opt;
     auto* gemm = app.add_subcommand(
         "gemm",
-        "the GEMM libraries this machine has (Eigen, OpenBLAS, BLIS), the one the kernels use "
+        "the GEMM libraries this machine has (Eigen, OpenBLAS, BLIS, our own on AVX-512), the one "
+        "the kernels use "
         "and why; --calibrate times each now");
     gemm->add_flag("--calibrate", gemm_opt.calibrate,
                    "time every available library now on the calibration shapes");
@@ -311,11 +312,12 @@ int main(int argc, char** argv) {
     // Every command takes --gemm: the library behind the kernels' GEMMs for this process.
     std::string gemm_library;
     for (CLI::App* sub : app.get_subcommands({}))
-        sub->add_option("--gemm", gemm_library,
-                        "GEMM library: auto (the calibrated fastest, the default), eigen, "
-                        "openblas or blis, for every product size; also REMATLAB_GEMM (and "
-                        "REMATLAB_GEMM_SMALL for products under 16 MFLOP)")
-            ->check(CLI::IsMember({"auto", "eigen", "openblas", "blis"}));
+        sub->add_option(
+               "--gemm", gemm_library,
+               "GEMM library: auto (the calibrated fastest, the default), eigen, "
+               "openblas, blis or rematlab, for every product size; also REMATLAB_GEMM (and "
+               "REMATLAB_GEMM_SMALL for products under 16 MFLOP)")
+            ->check(CLI::IsMember({"auto", "eigen", "openblas", "blis", "rematlab"}));
 
     try {
         app.parse(argc, argv);

@@ -39,7 +39,7 @@ bool ready_on_one_thread(benchmark::State& state, GemmLibrary lib) {
 }
 
 // The three GEMMs of a linear layer's step (Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X), raw, on one
-// library (engine/gemm.h: Eigen, OpenBLAS, BLIS; a library not installed is skipped).
+// library (engine/gemm.h: Eigen, OpenBLAS, BLIS, our own; a library not available is skipped).
 void BM_RawGemm(benchmark::State& state, GemmLibrary lib) {
     const int64_t n = state.range(0), in = state.range(1), out = state.range(2);
     if (!ready_on_one_thread(state, lib)) return;
@@ -62,6 +62,7 @@ void BM_RawGemm(benchmark::State& state, GemmLibrary lib) {
 BENCHMARK_CAPTURE(BM_RawGemm, eigen, GemmLibrary::Eigen)->Apply(LinearShapes);
 BENCHMARK_CAPTURE(BM_RawGemm, openblas, GemmLibrary::OpenBLAS)->Apply(LinearShapes);
 BENCHMARK_CAPTURE(BM_RawGemm, blis, GemmLibrary::BLIS)->Apply(LinearShapes);
+BENCHMARK_CAPTURE(BM_RawGemm, rematlab, GemmLibrary::RematLab)->Apply(LinearShapes);
 
 // One product shape that a layer runs, on one library, one thread: which library leads which
 // shape (the calibration chooses per class of shapes, engine/cpu/gemm.cpp).
@@ -117,6 +118,7 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_GemmShape, eigen, GemmLibrary::Eigen)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmShape, openblas, GemmLibrary::OpenBLAS)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmShape, blis, GemmLibrary::BLIS)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_GemmShape, rematlab, GemmLibrary::RematLab)->Apply(GemmShapes);
 
 // Our linear kernel (with bias) forward + backward through the CPU backend, on the library the
 // machine's calibration chose (or REMATLAB_GEMM): its counter names it.

@@ -1,13 +1,14 @@
 #pragma once
 // The one float GEMM entry point of the CPU backend, and the choice of library behind it.
 //
-// Three libraries can serve it: Eigen (built in, always there), OpenBLAS (Debian's OpenMP build,
-// libopenblas0-openmp) and BLIS (libblis4-openmp). The two BLAS libraries are loaded at run time
-// with dlopen, so one binary runs on a machine that has either, both or neither, and neither is a
-// build dependency. Which one serves a process is decided once, before its first GEMM, in this
-// order:
+// Four libraries can serve it: Eigen (built in, always there), OpenBLAS (Debian's OpenMP build,
+// libopenblas0-openmp), BLIS (libblis4-openmp) and "rematlab", our own packed products
+// (engine/cpu/packed_product.cpp), in builds with AVX-512 only. The two BLAS libraries are loaded
+// at run time with dlopen, so one binary runs on a machine that has either, both or neither, and
+// neither is a build dependency. Which one serves a process is decided once, before its first GEMM,
+// in this order:
 //   1. select_gemm(name) (rematlab-cli --gemm, the app's --gemm);
-//   2. the REMATLAB_GEMM environment variable (eigen, openblas, blis or auto);
+//   2. the REMATLAB_GEMM environment variable (eigen, openblas, blis, rematlab or auto);
 //   3. the cached calibration for this machine (CPU, instruction set of the build, library
 //      versions, thread count) in $XDG_CACHE_HOME/rematlab/gemm-calibration.json;
 //   4. a calibration run now (about a second): each available library times the shapes our
@@ -22,10 +23,10 @@
 // few rows they are bound by memory, not FMAs): on AVX2 kernels OpenBLAS ran AlexNet's first
 // classifier layer ([2 × 9216] · [4096 × 9216]ᵀ) in 17 ms where BLIS took 7 and Eigen 9, while
 // leading the large products (2026-12-04). A library named by steps 1 or 2 serves every size,
-// except that REMATLAB_GEMM_SMALL (eigen, openblas or blis) names the one for small products
-// whatever chose the other. Processes calibrating at once take a file lock, so every process of a
-// machine agrees. The choice never changes within a process, and a product's shape alone says
-// which of the three serves it: each library is deterministic at a fixed thread count (static
+// except that REMATLAB_GEMM_SMALL (eigen, openblas, blis or rematlab) names the one for small
+// products whatever chose the other. Processes calibrating at once take a file lock, so every
+// process of a machine agrees. The choice never changes within a process, and a product's shape
+// alone says which library serves it: each library is deterministic at a fixed thread count (static
 // partitioning, its own packing), so a product of given operands gives the same bits every time
 // it runs, and gradients stay bitwise equal across strategies whichever libraries serve them.
 #include <cstdint>
@@ -35,9 +36,9 @@
 
 namespace rl {
 
-enum class GemmLibrary { Eigen, OpenBLAS, BLIS };
+enum class GemmLibrary { Eigen, OpenBLAS, BLIS, RematLab };
 
-const char* gemm_library_name(GemmLibrary lib);  // "eigen", "openblas", "blis"
+const char* gemm_library_name(GemmLibrary lib);  // "eigen", "openblas", "blis", "rematlab"
 
 struct GemmLibraryInfo {
     GemmLibrary library = GemmLibrary::Eigen;
@@ -99,7 +100,8 @@ struct GemmChoice {
     std::string summary() const;  // one line for --version and reports
 };
 
-// Asks for a library by name ("eigen", "openblas", "blis", or "auto" for the steps above).
+// Asks for a library by name ("eigen", "openblas", "blis", "rematlab", or "auto" for the steps
+// above).
 // Throws rl::Error for an unknown name, for a library not available here (saying how to install
 // it), or when another library already served a GEMM in this process.
 void select_gemm(const std::string& name);

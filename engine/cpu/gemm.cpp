@@ -209,6 +209,16 @@ Loaded& loaded() {
         x.infos.push_back(eigen);
         x.infos.push_back(load_openblas(x));
         x.infos.push_back(load_blis(x));
+        GemmLibraryInfo own;
+        own.library = GemmLibrary::RematLab;
+        own.available = cpu::packed_product_built();
+        if (own.available)
+            own.version = "RematLab's 12 × 32 AVX-512 kernels";
+        else
+            own.why_not = std::string("this is the ") + build_instruction_set() +
+                          " build; RematLab's own GEMM kernels are AVX-512 ones (build with "
+                          "REMATLAB_NATIVE=ON on a machine that has AVX-512)";
+        x.infos.push_back(own);
         // BLIS starts single-threaded and OpenBLAS at the core count: both take ours.
         const int threads = Eigen::nbThreads();
         if (x.openblas_threads) x.openblas_threads(threads);
@@ -373,6 +383,10 @@ void library_sgemm(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int6
                          tb ? kCblasTrans : kCblasNoTrans, static_cast<int>(m), static_cast<int>(n),
                          static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
                          static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+        return;
+    }
+    if (lib == GemmLibrary::RematLab) {
+        cpu::packed_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     if (lib == GemmLibrary::BLIS) {
@@ -609,7 +623,8 @@ GemmLibrary best_of(const std::vector<GemmRate>& rates) {  // Eigen when there a
 }
 
 std::optional<GemmLibrary> library_by_name(const std::string& name) {
-    for (GemmLibrary l : {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS})
+    for (GemmLibrary l :
+         {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS, GemmLibrary::RematLab})
         if (name == gemm_library_name(l)) return l;
     return std::nullopt;
 }
@@ -721,7 +736,7 @@ GemmLibrary library_named(const std::string& name, const std::string& how) {
     const auto lib = library_by_name(name);
     if (!lib)
         throw Error("unknown GEMM library '" + name + "' (from " + how +
-                    "); use eigen, openblas, blis or auto");
+                    "); use eigen, openblas, blis, rematlab or auto");
     return *lib;
 }
 
@@ -778,6 +793,8 @@ const char* gemm_library_name(GemmLibrary lib) {
             return "openblas";
         case GemmLibrary::BLIS:
             return "blis";
+        case GemmLibrary::RematLab:
+            return "rematlab";
     }
     return "?";
 }

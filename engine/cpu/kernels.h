@@ -280,6 +280,15 @@ bool panel_depth_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float bet
 void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kd,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                          int64_t ldc);
+
+// RematLab's own GEMM (packed_product.cpp): Goto's packed blocks around a 12 × 32 AVX-512
+// register tile, the "rematlab" library of engine/gemm.h. Built only with AVX-512
+// (packed_product_built); elsewhere packed_product throws.
+bool packed_product_built();
+void packed_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc);
+
 // Whether the product goes to one of those two written-once kernels (short_depth_apply or
 // panel_depth_apply), as short_depth_or_gemm decides.
 bool written_once_apply(bool trans_b, int64_t m, int64_t n, int64_t kd, float beta);

@@ -320,6 +320,56 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
+// RematLab's own GEMM (engine/cpu/packed_product.cpp, AVX-512 builds): every transpose, alpha 1
+// and 1/4, beta 0 (C's garbage never read), 1 and 0.5, against the float64 reference, on shapes
+// that cross its blocks: depths split into two and three blocks (800 = 3 × 267 - 1), columns
+// past one packed block of op(B) (1100), rows and columns off its 12 × 32 tiles, padded leading
+// dimensions; C's padding left alone. Its threads take whole panels of columns (wide C) or whole
+// tiles of rows (narrow C): the same bits at one and two threads either way. And a block of C
+// computed on its own, from operands that start at that block's rows and columns, has the bits
+// the whole product gave it: a tile's sums do not depend on where the tile lies, which is what
+// lets threads split C anywhere on a tile's edge.
+TEST(Gemm, OwnPackedProductMatchesAFloat64ReferenceAndSplitsWithoutChangingABit) {
+    if (!cpu::packed_product_built()) GTEST_SKIP() << "built without AVX-512";
+    std::mt19937 rng(29);
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (const auto& [alpha, beta] :
+                 {std::array<float, 2>{1.f, 0.f}, {0.25f, 1.f}, {1.f, 0.5f}})
+                for (const auto& [m, n, k, pad] : {std::array<int64_t, 4>{25, 70, 800, 1},
+                                                   {40, 1100, 700, 0},
+                                                   {600, 40, 130, 3},
+                                                   {1, 1, 1, 0},
+                                                   {13, 33, 385, 2}}) {
+                    const Operands o =
+                        operands_for(rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta});
+                    const auto& [lda, ldb, ldc, a, b, c0, ref] = o;
+                    const auto outs = at_one_and_two_threads(c0, m, n, ldc, beta, [&](float* out) {
+                        cpu::packed_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
+                                            beta, out, ldc);
+                    });
+                    const std::string what =
+                        "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                        " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " " +
+                        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+                    EXPECT_EQ(outs[0], outs[1]) << what;
+                    expect_product(outs[0], ref, c0, m, n, ldc,
+                                   1e-5 * static_cast<double>(k) + 1e-6, what);
+                    if (m < 8 || n < 8) continue;
+                    // Rows [5, m) and columns [7, n) alone: the whole product's bits there.
+                    const int64_t i0 = 5, j0 = 7;
+                    std::vector<float> part = c0;
+                    const float* a0 = a.data() + (ta ? i0 : i0 * lda);
+                    const float* b0 = b.data() + (tb ? j0 * ldb : j0);
+                    cpu::packed_product(ta, tb, m - i0, n - j0, k, alpha, a0, lda, b0, ldb, beta,
+                                        part.data() + i0 * ldc + j0, ldc);
+                    for (int64_t i = i0; i < m; ++i)
+                        for (int64_t j = j0; j < n; ++j)
+                            ASSERT_EQ(part[i * ldc + j], outs[0][i * ldc + j])
+                                << what << " at " << i << "," << j;
+                }
+}
+
 // Attention's small products (engine/cpu/few_columns.cpp's small_product): every transpose of A
 // and B, alpha 1 and 1/8, beta 0 (C's garbage never read) and 1, rows and columns that are not a
 // whole number of tiles or of column blocks, padded leading dimensions, against the float64
@@ -584,7 +634,7 @@ TEST(Gemm, UnknownNamesAreRefusedWithTheChoices) {
     } catch (const Error& e) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find("unknown GEMM library 'mkl'"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("eigen, openblas, blis or auto"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("eigen, openblas, blis, rematlab or auto"), std::string::npos) << msg;
     }
     for (const GemmLibraryInfo& i : gemm_libraries()) {
         if (i.available) continue;
@@ -594,7 +644,8 @@ TEST(Gemm, UnknownNamesAreRefusedWithTheChoices) {
         } catch (const Error& e) {
             const std::string msg = e.what();  // what to do: install it, or why it is left out
             EXPECT_TRUE(msg.find("apt-get install") != std::string::npos ||
-                        msg.find("AddressSanitizer") != std::string::npos)
+                        msg.find("AddressSanitizer") != std::string::npos ||
+                        msg.find("REMATLAB_NATIVE=ON") != std::string::npos)
                 << msg;
         }
     }
