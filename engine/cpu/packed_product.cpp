@@ -20,7 +20,7 @@
 // Measured on the Intel Xeon of 2026-12-07 (one thread; 16-lane FMAs at 211 GFLOP/s with no
 // loads, OpenBLAS's SkylakeX products at 145-160): the micro-kernel alone 176-181 GFLOP/s, no
 // faster at 8 × 48 or 6 × 64 tiles or 14 rows, slower with the broadcasts folded into the FMAs;
-// whole products against OpenBLAS's 1.00-1.05× at 1024 wide, 1.02-1.08× at 512, 1.05-1.10× at 256
+// whole products against OpenBLAS's 1.00-1.06× at 1024 wide, 1.02-1.08× at 512, 1.05-1.10× at 256
 // (docs/benchmarks.md). The calibration and the per-shape timing (engine/gemm.h) decide where.
 //
 // Bits: each element of C is the sum over the depth blocks in order of one FMA chain over each
