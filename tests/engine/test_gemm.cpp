@@ -320,15 +320,36 @@ TEST(Gemm, FewColumnsProductMatchesAFloat64Reference) {
     EXPECT_FALSE(cpu::few_columns_apply(false, 512, 8, 31));     // too short a sum
 }
 
+// A kernel with sgemm's arguments on one case: op(A)·op(B) against the float64 reference, C's
+// padding left alone, the same bits at one and two threads. Returns the case's operands and C.
+using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                        const float*, int64_t, float, float*, int64_t);
+std::pair<Operands, std::vector<float>> checked_case(std::mt19937& rng, const GemmCase& c,
+                                                     Kernel kernel) {
+    Operands o = operands_for(rng, c);
+    const auto outs = at_one_and_two_threads(o.c0, c.m, c.n, o.ldc, c.beta, [&](float* out) {
+        kernel(c.ta, c.tb, c.m, c.n, c.k, c.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, c.beta,
+               out, o.ldc);
+    });
+    const std::string what = "ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                             " alpha=" + std::to_string(c.alpha) +
+                             " beta=" + std::to_string(c.beta) + " " + std::to_string(c.m) + "x" +
+                             std::to_string(c.n) + "x" + std::to_string(c.k);
+    EXPECT_EQ(outs[0], outs[1]) << what;
+    expect_product(outs[0], o.ref, o.c0, c.m, c.n, o.ldc, 1e-5 * static_cast<double>(c.k) + 1e-6,
+                   what);
+    return {std::move(o), outs[0]};
+}
+
 // RematLab's own GEMM (engine/cpu/packed_product.cpp, AVX-512 builds): every transpose, alpha 1
 // and 1/4, beta 0 (C's garbage never read), 1 and 0.5, against the float64 reference, on shapes
-// that cross its blocks: depths split into two and three blocks (800 = 3 × 267 - 1), columns
-// past one packed block of op(B) (1100), rows and columns off its 12 × 32 tiles, padded leading
-// dimensions; C's padding left alone. Its threads take whole panels of columns (wide C) or whole
-// tiles of rows (narrow C): the same bits at one and two threads either way. And a block of C
-// computed on its own, from operands that start at that block's rows and columns, has the bits
-// the whole product gave it: a tile's sums do not depend on where the tile lies, which is what
-// lets threads split C anywhere on a tile's edge.
+// that cross its blocks: depths split into two, three and four blocks (385, 700, 800), columns past
+// one packed block of op(B) (1100), rows past one packed block of op(A) (600) and off its 12 × 32
+// tiles, padded leading dimensions; C's padding left alone. Its threads take whole panels of
+// columns (wide C) or whole tiles of rows (narrow C): the same bits at one and two threads either
+// way. And a block of C computed on its own, from operands that start at that block's rows and
+// columns, has the bits the whole product gave it: a tile's sums do not depend on where the tile
+// lies, which is what lets threads split C anywhere on a tile's edge.
 TEST(Gemm, OwnPackedProductMatchesAFloat64ReferenceAndSplitsWithoutChangingABit) {
     if (!cpu::packed_product_built()) GTEST_SKIP() << "built without AVX-512";
     std::mt19937 rng(29);
@@ -341,32 +362,21 @@ TEST(Gemm, OwnPackedProductMatchesAFloat64ReferenceAndSplitsWithoutChangingABit)
                                                    {600, 40, 130, 3},
                                                    {1, 1, 1, 0},
                                                    {13, 33, 385, 2}}) {
-                    const Operands o =
-                        operands_for(rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta});
-                    const auto& [lda, ldb, ldc, a, b, c0, ref] = o;
-                    const auto outs = at_one_and_two_threads(c0, m, n, ldc, beta, [&](float* out) {
-                        cpu::packed_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
-                                            beta, out, ldc);
-                    });
-                    const std::string what =
-                        "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                        " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " " +
-                        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-                    EXPECT_EQ(outs[0], outs[1]) << what;
-                    expect_product(outs[0], ref, c0, m, n, ldc,
-                                   1e-5 * static_cast<double>(k) + 1e-6, what);
+                    const auto [o, whole] = checked_case(
+                        rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta}, cpu::packed_product);
                     if (m < 8 || n < 8) continue;
                     // Rows [5, m) and columns [7, n) alone: the whole product's bits there.
                     const int64_t i0 = 5, j0 = 7;
-                    std::vector<float> part = c0;
-                    const float* a0 = a.data() + (ta ? i0 : i0 * lda);
-                    const float* b0 = b.data() + (tb ? j0 * ldb : j0);
-                    cpu::packed_product(ta, tb, m - i0, n - j0, k, alpha, a0, lda, b0, ldb, beta,
-                                        part.data() + i0 * ldc + j0, ldc);
+                    std::vector<float> part = o.c0;
+                    const float* a0 = o.a.data() + (ta ? i0 : i0 * o.lda);
+                    const float* b0 = o.b.data() + (tb ? j0 * o.ldb : j0);
+                    cpu::packed_product(ta, tb, m - i0, n - j0, k, alpha, a0, o.lda, b0, o.ldb,
+                                        beta, part.data() + i0 * o.ldc + j0, o.ldc);
                     for (int64_t i = i0; i < m; ++i)
                         for (int64_t j = j0; j < n; ++j)
-                            ASSERT_EQ(part[i * ldc + j], outs[0][i * ldc + j])
-                                << what << " at " << i << "," << j;
+                            ASSERT_EQ(part[i * o.ldc + j], whole[i * o.ldc + j])
+                                << "ta=" << ta << " tb=" << tb << " " << m << "x" << n << "x" << k
+                                << " at " << i << "," << j;
                 }
 }
 
@@ -385,24 +395,9 @@ TEST(Gemm, SmallProductMatchesAFloat64Reference) {
                                                        {128, 32, 128, 0},
                                                        {61, 64, 50, 3},
                                                        {19, 17, 16, 0},
-                                                       {37, 96, 21, 2}}) {
-                        const Operands o =
-                            operands_for(rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta});
-                        const auto& [lda, ldb, ldc, a, b, c0, ref] = o;
-                        const auto outs =
-                            at_one_and_two_threads(c0, m, n, ldc, beta, [&](float* out) {
-                                cpu::small_product(ta, tb, m, n, k, alpha, a.data(), lda, b.data(),
-                                                   ldb, beta, out, ldc);
-                            });
-                        const std::string what =
-                            "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                            " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
-                            " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                            std::to_string(k);
-                        EXPECT_EQ(outs[0], outs[1]) << what;
-                        expect_product(outs[0], ref, c0, m, n, ldc,
-                                       1e-5 * static_cast<double>(k) + 1e-6, what);
-                    }
+                                                       {37, 96, 21, 2}})
+                        checked_case(rng, GemmCase{ta, tb, m, n, k, pad, alpha, beta},
+                                     cpu::small_product);
     EXPECT_TRUE(cpu::small_product_apply(true, 128, 128, 32));  // Q·Kᵀ at 128 tokens, 32 a head
     EXPECT_FALSE(cpu::small_product_apply(true, 1024, 1024, 64));  // GPT-2's at 1024 tokens
     EXPECT_FALSE(cpu::small_product_apply(true, 15, 64, 64));      // too few rows
