@@ -213,7 +213,7 @@ Loaded& loaded() {
         own.library = GemmLibrary::RematLab;
         own.available = cpu::packed_product_built();
         if (own.available)
-            own.version = "RematLab's 12 × 32 AVX-512 kernels";
+            own.version = cpu::packed_product_version();
         else
             own.why_not = std::string("this is the ") + build_instruction_set() +
                           " build; RematLab's own GEMM kernels are AVX-512 ones (build with "

@@ -285,6 +285,9 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 // register tile, the "rematlab" library of engine/gemm.h. Built only with AVX-512
 // (packed_product_built); elsewhere packed_product throws.
 bool packed_product_built();
+// "RematLab's 12 × 32 AVX-512 kernels, revision N": its version among the GEMM libraries, part of
+// the calibration's cache key, so that a new revision is timed again on every machine.
+const char* packed_product_version();
 void packed_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc);
