@@ -59,6 +59,13 @@ inline void store(Dst&& dst, const Expr& e, bool accumulate) {
         dst = e;
 }
 
+// The first 64-byte boundary at or after p: the start of a kernel's scratch copy (a thread_local
+// vector with kLineFloats floats to spare), so that its rows load as whole cache lines.
+constexpr int64_t kLineFloats = 16;
+inline float* aligned_line(float* p) {
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
 // Runs body(i) for i in [0, n), split statically over the CPU threads when the total work
 // (n · work_per_item, in elements) is worth a parallel region.
 template <class F>
@@ -283,7 +290,8 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 // RematLab's own GEMM (packed_product.cpp): Goto's packed blocks around a 12 × 32 AVX-512
 // register tile, the "rematlab" library of engine/gemm.h. Built only with AVX-512
-// (packed_product_built); elsewhere packed_product throws.
+// (packed_product_built); elsewhere packed_product throws. m, n and k at least 1: empty products
+// are settled in gemm.cpp's library_sgemm before any library runs.
 bool packed_product_built();
 // "RematLab's 12 × 32 AVX-512 kernels, revision N": its version among the GEMM libraries, part of
 // the calibration's cache key, so that a new revision is timed again on every machine.

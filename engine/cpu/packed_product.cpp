@@ -31,11 +31,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
-#include <memory>
-#include <new>
 #include <string>
+#include <vector>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -56,34 +54,12 @@ constexpr int64_t kKc = 256;                            // the depth a block, at
 constexpr int64_t kPanelBytes = int64_t{1024} << 10;    // op(B)'s packed block, at most
 constexpr int64_t kMinParallelMacs = int64_t{1} << 20;  // below: one thread
 
-struct FreeAligned {
-    void operator()(float* p) const { std::free(p); }
-};
-
-// A thread's packed blocks, kept between products (grown, never shrunk).
-struct Buffers {
-    std::unique_ptr<float, FreeAligned> b, a;
-    int64_t b_floats = 0;
-    float* b_at_least(int64_t floats) {
-        if (floats > b_floats) {
-            b.reset(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * floats)));
-            if (!b) throw std::bad_alloc();
-            b_floats = floats;
-        }
-        return b.get();
-    }
-    float* a_block() {
-        if (!a) {
-            a.reset(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kMc)));
-            if (!a) throw std::bad_alloc();
-        }
-        return a.get();
-    }
-};
-
-Buffers& buffers() {
-    static thread_local Buffers b;
-    return b;
+// This thread's scratch copy of at least `floats`, 64-byte aligned, kept between products. The
+// threads' own: a worker's is not the caller's.
+float* scratch(std::vector<float>& v, int64_t floats) {
+    if (static_cast<int64_t>(v.size()) < floats + kLineFloats)
+        v.resize(static_cast<size_t>(floats + kLineFloats));
+    return aligned_line(v.data());
 }
 
 // C's tile of `rows` rows and the columns under masks m0, m1: in the depth's first block
@@ -202,9 +178,9 @@ void pack_a_block(const Product& p, int64_t pc, int64_t kc, int64_t i0, int64_t 
 void product_part(const Product& p, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi) {
     const int64_t blocks = (p.k + kKc - 1) / kKc, step = (p.k + blocks - 1) / blocks;
     const int64_t nc = std::max<int64_t>(kNr, kPanelBytes / (sizeof(float) * step) / kNr * kNr);
-    Buffers& buf = buffers();
-    float* bp = buf.b_at_least(step * std::min(nc, (j_hi - j_lo + kNr - 1) / kNr * kNr));
-    float* ap = buf.a_block();
+    static thread_local std::vector<float> packed_b, packed_a;
+    float* bp = scratch(packed_b, step * std::min(nc, (j_hi - j_lo + kNr - 1) / kNr * kNr));
+    float* ap = scratch(packed_a, kKc * kMc);
     for (int64_t jc = j_lo; jc < j_hi; jc += nc) {
         const int64_t jn = std::min(nc, j_hi - jc);
         for (int64_t pc = 0; pc < p.k; pc += step) {
@@ -250,13 +226,7 @@ const char* packed_product_version() {
 void packed_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {  // no depth: C = beta·C (C not read where beta is 0)
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j)
-                c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
-        return;
-    }
+    if (m <= 0 || n <= 0 || k <= 0) return;  // library_sgemm settles these before any library
     const Product p{trans_a, trans_b, k, alpha, a, lda, b, ldb, beta, c, ldc};
     const int threads = omp_in_parallel() ? 1 : cpu_threads();
     const int64_t panels = (n + kNr - 1) / kNr, tiles = (m + kMr - 1) / kMr;

@@ -238,10 +238,6 @@ constexpr int kPanelLanes = kVec16Lanes, kPanelRows = 12;  // 24 sums, 2 of B, t
 constexpr int kPanelLanes = kVec8Lanes, kPanelRows = 6;  // AVX2's sixteen: 12 sums, 2, 1
 #endif
 constexpr int kPanelVectors = 2;
-// The first 64-byte boundary at or after p (the buffers have kPanelColumns floats to spare).
-float* aligned_line(float* p) {
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
 constexpr int64_t kPanelColumns = kPanelVectors * kPanelLanes;
 // A group of op(B)'s packed blocks is at most this many floats (256 KB): it stays in L2 while
 // every tile of rows runs over it.
