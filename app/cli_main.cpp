@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
                "GEMM library: auto (the calibrated fastest, the default), eigen, "
                "openblas, blis or rematlab, for every product size; also REMATLAB_GEMM (and "
                "REMATLAB_GEMM_SMALL for products under 16 MFLOP)")
-            ->check(CLI::IsMember({"auto", "eigen", "openblas", "blis", "rematlab"}));
+            ->check(CLI::IsMember(rl::gemm_choice_names()));
 
     try {
         app.parse(argc, argv);

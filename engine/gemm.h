@@ -39,6 +39,9 @@ namespace rl {
 enum class GemmLibrary { Eigen, OpenBLAS, BLIS, RematLab };
 
 const char* gemm_library_name(GemmLibrary lib);  // "eigen", "openblas", "blis", "rematlab"
+// Every name select_gemm and REMATLAB_GEMM take, "auto" first: the one list the CLI's --gemm
+// and the errors name.
+const std::vector<std::string>& gemm_choice_names();
 
 struct GemmLibraryInfo {
     GemmLibrary library = GemmLibrary::Eigen;

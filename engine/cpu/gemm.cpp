@@ -622,9 +622,11 @@ GemmLibrary best_of(const std::vector<GemmRate>& rates) {  // Eigen when there a
     return best;
 }
 
+constexpr GemmLibrary kAllLibraries[] = {GemmLibrary::Eigen, GemmLibrary::OpenBLAS,
+                                         GemmLibrary::BLIS, GemmLibrary::RematLab};
+
 std::optional<GemmLibrary> library_by_name(const std::string& name) {
-    for (GemmLibrary l :
-         {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS, GemmLibrary::RematLab})
+    for (GemmLibrary l : kAllLibraries)
         if (name == gemm_library_name(l)) return l;
     return std::nullopt;
 }
@@ -734,9 +736,12 @@ State& state() {
 // The library `name` names (not "auto"), or an error saying which names there are.
 GemmLibrary library_named(const std::string& name, const std::string& how) {
     const auto lib = library_by_name(name);
-    if (!lib)
-        throw Error("unknown GEMM library '" + name + "' (from " + how +
-                    "); use eigen, openblas, blis, rematlab or auto");
+    if (!lib) {
+        std::string use;  // "eigen, openblas, blis, rematlab or auto"
+        for (GemmLibrary l : kAllLibraries) use += std::string(gemm_library_name(l)) + ", ";
+        use.replace(use.size() - 2, 2, " or auto");
+        throw Error("unknown GEMM library '" + name + "' (from " + how + "); use " + use);
+    }
     return *lib;
 }
 
@@ -797,6 +802,15 @@ const char* gemm_library_name(GemmLibrary lib) {
             return "rematlab";
     }
     return "?";
+}
+
+const std::vector<std::string>& gemm_choice_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v{"auto"};
+        for (GemmLibrary l : kAllLibraries) v.push_back(gemm_library_name(l));
+        return v;
+    }();
+    return names;
 }
 
 const std::vector<GemmLibraryInfo>& gemm_libraries() {
