@@ -144,6 +144,20 @@ struct Const : std::enable_shared_from_this<Const> {
     size_t size() const { return is_float ? f.size() : i.size(); }
     double at(size_t k) const { return is_float ? f[k] : static_cast<double>(i[k]); }
     bool scalar_like() const { return size() == 1; }
+    // Appends v as this constant's element type (int64 truncates toward zero).
+    void push(double v) {
+        if (is_float)
+            f.push_back(static_cast<float>(v));
+        else
+            i.push_back(static_cast<int64_t>(v));
+    }
+    // Appends element k of src, whose element type is this constant's.
+    void push_element(const Const& src, size_t k) {
+        if (is_float)
+            f.push_back(src.f[k]);
+        else
+            i.push_back(src.i[k]);
+    }
 };
 using ConstPtr = std::shared_ptr<const Const>;
 
@@ -1238,10 +1252,7 @@ class Importer {
                 if (r < 0 || r >= n)
                     fail_node(idx, "index " + std::to_string(k) + " is out of range for " +
                                        std::to_string(n) + " elements");
-                if (a.is_float)
-                    out->f.push_back(a.f[static_cast<size_t>(r)]);
-                else
-                    out->i.push_back(a.i[static_cast<size_t>(r)]);
+                out->push_element(a, static_cast<size_t>(r));
             }
             return out;
         }
@@ -1278,10 +1289,7 @@ class Importer {
                     at += (rest % d) * stride[static_cast<size_t>(perm[j])];
                     rest /= d;
                 }
-                if (a.is_float)
-                    out->f.push_back(a.f[at]);
-                else
-                    out->i.push_back(a.i[at]);
+                out->push_element(a, at);
             }
             return out;
         }
@@ -1420,10 +1428,7 @@ class Importer {
             out->is_float = x.is_float;
             for (size_t k = 0; k < n; ++k) {
                 const size_t at = broadcast_index(k, out->dims, x.dims);
-                if (x.is_float)
-                    out->f.push_back(x.f[at]);
-                else
-                    out->i.push_back(x.i[at]);
+                out->push_element(x, at);
             }
             return out;
         }
@@ -1447,11 +1452,7 @@ class Importer {
         for (size_t k = 0; k < n; ++k) {
             const bool pick_a = c.at(broadcast_index(k, out->dims, c.dims)) != 0;
             const Const& src = pick_a ? a : b;
-            const double v = src.at(broadcast_index(k, out->dims, src.dims));
-            if (out->is_float)
-                out->f.push_back(static_cast<float>(v));
-            else
-                out->i.push_back(static_cast<int64_t>(v));
+            out->push(src.at(broadcast_index(k, out->dims, src.dims)));
         }
         return out;
     }
@@ -1473,13 +1474,8 @@ class Importer {
         out->is_float = s.is_float || l.is_float || d.is_float;
         out->dims = {static_cast<int64_t>(count)};
         (void)checked_fold_numel(idx, out->dims);
-        for (int64_t k = 0; k < out->dims[0]; ++k) {
-            const double v = start + static_cast<double>(k) * delta;
-            if (out->is_float)
-                out->f.push_back(static_cast<float>(v));
-            else
-                out->i.push_back(static_cast<int64_t>(v));
-        }
+        for (int64_t k = 0; k < out->dims[0]; ++k)
+            out->push(start + static_cast<double>(k) * delta);
         return out;
     }
 
@@ -1589,10 +1585,7 @@ class Importer {
                     static_cast<size_t>(begin_step[a].first + pos * begin_step[a].second) * stride;
                 stride *= static_cast<size_t>(x.dims[a]);
             }
-            if (x.is_float)
-                out->f.push_back(x.f[at]);
-            else
-                out->i.push_back(x.i[at]);
+            out->push_element(x, at);
         }
         return out;
     }
