@@ -248,7 +248,8 @@ def main():
                                ",".join(checkpoints), "--threads", str(a.threads),
                                "--repeat", str(repeat), "--warmup", "1"]
                         if first:
-                            cmd += ["--grads-out", os.path.join(d, name + "-torch")]
+                            cmd += ["--grads-out", os.path.join(d, name + "-torch"),
+                                    "--count-flops"]
                             if name == "none":
                                 cmd += ["--grads64-out", os.path.join(d, "float64")]
                         return json.loads(run(cmd, env=TORCH_ENV).strip().splitlines()[-1])
@@ -288,6 +289,7 @@ def main():
                     "ours_peak": ours_json["measured_peak_bytes"],
                     "torch_saved_peak": peer_json["saved_peak_bytes"],
                     "torch_rss": peer_json["peak_rss_bytes"],
+                    "product_flops": peer_json.get("product_flops"),
                 })
                 print(f"  {net} {name}: ours {rows[-1]['ours_ms']:.2f} ms "
                       f"(CPU {rows[-1]['ours_cpu_ms']:.2f}), torch {rows[-1]['torch_ms']:.2f} ms "
@@ -311,8 +313,21 @@ def main():
 
     header = ("| network | strategy | segments | grads rel err | ours ms (range) | torch ms (range) "
               "| ours/torch | ours/torch CPU (per round) | overhead ours | overhead torch | act peak MiB | torch saved MiB | act/saved "
-              "| torch RSS MiB |")
+              "| torch RSS MiB | products GFLOP | GFLOP/s a CPU s: ours / torch / for 0.85 |")
     lines = [header, "|" + "|".join(["---"] * (header.count("|") - 1)) + "|"]
+    def rates(row):
+        # `none` rows only, where both sides run the same products: those of PyTorch's step (its
+        # profiler: mm, addmm, bmm, conv2d) over each side's CPU time, and the rate ours would
+        # need for 0.85 of PyTorch's time if nothing but the products took any. Where that is
+        # above what the machine's GEMMs reach, no code can bring the row under 0.85. (A
+        # checkpointed row's recomputation differs between the sides: ours may replay less.)
+        f = row["product_flops"]
+        if not f or row["strategy"] != "none":
+            return "- | -"
+        per = lambda ms: f / (ms * 1e-3) / 1e9  # noqa: E731
+        return (f"{f / 1e9:.3g} | {per(row['ours_cpu_ms']):.0f} / {per(row['torch_cpu_ms']):.0f}"
+                f" / {per(0.85 * row['torch_cpu_ms']):.0f}")
+
     def ill(row):
         n = row["grad_check"]["ill_conditioned"]
         return f" ({n} ill-cond.)" if n else ""
@@ -332,7 +347,7 @@ def main():
             f"| {overhead(row['torch_overhead'])} | {mib(row['ours_act_peak'])} "
             f"| {mib(row['torch_saved_peak'])} "
             f"| {row['ours_act_peak'] / max(row['torch_saved_peak'], 1):.2f} "
-            f"| {row['torch_rss'] / 2**20:.0f} |")
+            f"| {row['torch_rss'] / 2**20:.0f} | {rates(row)} |")
     table = "\n".join(lines)
     date = datetime.date.today().isoformat()
     torch_blas = ", ".join(blas_torch["loaded"]) if blas_torch else "?"
@@ -347,7 +362,10 @@ def main():
             f"Ours: rematlab-cli, {our_blas(cli)}.\n"
             f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
             f"(torch.__config__: {torch_config}); allocator: "
-            f"{blas_torch.get('malloc', '?') if blas_torch else '?'}.")
+            f"{blas_torch.get('malloc', '?') if blas_torch else '?'}.\n"
+            "Products (`none` rows): the FLOPs of one PyTorch step's mm, addmm, bmm and conv2d "
+            "(its profiler), per CPU second of each side's step; for 0.85: the rate ours would "
+            "need for 0.85 of PyTorch's CPU time if the products were all of the step.")
     print(meta)
     print()
     print(table)
@@ -366,7 +384,7 @@ def main():
     with open(os.path.join(results, f"{stamp}.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "torch_blas": blas_torch}, f, indent=1)
     with open(os.path.join(a.root, "docs", "benchmarks.md"), "a") as f:
-        f.write(f"\n## Side by side with PyTorch (`bench/peers/compare"
+        f.write("\n## Side by side with PyTorch (`bench/peers/compare"
                 + (" --isa avx2`, AVX2 only" if a.isa == "avx2" else "`") + f") — {date}\n\n")
         f.write(meta.replace("\n", "  \n") + "\n\n" + table + "\n")
     print(f"\nwrote bench/peers/results/{stamp}.md and .json; appended to docs/benchmarks.md",

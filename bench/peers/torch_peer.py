@@ -21,7 +21,9 @@ It reports, per mode, one JSON line: the median step time over --repeat steps (a
 wall time, and the process's CPU time, which does not grow when other jobs take the CPU),
 the peak bytes of tensors held for the backward (see SavedTracker), the process's peak RSS, the
 loss, and which BLAS PyTorch loaded; with --grads-out it writes every parameter's gradient as
-DIR/<parameter>.npy, the names RematLab uses.
+DIR/<parameter>.npy, the names RematLab uses. With --count-flops, one more untimed step runs
+under PyTorch's profiler, which counts the FLOPs of the step's matrix products and convolutions
+(mm, addmm, bmm, baddbmm, conv2d), recomputation included.
 
 Run it with Debian's interpreter (/usr/bin/python3), which sees python3-torch and python3-numpy.
 """
@@ -48,6 +50,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     p.add_argument("--grads-out", default="",
                    help="directory for the gradients (of the first mode); created if missing")
+    p.add_argument("--count-flops", action="store_true",
+                   help="count the FLOPs of the step's matrix products (one more, untimed step)")
     p.add_argument("--grads64-out", default="",
                    help="also run the step in float64 (no checkpointing) and write its "
                         "gradients here: the reference that shows float32's own error")
@@ -334,6 +338,19 @@ class Network(NetFile):
         raise SystemExit(f"torch_peer: unknown mode '{mode}' (none, segments, per-block)")
 
 
+PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::conv2d")
+
+
+def count_product_flops(step):
+    """The FLOPs of one step's matrix products and convolutions, as PyTorch's profiler counts
+    them (with_flops: 2·m·n·k a product). It counts aten::mul and aten::add too, an element a
+    FLOP; those are left out, so the figure is what a GEMM runs."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        step()
+    return int(sum(e.flops for e in prof.key_averages() if e.key in PRODUCT_OPS and e.flops))
+
+
 def save_grads(params, directory):
     os.makedirs(directory, exist_ok=True)
     for name, p in params.items():
@@ -388,6 +405,10 @@ def main():
             loss = model.step(regions)
         saved_peak, leftover = TRACKER.peak, TRACKER.live
         TRACKER = None
+        product_flops = None
+        if ARGS.count_flops:
+            params_to_none()
+            product_flops = count_product_flops(lambda: model.step(regions))
         if ARGS.grads_out and mi == 0:
             save_grads(model.params, ARGS.grads_out)
         if ARGS.grads64_out and mi == 0:
@@ -405,6 +426,7 @@ def main():
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "loss": float(loss.detach()),
             "checkpointed_regions": len(regions),
+            "product_flops": product_flops,
             "torch": torch.__version__,
             "blas": blas,
         }), flush=True)
