@@ -248,10 +248,10 @@ def main():
                                ",".join(checkpoints), "--threads", str(a.threads),
                                "--repeat", str(repeat), "--warmup", "1"]
                         if first:
-                            cmd += ["--grads-out", os.path.join(d, name + "-torch"),
-                                    "--count-flops"]
-                            if name == "none":
-                                cmd += ["--grads64-out", os.path.join(d, "float64")]
+                            cmd += ["--grads-out", os.path.join(d, name + "-torch")]
+                            if name == "none":  # the products are counted on `none` rows only
+                                cmd += ["--grads64-out", os.path.join(d, "float64"),
+                                        "--count-flops"]
                         return json.loads(run(cmd, env=TORCH_ENV).strip().splitlines()[-1])
 
                     # Ours first in even rounds, torch first in odd ones (the weights and the
@@ -290,6 +290,7 @@ def main():
                     "torch_saved_peak": peer_json["saved_peak_bytes"],
                     "torch_rss": peer_json["peak_rss_bytes"],
                     "product_flops": peer_json.get("product_flops"),
+                    "product_ops": peer_json.get("product_ops"),
                 })
                 print(f"  {net} {name}: ours {rows[-1]['ours_ms']:.2f} ms "
                       f"(CPU {rows[-1]['ours_cpu_ms']:.2f}), torch {rows[-1]['torch_ms']:.2f} ms "
@@ -317,12 +318,12 @@ def main():
     lines = [header, "|" + "|".join(["---"] * (header.count("|") - 1)) + "|"]
     def rates(row):
         # `none` rows only, where both sides run the same products: those of PyTorch's step (its
-        # profiler: mm, addmm, bmm, conv2d) over each side's CPU time, and the rate ours would
+        # profiler, torch_peer.py's PRODUCT_OPS) over each side's CPU time, and the rate ours would
         # need for 0.85 of PyTorch's time if nothing but the products took any. Where that is
         # above what the machine's GEMMs reach, no code can bring the row under 0.85. (A
         # checkpointed row's recomputation differs between the sides: ours may replay less.)
-        f = row["product_flops"]
-        if not f or row["strategy"] != "none":
+        f = row["product_flops"]  # counted on `none` rows only
+        if not f:
             return "- | -"
         per = lambda ms: f / (ms * 1e-3) / 1e9  # noqa: E731
         return (f"{f / 1e9:.3g} | {per(row['ours_cpu_ms']):.0f} / {per(row['torch_cpu_ms']):.0f}"
@@ -363,8 +364,9 @@ def main():
             f"PyTorch: Debian python3-torch {blas_torch_version}, BLAS loaded: {torch_blas} "
             f"(torch.__config__: {torch_config}); allocator: "
             f"{blas_torch.get('malloc', '?') if blas_torch else '?'}.\n"
-            "Products (`none` rows): the FLOPs of one PyTorch step's mm, addmm, bmm and conv2d "
-            "(its profiler), per CPU second of each side's step; for 0.85: the rate ours would "
+            "Products (`none` rows): the FLOPs of one PyTorch step's "
+            + ", ".join(next((r["product_ops"] for r in rows if r["product_ops"]), ["?"]))
+            + " (its profiler), per CPU second of each side's step; for 0.85: the rate ours would "
             "need for 0.85 of PyTorch's CPU time if the products were all of the step.")
     print(meta)
     print()

@@ -427,6 +427,7 @@ def main():
             "loss": float(loss.detach()),
             "checkpointed_regions": len(regions),
             "product_flops": product_flops,
+            "product_ops": list(PRODUCT_OPS) if ARGS.count_flops else None,
             "torch": torch.__version__,
             "blas": blas,
         }), flush=True)
