@@ -9,6 +9,7 @@
 #include "engine/executor.h"
 #include "engine/networks/presets.h"
 #include "engine/ops/op.h"
+#include "engine/rng.h"
 #include "engine/schedule.h"
 #include "engine/test_util.h"
 
@@ -105,6 +106,45 @@ TEST(Gpt, TensorParallelRankSplitsHeadsAndColumns) {
 
 // dropout(x, dropout_mask(x)) reads the mask a node keyed by the mask node's name drew; the same
 // bits as dropout(x) hashing its own mask under that name, forward and backward.
+// The mask node's bytes against the hash element by element, over several of the kernels'
+// chunks (16384 elements) and a tail shorter than a vector, at one and two threads.
+TEST(Gpt, DropoutMaskBytesAreTheHashsOverChunksAndTails) {
+    Graph g("mask", 5);
+    const ValueId in = g.add_input("in", DType::F32, {151, 3});  // a parameter to train
+    const ValueId x = g.node(g.add_node("fc", OpKind::Linear, std::vector<ValueId>{in},
+                                        Attrs{{"out_features", int64_t{171}}}))
+                          .output;
+    const NodeId m =
+        g.add_node("m", OpKind::DropoutMask, std::vector<ValueId>{x}, Attrs{{"p", 0.3}});
+    const NodeId d = g.add_node("d", OpKind::Dropout, std::vector<ValueId>{x, g.node(m).output},
+                                Attrs{{"p", 0.3}});
+    g.add_node("loss", OpKind::SumSquares, std::vector<ValueId>{g.node(d).output});
+    g.finalize();
+    const int64_t n = 151 * 171;
+    const uint64_t key = dropout_key(g.seed(), "m");
+    const uint32_t threshold = dropout_threshold(0.3);
+    for (int threads : {1, 2}) {
+        auto backend = make_cpu_backend(threads);
+        void* in = backend->allocate(static_cast<uint64_t>(n) * 4);
+        void* out = backend->allocate(static_cast<uint64_t>(n));
+        std::memset(out, 7, static_cast<size_t>(n));  // neither 0 nor 1
+        const void* inputs[] = {in};
+        backend->forward({g, g.node(m), inputs, nullptr, out, nullptr});
+        std::vector<uint8_t> keep(static_cast<size_t>(n));
+        backend->copy_to_host(keep.data(), out, keep.size());
+        int64_t kept = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(keep[static_cast<size_t>(i)],
+                      dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? 1 : 0)
+                << i << " at " << threads << " threads";
+            kept += keep[static_cast<size_t>(i)];
+        }
+        EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 0.7, 0.01);
+        backend->release(in);
+        backend->release(out);
+    }
+}
+
 TEST(Gpt, MaskedDropoutMatchesHashedDropoutBitwise) {
     auto build = [](bool masked) {
         Graph g("drop", 7);
