@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/vec8.h"
 #include "engine/ops/window.h"
 
 namespace rl::cpu {
@@ -441,10 +442,154 @@ void avgpool_lanes_backward(const float* dy, const Pool2dGeometry& g, int64_t ro
 
 }  // namespace
 
+namespace {
+
+// 2 × 2 windows of stride 2 inside the input (VGG's and U-Net's pools, in floor mode), on rows of
+// eight outputs or more: a row pair's windows eight at a time, the rows' even and odd columns
+// split by shuffles and each window's choice made as lane masks, by window_argmax's rule (the
+// first maximum in scan order: a, b, then the next row's c, d, each taken only when greater).
+// No input element is in two windows, so the backward writes dX once: the chosen tap 0 + dy (as
+// the row path adds dy onto its zeroed plane), the others 0, the input rows and columns no window
+// reads (an odd size's last) 0; accumulating, the chosen tap dX + dy and the others as they
+// are. The row path zeroed the plane, found each window's index and scattered dy one element at
+// a time; with the selects of a plain loop GCC left branches, which the ties of real activations
+// mispredict. VGG's pools ran at 0.07–0.09 of their memory roofline backward, 0.3–0.6 forward
+// (bench_roofline, 2026-12-07).
+bool pool_tiles_by_two(const Pool2dGeometry& g) {
+    const Window2d& w = g.win;
+    return w.kh == 2 && w.kw == 2 && w.sh == 2 && w.sw == 2 && w.dh == 1 && w.dw == 1 &&
+           w.pad_top == 0 && w.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w &&
+           g.ow >= kVec8Lanes;
+}
+
+const V8i kEven{0, 2, 4, 6, 8, 10, 12, 14}, kOdd{1, 3, 5, 7, 9, 11, 13, 15};
+
+// The even and odd columns of the 16 floats at p, and back.
+inline void split_columns(const float* p, V8& even, V8& odd) {
+    const V8 lo = load8(p), hi = load8(p + kVec8Lanes);
+    even = __builtin_shuffle(lo, hi, kEven);
+    odd = __builtin_shuffle(lo, hi, kOdd);
+}
+inline void join_columns(float* p, const V8& even, const V8& odd) {
+    store8(p, __builtin_shuffle(even, odd, V8i{0, 8, 1, 9, 2, 10, 3, 11}));
+    store8(p + kVec8Lanes, __builtin_shuffle(even, odd, V8i{4, 12, 5, 13, 6, 14, 7, 15}));
+}
+
+// Eight windows' choice: the maximum, and which tap (a, b: row x0; c, d: row x1) holds it.
+struct ByTwoChoice {
+    V8 max;
+    V8i a, b, c, d;  // lane masks, one of the four set in each lane
+};
+inline ByTwoChoice choose_by_two(const float* x0, const float* x1) {
+    V8 a, b, c, d;
+    split_columns(x0, a, b);
+    split_columns(x1, c, d);
+    const V8i tb = b > a;
+    const V8 ab = tb ? b : a;
+    const V8i tc = c > ab;
+    const V8 abc = tc ? c : ab;
+    const V8i td = d > abc;
+    return {td ? d : abc, ~(tb | tc | td), tb & ~(tc | td), tc & ~td, td};
+}
+
+// One window of the row functions below, for the columns past their vectors: the same rule.
+inline int by_two_choice(const float* x0, const float* x1, int64_t t, float& v) {
+    const float taps[4] = {x0[2 * t], x0[2 * t + 1], x1[2 * t], x1[2 * t + 1]};
+    int k = 0;
+    for (int j = 1; j < 4; ++j)
+        if (taps[j] > taps[k]) k = j;
+    v = taps[k];
+    return k;
+}
+
+void maxpool_by_two_row_forward(const float* x0, const float* x1, int64_t ow, float* y) {
+    int64_t t = 0;
+    for (; t + kVec8Lanes <= ow; t += kVec8Lanes)
+        store8(y + t, choose_by_two(x0 + 2 * t, x1 + 2 * t).max);
+    for (; t < ow; ++t) by_two_choice(x0, x1, t, y[t]);
+}
+
+template <bool kAcc>
+void maxpool_by_two_row_backward(const float* x0, const float* x1, const float* dyr, int64_t ow,
+                                 float* d0, float* d1) {
+    int64_t t = 0;
+    for (; t + kVec8Lanes <= ow; t += kVec8Lanes) {
+        const int64_t j = 2 * t;
+        const ByTwoChoice k = choose_by_two(x0 + j, x1 + j);
+        const V8 gy = load8(dyr + t);
+        V8 e0, o0, e1, o1;
+        if constexpr (kAcc) {
+            split_columns(d0 + j, e0, o0);
+            split_columns(d1 + j, e1, o1);
+            e0 = k.a ? e0 + gy : e0;
+            o0 = k.b ? o0 + gy : o0;
+            e1 = k.c ? e1 + gy : e1;
+            o1 = k.d ? o1 + gy : o1;
+        } else {
+            const V8 zero{}, v = zero + gy;
+            e0 = k.a ? v : zero;
+            o0 = k.b ? v : zero;
+            e1 = k.c ? v : zero;
+            o1 = k.d ? v : zero;
+        }
+        join_columns(d0 + j, e0, o0);
+        join_columns(d1 + j, e1, o1);
+    }
+    for (; t < ow; ++t) {
+        float v;
+        const int k = by_two_choice(x0, x1, t, v);
+        float* const tap[4] = {d0 + 2 * t, d0 + 2 * t + 1, d1 + 2 * t, d1 + 2 * t + 1};
+        for (int j = 0; j < 4; ++j) {
+            if constexpr (kAcc) {
+                if (j == k) *tap[j] += dyr[t];
+            } else {
+                *tap[j] = j == k ? 0.0f + dyr[t] : 0.0f;
+            }
+        }
+    }
+}
+
+void maxpool_by_two_forward(const float* x, const Pool2dGeometry& g, float* y) {
+    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    parallel_for(g.n * g.c, in_plane, [&](int64_t q) {
+        const float* xp = x + q * in_plane;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const float* x0 = xp + 2 * oh * g.w;
+            maxpool_by_two_row_forward(x0, x0 + g.w, g.ow, y + q * out_plane + oh * g.ow);
+        }
+    });
+}
+
+void maxpool_by_two_backward(const float* x, const float* dy, const Pool2dGeometry& g, float* dx,
+                             bool acc) {
+    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    parallel_for(g.n * g.c, in_plane, [&](int64_t q) {
+        const float* xp = x + q * in_plane;
+        const float* dyp = dy + q * out_plane;
+        float* dxp = dx + q * in_plane;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const float* x0 = xp + 2 * oh * g.w;
+            float* d0 = dxp + 2 * oh * g.w;
+            const float* dyr = dyp + oh * g.ow;
+            if (acc) {
+                maxpool_by_two_row_backward<true>(x0, x0 + g.w, dyr, g.ow, d0, d0 + g.w);
+                continue;
+            }
+            maxpool_by_two_row_backward<false>(x0, x0 + g.w, dyr, g.ow, d0, d0 + g.w);
+            std::fill(d0 + 2 * g.ow, d0 + g.w, 0.0f);
+            std::fill(d0 + g.w + 2 * g.ow, d0 + 2 * g.w, 0.0f);
+        }
+        if (!acc) std::fill(dxp + 2 * g.oh * g.w, dxp + in_plane, 0.0f);
+    });
+}
+
+}  // namespace
+
 void maxpool2d_forward(const ForwardCall& c) {
     const Pool2dGeometry g = pool2d_geometry(c.graph, c.node);
     const float* x = as_f32(c.inputs[0]);
     float* y = as_f32(c.output);
+    if (pool_tiles_by_two(g)) return maxpool_by_two_forward(x, g, y);
     if (const int64_t rows = band_rows(g, false)) return maxpool_lanes_forward(x, g, rows, y);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
     const Span inner = vector_columns(g);
@@ -467,6 +612,7 @@ void maxpool2d_backward(const BackwardCall& c) {
     const float* x = as_f32(c.inputs[0]);
     const float* dy = c.grad_output;
     const bool acc = c.accumulate[0];
+    if (pool_tiles_by_two(g)) return maxpool_by_two_backward(x, dy, g, dx, acc);
     if (const int64_t rows = band_rows(g, true))
         return maxpool_lanes_backward(x, dy, g, rows, dx, acc);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;

@@ -1767,6 +1767,62 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
             }
 }
 
+// 2 × 2 windows of stride 2 on rows of 8 outputs or more take their own path (pool.cpp): eight
+// windows at a time, a row pair's taps written once backward. Forward, each window's first
+// maximum in scan order; backward, that tap gets 0 + dy, or its starting value + dy when
+// accumulating, every other tap 0 or its starting value, an odd last row and column included.
+// Ties, a NaN that comes first in its window (chosen) and one that comes later (never chosen),
+// and a dy of -0 (0 + -0 is +0), bit for bit; vectors and the columns past them.
+TEST(ConvOps, MaxPoolTwoByTwoWritesEachTapOnce) {
+    struct Plane {
+        int64_t planes, h, w;
+    };
+    for (const Plane pl : {Plane{1, 7, 41}, Plane{5, 7, 41}, Plane{3, 16, 17}})
+        for (const bool acc : {false, true}) {
+            const int64_t h = pl.h, w = pl.w, oh = h / 2, ow = w / 2, planes = pl.planes;
+            SCOPED_TRACE(std::to_string(planes) + " planes of " + std::to_string(h) + "x" +
+                         std::to_string(w) + (acc ? ", accumulating" : ""));
+            ConvCase c;
+            const ValueId x = c.input("x", Shape{1, planes, h, w});
+            Floats& v = c.values.at(x).f;
+            v = c.random(v.size());
+            for (float& e : v) e = std::floor(2 * e);       // a few small integers: ties everywhere
+            v[0] = std::nanf("");                           // first in window (0, 0): chosen
+            v[static_cast<size_t>(w + 3)] = std::nanf("");  // last in window (0, 1): never
+            c.op(OpKind::MaxPool2d, {x}, PoolSpec{.kh = 2, .kw = 2, .sh = 2, .sw = 2}.attrs(false));
+            ASSERT_EQ(c.out_shape(), (Shape{1, planes, oh, ow}));
+            Floats dy = c.random(static_cast<size_t>(planes * oh * ow));
+            dy[1] = -0.0f;  // its window's choice gets 0 + -0 = +0, as the row path gave it
+            Grads start;
+            start.inputs[x] = c.random(v.size());
+            Floats want_y, want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
+            for (int64_t q = 0; q < planes; ++q)
+                for (int64_t a = 0; a < oh; ++a)
+                    for (int64_t b = 0; b < ow; ++b) {
+                        int64_t best = -1;
+                        for (int64_t i = 0; i < 2; ++i)
+                            for (int64_t j = 0; j < 2; ++j) {
+                                const auto t =
+                                    static_cast<size_t>((q * h + 2 * a + i) * w + 2 * b + j);
+                                if (best < 0 || v[t] > v[static_cast<size_t>(best)])
+                                    best = static_cast<int64_t>(t);
+                            }
+                        want_y.push_back(v[static_cast<size_t>(best)]);
+                        want[static_cast<size_t>(best)] +=
+                            dy[static_cast<size_t>((q * oh + a) * ow + b)];
+                    }
+            const Floats y = c.forward();
+            ASSERT_EQ(y.size(), want_y.size());
+            EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0)
+                << "not each window's first maximum";
+            const Grads got = c.backward(dy, acc ? &start : nullptr);
+            const Floats& dx = got.inputs.at(x);
+            ASSERT_EQ(dx.size(), want.size());
+            EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
+                << "not the first maximum's dy, bit for bit";
+        }
+}
+
 TEST(ConvOps, MaxPoolStrideDefaultsToKernelAndTiesGoToTheFirst) {
     ConvCase c;
     const ValueId x = c.input("x", Shape{1, 1, 2, 4});
