@@ -5,7 +5,9 @@ Per network: `rematlab-cli network` writes the graph; per strategy, `rematlab-cl
 --dump-weights --dump-grads` runs ours (its JSON names the checkpoints the plan chose), and
 torch_peer.py runs the same network from the same weights at those segments. Runs alternate
 (ours, torch; then torch, ours; ...) for --rounds rounds, each process timing --repeat steps;
-the table shows the median over rounds of each process's median step time.
+the table shows the median over rounds of each process's median step time. Dropout: PyTorch
+draws its own mask every step, as F.dropout does on the CPU, and computes with ours, so that the
+gradients can be compared (torch_ops.py).
 
 Columns:
   grads rel err   max over parameters of max|ours - torch| / max|torch|, over the parameters
@@ -49,11 +51,14 @@ NETWORKS_FULL = [
     "resmlp:depth=8,width=512,batch=512",
     "transformer:layers=4,d_model=128,heads=4,seq=64,batch=4,vocab=256",
     "transformer:layers=4,d_model=256,heads=8,seq=128,batch=8,vocab=1024",
+    # GPT layers with dropout (1-byte masks on our side; PyTorch's F.dropout cost, torch_ops.py)
+    "gpt:layers=4,d_model=256,heads=8,seq=256,batch=4,vocab=1024,dtype=f32",
 ]
 NETWORKS_QUICK = [
     "mlp:depth=6,width=32,batch=16",
     "resmlp:depth=3,width=32,batch=16",
     "transformer:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=16",
+    "gpt:layers=2,d_model=32,heads=4,seq=8,batch=2,vocab=16,dtype=f32",
 ]
 # (row name, our strategy spec, the peer's mode; segments come from our plan's checkpoints)
 STRATEGIES = [

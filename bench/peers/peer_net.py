@@ -10,6 +10,39 @@ import numpy as np
 
 SUPPORTED = {"linear", "matmul", "add", "relu", "gelu", "tanh", "sigmoid", "layernorm", "softmax",
              "reshape", "transpose", "sum_squares", "cross_entropy"}
+# The torch peers also run dropout (torch_ops.py), with RematLab's own masks (dropout_noise).
+TORCH_SUPPORTED = SUPPORTED | {"dropout_mask", "dropout"}
+
+_M64 = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def _mix64(z):
+    """SplitMix64's output function (engine/rng.h) on a Python int or a numpy uint64 array."""
+    if isinstance(z, int):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        return z ^ (z >> 31)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def dropout_noise(seed, node_name, p, shape):
+    """RematLab's dropout mask for the node named `node_name` of a graph seeded `seed`
+    (engine/rng.h: element i is kept when the top 24 bits of counter_hash(key, i) reach
+    p·2^24, key = counter_hash(seed, 0) ^ FNV-1a(name)), as PyTorch's CPU dropout holds its
+    mask: float32 noise, 1/(1-p) where kept and 0 where dropped, multiplied into the input."""
+    fnv = 0xcbf29ce484222325
+    for c in node_name.encode():
+        fnv = ((fnv ^ c) * 0x100000001b3) & _M64
+    key = _mix64((seed + _GAMMA) & _M64) ^ fnv
+    n = int(np.prod(shape, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        z = np.uint64(key) + (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(_GAMMA))
+        keep = (_mix64(z) >> np.uint64(40)) >= np.uint64(int(p * 16777216.0 + 0.5))
+    scale = np.float32(1.0 / (1.0 - p))
+    return np.where(keep, scale, np.float32(0)).astype(np.float32).reshape(shape)
 
 
 def load_npy(weights, name):
@@ -26,16 +59,18 @@ def param_suffixes(n):
 
 
 class NetFile:
-    def __init__(self, network_json, weights):
-        """`network_json`: the file's path, or its already parsed contents."""
+    def __init__(self, network_json, weights, supported=SUPPORTED):
+        """`network_json`: the file's path, or its already parsed contents; `supported`: the
+        ops the peer runs (SUPPORTED, or TORCH_SUPPORTED)."""
         if isinstance(network_json, dict):
             net = network_json
         else:
             with open(network_json) as f:
                 net = json.load(f)
         self.name = net.get("name", "")
+        self.seed = int(net.get("seed", 1))
         self.nodes = net["nodes"]
-        bad = sorted({n["op"] for n in self.nodes} - SUPPORTED)
+        bad = sorted({n["op"] for n in self.nodes} - set(supported))
         if bad:
             raise ValueError("ops not supported by the peers: " + ", ".join(bad))
         self.inputs = {}

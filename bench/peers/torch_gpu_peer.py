@@ -48,10 +48,10 @@ def main():
     if gpu and not torch.cuda.is_available():
         print(json.dumps({"peer": "torch", "skipped": "torch.cuda.is_available() is False"}))
         return 0
-    from peer_net import NetFile
+    from peer_net import TORCH_SUPPORTED, NetFile
     import torch_ops
     try:
-        net = NetFile(a.network, a.weights)
+        net = NetFile(a.network, a.weights, TORCH_SUPPORTED)
     except ValueError as e:
         print(json.dumps({"peer": "torch", "skipped": str(e)}))
         return 0
@@ -63,7 +63,7 @@ def main():
     params = {k: torch.from_numpy(v).to(dev).requires_grad_(True) for k, v in net.params.items()}
 
     def run_node(n, args):
-        return torch_ops.run_node(n, args, params)
+        return torch_ops.run_node(n, args, params, net)
 
     def run_range(start, end, values):
         for i in range(start, end):

@@ -5,11 +5,38 @@ Import it after the thread-count environment variables are set: it imports torch
 import torch
 import torch.nn.functional as F
 
+from peer_net import dropout_noise
 
-def run_node(n, args, params):
+
+def run_node(n, args, params, net=None):
     """The output of node `n` (a node of a RematLab network file) from its input tensors `args`,
-    with `params` mapping "<node>.<suffix>" to parameter tensors."""
+    with `params` mapping "<node>.<suffix>" to parameter tensors; `net` (peer_net.NetFile) for
+    dropout's masks.
+
+    Dropout runs as PyTorch's CPU dropout does (F.dropout: noise = bernoulli_(1 - p) into a
+    float32 tensor, scaled by 1/(1-p), input times noise, the noise saved for the backward), with
+    the noise's values then taken from RematLab's mask so that the gradients can be compared:
+    PyTorch pays its own draw every step (bernoulli_, then a copy where F.dropout divides), and
+    computes with RematLab's mask, drawn once (peer_net.dropout_noise) on the first, warm-up
+    step. With net.draw_dropout False (torch_peer.py --dropout-draw none) the draw is left out:
+    PyTorch's step without its RNG, a bound below what F.dropout costs."""
     op, attrs, name = n["op"], n.get("attrs", {}), n["name"]
+    if op == "dropout_mask":
+        cache = net.__dict__.setdefault("_noise", {})
+        if name not in cache:
+            cache[name] = torch.from_numpy(
+                dropout_noise(net.seed, name, attrs.get("p", 0.5), tuple(args[0].shape))).to(
+                    args[0].device)
+        return cache[name]
+    if op == "dropout":
+        if len(args) != 2:
+            raise SystemExit(f"dropout node '{name}' without a dropout_mask input is not "
+                             "supported by the torch peers")
+        noise = args[1]
+        if getattr(net, "draw_dropout", True):
+            keep = 1.0 - attrs.get("p", 0.5)
+            noise = torch.empty_like(args[0]).bernoulli_(keep).copy_(noise)
+        return args[0] * noise
     if op == "linear":
         return F.linear(args[0], params[name + ".weight"], params.get(name + ".bias"))
     if op == "matmul":

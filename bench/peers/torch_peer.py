@@ -52,6 +52,10 @@ def parse_args(argv):
                    help="directory for the gradients (of the first mode); created if missing")
     p.add_argument("--count-flops", action="store_true",
                    help="count the FLOPs of the step's matrix products (one more, untimed step)")
+    p.add_argument("--dropout-draw", choices=("torch", "none"), default="torch",
+                   help="torch: each dropout draws PyTorch's own mask every step (bernoulli_, as "
+                        "F.dropout) before computing with RematLab's; none: no draw, PyTorch's "
+                        "step without its RNG (see torch_ops.py)")
     p.add_argument("--grads64-out", default="",
                    help="also run the step in float64 (no checkpointing) and write its "
                         "gradients here: the reference that shows float32's own error")
@@ -262,7 +266,7 @@ def checkpointed(fn, *args):
 # --- the network -------------------------------------------------------------------------------
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_net import NetFile  # noqa: E402
+from peer_net import TORCH_SUPPORTED, NetFile  # noqa: E402
 import torch_ops  # noqa: E402  (imports torch: after the thread settings above)
 
 
@@ -271,7 +275,7 @@ class Network(NetFile):
 
     def __init__(self, net, weights):
         try:
-            super().__init__(net, weights)
+            super().__init__(net, weights, TORCH_SUPPORTED)
         except ValueError as e:
             raise SystemExit(f"torch_peer: {e}")
         self.inputs = {k: torch.from_numpy(v) for k, v in self.inputs.items()}
@@ -279,7 +283,7 @@ class Network(NetFile):
                        for k, v in self.params.items()}
 
     def run_node(self, n, args):
-        return torch_ops.run_node(n, args, self.params)
+        return torch_ops.run_node(n, args, self.params, self)
 
     def run_range(self, start, end, values):
         """Runs nodes [start, end) reading `values` (name -> tensor, changed in place), dropping
@@ -375,6 +379,7 @@ def main():
     with open(ARGS.network) as f:
         net = json.load(f)
     model = Network(net, ARGS.weights)
+    model.draw_dropout = ARGS.dropout_draw == "torch"
     checkpoints = [c for c in ARGS.checkpoints.split(",") if c]
     for c in checkpoints:
         if c not in model.index:

@@ -1,7 +1,7 @@
 // RematLab against PyTorch on the small networks: bench/peers/compare --quick builds each preset
 // in PyTorch from the weights `rematlab-cli run --dump-weights` wrote and checks that the
 // gradients agree within float32 tolerance under none, sqrt-n, periodic and per-block
-// checkpointing (exit 1 and a "GRADIENTS DISAGREE" line otherwise). Skips, with the reason,
+// checkpointing, dropout included (exit 1 and a "GRADIENTS DISAGREE" line otherwise). Skips, with the reason,
 // where Debian's python3-torch is not installed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -94,8 +94,9 @@ TEST(TorchPeer, GradientsAgreeOnTheSmallNetworks) {
         output.find(fetched ? "allocator: libtcmalloc_minimal.so" : "allocator: glibc malloc"),
         std::string::npos)
         << output;
-    // One row per (network, strategy): 3 networks x 4 strategies.
-    for (const char* net : {"`mlp:", "`resmlp:", "`transformer:"})
+    // One row per (network, strategy): 4 networks x 4 strategies. The gpt row's gradients agree
+    // only if PyTorch computed with the very masks our dropout drew (peer_net.dropout_noise).
+    for (const char* net : {"`mlp:", "`resmlp:", "`transformer:", "`gpt:"})
         for (const char* strategy : {"| none |", "| sqrt-n |", "| periodic |", "| per-block |"}) {
             size_t pos = 0, found = 0;
             while ((pos = output.find(std::string("\n| ") + net, pos)) != std::string::npos) {
