@@ -90,8 +90,10 @@ void dropout_forward(const ForwardCall& c) {
         const uint64_t key = m.key;
         const uint32_t threshold = m.threshold;
         const float scale = m.scale;
-        for (int64_t i = s; i < s + n; ++i)
-            y[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? x[i] * scale : 0.0f;
+        for (int64_t i = s; i < s + n; ++i) {  // x loaded unconditionally: a blend
+            const float v = x[i] * scale;
+            y[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? v : 0.0f;
+        }
     });
 }
 
