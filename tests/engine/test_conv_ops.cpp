@@ -1919,6 +1919,48 @@ TEST(ConvOps, UpsampleNearest) {
     EXPECT_EQ(d.out_shape(), (Shape{1, 3, 4, 4}));
 }
 
+// A column factor of 2 takes vectors (pool.cpp): forward each input column twice, backward each
+// input's block of dY summed from 0, rows then columns, as the scalar path does, bit for bit;
+// vectors and the columns past them, row factors 2 and 3, with and without accumulation.
+TEST(ConvOps, UpsampleNearestByTwoColumnsIsTheScalarSum) {
+    for (const int64_t sh : {int64_t{2}, int64_t{3}})
+        for (const bool acc : {false, true}) {
+            SCOPED_TRACE("row factor " + std::to_string(sh) + (acc ? ", accumulating" : ""));
+            const int64_t planes = 3, h = 2, w = 19, oh = h * sh, ow = 2 * w;
+            ConvCase c;
+            const ValueId x = c.input("x", Shape{1, planes, h, w});
+            c.op(OpKind::UpsampleNearest2d, {x}, {{"scale", Ints{sh, 2}}});
+            ASSERT_EQ(c.out_shape(), (Shape{1, planes, oh, ow}));
+            const Floats& v = c.data(x);
+            Floats want_y;
+            for (int64_t q = 0; q < planes; ++q)
+                for (int64_t i = 0; i < oh; ++i)
+                    for (int64_t j = 0; j < ow; ++j)
+                        want_y.push_back(v[static_cast<size_t>((q * h + i / sh) * w + j / 2)]);
+            EXPECT_EQ(c.forward(), want_y);
+            Floats dy = c.random(static_cast<size_t>(planes * oh * ow));
+            for (size_t k = 0; k < 4; ++k) dy[k] = -0.0f;  // dX[0] = 0 + -0 + ... = +0
+            Grads start;
+            start.inputs[x] = c.random(v.size());
+            Floats want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
+            for (int64_t q = 0; q < planes; ++q)
+                for (int64_t i = 0; i < h; ++i)
+                    for (int64_t j = 0; j < w; ++j) {
+                        float sum = 0;
+                        for (int64_t a = 0; a < sh; ++a)
+                            for (int64_t b = 0; b < 2; ++b)
+                                sum +=
+                                    dy[static_cast<size_t>((q * oh + i * sh + a) * ow + 2 * j + b)];
+                        float& d = want[static_cast<size_t>((q * h + i) * w + j)];
+                        d = acc ? d + sum : sum;
+                    }
+            const Floats got = c.backward(dy, acc ? &start : nullptr).inputs.at(x);
+            ASSERT_EQ(got.size(), want.size());
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+                << "not the scalar sum, bit for bit";
+        }
+}
+
 TEST(ConvOps, ConcatChannelsAndOtherAxes) {
     ConvCase c;
     const ValueId a = c.input("a", Shape{2, 1, 2, 3});
