@@ -206,6 +206,10 @@ void for_chunks(int64_t n, F&& body) {
     });
 }
 
+// Σ a[j]·b[j] in double, in a fixed order of eight partial sums (norm.cpp): the same floats give
+// the same sum whatever the thread count.
+double dot_double(const float* a, const float* b, int64_t d);
+
 // dst[j] = Σ_r src[r, j] over a row-major [rows, cols] matrix; each column is summed in row order
 // by one thread.
 void column_sums(const float* src, int64_t rows, int64_t cols, float* dst);

@@ -240,7 +240,6 @@ void softmax_backward(const BackwardCall& c) {
 // l2_normalize: y = x / max(‖x‖, eps) per row, as F.normalize (norm, clamp_min, divide). Each
 // row's norm is summed in double, the same code forward and backward, so the backward's
 // recomputed norm is bitwise the forward's.
-namespace {
 
 // Σ a[j]·b[j] in double over eight partial sums (element j into sum j mod 8, the tail into the
 // first ones), added pairwise at the end: a fixed order, so the same row gives the same sum, and
@@ -254,6 +253,8 @@ double dot_double(const float* a, const float* b, int64_t d) {
     for (int k = 0; j < d; ++j, ++k) s[k] += static_cast<double>(a[j]) * b[j];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
+
+namespace {
 
 double row_norm(const float* x, int64_t d) {
     return std::sqrt(dot_double(x, x, d));
