@@ -233,6 +233,11 @@ CostModel CostModel::profiled(const Graph& g, Backend& backend, int repeats, uin
     if (g.plan_only())
         throw Error(std::string("cannot profile network '") + g.name() +
                     "': " + kPlanOnlyNoKernels);
+    // The kernels compute in float32 (executor.cpp): a network planned in bf16 or f16 is timed
+    // as its f32 copy, whose nodes are these. Its own, narrower, byte counts had sized the
+    // buffers the kernels wrote f32 into (bench_roofline on a bf16 GPT corrupted the heap).
+    if (g.float_dtype() != DType::F32)
+        return profiled(g.with_float_dtype(DType::F32), backend, repeats, cache_bytes);
     CostModel m;
     m.kind_ = "profiled";
     const bool cold_parameters = parameters_leave_cache(g, cache_bytes);

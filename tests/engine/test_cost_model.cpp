@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -95,6 +96,67 @@ TEST(CostModel, TimesParametersFromMemoryWhereTheyLeaveTheCache) {
         EXPECT_EQ(b.warm_, 2 * runs);
         EXPECT_FALSE(m.has_recompute_times());
         EXPECT_EQ(m.recompute_ms(0), m.forward_ms(0));
+    }
+}
+
+// Every buffer a node's kernels write holds its output and input gradients in float32, the
+// kernels' type, also for a network planned in bf16 or f16: a backend that records each
+// allocation's size checks every call against the f32 bytes of what it writes.
+class SizeChecker final : public Backend {
+  public:
+    SizeChecker() : cpu_(make_cpu_backend(1)) {}
+    std::string name() const override { return "size checker"; }
+    void* allocate(uint64_t bytes) override {
+        void* p = cpu_->allocate(bytes);
+        sizes_[p] = bytes;
+        return p;
+    }
+    void release(void* p) override {
+        sizes_.erase(p);
+        cpu_->release(p);
+    }
+    void copy_to_host(void* d, const void* s, uint64_t n) override { cpu_->copy_to_host(d, s, n); }
+    void copy_from_host(void* d, const void* s, uint64_t n) override {
+        cpu_->copy_from_host(d, s, n);
+    }
+    void add_into(float* d, const float* s, int64_t n) override { cpu_->add_into(d, s, n); }
+    void forward(const ForwardCall& c) override {
+        expect_holds(c.output, c.graph, c.node.output);
+        ++calls_;
+        cpu_->forward(c);
+    }
+    void backward(const BackwardCall& c) override {
+        for (size_t k = 0; k < c.node.inputs.size(); ++k)
+            if (c.grad_inputs[k]) expect_holds(c.grad_inputs[k], c.graph, c.node.inputs[k]);
+        ++calls_;
+        cpu_->backward(c);
+    }
+    int calls_ = 0;
+
+  private:
+    void expect_holds(const void* p, const Graph& g, ValueId v) {
+        const Value& val = g.value(v);
+        const DType executed = is_floating(val.dtype) ? DType::F32 : val.dtype;
+        const auto it = sizes_.find(p);
+        ASSERT_NE(it, sizes_.end()) << val.name;
+        EXPECT_GE(it->second, static_cast<uint64_t>(val.shape.numel()) * dtype_size(executed))
+            << val.name << " (" << dtype_name(val.dtype) << ")";
+    }
+    std::unique_ptr<Backend> cpu_;
+    std::map<const void*, uint64_t> sizes_;
+};
+
+TEST(CostModel, ProfilesANarrowNetworkAsItsFloat32Copy) {
+    for (const char* spec : {"gpt:layers=1,d_model=32,heads=4,seq=8,batch=1,vocab=16,dtype=bf16",
+                             "gpt:layers=1,d_model=32,heads=4,seq=8,batch=1,vocab=16,dtype=f16,"
+                             "tp=2,sp=1"}) {
+        SCOPED_TRACE(spec);
+        const Graph g = load_network(spec);
+        ASSERT_NE(g.float_dtype(), DType::F32);
+        SizeChecker b;
+        const CostModel m = CostModel::profiled(g, b, 1, /*cache_bytes=*/uint64_t{1} << 40);
+        EXPECT_GT(b.calls_, 0);
+        for (NodeId n = 0; n < g.num_nodes(); ++n) EXPECT_GE(m.forward_ms(n), 0.0);
     }
 }
 
