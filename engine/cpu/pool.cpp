@@ -2,7 +2,8 @@
 // both scanning each window in a fixed order, so the results do not depend on the thread count:
 // blocks of 16 planes channels-last, one per vector lane, in bands of rows (short rows, the
 // common case in late layers), or one plane per task with vector loops along the row's interior
-// columns (wide rows).
+// columns (wide rows). Max pools of 2 × 2 windows at stride 2 on rows of 8 outputs or more (VGG's,
+// U-Net's) take a third, a row pair's windows eight at a time, by the same rule.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
