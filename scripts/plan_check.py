@@ -62,7 +62,6 @@ _argv = sys.argv
 sys.argv = ["torch_peer", "--network", "-", "--weights", "-", "--threads", str(ARGS.threads)]
 import torch_peer as tp  # noqa: E402
 sys.argv = _argv
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.utils.checkpoint as tcp  # noqa: E402

@@ -1,8 +1,8 @@
 // RematLab against PyTorch on the small networks: bench/peers/compare --quick builds each preset
 // in PyTorch from the weights `rematlab-cli run --dump-weights` wrote and checks that the
 // gradients agree within float32 tolerance under none, sqrt-n, periodic and per-block
-// checkpointing, dropout included (exit 1 and a "GRADIENTS DISAGREE" line otherwise). Skips, with the reason,
-// where Debian's python3-torch is not installed.
+// checkpointing, dropout included (exit 1 and a "GRADIENTS DISAGREE" line otherwise). Skips, with
+// the reason, where Debian's python3-torch is not installed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
