@@ -355,11 +355,7 @@ int main(int argc, char** argv) {
         for (const std::string& spec : networks) {
             // A network planned in bf16 or f16 runs as its f32 copy (the kernels' type): the
             // bytes, FLOPs and times below are that copy's.
-            const Graph g = [&] {
-                Graph loaded = load_network(spec);
-                if (loaded.float_dtype() == DType::F32) return loaded;
-                return loaded.with_float_dtype(DType::F32);
-            }();
+            const Graph g = load_network(spec).with_float_dtype(DType::F32);
             const auto nodes = static_cast<size_t>(g.num_nodes());
             // Per round, node and direction: the layer's time, its products' on the fastest
             // library and on the kernels' (0 where it has none).

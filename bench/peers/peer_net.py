@@ -13,16 +13,11 @@ SUPPORTED = {"linear", "matmul", "add", "relu", "gelu", "tanh", "sigmoid", "laye
 # The torch peers also run dropout (torch_ops.py), with RematLab's own masks (dropout_noise).
 TORCH_SUPPORTED = SUPPORTED | {"dropout_mask", "dropout"}
 
-_M64 = (1 << 64) - 1
-_GAMMA = 0x9E3779B97F4A7C15
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _mix64(z):
-    """SplitMix64's output function (engine/rng.h) on a Python int or a numpy uint64 array."""
-    if isinstance(z, int):
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        return z ^ (z >> 31)
+    """SplitMix64's output function (engine/rng.h) on numpy uint64 (wrapping multiplies)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -35,11 +30,11 @@ def dropout_noise(seed, node_name, p, shape):
     mask: float32 noise, 1/(1-p) where kept and 0 where dropped, multiplied into the input."""
     fnv = 0xcbf29ce484222325
     for c in node_name.encode():
-        fnv = ((fnv ^ c) * 0x100000001b3) & _M64
-    key = _mix64((seed + _GAMMA) & _M64) ^ fnv
+        fnv = ((fnv ^ c) * 0x100000001b3) & ((1 << 64) - 1)
     n = int(np.prod(shape, dtype=np.int64))
     with np.errstate(over="ignore"):
-        z = np.uint64(key) + (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(_GAMMA))
+        key = _mix64(np.uint64(seed) + _GAMMA) ^ np.uint64(fnv)
+        z = key + np.arange(1, n + 1, dtype=np.uint64) * _GAMMA
         keep = (_mix64(z) >> np.uint64(40)) >= np.uint64(int(p * 16777216.0 + 0.5))
     scale = np.float32(1.0 / (1.0 - p))
     return np.where(keep, scale, np.float32(0)).astype(np.float32).reshape(shape)
@@ -69,6 +64,10 @@ class NetFile:
                 net = json.load(f)
         self.name = net.get("name", "")
         self.seed = int(net.get("seed", 1))
+        # The torch peers' dropout (torch_ops.py): each dropout_mask node's noise once drawn,
+        # and whether PyTorch also draws its own mask every step (torch_peer.py --dropout-draw).
+        self.noise = {}
+        self.draw_dropout = True
         self.nodes = net["nodes"]
         bad = sorted({n["op"] for n in self.nodes} - set(supported))
         if bad:

@@ -22,18 +22,17 @@ def run_node(n, args, params, net=None):
     PyTorch's step without its RNG, a bound below what F.dropout costs."""
     op, attrs, name = n["op"], n.get("attrs", {}), n["name"]
     if op == "dropout_mask":
-        cache = net.__dict__.setdefault("_noise", {})
-        if name not in cache:
-            cache[name] = torch.from_numpy(
+        if name not in net.noise:
+            net.noise[name] = torch.from_numpy(
                 dropout_noise(net.seed, name, attrs.get("p", 0.5), tuple(args[0].shape))).to(
                     args[0].device)
-        return cache[name]
+        return net.noise[name]
     if op == "dropout":
         if len(args) != 2:
             raise SystemExit(f"dropout node '{name}' without a dropout_mask input is not "
                              "supported by the torch peers")
         noise = args[1]
-        if getattr(net, "draw_dropout", True):
+        if net.draw_dropout:
             keep = 1.0 - attrs.get("p", 0.5)
             noise = torch.empty_like(args[0]).bernoulli_(keep).copy_(noise)
         return args[0] * noise

@@ -48,9 +48,10 @@ namespace {
 [[gnu::always_inline]] inline void deinterleave2(const float* s, int n, float* d0, float* d1) {
     int t = 0;
     for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
-        const V8 a = load8(s + 2 * t), b = load8(s + 2 * t + kVec8Lanes);
-        store8(d0 + t, __builtin_shuffle(a, b, V8i{0, 2, 4, 6, 8, 10, 12, 14}));
-        store8(d1 + t, __builtin_shuffle(a, b, V8i{1, 3, 5, 7, 9, 11, 13, 15}));
+        V8 even, odd;
+        split_pairs(s + 2 * t, even, odd);
+        store8(d0 + t, even);
+        store8(d1 + t, odd);
     }
     for (const float* p = s + 2 * t; t < n; ++t, p += 2) d0[t] = p[0], d1[t] = p[1];
 }
@@ -65,14 +66,12 @@ template <bool kSum>
     for (; t + kVec8Lanes <= n; t += kVec8Lanes) {
         const V8 a = load8(s0 + t), b = load8(s1 + t);
         float* e = d + 2 * t;
-        const V8 lo = __builtin_shuffle(a, b, V8i{0, 8, 1, 9, 2, 10, 3, 11});
-        const V8 hi = __builtin_shuffle(a, b, V8i{4, 12, 5, 13, 6, 14, 7, 15});
         if (kSum && accumulate) {
-            store8(e, load8(e) + lo);
-            store8(e + kVec8Lanes, load8(e + kVec8Lanes) + hi);
+            V8 even, odd;
+            split_pairs(e, even, odd);
+            join_pairs(e, even + a, odd + b);
         } else {
-            store8(e, kSum ? V8{} + lo : lo);
-            store8(e + kVec8Lanes, kSum ? V8{} + hi : hi);
+            join_pairs(e, kSum ? V8{} + a : a, kSum ? V8{} + b : b);
         }
     }
     for (float* e = d + 2 * t; t < n; ++t, e += 2) {

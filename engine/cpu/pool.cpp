@@ -463,19 +463,6 @@ bool pool_tiles_by_two(const Pool2dGeometry& g) {
            g.ow >= kVec8Lanes;
 }
 
-const V8i kEven{0, 2, 4, 6, 8, 10, 12, 14}, kOdd{1, 3, 5, 7, 9, 11, 13, 15};
-
-// The even and odd columns of the 16 floats at p, and back.
-inline void split_columns(const float* p, V8& even, V8& odd) {
-    const V8 lo = load8(p), hi = load8(p + kVec8Lanes);
-    even = __builtin_shuffle(lo, hi, kEven);
-    odd = __builtin_shuffle(lo, hi, kOdd);
-}
-inline void join_columns(float* p, const V8& even, const V8& odd) {
-    store8(p, __builtin_shuffle(even, odd, V8i{0, 8, 1, 9, 2, 10, 3, 11}));
-    store8(p + kVec8Lanes, __builtin_shuffle(even, odd, V8i{4, 12, 5, 13, 6, 14, 7, 15}));
-}
-
 // Eight windows' choice: the maximum, and which tap (a, b: row x0; c, d: row x1) holds it.
 struct ByTwoChoice {
     V8 max;
@@ -483,8 +470,8 @@ struct ByTwoChoice {
 };
 inline ByTwoChoice choose_by_two(const float* x0, const float* x1) {
     V8 a, b, c, d;
-    split_columns(x0, a, b);
-    split_columns(x1, c, d);
+    split_pairs(x0, a, b);
+    split_pairs(x1, c, d);
     const V8i tb = b > a;
     const V8 ab = tb ? b : a;
     const V8i tc = c > ab;
@@ -520,8 +507,8 @@ void maxpool_by_two_row_backward(const float* x0, const float* x1, const float* 
         const V8 gy = load8(dyr + t);
         V8 e0, o0, e1, o1;
         if constexpr (kAcc) {
-            split_columns(d0 + j, e0, o0);
-            split_columns(d1 + j, e1, o1);
+            split_pairs(d0 + j, e0, o0);
+            split_pairs(d1 + j, e1, o1);
             e0 = k.a ? e0 + gy : e0;
             o0 = k.b ? o0 + gy : o0;
             e1 = k.c ? e1 + gy : e1;
@@ -533,8 +520,8 @@ void maxpool_by_two_row_backward(const float* x0, const float* x1, const float* 
             e1 = k.c ? v : zero;
             o1 = k.d ? v : zero;
         }
-        join_columns(d0 + j, e0, o0);
-        join_columns(d1 + j, e1, o1);
+        join_pairs(d0 + j, e0, o0);
+        join_pairs(d1 + j, e1, o1);
     }
     for (; t < ow; ++t) {
         float v;
@@ -790,7 +777,7 @@ void upsample_nearest2d_forward(const ForwardCall& c) {
             if (u.sw == 2)
                 for (; iw + kVec8Lanes <= u.w; iw += kVec8Lanes) {
                     const V8 v = load8(xr + iw);
-                    join_columns(row + 2 * iw, v, v);
+                    join_pairs(row + 2 * iw, v, v);
                 }
             for (; iw < u.w; ++iw) std::fill(row + iw * u.sw, row + (iw + 1) * u.sw, xr[iw]);
             for (int64_t a = 1; a < u.sh; ++a) std::copy(row, row + ow, row + a * ow);
@@ -817,7 +804,7 @@ void upsample_nearest2d_backward(const BackwardCall& c) {
                 for (; iw + kVec8Lanes <= u.w; iw += kVec8Lanes) {
                     V8 s{}, even, odd;
                     for (int64_t a = 0; a < u.sh; ++a) {
-                        split_columns(block + a * ow + 2 * iw, even, odd);
+                        split_pairs(block + a * ow + 2 * iw, even, odd);
                         s += even;
                         s += odd;
                     }

@@ -65,12 +65,6 @@ DropoutMask dropout_mask(const Graph& g, const Node& n) {
 
 // The mask is hashed from (graph seed, node name, element index): a recomputation, or the
 // backward, draws exactly the same mask without storing it.
-//
-// The loops read the key, threshold, scale and the mask's pointer from locals, not through the
-// lambdas' captures: a store through the mask's uint8_t* may, as far as the compiler knows,
-// change any object, the captured pointer itself included (and one through a float* the
-// captured scale), so it reloaded them every element and left the mask's draw scalar, at 0.85 ns
-// an element, 9 % of a GPT step at seq 1024 (bench_roofline, 2026-12-07); 0.14 ns vectorised.
 void dropout_forward(const ForwardCall& c) {
     const DropoutMask m = dropout_mask(c.graph, c.node);
     const float* x = as_f32(c.inputs[0]);
@@ -78,21 +72,17 @@ void dropout_forward(const ForwardCall& c) {
     if (c.node.inputs.size() == 2) {  // the mask a dropout_mask node drew
         const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
         for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-            const float scale = m.scale;
             for (int64_t i = s; i < s + n; ++i) {  // x loaded unconditionally: a blend
-                const float v = x[i] * scale;
+                const float v = x[i] * m.scale;
                 y[i] = keep[i] ? v : 0.0f;
             }
         });
         return;
     }
     for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-        const uint64_t key = m.key;
-        const uint32_t threshold = m.threshold;
-        const float scale = m.scale;
         for (int64_t i = s; i < s + n; ++i) {  // x loaded unconditionally: a blend
-            const float v = x[i] * scale;
-            y[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? v : 0.0f;
+            const float v = x[i] * m.scale;
+            y[i] = dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold) ? v : 0.0f;
         }
     });
 }
@@ -115,33 +105,38 @@ void dropout_backward(const BackwardCall& c) {
     if (c.node.inputs.size() == 2) {
         const auto* keep = static_cast<const uint8_t*>(c.inputs[1]);
         for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-            const float scale = m.scale;
             for (int64_t i = s; i < s + n; ++i)
-                dx[i] = dropout_grad(keep[i] != 0, dy[i], scale, acc ? dx[i] : 0.0f, acc);
+                dx[i] = dropout_grad(keep[i] != 0, dy[i], m.scale, acc ? dx[i] : 0.0f, acc);
         });
         return;
     }
     for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-        const uint64_t key = m.key;
-        const uint32_t threshold = m.threshold;
-        const float scale = m.scale;
         for (int64_t i = s; i < s + n; ++i)
-            dx[i] = dropout_grad(dropout_keeps(key, static_cast<uint64_t>(i), threshold), dy[i],
-                                 scale, acc ? dx[i] : 0.0f, acc);
+            dx[i] = dropout_grad(dropout_keeps(m.key, static_cast<uint64_t>(i), m.threshold), dy[i],
+                                 m.scale, acc ? dx[i] : 0.0f, acc);
     });
 }
+
+namespace {
+
+// keep[i] for i in [s, s + n), 1 where the hash keeps element i. A function of its own, its key
+// and threshold passed by value: written in dropout_mask_forward's lambda, where they and the
+// mask's pointer were captures, every store through the uint8_t* (which may alias any object)
+// made the compiler reload them, and the loop stayed scalar, at 0.85 ns an element, 9 % of a
+// GPT step at seq 1024 (bench_roofline, 2026-12-07; 0.14 ns vectorised).
+void draw_mask(uint8_t* keep, int64_t s, int64_t n, uint64_t key, uint32_t threshold) {
+    for (int64_t i = s; i < s + n; ++i)
+        keep[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? 1 : 0;
+}
+
+}  // namespace
 
 // One byte per element, drawn as dropout draws its own mask (keyed by this node's name).
 void dropout_mask_forward(const ForwardCall& c) {
     const DropoutMask m = dropout_mask(c.graph, c.node);
-    auto* const mask = static_cast<uint8_t*>(c.output);
-    for_chunks(output_shape(c.graph, c.node).numel(), [&](int64_t s, int64_t n) {
-        uint8_t* const keep = mask;
-        const uint64_t key = m.key;
-        const uint32_t threshold = m.threshold;
-        for (int64_t i = s; i < s + n; ++i)
-            keep[i] = dropout_keeps(key, static_cast<uint64_t>(i), threshold) ? 1 : 0;
-    });
+    auto* keep = static_cast<uint8_t*>(c.output);
+    for_chunks(output_shape(c.graph, c.node).numel(),
+               [&](int64_t s, int64_t n) { draw_mask(keep, s, n, m.key, m.threshold); });
 }
 
 void dropout_mask_backward(const BackwardCall&) {}  // its output passes no gradient

@@ -22,6 +22,18 @@ inline void store8(float* p, V8 v) {
     std::memcpy(p, &v, sizeof v);
 }
 
+// The 16 floats at p as pairs: their even and odd elements (a stride-2 row's two column phases,
+// the two columns of 2 × 2 windows), and back.
+inline void split_pairs(const float* p, V8& even, V8& odd) {
+    const V8 lo = load8(p), hi = load8(p + kVec8Lanes);
+    even = __builtin_shuffle(lo, hi, V8i{0, 2, 4, 6, 8, 10, 12, 14});
+    odd = __builtin_shuffle(lo, hi, V8i{1, 3, 5, 7, 9, 11, 13, 15});
+}
+inline void join_pairs(float* p, V8 even, V8 odd) {
+    store8(p, __builtin_shuffle(even, odd, V8i{0, 8, 1, 9, 2, 10, 3, 11}));
+    store8(p + kVec8Lanes, __builtin_shuffle(even, odd, V8i{4, 12, 5, 13, 6, 14, 7, 15}));
+}
+
 // Four floats and four doubles: a float vector widened to double lane by lane
 // (__builtin_convertvector), for sums kept in double in a fixed order (binary.cpp's repeat sums,
 // batch norm's statistics).
