@@ -38,7 +38,11 @@ void linear_products_forward(const float* x, const float* w, const float* b, int
     if (b)  // Seed Y with the bias and let the GEMM add into it: the same one pass over Y that a
             // plain `Y = X·Wᵀ` spends on zeroing it.
         parallel_for(rows, out, [&](int64_t r) { ArrMap(y + r * out, out) = ConstArrMap(b, out); });
-    sgemm(false, true, rows, out, in, 1.f, x, in, w, in, b ? 1.f : 0.f, y, out);
+    const float beta = b ? 1.f : 0.f;
+    if (row_dots_apply(false, true, rows, out, in))
+        row_dots_product(rows, out, in, x, in, w, in, beta, y, out);
+    else
+        sgemm(false, true, rows, out, in, 1.f, x, in, w, in, beta, y, out);
 }
 
 void linear_products_backward(const float* x, const float* w, const float* dy, int64_t rows,

@@ -292,6 +292,21 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                          int64_t ldc);
 
+// C [m, n] = A [m, k] · Bᵀ + beta·C, row-major, B stored [n, k], k a whole number of 8-float
+// vectors (else it throws): a linear layer's X·Wᵀ over a few rows, as dot products along the
+// depth with neither operand packed and the next rows of B prefetched (row_dots.cpp).
+// row_dots_apply says where it is taken, as measured against the libraries with the weights cold
+// (AVX2 kernels, one thread; docs/benchmarks.md): more rows than the thin class's (kThinRows,
+// engine/gemm.h) and at most kRowDotsMaxRows, a depth of kRowDotsMinDepth to kRowDotsMaxDepth in
+// whole vectors, kRowDotsMinColumns columns or more; not in builds with AVX-512.
+constexpr int64_t kRowDotsMaxRows = 100;
+constexpr int64_t kRowDotsMinDepth = 512;
+constexpr int64_t kRowDotsMaxDepth = 1024;
+constexpr int64_t kRowDotsMinColumns = 256;
+bool row_dots_apply(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
+void row_dots_product(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc);
+
 // RematLab's own GEMM (packed_product.cpp): Goto's packed blocks around a 12 × 32 AVX-512
 // register tile, the "rematlab" library of engine/gemm.h. Built only with AVX-512
 // (packed_product_built); elsewhere packed_product throws. m, n and k at least 1: empty products

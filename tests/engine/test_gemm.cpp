@@ -409,7 +409,7 @@ TEST(Gemm, SmallProductMatchesAFloat64Reference) {
 #else
     EXPECT_FALSE(cpu::small_product_apply(true, 50, 50, 64));  // padded to 64 columns
     EXPECT_TRUE(cpu::small_product_apply(false, 50, 64, 50));
-    EXPECT_TRUE(cpu::small_product_apply(false, 128, 32, 128));  // P·V at 128 tokens
+    EXPECT_TRUE(cpu::small_product_apply(false, 128, 32, 128));     // P·V at 128 tokens
 #endif
 }
 
@@ -600,6 +600,66 @@ TEST(Gemm, PanelDepthProductMatchesAFloat64Reference) {
     EXPECT_TRUE(cpu::panel_depth_apply(false, 1536, 384, cpu::kPanelMinDepth, 0.f));
     EXPECT_FALSE(cpu::panel_depth_apply(false, 3072, 768, cpu::kPanelDepthMax + 1, 0.f));
     EXPECT_FALSE(cpu::panel_depth_apply(false, 500, 500, 100, 0.f));  // C under 1 MB
+}
+
+// The forward product of a linear layer over a few rows as dot products (X·Wᵀ; engine/cpu/
+// row_dots.cpp): rows that are whole tiles of 4 and not (100, 37, 18: tails of 0, 1 and 2 rows),
+// columns that are whole blocks of 3 and not (258, 256, 769: the last block of 3, 1 and 2 rows,
+// and the prefetch of a short last block), depths of one vector, ViT's 768 and the rule's
+// bounds; beta 0 (C's old values, NaN, never read) and 1; padded leading dimensions; against the
+// float64 reference, C's padding left alone; the same bits at one, two and three threads. A
+// depth that is not a whole number of vectors is refused. And where it is taken.
+TEST(Gemm, RowDotsProductMatchesAFloat64Reference) {
+    std::mt19937 rng(31);
+    const int saved = cpu_threads();
+    for (const auto& [m, n, pad] :
+         {std::array<int64_t, 3>{100, 258, 0}, {37, 256, 5}, {18, 769, 8}, {5, 7, 1}})
+        for (int64_t k : {int64_t{8}, cpu::kRowDotsMinDepth, int64_t{768}, cpu::kRowDotsMaxDepth})
+            for (float beta : {0.f, 1.f}) {
+                const GemmCase g{false, true, m, n, k, pad, 1.f, beta};
+                const int64_t lda = k + pad, ldb = k + pad, ldc = n + pad;
+                std::vector<float> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(n * ldb)),
+                    c0(static_cast<size_t>(m * ldc));
+                fill_uniform(rng, {&a, &b, &c0});
+                const std::vector<double> ref = reference(g, a, lda, b, ldb, c0, ldc);
+                std::vector<std::vector<float>> outs;
+                for (int threads : {1, 2, 3}) {
+                    set_cpu_threads(threads);
+                    std::vector<float> c = c0;
+                    if (beta == 0.f)
+                        for (int64_t i = 0; i < m; ++i)
+                            for (int64_t j = 0; j < n; ++j)
+                                c[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+                    cpu::row_dots_product(m, n, k, a.data(), lda, b.data(), ldb, beta, c.data(),
+                                          ldc);
+                    outs.push_back(std::move(c));
+                }
+                set_cpu_threads(saved);
+                const std::string what = std::to_string(m) + "x" + std::to_string(n) + " depth " +
+                                         std::to_string(k) + " beta " + std::to_string(beta);
+                EXPECT_EQ(outs[0], outs[1]) << what;
+                EXPECT_EQ(outs[0], outs[2]) << what;
+                expect_product(outs[0], ref, c0, m, n, ldc, 1e-5 * static_cast<double>(k) + 1e-6,
+                               what);
+            }
+    std::vector<float> a(100 * 12), b(300 * 12), c(100 * 300);
+    EXPECT_THROW(
+        cpu::row_dots_product(100, 300, 12, a.data(), 12, b.data(), 12, 0.f, c.data(), 300), Error);
+#if defined(__AVX512F__)
+    // Our 16-lane packed products serve these where the build has AVX-512.
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, 100, 3072, 768));
+#else
+    EXPECT_TRUE(cpu::row_dots_apply(false, true, 100, 3072, 768));  // ViT-B/32's MLP, batch 2
+    EXPECT_TRUE(cpu::row_dots_apply(false, true, 100, 2304, 768));  // its attention's projection
+    EXPECT_TRUE(cpu::row_dots_apply(false, true, kThinRows + 1, 256, cpu::kRowDotsMinDepth));
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, 100, 768, 3072));  // deeper: the libraries
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, cpu::kRowDotsMaxRows + 1, 3072, 768));
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, kThinRows, 3072, 768));  // the thin class's
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, 100, 3072, 772));        // not whole vectors
+    EXPECT_FALSE(cpu::row_dots_apply(false, true, 100, 255, 768));         // too few columns
+    EXPECT_FALSE(cpu::row_dots_apply(false, false, 100, 3072, 768));  // dX = dY·W: B not [n, k]
+    EXPECT_FALSE(cpu::row_dots_apply(true, true, 100, 3072, 768));
+#endif
 }
 
 // Eigen's few-columns kernel (a transposed A against at most 8 columns) sums each element of C
