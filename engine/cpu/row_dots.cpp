@@ -8,12 +8,14 @@
 //
 // The GEMM libraries pack op(B) first, a pass over the weights from memory on its own, before
 // any multiply-add, and their register tiles fit 100 rows poorly. On a Zen 5 core, AVX2 kernels,
-// one thread, the weights cold (16 copies in turn): [100 × 768] · [3072 × 768]ᵀ, ViT-B/32's first
-// MLP layer at batch 2, 120 GFLOP/s here against OpenBLAS's 112-114; at 50 rows 123 against 91;
-// at 128 rows level (taken up to 100); at 256 rows and at depths of 2048 and more behind (at 3072,
-// 12 KB rows, A's and B's rows fall into one set of L1). row_dots_apply says where it is taken
-// (docs/benchmarks.md). In builds with AVX-512 our packed products (packed_product.cpp) run
-// 16-lane tiles, and this kernel's 8 lanes are not taken.
+// one thread, the weights cold (16 copies in turn): ViT-B/32's products at batch 2 ([100 × 768]
+// against 768 to 3072 rows of W) at 123-125 GFLOP/s here against OpenBLAS's 119-123; a prototype
+// at 50 rows 123 against 91, at 128 rows level (taken up to 100), at 256 rows and at depths of
+// 2048 and more behind (at 3072, 12 KB rows, A's and B's rows fall into one set of L1). The
+// accumulators stay in registers only with every loop over the tile unrolled (indexing their
+// lanes one by one, or a run-time loop in the epilogue, kept them in memory: 4-10 % slower).
+// row_dots_apply says where it is taken (docs/benchmarks.md). In builds with AVX-512 our packed
+// products (packed_product.cpp) run 16-lane tiles, and this kernel's 8 lanes are not taken.
 //
 // Bits: each element of C is one chain of eight-lane sums down the depth in order, its lanes
 // summed in a fixed order, then added to C where beta is 1: the same whatever the thread count
@@ -33,16 +35,7 @@ namespace {
 constexpr int kTileRows = 4;  // rows of A a tile
 constexpr int kTileCols = 3;  // rows of B a tile: columns of C
 
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), by shuffles: indexing the lanes one by one
-// kept the twelve accumulators in memory, and their sums cost a fifth of the tile's time at a
-// depth of 768.
-// An unaligned load typed as floats (vec8.h's load8 goes through memcpy, which GCC emits as an
-// integer-domain vmovdqu).
-typedef float UnalignedV8 __attribute__((vector_size(sizeof(V8)), aligned(4), may_alias));
-inline V8 load_floats(const float* p) {
-    return *reinterpret_cast<const UnalignedV8*>(p);
-}
-
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), by shuffles.
 inline float lane_sum(V8 v) {
     const F4 halves =
         __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
@@ -76,10 +69,10 @@ __attribute__((always_inline)) inline void tile(const float* a, int64_t lda, con
                 __builtin_prefetch(next.rows + std::min(s, next.count - 1) * ldb + p, 0, 3);
         V8 bv[S];
 #pragma GCC unroll 3
-        for (int s = 0; s < S; ++s) bv[s] = load_floats(b + s * ldb + p);
+        for (int s = 0; s < S; ++s) bv[s] = load8(b + s * ldb + p);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-            const V8 av = load_floats(a + r * lda + p);
+            const V8 av = load8(a + r * lda + p);
 #pragma GCC unroll 3
             for (int s = 0; s < S; ++s) acc[r][s] += av * bv[s];
         }
