@@ -298,7 +298,8 @@ void panel_depth_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 // row_dots_apply says where it is taken, as measured against the libraries with the weights cold
 // (AVX2 kernels, one thread; docs/benchmarks.md): more rows than the thin class's (kThinRows,
 // engine/gemm.h) and at most kRowDotsMaxRows, a depth of kRowDotsMinDepth to kRowDotsMaxDepth in
-// whole vectors, kRowDotsMinColumns columns or more; not in builds with AVX-512.
+// whole vectors, kRowDotsMinColumns columns or more; in AVX2 builds only (not with AVX-512, nor
+// without AVX2 and FMA, where it was not measured).
 constexpr int64_t kRowDotsMaxRows = 100;
 constexpr int64_t kRowDotsMinDepth = 512;
 constexpr int64_t kRowDotsMaxDepth = 1024;

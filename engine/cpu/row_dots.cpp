@@ -119,12 +119,12 @@ void column_block(int64_t m, int64_t k, const float* a, int64_t lda, const float
 }  // namespace
 
 bool row_dots_apply(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
-#if defined(__AVX512F__)
-    (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
-    return false;
-#else
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
     return !trans_a && trans_b && m > kThinRows && m <= kRowDotsMaxRows && k >= kRowDotsMinDepth &&
            k <= kRowDotsMaxDepth && k % kVec8Lanes == 0 && n >= kRowDotsMinColumns;
+#else
+    (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
+    return false;
 #endif
 }
 
