@@ -43,14 +43,14 @@ inline float lane_sum(V8 v) {
     return pairs[0] + pairs[1];
 }
 
-// C's R × S tile at c: rows of A at a, rows of B at b, k a whole number of vectors; the next
-// block's rows of B `next` (none where its count is 0) prefetched meanwhile, a line of each every
-// two vectors.
+// The next block's rows of B, prefetched while a tile computes (none where count is 0).
 struct Next {
     const float* rows = nullptr;
     int count = 0;
 };
 
+// C's R × S tile at c: rows of A at a, rows of B at b, k a whole number of vectors; `next`'s rows
+// prefetched meanwhile, a line of each every two vectors.
 template <int R, int S>
 __attribute__((always_inline)) inline void tile(const float* a, int64_t lda, const float* b,
                                                 int64_t ldb, int64_t k, float beta, float* c,
@@ -77,9 +77,7 @@ __attribute__((always_inline)) inline void tile(const float* a, int64_t lda, con
             for (int s = 0; s < S; ++s) acc[r][s] += av * bv[s];
         }
     }
-    // Every loop unrolled, so that the accumulators stay in registers: a run-time loop here (the
-    // terms past a whole number of vectors, once) kept them in memory and cost 4 % at a depth
-    // of 768.
+    // Unrolled like the loops above, so that the accumulators stay in registers (see the top).
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 3
