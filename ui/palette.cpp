@@ -64,6 +64,31 @@ QString full_spec(const QString& spec) {
     }
 }
 
+QString readable_budget(const QString& spec) {
+    const qsizetype colon = spec.indexOf(QLatin1Char(':'));
+    if (colon < 0) return spec;
+    QStringList args = spec.mid(colon + 1).split(QLatin1Char(','));
+    bool changed = false;
+    for (QString& arg : args) {
+        const qsizetype eq = arg.indexOf(QLatin1Char('='));
+        if (eq < 0 || arg.left(eq).trimmed() != QLatin1String("budget")) continue;
+        bool digits = false;
+        const qulonglong bytes = arg.mid(eq + 1).trimmed().toULongLong(&digits);
+        if (!digits || bytes < 1024) continue;
+        std::string size = format_bytes(bytes);
+        size.erase(std::remove(size.begin(), size.end(), ' '), size.end());
+        bool exact = false;
+        try {
+            exact = parse_bytes(size) == bytes;
+        } catch (const std::exception&) {
+        }
+        arg = QStringLiteral("budget") + (exact ? QStringLiteral("=") : QStringLiteral("≈")) +
+              QString::fromStdString(size);
+        changed = true;
+    }
+    return changed ? spec.left(colon + 1) + args.join(QLatin1Char(',')) : spec;
+}
+
 std::vector<QString> instance_labels(const std::vector<QString>& names,
                                      const std::vector<QString>& specs) {
     std::vector<QString> out;
@@ -71,7 +96,7 @@ std::vector<QString> instance_labels(const std::vector<QString>& names,
     for (size_t i = 0; i < specs.size(); ++i) {
         const QString& name = i < names.size() ? names[i] : QString();
         const bool shared = std::count(names.begin(), names.end(), name) > 1;
-        out.push_back(shared ? full_spec(specs[i]) : specs[i]);
+        out.push_back(readable_budget(shared ? full_spec(specs[i]) : specs[i]));
     }
     return out;
 }

@@ -25,9 +25,15 @@ std::vector<int> instance_numbers(const std::vector<QString>& names);
 // ("periodic" -> "periodic:k=4"); other arguments (a budget) follow. An unknown strategy or a
 // malformed spec is returned as it is.
 QString full_spec(const QString& spec);
+// The spec with a budget given in raw bytes written as a size: "sqrt-n:budget=702713936" reads
+// "sqrt-n:budget≈670MiB" ('≈' where the size is rounded, '=' where it is exact). The budget
+// slider's top is plain backprop's exact peak, which no rounded size parses back to, so its
+// spec carries bytes. A label, not a spec: the run keeps the exact one.
+QString readable_budget(const QString& spec);
 // What to call each strategy instance shown at once: its spec, or its full spec when the same
 // strategy appears more than once (so "periodic:k=2" and "periodic" read "periodic:k=2" and
-// "periodic:k=4", not as if the second were the only periodic). `names[i]` is specs[i]'s strategy.
+// "periodic:k=4", not as if the second were the only periodic), its budget readable_budget's.
+// `names[i]` is specs[i]'s strategy.
 std::vector<QString> instance_labels(const std::vector<QString>& names,
                                      const std::vector<QString>& specs);
 // Sets a value axis to [0, fit.max] with ticks every fit.step from 0, in the order that never

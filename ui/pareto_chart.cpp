@@ -260,13 +260,13 @@ void ParetoChart::rebuild() {
         for (const SweepSample& p : s.samples) {
             pred.push_back({p.predicted.x, p.predicted.y / divisor_});
             hover_.push_back({QPointF(pred.back().x, pred.back().y),
-                              point_text(p.spec + QStringLiteral(" (predicted)"), p.predicted.x,
-                                         p.predicted.y)});
+                              point_text(readable_budget(p.spec) + QStringLiteral(" (predicted)"),
+                                         p.predicted.x, p.predicted.y)});
             if (!p.measured) continue;
             meas.push_back({p.measured->x, p.measured->y / divisor_});
-            hover_.push_back(
-                {QPointF(meas.back().x, meas.back().y),
-                 point_text(p.spec + QStringLiteral(" (measured)"), p.measured->x, p.measured->y)});
+            hover_.push_back({QPointF(meas.back().x, meas.back().y),
+                              point_text(readable_budget(p.spec) + QStringLiteral(" (measured)"),
+                                         p.measured->x, p.measured->y)});
         }
         auto points = [](const std::vector<XY>& xy) {
             QList<QPointF> out;

@@ -207,10 +207,11 @@ QVariant ResultsModel::data(const QModelIndex& index, int role) const {
         const QVariant v = data(index, SortRole);
         switch (col) {
             case Strategy: {
-                // Its full spec where the strategy has more than one instance.
+                // Its full spec where the strategy has more than one instance, less the budget
+                // (the Budget column has it).
                 const size_t i = static_cast<size_t>(index.row());
-                const QString label = i < labels_.size() ? labels_[i] : r.spec;
-                return r.budget ? spec_without_budget(label) : label;  // the Budget column has it
+                return i < labels_.size() ? labels_[i]
+                                          : (r.budget ? spec_without_budget(r.spec) : r.spec);
             }
             case Status:
                 return r.stale() ? status_text(r) + QStringLiteral(" · stale") : status_text(r);
@@ -348,7 +349,8 @@ void ResultsModel::updateInstances() {
     for (const StrategyResult& r : results_) names.push_back(r.name);
     instances_ = instance_numbers(names);
     std::vector<QString> specs;
-    for (const StrategyResult& r : results_) specs.push_back(r.spec);
+    for (const StrategyResult& r : results_)  // the Budget column shows the budget
+        specs.push_back(r.budget ? spec_without_budget(r.spec) : r.spec);
     labels_ = instance_labels(names, specs);
 }
 

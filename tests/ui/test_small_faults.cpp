@@ -18,6 +18,7 @@
 
 #include "analysis/evaluate.h"
 #include "engine/networks/presets.h"
+#include "engine/units.h"
 #include "strategies/strategy.h"
 #include "ui/evaluation.h"
 #include "ui/graph_view.h"
@@ -171,6 +172,50 @@ TEST(UiLabels, InstancesOfOneStrategyShowTheirFullSpec) {
     // Alone, periodic keeps its short spec.
     model.setResults({results[1]});
     EXPECT_EQ(cell(0), QStringLiteral("periodic"));
+}
+
+// The budget slider's top is plain backprop's exact peak, which no rounded size parses back
+// to, so the run's spec carries it in bytes ("sqrt-n:budget=702713936"). Labels show it as a
+// size, marked '≈' where rounded; the table's Strategy column leaves it to the Budget column.
+TEST(UiLabels, ABudgetInBytesIsShownAsASize) {
+    EXPECT_EQ(readable_budget(QStringLiteral("sqrt-n:budget=702713936")),
+              QStringLiteral("sqrt-n:budget≈670MiB"));
+    EXPECT_EQ(readable_budget(QStringLiteral("periodic:k=2,budget=1048576")),
+              QStringLiteral("periodic:k=2,budget=1.00MiB"));
+    EXPECT_EQ(readable_budget(QStringLiteral("optimal:budget=1000")),
+              QStringLiteral("optimal:budget=1000"));  // under 1 KiB bytes read as they are
+    EXPECT_EQ(readable_budget(QStringLiteral("optimal:budget=2MiB")),
+              QStringLiteral("optimal:budget=2MiB"));
+    EXPECT_EQ(readable_budget(QStringLiteral("none")), QStringLiteral("none"));
+
+    const std::string net = "mlp:depth=6,width=37,batch=7";
+    const uint64_t peak = run_results(net, {"none"})[0].predicted_peak;
+    ASSERT_GT(peak, 1024u);
+    const std::string size = format_bytes(peak);
+    ASSERT_NE(parse_bytes(std::string(size).erase(size.find(' '), 1)), peak)
+        << "the network's peak should not be a round size, or this tests nothing";
+    const auto results = run_results(net, {"sqrt-n:budget=" + std::to_string(peak), "none"});
+    ASSERT_TRUE(results[0].executed);
+    const QString shown =
+        QStringLiteral("sqrt-n:budget≈") + QString::fromStdString(size).remove(QLatin1Char(' '));
+
+    MemoryChart memory;
+    memory.setResults(results);
+    memory.flush();
+    EXPECT_EQ(memory.measuredSeries(0)->name(), shown);
+
+    ResultsModel model;
+    model.setResults(results);
+    EXPECT_EQ(model.data(model.index(0, ResultsModel::Strategy), Qt::DisplayRole).toString(),
+              QStringLiteral("sqrt-n"));
+    EXPECT_EQ(model.data(model.index(0, ResultsModel::Budget), Qt::DisplayRole).toString(),
+              bytes_text(peak));
+
+    ParetoChart pareto;
+    pareto.setModel(&model);
+    pareto.flush();
+    EXPECT_TRUE(pareto.seriesNames().contains(shown + QStringLiteral(" (predicted)")))
+        << pareto.seriesNames().join(", ").toStdString();
 }
 
 // The Memory tab's instruction-index axis: the predicted and the measured timeline are the same
