@@ -6,6 +6,7 @@
 // U-Net's) take a third, a row pair's windows eight at a time, by the same rule.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/cpu/kernels.h"
@@ -73,41 +74,6 @@ void interior_taps(const Pool2dGeometry& g, int64_t oh, int64_t c0, F&& tap) {
     }
 }
 
-// window_argmax for interior columns [c0, c0 + n) of row oh at once, into bv (and bi unless
-// null): taps outer, columns inner, so the columns are independent vector lanes and, with the
-// stride a constant, the loads contiguous or every other float. Scanning one window at a time was
-// latency-bound and ran at 1–7 % of the pools' memory roofline (bench_roofline, 2026-12-03).
-template <int64_t S>
-void interior_max(const float* __restrict xp, const Pool2dGeometry& g, int64_t oh, int64_t c0,
-                  int64_t n, float* __restrict bv, int64_t* __restrict bi) {
-    bool first = true;
-    interior_taps<S>(g, oh, c0, [&](int64_t base) {
-        const float* __restrict xs = xp + base;
-        if (first) {
-            for (int64_t t = 0; t < n; ++t) bv[t] = xs[t * S];
-            if (bi)
-                for (int64_t t = 0; t < n; ++t) bi[t] = base + t * S;
-            first = false;
-        } else if (bi) {
-            for (int64_t t = 0; t < n; ++t) {
-                const float v = xs[t * S], cur = bv[t];
-                const bool take = v > cur;
-                bv[t] = take ? v : cur;
-                bi[t] = take ? base + t * S : bi[t];
-            }
-        } else {
-            for (int64_t t = 0; t < n; ++t) {
-                const float v = xs[t * S], cur = bv[t];
-                bv[t] = v > cur ? v : cur;  // the scan's rule for NaN and ties, as window_argmax
-            }
-        }
-    });
-    if (first) {  // every row of these windows is padding
-        std::fill(bv, bv + n, 0.0f);
-        if (bi) std::fill(bi, bi + n, int64_t{-1});
-    }
-}
-
 constexpr int64_t kCols = 256;
 
 // The interior columns of a row that take the vector loops (stride 1 or 2), else none.
@@ -116,27 +82,144 @@ Span vector_columns(const Pool2dGeometry& g) {
     return g.win.sw <= 2 ? inner : Span{0, 0};
 }
 
-// window_argmax for columns [c0, c0 + n) of row oh into bv (and bi unless null): the columns in
-// `inner` (vector_columns) by interior_max, the rest window by window.
-void row_max(const float* xp, const Pool2dGeometry& g, Span inner, int64_t oh, int64_t c0,
-             int64_t n, float* bv, int64_t* bi) {
-    const int64_t end = c0 + n;
-    const int64_t a = std::clamp(inner.lo, c0, end), b = std::clamp(inner.hi, a, end);
-    for (int64_t t = c0; t < end; ++t) {
-        if (b > a && t == a) {
-            int64_t* ib = bi ? bi + (a - c0) : nullptr;
-            if (g.win.sw == 1)
-                interior_max<1>(xp, g, oh, a, b - a, bv + (a - c0), ib);
-            else
-                interior_max<2>(xp, g, oh, a, b - a, bv + (a - c0), ib);
-            t = b - 1;
-            continue;
-        }
-        float v;
-        const int64_t k = window_argmax(xp, g, oh, t, v);
-        bv[t - c0] = v;
-        if (bi) bi[t - c0] = k;
+// --- the row path's max pools, eight windows of a row at once --------------------------------
+//
+// Interior windows of stride 1 or 2 (every tap inside the row) go eight at a time, one per lane
+// of a V8: a tap's values for eight windows are one load (stride 1) or one half of a split_pairs
+// (stride 2), each window's choice one compare and two selects, by window_argmax's rule. The
+// backward finds the choices so, as offsets in the plane, and adds dY to them one window at a
+// time in output order, as before. The windows past the interior go one by one. With the choices
+// found per window (row_max, int64 indices, stride-2 loads), AlexNet's first pool (55 × 55 to
+// 27 × 27) ran at 0.10 (backward) and 0.3 (forward) of its memory roofline (bench_roofline,
+// 2026-12-07); bench_pool: 590 µs backward, 126 µs forward, against 230 and 87 eight at a time.
+// Adding each tap's dY eight windows at a time instead (-0 where not chosen, tap columns from the
+// last to the first for the output order) took 400 µs: a read-modify-write of 16 floats through
+// two shuffles per tap costs more than the scalar adds.
+
+// A block of eight windows [t0, t0 + 8) of a row, its first `done` lanes already done by the
+// block before it (the last block ends at the interior's end); at stride 2, with `before`, a
+// tap's values are the odd elements of the 16 floats from one before the first window's tap,
+// not the even ones of the 16 from it, which would run one past the row's end.
+struct EightBlock {
+    int64_t t0;
+    int done;
+    bool before;
+};
+
+// The blocks of eight that cover a row's interior columns from its start (the same for every
+// row of a plane); `end` receives the first column they do not cover.
+std::vector<EightBlock> eight_blocks(const Pool2dGeometry& g, int64_t& end) {
+    const Span inner = vector_columns(g);
+    const Window2d& w = g.win;
+    std::vector<EightBlock> out;
+    end = inner.lo;
+    if (inner.hi - inner.lo < kVec8Lanes) return out;
+    auto add = [&](int64_t t0, int done) {
+        // The 16 floats of a stride-2 tap from the first window's run past its last by one.
+        const int64_t first = t0 * w.sw - w.pad_left;
+        const int64_t last = (t0 + kVec8Lanes - 1) * w.sw - w.pad_left + (w.kw - 1) * w.dw;
+        const bool before = w.sw == 2 && last + 1 >= g.w;
+        if (before && first < 1) return false;
+        out.push_back({t0, done, before});
+        end = t0 + kVec8Lanes;
+        return true;
+    };
+    int64_t t0 = inner.lo;
+    for (; t0 + kVec8Lanes <= inner.hi; t0 += kVec8Lanes)
+        if (!add(t0, 0)) return out;
+    if (t0 < inner.hi) add(inner.hi - kVec8Lanes, static_cast<int>(t0 - (inner.hi - kVec8Lanes)));
+    return out;
+}
+
+// The first of a stride-S tap's values for eight windows, as EightBlock says.
+template <int64_t S>
+[[gnu::always_inline]] inline V8 tap_values(const float* p, bool before) {
+    if constexpr (S == 1) {
+        return load8(p);
+    } else {
+        V8 even, odd;
+        split_pairs(before ? p - 1 : p, even, odd);
+        return before ? odd : even;
     }
+}
+
+// window_argmax for block b's windows of row oh: the maxima, and where each chose, as the
+// offset in the plane from its window's first tap (i·dh·w + j·dw), into at (-1 for a window of
+// padding only and in the lanes done before).
+template <int64_t S>
+[[gnu::always_inline]] inline V8 eight_max(const float* xp, const Pool2dGeometry& g, int64_t oh,
+                                           const EightBlock& b, V8i& at) {
+    const Window2d& w = g.win;
+    V8 best{};
+    at = V8i{} - 1;
+    bool first = true;
+    for (int64_t i = 0; i < w.kh; ++i) {
+        const int64_t ih = oh * w.sh - w.pad_top + i * w.dh;
+        if (ih < 0 || ih >= g.h) continue;
+        const float* row = xp + ih * g.w + b.t0 * S - w.pad_left;
+        for (int64_t j = 0; j < w.kw; ++j) {
+            const V8 v = tap_values<S>(row + j * w.dw, b.before);
+            const int offset = static_cast<int>(i * w.dh * g.w + j * w.dw);
+            if (first) {
+                best = v;
+                at = V8i{} + offset;
+                first = false;
+                continue;
+            }
+            const V8i take = v > best;
+            best = take ? v : best;
+            at = take ? V8i{} + offset : at;
+        }
+    }
+    if (b.done) at = V8i{0, 1, 2, 3, 4, 5, 6, 7} < b.done ? V8i{} - 1 : at;
+    return best;  // every tap row padding: 0 and -1, as window_argmax
+}
+
+// Row oh of one plane, forward (dyr null: y into yr) or backward (dY's row dyr into dxp).
+template <int64_t S>
+void maxpool_row(const float* xp, const Pool2dGeometry& geometry,
+                 const std::vector<EightBlock>& blocks, int64_t covered, int64_t oh, float* yr,
+                 const float* dyr, float* dxp) {
+    // A copy whose address the loops below keep to themselves: the stores (memcpy's, which may
+    // alias anything) made GCC load the geometry's fields again after each one.
+    const Pool2dGeometry g = geometry;
+    const Window2d& w = g.win;
+    auto one_by_one = [&](int64_t from, int64_t to) {
+        for (int64_t t = from; t < to; ++t) {
+            float v;
+            const int64_t k = window_argmax(xp, geometry, oh, t, v);
+            if (!dyr)
+                yr[t] = v;
+            else if (k >= 0)
+                dxp[k] += dyr[t];
+        }
+    };
+    const int64_t lo = blocks.empty() ? covered : blocks.front().t0;
+    one_by_one(0, std::min(lo, g.ow));
+    if (!dyr) {
+        V8i unused;
+        for (const EightBlock& b : blocks) store8(yr + b.t0, eight_max<S>(xp, g, oh, b, unused));
+    }
+    // Backward, window by window in order: dY to the chosen tap, found eight windows at a time.
+    const int64_t origin = (oh * w.sh - w.pad_top) * g.w - w.pad_left;  // window 0's first tap
+    for (size_t k = 0; dyr && k < blocks.size(); ++k) {
+        const EightBlock& b = blocks[k];
+        V8i at;
+        eight_max<S>(xp, g, oh, b, at);
+        int32_t chosen[kVec8Lanes];
+        std::memcpy(chosen, &at, sizeof chosen);
+        for (int l = b.done; l < kVec8Lanes; ++l)
+            if (chosen[l] >= 0) dxp[origin + (b.t0 + l) * S + chosen[l]] += dyr[b.t0 + l];
+    }
+    one_by_one(std::max(lo, covered), g.ow);
+}
+
+void maxpool_rows(const float* xp, const Pool2dGeometry& g, const std::vector<EightBlock>& blocks,
+                  int64_t covered, int64_t oh, float* yr, const float* dyr, float* dxp) {
+    if (g.win.sw == 1)
+        maxpool_row<1>(xp, g, blocks, covered, oh, yr, dyr, dxp);
+    else
+        maxpool_row<2>(xp, g, blocks, covered, oh, yr, dyr, dxp);
 }
 
 // avgpool's divisor: the taps inside the input, or with count_include_pad the taps inside the
@@ -233,6 +316,11 @@ struct __attribute__((may_alias, aligned(64))) Lanes {
     static Lanes all(float x) {
         Lanes r;
         for (int64_t h = 0; h < kParts; ++h) r.part[h] = Vec{} + x;
+        return r;
+    }
+    static Lanes negative_zero() {  // all(-0.0f) would be 0 + -0, +0
+        Lanes r;
+        for (int64_t h = 0; h < kParts; ++h) r.part[h] = -Vec{};
         return r;
     }
     Lanes& operator+=(const Lanes& o) {
@@ -378,7 +466,8 @@ void start_band(const float* dx, const Pool2dGeometry& g, const Band& b, int64_t
 }
 
 // Each window's gradient goes, lane by lane, to the tap its forward chose: tap by tap, a
-// select of dY or 0, windows in (oh, ow) order within a band, bands in order.
+// select of dY or -0, windows in (oh, ow) order within a band, bands in order. (A +0 turned an
+// accumulated gradient's -0 into +0 where the scatter of the row path left it.)
 void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometry& g, int64_t rows,
                             float* dx, bool accumulate) {
     const TapSpans ts(g);
@@ -394,9 +483,9 @@ void maxpool_lanes_backward(const float* x, const float* dy, const Pool2dGeometr
             for (int64_t ow = 0; ow < g.ow; ++ow) {
                 lanes_argmax<true>(xt, g, ts, b, oh, ow, bv, bi);
                 const Lanes& gy = lanes_at(dyt, (oh - b.oh0) * g.ow + ow);
-                const Lanes zero = Lanes::all(0.0f);
+                const Lanes nothing = Lanes::negative_zero();  // x + -0 is x, -0 included
                 band_window(g, ts, b, oh, ow, [&](int64_t k) {
-                    lanes_at(dxt, k) += select(bi == static_cast<float>(k), gy, zero);
+                    lanes_at(dxt, k) += select(bi == static_cast<float>(k), gy, nothing);
                 });
             }
         planes_from_lanes(dxt, in, size_in, planes, p0, dx + b.ih0 * g.w, false);
@@ -580,14 +669,13 @@ void maxpool2d_forward(const ForwardCall& c) {
     if (pool_tiles_by_two(g)) return maxpool_by_two_forward(x, g, y);
     if (const int64_t rows = band_rows(g, false)) return maxpool_lanes_forward(x, g, rows, y);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-    const Span inner = vector_columns(g);
+    int64_t covered = 0;
+    const std::vector<EightBlock> blocks = eight_blocks(g, covered);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         float* yp = y + q * out_plane;
         for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols)
-                row_max(xp, g, inner, oh, c0, std::min(kCols, g.ow - c0), yp + oh * g.ow + c0,
-                        nullptr);
+            maxpool_rows(xp, g, blocks, covered, oh, yp + oh * g.ow, nullptr, nullptr);
     });
 }
 
@@ -604,22 +692,15 @@ void maxpool2d_backward(const BackwardCall& c) {
     if (const int64_t rows = band_rows(g, true))
         return maxpool_lanes_backward(x, dy, g, rows, dx, acc);
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-    const Span inner = vector_columns(g);
+    int64_t covered = 0;
+    const std::vector<EightBlock> blocks = eight_blocks(g, covered);
     parallel_for(g.n * g.c, out_plane * g.win.kh * g.win.kw, [&](int64_t q) {
         const float* xp = x + q * in_plane;
         const float* dyp = dy + q * out_plane;
         float* dxp = dx + q * in_plane;
         if (!acc) std::fill(dxp, dxp + in_plane, 0.0f);
-        float bv[kCols];
-        int64_t bi[kCols];
         for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t c0 = 0; c0 < g.ow; c0 += kCols) {
-                const int64_t n = std::min(kCols, g.ow - c0);
-                row_max(xp, g, inner, oh, c0, n, bv, bi);
-                const float* dyr = dyp + oh * g.ow + c0;
-                for (int64_t t = 0; t < n; ++t)
-                    if (bi[t] >= 0) dxp[bi[t]] += dyr[t];
-            }
+            maxpool_rows(xp, g, blocks, covered, oh, nullptr, dyp + oh * g.ow, dxp);
     });
 }
 

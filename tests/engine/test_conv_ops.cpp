@@ -1608,6 +1608,12 @@ TEST(ConvOps, MaxPool) {
                "dilation 2, left padding, wide", 1);
     check_pool(false, {.kh = 3, .kw = 3, .sh = 3, .sw = 3, .pl = 1, .pr = 1}, 3, 190, "stride 3",
                1);
+    // Rows with no column padded, 16 outputs or more: the row path at any width, its interior
+    // windows eight at a time (AlexNet's first pool: 55 columns to 27), the rest one by one.
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 2, .sw = 2}, 9, 55, "3x3/2 on 55 columns", 2);
+    check_pool(false, {.kh = 3, .kw = 3, .sh = 1, .sw = 1}, 5, 30, "3x3/1 on 30 columns", 2);
+    check_pool(false, {.kh = 2, .kw = 3, .sh = 2, .sw = 2, .dh = 2, .dw = 2}, 6, 45,
+               "dilation 2, stride 2, on 45 columns", 1);
     // Tall planes: several bands of output rows (10 rows of 40 to a band at stride 1, 5 of 45 at
     // stride 2), overlapping in the input rows they read; at 100 columns the forward takes the
     // row path and the backward the bands.
@@ -1697,19 +1703,25 @@ TEST(ConvOps, AvgPool) {
 }
 
 // Every path of the pooling backwards (16-plane blocks in one band and in several, the row path
-// at strides 1 and 2) adds each input's shares in output (oh, ow) order onto the gradient it
-// started from: the starting values when accumulating, 0 when not. Checked bitwise against that
-// sum written out in float, so the CPU and the CUDA kernels (which gather in that order) agree
-// to the bit, also when a pooled value has a second consumer.
+// at strides 1 and 2, with and without padded columns: max pool's eight windows at a time and
+// the windows past them one by one) adds each input's shares in output (oh, ow) order onto the
+// gradient it started from: the starting values when accumulating, 0 when not. Checked bitwise
+// against that sum written out in float, so the CPU and the CUDA kernels (which gather in that
+// order) agree to the bit, also when a pooled value has a second consumer. Max pool's inputs
+// have ties, a NaN that comes first in its window (chosen) and NaNs that come later (never),
+// dY a -0 (0 + -0 is +0) and the starting gradient -0s (that stay -0 where nothing is added).
 TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
     struct Case {
-        int64_t planes, h, w, stride;
+        int64_t planes, h, w, stride, pad;
         const char* what;
     };
     for (const bool avg : {false, true})
         for (const Case k :
-             {Case{20, 4, 4, 1, "blocks, one band"}, Case{1, 45, 45, 2, "blocks, 5 bands"},
-              Case{1, 3, 185, 2, "row path, stride 2"}, Case{1, 3, 181, 1, "row path, stride 1"}})
+             {Case{20, 4, 4, 1, 1, "blocks, one band"}, Case{1, 45, 45, 2, 1, "blocks, 5 bands"},
+              Case{1, 3, 185, 2, 1, "row path, stride 2"},
+              Case{1, 3, 181, 1, 1, "row path, stride 1"},
+              Case{2, 9, 55, 2, 0, "row path, stride 2, no column padded (AlexNet's)"},
+              Case{2, 5, 30, 1, 0, "row path, stride 1, no column padded"}})
             for (const bool acc : {false, true}) {
                 SCOPED_TRACE(std::string(avg ? "avg " : "max ") + k.what +
                              (acc ? ", accumulating" : ""));
@@ -1717,20 +1729,28 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                                  .kw = 3,
                                  .sh = k.stride,
                                  .sw = k.stride,
-                                 .pt = 1,
-                                 .pl = 1,
-                                 .pb = 1,
-                                 .pr = 1,
+                                 .pt = k.pad,
+                                 .pl = k.pad,
+                                 .pb = k.pad,
+                                 .pr = k.pad,
                                  .include_pad = true};
                 ConvCase c;
                 const Shape in{1, k.planes, k.h, k.w};
                 const ValueId x = avg ? c.input("x", in) : c.distinct_input("x", in);
                 c.op(avg ? OpKind::AvgPool2d : OpKind::MaxPool2d, {x}, p.attrs(avg));
                 const int64_t oh = c.out_shape()[2], ow = c.out_shape()[3];
-                const Floats& v = c.data(x);
-                const Floats dy = c.random(static_cast<size_t>(k.planes * oh * ow));
+                Floats& v = c.values.at(x).f;
+                if (!avg) {
+                    for (float& e : v) e = std::floor(3 * e);  // a few small integers: ties
+                    v[0] = std::nanf("");                      // first in window (0, 0): chosen
+                    v[v.size() / 2] = std::nanf("");           // within windows, not first: never
+                    v[v.size() / 3 + 1] = std::nanf("");
+                }
+                Floats dy = c.random(static_cast<size_t>(k.planes * oh * ow));
+                dy[dy.size() / 2] = -0.0f;
                 Grads start;
                 start.inputs[x] = c.random(v.size());
+                for (size_t i = 0; i < v.size(); i += 7) start.inputs[x][i] = -0.0f;  // + -0: -0
                 Floats want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
                 for (int64_t q = 0; q < k.planes; ++q)
                     for (int64_t a = 0; a < oh; ++a)
@@ -1739,8 +1759,8 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                             int64_t best = -1;
                             for (int64_t i = 0; i < 3; ++i)
                                 for (int64_t j = 0; j < 3; ++j) {
-                                    const int64_t ih = a * k.stride - 1 + i,
-                                                  iw = b * k.stride - 1 + j;
+                                    const int64_t ih = a * k.stride - k.pad + i,
+                                                  iw = b * k.stride - k.pad + j;
                                     if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
                                     const auto t = static_cast<size_t>((q * k.h + ih) * k.w + iw);
                                     taps.push_back(t);
@@ -1753,9 +1773,9 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                                 continue;
                             }
                             // count_include_pad: the window's taps within the padded extent.
-                            const auto inside = [](int64_t o, int64_t s, int64_t n) {
+                            const auto inside = [&](int64_t o, int64_t s, int64_t n) {
                                 int64_t m = 0;
-                                for (int64_t t = 0; t < 3; ++t) m += o * s - 1 + t < n + 1;
+                                for (int64_t t = 0; t < 3; ++t) m += o * s - k.pad + t < n + k.pad;
                                 return m;
                             };
                             const auto div = static_cast<float>(inside(a, k.stride, k.h) *
@@ -1763,7 +1783,10 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                             for (size_t t : taps) want[t] += g / div;
                         }
                 const Grads got = c.backward(dy, acc ? &start : nullptr);
-                EXPECT_TRUE(got.inputs.at(x) == want) << "not the output-order sum, bit for bit";
+                const Floats& dx = got.inputs.at(x);
+                ASSERT_EQ(dx.size(), want.size());
+                EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
+                    << "not the output-order sum, bit for bit";
             }
 }
 
