@@ -1,6 +1,7 @@
 // Max-pool benchmarks (results and machine in docs/benchmarks.md): the CPU kernels' forward and
 // backward, apart, on the zoo's 3 × 3 pools at 224 px (AlexNet's three, ResNet's stem,
-// GoogLeNet's stride-1 branch pool), beside a copy of the same bytes as the bound. One thread;
+// GoogLeNet's stride-1 branch pool, and that one at 64 px), beside a copy of the same bytes as
+// the bound. One thread;
 // GB/s counts the bytes each pass must move at least: forward, read x and write y; backward,
 // read x and dY and write dX (the choices are recomputed from x, as the kernels do).
 #include <benchmark/benchmark.h>
@@ -26,6 +27,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
     b->Args({2, 256, 13, 3, 2, 0});  // AlexNet features.12
     b->Args({2, 64, 112, 3, 2, 1});  // ResNet's stem: rows forward, blocks backward
     b->Args({2, 192, 28, 3, 1, 1});  // GoogLeNet's inception3a branch pool
+    b->Args({2, 192, 8, 3, 1, 1});   // the same at 64 px, as the zoo exports it
     b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

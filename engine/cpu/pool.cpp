@@ -45,15 +45,23 @@ Span interior_columns(const Pool2dGeometry& g) {
 // Max-pool's choice for window (oh, ow): the first maximum in scan order (rows, then columns),
 // as its index in the plane (-1 for a window of padding only) and its value (0 then). Forward
 // and backward share the rule, so the backward routes to the forward's choice.
+// The choice as selects, not a branch: on random activations a branch per tap mispredicted
+// about half the time, and the windows under padding that take this path cost as much as the
+// rest of a row's (ResNet's stem, 2026-12-07).
 int64_t window_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int64_t ow, float& v) {
     int64_t best = -1;
-    v = 0.0f;
+    float bv = 0.0f;
     for_window(g, oh, ow, [&](int64_t k) {
-        if (best < 0 || xp[k] > v) {
+        const float x = xp[k];
+        if (best < 0) {  // the first tap inside: where it is depends on the geometry, not on x
             best = k;
-            v = xp[k];
+            bv = x;
+            return;
         }
+        best = x > bv ? k : best;
+        bv = x > bv ? x : bv;
     });
+    v = bv;
     return best;
 }
 
@@ -385,28 +393,29 @@ void band_window(const Pool2dGeometry& g, const TapSpans& ts, const Band& b, int
 // window_argmax for window (oh, ow) across the 16 planes of the band's input block xt: values
 // into bv and, with kIndex, each lane's chosen tap (its block position, -1 for padding only)
 // into bi, as a float (exact: a block holds 512 positions) so that values and indices select
-// alike.
+// alike. The scan keeps both in locals: into bv itself (the output block, may_alias like xt)
+// every tap was a store and a load, a chain the forward spent 49 cycles a window in (16 planes
+// of 8 × 8, 2026-12-07).
 template <bool kIndex>
 void lanes_argmax(const float* xt, const Pool2dGeometry& g, const TapSpans& ts, const Band& b,
                   int64_t oh, int64_t ow, Lanes& bv, Lanes& bi) {
     bool first = true;
+    Lanes best = Lanes::all(0.0f);
     band_window(g, ts, b, oh, ow, [&](int64_t k) {
         const Lanes& v = lanes_at(xt, k);
         const auto at = static_cast<float>(k);
         if (first) {
-            bv = v;
+            best = v;
             if constexpr (kIndex) bi = Lanes::all(at);
             first = false;
             return;
         }
-        const LaneMask take = v > bv;
-        bv = select(take, v, bv);
+        const LaneMask take = v > best;
+        best = select(take, v, best);
         if constexpr (kIndex) bi = select(take, Lanes::all(at), bi);
     });
-    if (first) {
-        bv = Lanes::all(0.0f);
-        if constexpr (kIndex) bi = Lanes::all(-1.0f);
-    }
+    bv = best;  // padding only: 0 (and -1)
+    if (kIndex && first) bi = Lanes::all(-1.0f);
 }
 
 // body(p0, band, xt) for each block of 16 planes (in parallel) and each band of its rows, with
