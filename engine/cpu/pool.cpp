@@ -44,10 +44,10 @@ Span interior_columns(const Pool2dGeometry& g) {
 
 // Max-pool's choice for window (oh, ow): the first maximum in scan order (rows, then columns),
 // as its index in the plane (-1 for a window of padding only) and its value (0 then). Forward
-// and backward share the rule, so the backward routes to the forward's choice.
-// The choice as selects, not a branch: on random activations a branch per tap mispredicted
-// about half the time, and the windows under padding that take this path cost as much as the
-// rest of a row's (ResNet's stem, 2026-12-07).
+// and backward share the rule, so the backward routes to the forward's choice. Each tap after
+// the first is taken by selects, not a branch: on random activations a branch per tap
+// mispredicted about half the time, and the row path's one window under padding a row cost as
+// much as the row's 55 others on ResNet's stem at 224 px (2026-12-07).
 int64_t window_argmax(const float* xp, const Pool2dGeometry& g, int64_t oh, int64_t ow, float& v) {
     int64_t best = -1;
     float bv = 0.0f;
@@ -97,9 +97,9 @@ Span vector_columns(const Pool2dGeometry& g) {
 // (stride 2), each window's choice one compare and two selects, by window_argmax's rule. The
 // backward finds the choices so, as offsets in the plane, and adds dY to them one window at a
 // time in output order, as before. The windows past the interior go one by one. With the choices
-// found per window (row_max, int64 indices, stride-2 loads), AlexNet's first pool (55 × 55 to
-// 27 × 27) ran at 0.10 (backward) and 0.3 (forward) of its memory roofline (bench_roofline,
-// 2026-12-07); bench_pool: 590 µs backward, 126 µs forward, against 230 and 87 eight at a time.
+// found per window (int64 indices, stride-2 loads), AlexNet's first pool (55 × 55 to 27 × 27)
+// ran at 0.10 (backward) and 0.3 (forward) of its memory roofline (bench_roofline, 2026-12-07);
+// bench_pool: 590 µs backward, 126 µs forward, against 230 and 87 eight at a time.
 // Adding each tap's dY eight windows at a time instead (-0 where not chosen, tap columns from the
 // last to the first for the output order) took 400 µs: a read-modify-write of 16 floats through
 // two shuffles per tap costs more than the scalar adds.
