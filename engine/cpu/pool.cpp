@@ -153,7 +153,7 @@ template <int64_t S>
 
 // window_argmax for block b's windows of row oh: the maxima, and where each chose, as the
 // offset in the plane from its window's first tap (i·dh·w + j·dw), into at (-1 for a window of
-// padding only and in the lanes done before).
+// padding only).
 template <int64_t S>
 [[gnu::always_inline]] inline V8 eight_max(const float* xp, const Pool2dGeometry& g, int64_t oh,
                                            const EightBlock& b, V8i& at) {
@@ -179,7 +179,6 @@ template <int64_t S>
             at = take ? V8i{} + offset : at;
         }
     }
-    if (b.done) at = V8i{0, 1, 2, 3, 4, 5, 6, 7} < b.done ? V8i{} - 1 : at;
     return best;  // every tap row padding: 0 and -1, as window_argmax
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1788,6 +1789,81 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                 EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
                     << "not the output-order sum, bit for bit";
             }
+}
+
+// Max pool on geometries drawn at random (kernels 1–5, strides 1–2, dilations 1–2, padding up
+// to half the kernel, floor and ceil mode, rows from 9 to 300 columns: the row path's blocks of
+// eight with and without a last block that overlaps the one before it or reads its stride-2 taps
+// from one float earlier, and the 16-plane blocks), against the scan written out: each window's
+// first maximum forward, and backward each window's dY added to it in output order onto the
+// starting gradient, bit for bit.
+TEST(ConvOps, MaxPoolMatchesTheScanOnRandomGeometries) {
+    std::mt19937 rng(20261207);
+    auto draw = [&](int64_t lo, int64_t hi) {
+        return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    for (int trial = 0; trial < 60; ++trial) {
+        PoolSpec p{.kh = draw(1, 5), .kw = draw(1, 5), .sh = draw(1, 2), .sw = draw(1, 2)};
+        p.dh = draw(1, 2);
+        p.dw = draw(1, 2);
+        p.pt = draw(0, p.kh / 2);
+        p.pb = draw(0, p.kh / 2);
+        p.pl = draw(0, p.kw / 2);
+        p.pr = draw(0, p.kw / 2);
+        p.ceil = draw(0, 1) == 1;
+        const int64_t h = draw(p.dh * (p.kh - 1) + 1, 9);
+        const int64_t w =
+            draw(0, 1) ? draw(std::max<int64_t>(9, p.dw * (p.kw - 1) + 1), 90) : draw(240, 300);
+        const int64_t planes = draw(1, 3);
+        const bool acc = draw(0, 1) == 1;
+        const int64_t oh = pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil);
+        const int64_t ow = pooled(w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil);
+        SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(p.kh) + "x" +
+                     std::to_string(p.kw) + " stride " + std::to_string(p.sh) + "," +
+                     std::to_string(p.sw) + " dilation " + std::to_string(p.dh) + "," +
+                     std::to_string(p.dw) + " padding " + std::to_string(p.pt) + "," +
+                     std::to_string(p.pl) + "," + std::to_string(p.pb) + "," +
+                     std::to_string(p.pr) + (p.ceil ? " ceil" : "") + " on " +
+                     std::to_string(planes) + " planes of " + std::to_string(h) + "x" +
+                     std::to_string(w) + (acc ? ", accumulating" : ""));
+        ConvCase c(static_cast<uint32_t>(100 + trial));
+        const ValueId x = c.input("x", Shape{1, planes, h, w});
+        Floats& v = c.values.at(x).f;
+        for (float& e : v) e = std::floor(4 * e);  // a few small integers: ties everywhere
+        c.op(OpKind::MaxPool2d, {x}, p.attrs(false));
+        ASSERT_EQ(c.out_shape(), (Shape{1, planes, oh, ow}));
+        const Floats dy = c.random(static_cast<size_t>(planes * oh * ow));
+        Grads start;
+        start.inputs[x] = c.random(v.size());
+        Floats want_y, want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
+        for (int64_t q = 0; q < planes; ++q)
+            for (int64_t a = 0; a < oh; ++a)
+                for (int64_t b = 0; b < ow; ++b) {
+                    int64_t best = -1;
+                    for (int64_t i = 0; i < p.kh; ++i)
+                        for (int64_t j = 0; j < p.kw; ++j) {
+                            const int64_t ih = a * p.sh - p.pt + i * p.dh;
+                            const int64_t iw = b * p.sw - p.pl + j * p.dw;
+                            if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                            const auto t = static_cast<size_t>((q * h + ih) * w + iw);
+                            if (best < 0 || v[t] > v[static_cast<size_t>(best)])
+                                best = static_cast<int64_t>(t);
+                        }
+                    want_y.push_back(best < 0 ? 0.0f : v[static_cast<size_t>(best)]);
+                    if (best >= 0)
+                        want[static_cast<size_t>(best)] +=
+                            dy[static_cast<size_t>((q * oh + a) * ow + b)];
+                }
+        const Floats y = c.forward();
+        ASSERT_EQ(y.size(), want_y.size());
+        EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0)
+            << "not each window's first maximum";
+        const Grads got = c.backward(dy, acc ? &start : nullptr);
+        const Floats& dx = got.inputs.at(x);
+        ASSERT_EQ(dx.size(), want.size());
+        EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
+            << "not the output-order sum, bit for bit";
+    }
 }
 
 // 2 × 2 windows of stride 2 on rows of 8 outputs or more take their own path (pool.cpp): eight
