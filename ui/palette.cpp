@@ -2,6 +2,7 @@
 
 #include <QValueAxis>
 #include <algorithm>
+#include <optional>
 
 #include "engine/params.h"
 #include "engine/units.h"
@@ -64,6 +65,30 @@ QString full_spec(const QString& spec) {
     }
 }
 
+QString size_arg(uint64_t bytes) {
+    return bytes_text(bytes).remove(QLatin1Char(' '));
+}
+
+namespace {
+
+std::optional<uint64_t> size_arg_bytes(uint64_t bytes) {
+    try {
+        return parse_bytes(size_arg(bytes).toStdString());
+    } catch (const std::exception&) {  // past the largest size parse_bytes reads
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+uint64_t round_budget(uint64_t bytes) {
+    return size_arg_bytes(bytes).value_or(bytes);
+}
+
+bool size_arg_is_exact(uint64_t bytes) {
+    return size_arg_bytes(bytes) == bytes;
+}
+
 QString readable_budget(const QString& spec) {
     const qsizetype colon = spec.indexOf(QLatin1Char(':'));
     if (colon < 0) return spec;
@@ -75,15 +100,9 @@ QString readable_budget(const QString& spec) {
         bool digits = false;
         const qulonglong bytes = arg.mid(eq + 1).trimmed().toULongLong(&digits);
         if (!digits || bytes < 1024) continue;
-        std::string size = format_bytes(bytes);
-        size.erase(std::remove(size.begin(), size.end(), ' '), size.end());
-        bool exact = false;
-        try {
-            exact = parse_bytes(size) == bytes;
-        } catch (const std::exception&) {
-        }
-        arg = QStringLiteral("budget") + (exact ? QStringLiteral("=") : QStringLiteral("≈")) +
-              QString::fromStdString(size);
+        arg = QStringLiteral("budget") +
+              (size_arg_is_exact(bytes) ? QStringLiteral("=") : QStringLiteral("≈")) +
+              size_arg(bytes);
         changed = true;
     }
     return changed ? spec.left(colon + 1) + args.join(QLatin1Char(',')) : spec;

@@ -25,6 +25,13 @@ std::vector<int> instance_numbers(const std::vector<QString>& names);
 // ("periodic" -> "periodic:k=4"); other arguments (a budget) follow. An unknown strategy or a
 // malformed spec is returned as it is.
 QString full_spec(const QString& spec);
+// A size as a spec's budget writes it: bytes_text without the space ("21.3MiB").
+QString size_arg(uint64_t bytes);
+// The budget that size_arg's text parses back to (it prints exactly as it parses: the slider
+// snaps to it); `bytes` itself where the text does not parse.
+uint64_t round_budget(uint64_t bytes);
+// Whether size_arg's text parses back to `bytes` itself.
+bool size_arg_is_exact(uint64_t bytes);
 // The spec with a budget given in raw bytes written as a size: "sqrt-n:budget=702713936" reads
 // "sqrt-n:budget≈670MiB" ('≈' where the size is rounded, '=' where it is exact). The budget
 // slider's top is plain backprop's exact peak, which no rounded size parses back to, so its

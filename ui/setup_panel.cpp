@@ -49,13 +49,7 @@ QString flops_text(double f) {
 }
 
 QString budget_arg(uint64_t bytes) {
-    std::string s = format_bytes(bytes);
-    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
-    try {
-        if (parse_bytes(s) == bytes) return QString::fromStdString(s);
-    } catch (const std::exception&) {
-    }
-    return QString::number(bytes);
+    return size_arg_is_exact(bytes) ? size_arg(bytes) : QString::number(bytes);
 }
 
 }  // namespace
@@ -63,16 +57,6 @@ QString budget_arg(uint64_t bytes) {
 bool is_network_file(const QString& spec) {
     return spec.contains(QLatin1Char('/')) || spec.endsWith(QLatin1String(".json")) ||
            spec.endsWith(QLatin1String(".onnx"));
-}
-
-uint64_t round_budget(uint64_t bytes) {
-    std::string s = format_bytes(bytes);
-    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
-    try {
-        return parse_bytes(s);
-    } catch (const std::exception&) {
-        return bytes;
-    }
 }
 
 SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {

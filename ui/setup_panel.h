@@ -41,8 +41,6 @@ class ParamForm;
 
 // A network spec that names a file (a path, or a .json / .onnx name) rather than a preset.
 bool is_network_file(const QString& spec);
-// A budget that prints exactly as it parses: "21.3MiB" (the slider snaps to it).
-uint64_t round_budget(uint64_t bytes);
 
 class SetupPanel : public QWidget {
     Q_OBJECT

@@ -1703,6 +1703,40 @@ TEST(ConvOps, AvgPool) {
                "dilation 2, stride 3", 1);
 }
 
+// Max pool written out as its scan over planes of h × w: y, each window's first maximum in scan
+// order (rows, then columns) among its taps inside the input (0 where there is none), and dX,
+// `dx` (the starting gradient) with each window's dY added at its choice in output order.
+std::pair<Floats, Floats> max_pool_scan(const PoolSpec& p, const Floats& x, int64_t planes,
+                                        int64_t h, int64_t w, const Floats& dy, Floats dx) {
+    const int64_t oh = pooled(h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil);
+    const int64_t ow = pooled(w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil);
+    Floats y;
+    for (int64_t q = 0; q < planes; ++q)
+        for (int64_t a = 0; a < oh; ++a)
+            for (int64_t b = 0; b < ow; ++b) {
+                int64_t best = -1;
+                for (int64_t i = 0; i < p.kh; ++i)
+                    for (int64_t j = 0; j < p.kw; ++j) {
+                        const int64_t ih = a * p.sh - p.pt + i * p.dh;
+                        const int64_t iw = b * p.sw - p.pl + j * p.dw;
+                        if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                        const auto t = static_cast<size_t>((q * h + ih) * w + iw);
+                        if (best < 0 || x[t] > x[static_cast<size_t>(best)])
+                            best = static_cast<int64_t>(t);
+                    }
+                y.push_back(best < 0 ? 0.0f : x[static_cast<size_t>(best)]);
+                if (best >= 0)
+                    dx[static_cast<size_t>(best)] += dy[static_cast<size_t>((q * oh + a) * ow + b)];
+            }
+    return {y, dx};
+}
+
+// got and want hold the same floats, bit for bit (-0 apart from +0, NaN equal to itself).
+void expect_same_bits(const Floats& got, const Floats& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << what;
+}
+
 // Every path of the pooling backwards (16-plane blocks in one band and in several, the row path
 // at strides 1 and 2, with and without padded columns: max pool's eight windows at a time and
 // the windows past them one by one) adds each input's shares in output (oh, ow) order onto the
@@ -1784,10 +1818,7 @@ TEST(ConvOps, PoolGradientsAddInOutputOrderOntoTheStartingValue) {
                             for (size_t t : taps) want[t] += g / div;
                         }
                 const Grads got = c.backward(dy, acc ? &start : nullptr);
-                const Floats& dx = got.inputs.at(x);
-                ASSERT_EQ(dx.size(), want.size());
-                EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
-                    << "not the output-order sum, bit for bit";
+                expect_same_bits(got.inputs.at(x), want, "not the output-order sum, bit for bit");
             }
 }
 
@@ -1835,34 +1866,11 @@ TEST(ConvOps, MaxPoolMatchesTheScanOnRandomGeometries) {
         const Floats dy = c.random(static_cast<size_t>(planes * oh * ow));
         Grads start;
         start.inputs[x] = c.random(v.size());
-        Floats want_y, want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
-        for (int64_t q = 0; q < planes; ++q)
-            for (int64_t a = 0; a < oh; ++a)
-                for (int64_t b = 0; b < ow; ++b) {
-                    int64_t best = -1;
-                    for (int64_t i = 0; i < p.kh; ++i)
-                        for (int64_t j = 0; j < p.kw; ++j) {
-                            const int64_t ih = a * p.sh - p.pt + i * p.dh;
-                            const int64_t iw = b * p.sw - p.pl + j * p.dw;
-                            if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
-                            const auto t = static_cast<size_t>((q * h + ih) * w + iw);
-                            if (best < 0 || v[t] > v[static_cast<size_t>(best)])
-                                best = static_cast<int64_t>(t);
-                        }
-                    want_y.push_back(best < 0 ? 0.0f : v[static_cast<size_t>(best)]);
-                    if (best >= 0)
-                        want[static_cast<size_t>(best)] +=
-                            dy[static_cast<size_t>((q * oh + a) * ow + b)];
-                }
-        const Floats y = c.forward();
-        ASSERT_EQ(y.size(), want_y.size());
-        EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0)
-            << "not each window's first maximum";
+        const auto [want_y, want] =
+            max_pool_scan(p, v, planes, h, w, dy, acc ? start.inputs[x] : Floats(v.size(), 0.0f));
+        expect_same_bits(c.forward(), want_y, "not each window's first maximum");
         const Grads got = c.backward(dy, acc ? &start : nullptr);
-        const Floats& dx = got.inputs.at(x);
-        ASSERT_EQ(dx.size(), want.size());
-        EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
-            << "not the output-order sum, bit for bit";
+        expect_same_bits(got.inputs.at(x), want, "not the output-order sum, bit for bit");
     }
 }
 
@@ -1888,37 +1896,18 @@ TEST(ConvOps, MaxPoolTwoByTwoWritesEachTapOnce) {
             for (float& e : v) e = std::floor(2 * e);       // a few small integers: ties everywhere
             v[0] = std::nanf("");                           // first in window (0, 0): chosen
             v[static_cast<size_t>(w + 3)] = std::nanf("");  // last in window (0, 1): never
-            c.op(OpKind::MaxPool2d, {x}, PoolSpec{.kh = 2, .kw = 2, .sh = 2, .sw = 2}.attrs(false));
+            const PoolSpec p{.kh = 2, .kw = 2, .sh = 2, .sw = 2};
+            c.op(OpKind::MaxPool2d, {x}, p.attrs(false));
             ASSERT_EQ(c.out_shape(), (Shape{1, planes, oh, ow}));
             Floats dy = c.random(static_cast<size_t>(planes * oh * ow));
             dy[1] = -0.0f;  // its window's choice gets 0 + -0 = +0, as the row path gave it
             Grads start;
             start.inputs[x] = c.random(v.size());
-            Floats want_y, want = acc ? start.inputs[x] : Floats(v.size(), 0.0f);
-            for (int64_t q = 0; q < planes; ++q)
-                for (int64_t a = 0; a < oh; ++a)
-                    for (int64_t b = 0; b < ow; ++b) {
-                        int64_t best = -1;
-                        for (int64_t i = 0; i < 2; ++i)
-                            for (int64_t j = 0; j < 2; ++j) {
-                                const auto t =
-                                    static_cast<size_t>((q * h + 2 * a + i) * w + 2 * b + j);
-                                if (best < 0 || v[t] > v[static_cast<size_t>(best)])
-                                    best = static_cast<int64_t>(t);
-                            }
-                        want_y.push_back(v[static_cast<size_t>(best)]);
-                        want[static_cast<size_t>(best)] +=
-                            dy[static_cast<size_t>((q * oh + a) * ow + b)];
-                    }
-            const Floats y = c.forward();
-            ASSERT_EQ(y.size(), want_y.size());
-            EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0)
-                << "not each window's first maximum";
+            const auto [want_y, want] = max_pool_scan(
+                p, v, planes, h, w, dy, acc ? start.inputs[x] : Floats(v.size(), 0.0f));
+            expect_same_bits(c.forward(), want_y, "not each window's first maximum");
             const Grads got = c.backward(dy, acc ? &start : nullptr);
-            const Floats& dx = got.inputs.at(x);
-            ASSERT_EQ(dx.size(), want.size());
-            EXPECT_EQ(std::memcmp(dx.data(), want.data(), want.size() * sizeof(float)), 0)
-                << "not the first maximum's dy, bit for bit";
+            expect_same_bits(got.inputs.at(x), want, "not the first maximum's dy, bit for bit");
         }
 }
 
