@@ -302,6 +302,9 @@ int main(int argc, char** argv) {
         "and why; --calibrate times each now");
     gemm->add_flag("--calibrate", gemm_opt.calibrate,
                    "time every available library now on the calibration shapes");
+    gemm->add_flag("--peak", gemm_opt.peak,
+                   "measure the multiply-add units' rate on this build's vectors, the ceiling of "
+                   "every product (--calibrate does too)");
     gemm->add_option("--threads,-t", gemm_opt.threads, "CPU threads, as every command takes")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();

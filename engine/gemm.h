@@ -191,4 +191,15 @@ void sgemm_on(GemmLibrary lib, bool trans_a, bool trans_b, int64_t m, int64_t n,
 // Passes the CPU thread count on to the BLAS libraries loaded (set_cpu_threads calls it).
 void set_gemm_threads(int threads);
 
+// The multiply-add units' rate on this build's widest vectors (engine/cpu/fma_peak.cpp):
+// independent chains on registers, no memory, on `threads` threads at once, the best of 5
+// rounds. No product can pass it; a library's rate over it is how far that library goes.
+struct FmaPeak {
+    double gflops = 0;  // all threads together
+    int lanes = 0;      // floats a vector: 16 (AVX-512), 8 (AVX2), 4 (SSE)
+    int chains = 0;     // multiply-add chains in flight on each thread
+    int threads = 1;
+};
+FmaPeak measure_fma_peak(int threads = 1);
+
 }  // namespace rl

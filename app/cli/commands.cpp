@@ -632,6 +632,13 @@ int gemm_command(const GemmOptions& opt) {
     const GemmChoice& choice = gemm_choice();
     GemmRates rates;
     if (opt.calibrate) rates = calibrate_gemm(threads);
+    std::optional<FmaPeak> peak;
+    if (opt.calibrate || opt.peak) peak = measure_fma_peak(threads);
+    // A rate as a share of the peak, where both were measured.
+    auto of_peak = [&](std::optional<double> r) -> std::optional<double> {
+        if (!r || !peak || peak->gflops <= 0) return std::nullopt;
+        return *r / peak->gflops;
+    };
     auto rate_in = [](const std::vector<GemmRate>& in, GemmLibrary lib) -> std::optional<double> {
         for (const GemmRate& r : in)
             if (r.library == lib) return r.gflops;
@@ -666,10 +673,16 @@ int gemm_command(const GemmOptions& opt) {
             if (!i.path.empty()) l["path"] = i.path;
             if (!i.available) l["why_not"] = i.why_not;
             if (auto r = rate_of(i.library)) l["gflops"] = *r;
+            if (auto f = of_peak(rate_of(i.library))) l["of_fma_peak"] = *f;
             if (auto r = small_rate_of(i.library)) l["small_gflops"] = *r;
             if (auto r = thin_rate_of(i.library)) l["thin_gflops"] = *r;
             j["libraries"].push_back(l);
         }
+        if (peak)
+            j["fma_peak"] = {{"gflops", peak->gflops},
+                             {"lanes", peak->lanes},
+                             {"chains", peak->chains},
+                             {"threads", peak->threads}};
         std::cout << j.dump() << '\n';
         return kExitOk;
     }
@@ -691,8 +704,11 @@ int gemm_command(const GemmOptions& opt) {
         }
         std::cout << i.version;
         if (!i.path.empty()) std::cout << " (" << i.path << ")";
-        if (auto r = rate_of(i.library))
+        if (auto r = rate_of(i.library)) {
             std::cout << ": " << std::fixed << std::setprecision(1) << *r << " GFLOP/s";
+            if (auto f = of_peak(r))
+                std::cout << " (" << std::lround(100 * *f) << " % of the peak)";
+        }
         if (auto r = small_rate_of(i.library))
             std::cout << ", " << *r << " GFLOP/s under " << small_gemm_label();
         if (auto r = thin_rate_of(i.library)) std::cout << ", " << *r << " GFLOP/s thin";
@@ -702,6 +718,12 @@ int gemm_command(const GemmOptions& opt) {
               << "thin ones: at most " << kThinRows << " rows or " << kThinColumns
               << " columns against an operand of " << (kThinOperandFloats >> 10)
               << "K floats or more, of any size)\n";
+    if (peak)
+        std::cout << "FMA peak: " << std::fixed << std::setprecision(1) << peak->gflops
+                  << " GFLOP/s at " << threads << " thread" << (threads == 1 ? "" : "s")
+                  << " (this build's " << peak->lanes << "-float vectors: " << peak->chains
+                  << " independent multiply-add chains on registers, no memory, best of 5 rounds; "
+                     "no product passes it)\n";
     if (opt.calibrate)
         std::cout << "measured now at " << threads << " thread" << (threads == 1 ? "" : "s")
                   << ": geometric mean over each class's calibration shapes "

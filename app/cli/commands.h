@@ -155,6 +155,7 @@ int networks_command();
 struct GemmOptions {
     int threads = 1;
     bool calibrate = false;
+    bool peak = false;  // measure the multiply-add units' rate (measure_fma_peak); --calibrate does
     bool json = false;
 };
 int gemm_command(const GemmOptions& opt);

@@ -170,6 +170,17 @@ def our_blas(cli, threads=1):
     return info
 
 
+def fma_peak(cli):
+    """The multiply-add units' rate on one thread, on the build's vectors (`rematlab-cli gemm
+    --peak`, engine/cpu/fma_peak.cpp): no product passes it. None where the CLI cannot say."""
+    try:
+        out = subprocess.run([cli, "gemm", "--peak", "--json", "--threads", "1"],
+                             capture_output=True, text=True, check=True, env=ENV).stdout
+        return float(json.loads(out)["fma_peak"]["gflops"])
+    except (OSError, subprocess.CalledProcessError, ValueError, KeyError, TypeError):
+        return None
+
+
 def machine():
     cpu = "?"
     try:
@@ -224,6 +235,7 @@ def main():
     repeat = 2 if a.quick else a.repeat
     work = tempfile.mkdtemp(prefix="rematlab-peer-")
     load_start = os.getloadavg()[0]
+    peaks = [fma_peak(cli)]  # at the start and at the end: the clock may move within a run
     rows = []
     blas_torch, blas_torch_version = None, "?"
     try:
@@ -313,6 +325,9 @@ def main():
         row["ours_overhead"] = row["ours_cpu_ms"] / b["ours_cpu_ms"] - 1
         row["torch_overhead"] = row["torch_cpu_ms"] / b["torch_cpu_ms"] - 1
 
+    peaks.append(fma_peak(cli))
+    peak = max((p for p in peaks if p), default=None)
+
     def spread(v):  # the median's range over the rounds
         return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" if len(v) > 1 else (
             f"{v[0]:.2f}")
@@ -331,8 +346,9 @@ def main():
         if not f:
             return "- | -"
         per = lambda ms: f / (ms * 1e-3) / 1e9  # noqa: E731
+        need = per(0.85 * row["torch_cpu_ms"])
         return (f"{f / 1e9:.3g} | {per(row['ours_cpu_ms']):.0f} / {per(row['torch_cpu_ms']):.0f}"
-                f" / {per(0.85 * row['torch_cpu_ms']):.0f}")
+                f" / {need:.0f}" + (" (above the FMA peak)" if peak and need > peak else ""))
 
     def ill(row):
         n = row["grad_check"]["ill_conditioned"]
@@ -372,7 +388,11 @@ def main():
             "Products (`none` rows): the FLOPs of one PyTorch step's "
             + ", ".join(next((r["product_ops"] for r in rows if r["product_ops"]), ["?"]))
             + " (its profiler), per CPU second of each side's step; for 0.85: the rate ours would "
-            "need for 0.85 of PyTorch's CPU time if the products were all of the step.")
+            "need for 0.85 of PyTorch's CPU time if the products were all of the step"
+            + ("; the FMA peak, which no product passes (`rematlab-cli gemm --peak`, one thread, "
+               "this build's vectors): " + " at the start, ".join(
+                   f"{p:.0f}" if p else "?" for p in peaks) + " GFLOP/s at the end."
+               if peak else "."))
     print(meta)
     print()
     print(table)

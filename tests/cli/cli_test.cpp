@@ -1310,6 +1310,24 @@ TEST_F(CliTest, GemmCalibratesOnceCachesAndNamesTheLibrary) {
     r = run({"gemm", "--json", "--threads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out)["build"], isa) << r.out;
+    EXPECT_FALSE(json::parse(r.out).contains("fma_peak")) << "measured only when asked";
+    // The FMA peak on the same vectors: 16 floats on AVX-512, 8 on AVX2, 4 on SSE.
+    const int lanes = isa == "AVX-512" ? 16 : isa == "AVX2" ? 8 : 4;
+    for (const char* threads : {"1", "2"}) {
+        r = run({"gemm", "--peak", "--json", "--threads", threads});
+        ASSERT_EQ(r.code, 0) << r.err;
+        const json peak = json::parse(r.out)["fma_peak"];
+        EXPECT_EQ(peak["lanes"], lanes) << r.out;
+        EXPECT_EQ(peak["threads"], std::stoi(threads)) << r.out;
+        EXPECT_GT(peak["chains"].get<int>(), 0) << r.out;
+        EXPECT_GT(peak["gflops"].get<double>(), 0) << r.out;
+    }
+    r = run({"gemm", "--peak", "--threads", "1"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("FMA peak: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("this build's " + std::to_string(lanes) + "-float vectors"),
+              std::string::npos)
+        << r.out;
     const json keyed = json::parse(read_bytes(file));  // outlives the loop over its entries
     for (const json& e : keyed["entries"])
         EXPECT_NE(e["key"].get<std::string>().find(" | " + key + " | "), std::string::npos) << e;
