@@ -10,7 +10,7 @@ class SplitMix64 {
   public:
     explicit SplitMix64(uint64_t seed) : state_(seed) {}
     uint64_t next() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);  // kSplitMixGamma
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         return z ^ (z >> 31);
@@ -36,10 +36,16 @@ constexpr uint64_t stable_hash(std::string_view s) {
 // The index-th number of the stream `key`, computed directly (SplitMix64's output function of
 // key + (index + 1)·γ, the state it would reach after index + 1 steps). Counter-based, so any
 // element's draw is a function of (key, index) alone: dropout recomputes its mask from it.
-constexpr uint64_t counter_hash(uint64_t key, uint64_t index) {
-    uint64_t z = key + (index + 1) * 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kSplitMixGamma = 0x9E3779B97F4A7C15ull;
+// SplitMix64's two multiplying rounds, before its last xor-shift: z ^ (z >> 31) of this is the
+// output. Its top 33 bits are the output's (the shift moves nothing into them), which is all a
+// dropout draw reads.
+constexpr uint64_t splitmix_rounds(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+}
+constexpr uint64_t counter_hash(uint64_t key, uint64_t index) {
+    const uint64_t z = splitmix_rounds(key + (index + 1) * kSplitMixGamma);
     return z ^ (z >> 31);
 }
 
@@ -54,6 +60,15 @@ constexpr uint32_t dropout_threshold(double p) {
 }
 constexpr bool dropout_keeps(uint64_t key, uint64_t index, uint32_t threshold) {
     return (counter_hash(key, index) >> 40) >= threshold;
+}
+// The same draw from the counter key + (index + 1)·γ itself, which a loop over consecutive
+// indices advances by γ an element rather than multiplying: a 64-bit product is three 32-bit
+// ones on AVX2, and the CPU kernels draw millions of these a step (engine/cpu/tensor_ops.cpp).
+constexpr bool dropout_keeps_counter(uint64_t counter, uint32_t threshold) {
+    return (splitmix_rounds(counter) >> 40) >= threshold;
+}
+constexpr uint64_t dropout_counter(uint64_t key, uint64_t index) {
+    return key + (index + 1) * kSplitMixGamma;
 }
 
 }  // namespace rl

@@ -2,7 +2,10 @@
 // mask and the collectives it uses, and bf16/f16 graphs executed as their f32 copies.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/errors.h"
@@ -142,6 +145,76 @@ TEST(Gpt, DropoutMaskBytesAreTheHashsOverChunksAndTails) {
         EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 0.7, 0.01);
         backend->release(in);
         backend->release(out);
+    }
+}
+
+// Dropout's kernels, masked and hashing their own mask, against the rule written out one element
+// at a time, bit for bit: y = x·scale where kept and +0 where dropped; dX = dY·scale or +0, and
+// accumulating, fma(dY, scale, dX) where kept and dX untouched where dropped. Over 2.5 of the
+// kernels' chunks (16384 elements) and a tail shorter than any vector, with NaNs, infinities and
+// -0s in x, dY and the starting dX, at one and two threads.
+TEST(Gpt, DropoutKernelsFollowTheRuleBitForBit) {
+    const int64_t n = 11 * 3725;  // 15 past the last 16-float vector
+    Graph g("drop", 3);
+    const ValueId in = g.add_input("in", DType::F32, {11, 3});  // a parameter to train
+    const ValueId x = g.node(g.add_node("fc", OpKind::Linear, std::vector<ValueId>{in},
+                                        Attrs{{"out_features", int64_t{3725}}}))
+                          .output;
+    const NodeId mk =
+        g.add_node("d", OpKind::DropoutMask, std::vector<ValueId>{x}, Attrs{{"p", 0.3}});
+    const NodeId masked = g.add_node("dm", OpKind::Dropout,
+                                     std::vector<ValueId>{x, g.node(mk).output}, Attrs{{"p", 0.3}});
+    const NodeId hashed =
+        g.add_node("d_hash", OpKind::Dropout, std::vector<ValueId>{x}, Attrs{{"p", 0.3}});
+    const NodeId sum = g.add_node(
+        "sum", OpKind::Add, std::vector<ValueId>{g.node(masked).output, g.node(hashed).output});
+    g.add_node("loss", OpKind::SumSquares, std::vector<ValueId>{g.node(sum).output});
+    g.finalize();
+    const uint64_t key_masked = dropout_key(g.seed(), "d");
+    const uint64_t key_hashed = dropout_key(g.seed(), "d_hash");
+    const uint32_t threshold = dropout_threshold(0.3);
+    const float scale = static_cast<float>(1.0 / (1 - 0.3));
+    SplitMix64 rng(9);
+    std::vector<float> xs(n), dy(n), dx0(n);
+    const float specials[] = {-0.0f, 0.0f, std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(), -1e-40f};
+    for (int64_t i = 0; i < n; ++i) {
+        const bool special = rng.below(16) == 0;
+        xs[i] = special ? specials[rng.below(5)] : rng.symmetric() * 3;
+        dy[i] = rng.below(16) == 0 ? specials[rng.below(5)] : rng.symmetric();
+        dx0[i] = rng.below(16) == 0 ? specials[rng.below(5)] : rng.symmetric();
+    }
+    for (int threads : {1, 2}) {
+        auto backend = make_cpu_backend(threads);
+        std::vector<uint8_t> keep(n);
+        {
+            const void* in[] = {xs.data()};
+            backend->forward({g, g.node(mk), in, nullptr, keep.data(), nullptr});
+        }
+        for (const NodeId node : {masked, hashed}) {
+            const uint64_t key = node == masked ? key_masked : key_hashed;
+            const void* in[] = {xs.data(), keep.data()};
+            std::vector<float> y(n, 7.0f);
+            backend->forward({g, g.node(node), in, nullptr, y.data(), nullptr});
+            for (const bool acc : {false, true}) {
+                std::vector<float> dx = dx0;
+                float* grads[] = {dx.data(), nullptr};
+                const bool accumulate[] = {acc, false};
+                backend->backward({g, g.node(node), in, nullptr, nullptr, dy.data(), grads,
+                                   accumulate, nullptr, nullptr});
+                for (int64_t i = 0; i < n; ++i) {
+                    const bool kept = dropout_keeps(key, static_cast<uint64_t>(i), threshold);
+                    const float want_y = kept ? xs[i] * scale : 0.0f;
+                    const float want_dx = acc ? (kept ? std::fma(dy[i], scale, dx0[i]) : dx0[i])
+                                              : (kept ? dy[i] * scale : 0.0f);
+                    ASSERT_EQ(0, std::memcmp(&y[i], &want_y, 4))
+                        << g.node(node).name << " y at " << i << ", " << threads << " threads";
+                    ASSERT_EQ(0, std::memcmp(&dx[i], &want_dx, 4))
+                        << g.node(node).name << " dx at " << i << (acc ? ", accumulating" : "")
+                        << ", " << threads << " threads";
+                }
+            }
+        }
     }
 }
 
