@@ -107,16 +107,23 @@ TEST(Gpt, TensorParallelRankSplitsHeadsAndColumns) {
     EXPECT_FALSE(gr_node(g, "block0.attn.drop_mask").has_tag("attn_core"));
 }
 
+// A [rows, cols] value computed from the graph's input by a linear layer: the graph then has a
+// parameter to train, which every runnable network needs.
+ValueId trained_rows(Graph& g, int64_t rows, int64_t cols) {
+    const ValueId in = g.add_input("in", DType::F32, {rows, 3});
+    return g
+        .node(g.add_node("fc", OpKind::Linear, std::vector<ValueId>{in},
+                         Attrs{{"out_features", cols}}))
+        .output;
+}
+
 // dropout(x, dropout_mask(x)) reads the mask a node keyed by the mask node's name drew; the same
 // bits as dropout(x) hashing its own mask under that name, forward and backward.
 // The mask node's bytes against the hash element by element, over several of the kernels'
 // chunks (16384 elements) and a tail shorter than a vector, at one and two threads.
 TEST(Gpt, DropoutMaskBytesAreTheHashsOverChunksAndTails) {
     Graph g("mask", 5);
-    const ValueId in = g.add_input("in", DType::F32, {151, 3});  // a parameter to train
-    const ValueId x = g.node(g.add_node("fc", OpKind::Linear, std::vector<ValueId>{in},
-                                        Attrs{{"out_features", int64_t{171}}}))
-                          .output;
+    const ValueId x = trained_rows(g, 151, 171);
     const NodeId m =
         g.add_node("m", OpKind::DropoutMask, std::vector<ValueId>{x}, Attrs{{"p", 0.3}});
     const NodeId d = g.add_node("d", OpKind::Dropout, std::vector<ValueId>{x, g.node(m).output},
@@ -156,10 +163,7 @@ TEST(Gpt, DropoutMaskBytesAreTheHashsOverChunksAndTails) {
 TEST(Gpt, DropoutKernelsFollowTheRuleBitForBit) {
     const int64_t n = 11 * 3725;  // 15 past the last 16-float vector
     Graph g("drop", 3);
-    const ValueId in = g.add_input("in", DType::F32, {11, 3});  // a parameter to train
-    const ValueId x = g.node(g.add_node("fc", OpKind::Linear, std::vector<ValueId>{in},
-                                        Attrs{{"out_features", int64_t{3725}}}))
-                          .output;
+    const ValueId x = trained_rows(g, 11, 3725);
     const NodeId mk =
         g.add_node("d", OpKind::DropoutMask, std::vector<ValueId>{x}, Attrs{{"p", 0.3}});
     const NodeId masked = g.add_node("dm", OpKind::Dropout,
