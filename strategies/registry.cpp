@@ -50,6 +50,12 @@ const Strategy& find_strategy(std::string_view name) {
                 " (see `rematlab-cli strategies`)");
 }
 
+Spec checked_strategy_spec(std::string_view text) {
+    Spec spec = parse_spec(text);
+    (void)ParamValues::resolve(find_strategy(spec.name).schema(), spec);
+    return spec;
+}
+
 bool is_budgeted(const Strategy& s) {
     for (const ParamSpec& p : s.schema())
         if (p.key == "budget" && p.type == ParamType::Bytes) return true;

@@ -48,6 +48,10 @@ void register_strategy(std::unique_ptr<Strategy> s);
 std::vector<const Strategy*> strategies();  // in registration order
 // Throws rl::Error listing the valid names for an unknown strategy.
 const Strategy& find_strategy(std::string_view name);
+// Parses a strategy spec and checks it against the strategy's schema, so that a typo fails
+// before any long work (the CLI's and the window's command lines). Throws rl::Error naming the
+// unknown strategy or key, or the bad value.
+Spec checked_strategy_spec(std::string_view text);
 
 // Parses "name:key=value,…", checks it against the strategy's schema, and plans. solve_ms is
 // filled in. Throws rl::Error for a bad spec, rl::NotApplicable for a strategy that does not

@@ -7,10 +7,13 @@
 #include <QTimer>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "engine/errors.h"
 #include "engine/gemm.h"
 #include "engine/networks/presets.h"
+#include "engine/params.h"
+#include "strategies/strategy.h"
 #include "ui/chart_export.h"
 #include "ui/evaluation.h"
 #include "ui/graph_view.h"
@@ -48,6 +51,55 @@ bool headless(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (!std::strcmp(argv[i], "--export") || !std::strcmp(argv[i], "--screenshot")) return true;
     return false;
+}
+
+// The command line's network and strategy specs checked before any window opens or any work
+// starts, as rematlab-cli checks them: an unknown strategy or key, a bad value or a bad preset
+// parameter is an error naming it (exit 1). The window used to drop such a strategy from the list
+// and keep a preset's default for such a parameter without a word. A network file is read by the
+// window, which shows what is wrong with it.
+QString check_specs(const QCommandLineParser& args) {
+    if (args.isSet(QStringLiteral("strategies"))) {
+        const QStringList specs = split_strategy_list(args.value(QStringLiteral("strategies")));
+        if (specs.isEmpty())
+            return QStringLiteral("--strategies: the list is empty; give at least one strategy");
+        for (const QString& text : specs) {
+            try {
+                (void)checked_strategy_spec(text.toStdString());
+            } catch (const std::exception& e) {
+                return QStringLiteral("--strategies: '%1': %2")
+                    .arg(text, QString::fromUtf8(e.what()));
+            }
+        }
+    }
+    if (args.isSet(QStringLiteral("network"))) {
+        const std::string spec = args.value(QStringLiteral("network")).toStdString();
+        const bool file =
+            is_onnx_spec(spec) || spec.find('/') != std::string::npos || spec.ends_with(".json");
+        try {
+            if (!file) (void)build_preset(parse_spec(spec));
+        } catch (const std::exception& e) {
+            return QStringLiteral("--network: %1").arg(QString::fromUtf8(e.what()));
+        }
+    }
+    return {};
+}
+
+// A whole number of at least `min` for --name, or an error saying so.
+std::optional<long> count_arg(const QCommandLineParser& args, const char* name, long min,
+                              QString* error) {
+    const QString key = QString::fromLatin1(name);
+    if (!args.isSet(key)) return std::nullopt;
+    bool ok = false;
+    const long v = args.value(key).toLong(&ok);
+    if (!ok || v < min) {
+        *error = QStringLiteral("--%1: expected a whole number of at least %2, got '%3'")
+                     .arg(key)
+                     .arg(min)
+                     .arg(args.value(key));
+        return std::nullopt;
+    }
+    return v;
 }
 
 const char* const kDefaultStrategies = "none,sqrt-n,periodic";
@@ -163,14 +215,26 @@ int screenshot_mode(const QCommandLineParser& args) {
     if (args.isSet(QStringLiteral("size")) &&
         !parse_size(args.value(QStringLiteral("size")), &size))
         return fail(kExitUsage, QStringLiteral("--size: expected WIDTHxHEIGHT, e.g. 1480x920"));
+    QString error;
+    const auto threads = count_arg(args, "threads", 1, &error);
+    const auto teach = count_arg(args, "teach", 0, &error);
+    const auto select = count_arg(args, "select", 0, &error);
+    const auto tab = count_arg(args, "tab", 0, &error);
+    if (!error.isEmpty()) return fail(kExitUsage, error);
     MainWindow window(false);
+    auto* tabs = window.findChild<QTabWidget*>();
+    if (tab && *tab >= tabs->count())
+        return fail(kExitUsage, QStringLiteral("--tab: expected 0 to %1 (%2 is the first, %3 the "
+                                               "last), got %4")
+                                    .arg(tabs->count() - 1)
+                                    .arg(tabs->tabText(0), tabs->tabText(tabs->count() - 1))
+                                    .arg(*tab));
     window.resize(size);
     if (args.isSet(QStringLiteral("network")))
         window.setNetworkSpec(args.value(QStringLiteral("network")));
     if (args.isSet(QStringLiteral("strategies")))
         window.setStrategies(split_strategy_list(args.value(QStringLiteral("strategies"))));
-    if (args.isSet(QStringLiteral("threads")))
-        window.setThreads(args.value(QStringLiteral("threads")).toInt());
+    if (threads) window.setThreads(static_cast<int>(*threads));
     if (args.isSet(QStringLiteral("link-gbps"))) {
         bool ok = false;
         const double gbps = args.value(QStringLiteral("link-gbps")).toDouble(&ok);
@@ -212,18 +276,16 @@ int screenshot_mode(const QCommandLineParser& args) {
     window.memoryChart()->flush();
     window.paretoChart()->flush();
     QApplication::processEvents();
-    if (args.isSet(QStringLiteral("tab")))
-        window.findChild<QTabWidget*>()->setCurrentIndex(args.value(QStringLiteral("tab")).toInt());
-    if (args.isSet(QStringLiteral("teach"))) {
+    if (tab) tabs->setCurrentIndex(static_cast<int>(*tab));
+    if (teach) {
         // Teach mode at instruction N: the last ticked strategy on the left, the first beside it.
         const int count = window.resultsModel()->rowCount();
         window.showTeachMode(true);
         window.scheduleViews()->setCurrent(count - 1);
         window.teachPanel()->setStrategies(count - 1, count > 1 ? 0 : -1);
-        window.teachPanel()->seek(args.value(QStringLiteral("teach")).toLong());
+        window.teachPanel()->seek(*teach);
     }
-    if (args.isSet(QStringLiteral("select")))
-        window.scheduleViews()->selection()->select(args.value(QStringLiteral("select")).toInt());
+    if (select) window.scheduleViews()->selection()->select(static_cast<int>(*select));
     window.graphView()->waitForLayout(60000);
     QApplication::processEvents();
     window.memoryChart()->flush();  // the selected node's marks
@@ -311,6 +373,7 @@ int run_app(int argc, char** argv) {
         }
     }
 
+    if (const QString err = check_specs(args); !err.isEmpty()) return fail(kExitUserError, err);
     if (args.isSet(QStringLiteral("export"))) return export_mode(args);
     if (args.isSet(QStringLiteral("screenshot"))) return screenshot_mode(args);
 

@@ -107,15 +107,6 @@ bool interrupted() {
     return g_interrupted.load();
 }
 
-// Parses a strategy spec and checks it against the strategy's schema, so that a typo fails
-// before any long work.
-Spec checked_strategy(const std::string& text) {
-    Spec spec = parse_spec(text);
-    const Strategy& s = find_strategy(spec.name);
-    (void)ParamValues::resolve(s.schema(), spec);
-    return spec;
-}
-
 // The strategy specs of a --strategies list as the user wrote them; every registered strategy
 // when the option is absent.
 std::vector<std::string> strategy_texts(const std::string& list) {
@@ -404,7 +395,7 @@ EvaluateOptions executing(const Graph& g, const Options& opt, ExecutionObserver*
 
 int run_command(const RunOptions& opt) {
     Graph g = load_network(opt.network);
-    const Spec spec = checked_strategy(opt.strategy);
+    const Spec spec = checked_strategy_spec(opt.strategy);
     if (!opt.dump_grads.empty()) prepare_directory(opt.dump_grads);
     if (!opt.dump_weights.empty()) prepare_directory(opt.dump_weights, "--dump-weights");
     std::vector<unsigned char> keep;
@@ -462,7 +453,7 @@ int run_command(const RunOptions& opt) {
 
 int plan_command(const PlanOptions& opt) {
     Graph g = load_network(opt.network);
-    const Spec spec = checked_strategy(opt.strategy);
+    const Spec spec = checked_strategy_spec(opt.strategy);
     EvaluateOptions eo;
     eo.threads = opt.threads;
     eo.execute = false;  // plan and simulate: nothing is allocated, so any size may be planned
@@ -498,7 +489,7 @@ int compare_command(const CompareOptions& opt) {
     Graph g = load_network(opt.network);
     const std::vector<std::string> texts = strategy_texts(opt.strategies);
     std::vector<Spec> specs;
-    for (const auto& t : texts) specs.push_back(checked_strategy(t));
+    for (const auto& t : texts) specs.push_back(checked_strategy_spec(t));
 
     // The JSON lines come at the end, after the rounds, so a bar on a terminal's stderr cannot
     // interleave with them: compare draws it with --json too.
@@ -837,7 +828,7 @@ int sweep_command(const SweepOptions& opt) {
     Graph g = load_network(opt.network);
     const std::vector<std::string> texts = strategy_texts(opt.strategies);
     std::vector<Spec> specs;
-    for (const auto& t : texts) specs.push_back(checked_strategy(t));
+    for (const auto& t : texts) specs.push_back(checked_strategy_spec(t));
 
     EvaluateOptions eo;
     eo.threads = opt.threads;
@@ -972,7 +963,7 @@ int export_command(const ExportOptions& opt) {
 
 int residuals_command(const ResidualsOptions& opt) {
     const Graph g = load_network(opt.network);
-    const Spec spec = checked_strategy(opt.strategy);
+    const Spec spec = checked_strategy_spec(opt.strategy);
     const Plan plan = plan_with(g, CostModel::analytic(g, DeviceRates{}), spec);
     if (plan.status == PlanStatus::Infeasible)
         throw Infeasible(infeasible_message(opt.strategy, plan));
@@ -985,7 +976,7 @@ int residuals_command(const ResidualsOptions& opt) {
 
 int explain_command(const ExplainOptions& opt) {
     const Graph g = load_network(opt.network);
-    const Spec spec = checked_strategy(opt.strategy);
+    const Spec spec = checked_strategy_spec(opt.strategy);
     const CostModel costs = CostModel::analytic(g, DeviceRates::measure_cpu());
     const Plan plan = plan_with(g, costs, spec);
     if (plan.status == PlanStatus::Infeasible)

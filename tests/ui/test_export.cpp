@@ -114,6 +114,54 @@ TEST(UiExport, HeadlessExportFromBothBinaries) {
     EXPECT_TRUE(bad.readAllStandardError().contains("missing.json"));
 }
 
+// The window's command line is checked as rematlab-cli's is, before any window or run: an unknown
+// strategy, key or value, or a bad preset parameter, is an error that names it (exit 1); a
+// malformed option value is a usage error (exit 2). Nothing is written. The window used to drop
+// such a strategy and keep the preset's default without a word, and exit 0.
+TEST(UiCommandLine, BadSpecsAndValuesAreRefusedBeforeAnyWindow) {
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    const QString png = dir.filePath(QStringLiteral("shot.png"));
+    struct Case {
+        QStringList args;
+        int code;
+        std::vector<const char*> said;
+    };
+    const std::vector<Case> cases = {
+        {{"-s", "none;bogus"}, 1, {"--strategies", "'bogus'", "valid strategies: none"}},
+        {{"-s", "sqrt-n:foo=1"}, 1, {"unknown parameter 'foo'", "segments, budget"}},
+        {{"-s", "periodic:k=0"}, 1, {"'k'", "out of range"}},
+        {{"-s", ";"}, 1, {"--strategies: the list is empty"}},
+        {{"-n", "mlp:depth=abc"}, 1, {"--network", "'depth'", "not an integer"}},
+        {{"-n", "bogusnet"}, 1, {"unknown network preset 'bogusnet'", "valid presets: mlp"}},
+        {{"--tab", "99"}, 2, {"--tab: expected 0 to", "got 99"}},
+        {{"--threads", "0"}, 2, {"--threads", "at least 1"}},
+        {{"--teach", "x"}, 2, {"--teach", "got 'x'"}},
+        {{"--select", "-1"}, 2, {"--select"}},
+    };
+    for (const Case& c : cases) {
+        QProcess gui;
+        gui.start(QStringLiteral(REMATLAB_GUI_PATH),
+                  QStringList{"--network", "mlp:depth=3,width=8,batch=4"} + c.args +
+                      QStringList{"--screenshot", png});
+        ASSERT_TRUE(gui.waitForFinished(60000)) << c.args.join(' ').toStdString();
+        const std::string err = gui.readAllStandardError().toStdString();
+        EXPECT_EQ(gui.exitCode(), c.code) << c.args.join(' ').toStdString() << ": " << err;
+        for (const char* words : c.said)
+            EXPECT_NE(err.find(words), std::string::npos) << words << " in: " << err;
+        EXPECT_FALSE(QFile::exists(png)) << c.args.join(' ').toStdString();
+    }
+    // Without --screenshot too: the window does not open on a bad list.
+    QProcess gui;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    gui.setProcessEnvironment(env);
+    gui.start(QStringLiteral(REMATLAB_GUI_PATH), {"--strategies", "none,bogus"});
+    ASSERT_TRUE(gui.waitForFinished(60000)) << "the window opened on a bad strategy list";
+    EXPECT_EQ(gui.exitCode(), 1);
+    EXPECT_TRUE(gui.readAllStandardError().contains("unknown strategy 'bogus'"));
+}
+
 TEST(UiMemoryChart, HundredThousandPointsAreDecimatedToThePlotWidth) {
     auto tl = std::make_shared<Timeline>();
     for (int i = 0; i < 100000; ++i) {
