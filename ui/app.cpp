@@ -74,10 +74,8 @@ QString check_specs(const QCommandLineParser& args) {
     }
     if (args.isSet(QStringLiteral("network"))) {
         const std::string spec = args.value(QStringLiteral("network")).toStdString();
-        const bool file =
-            is_onnx_spec(spec) || spec.find('/') != std::string::npos || spec.ends_with(".json");
         try {
-            if (!file) (void)build_preset(parse_spec(spec));
+            if (is_preset_spec(spec)) (void)build_preset(parse_spec(spec));
         } catch (const std::exception& e) {
             return QStringLiteral("--network: %1").arg(QString::fromUtf8(e.what()));
         }
@@ -156,12 +154,11 @@ int export_mode(const QCommandLineParser& args) {
     request.strategies = split_strategy_list(args.isSet(QStringLiteral("strategies"))
                                                  ? args.value(QStringLiteral("strategies"))
                                                  : QString::fromLatin1(kDefaultStrategies));
-    if (request.strategies.isEmpty())
-        return fail(kExitUsage, QStringLiteral("--strategies: the list is empty"));
+    QString error;
+    request.threads = static_cast<int>(count_arg(args, "threads", 1, &error).value_or(1));
+    const auto sweep_points = count_arg(args, "sweep", 2, &error);
+    if (!error.isEmpty()) return fail(kExitUsage, error);
     bool ok = true;
-    request.threads = args.value(QStringLiteral("threads")).toInt(&ok);
-    if (!ok || request.threads < 1)
-        return fail(kExitUsage, QStringLiteral("--threads: expected a positive number"));
     if (args.isSet(QStringLiteral("link-gbps"))) {
         request.link_gbps = args.value(QStringLiteral("link-gbps")).toDouble(&ok);
         if (!ok || !(request.link_gbps > 0))
@@ -172,15 +169,9 @@ int export_mode(const QCommandLineParser& args) {
     std::vector<SweepCurve> sweeps;
     try {
         summary = evaluate_all(request, !args.isSet(QStringLiteral("no-run")));
-        if (args.isSet(QStringLiteral("sweep"))) {
-            bool ok_points = false;
-            const int points = args.value(QStringLiteral("sweep")).toInt(&ok_points);
-            if (!ok_points || points < 2)
-                return fail(kExitUsage,
-                            QStringLiteral("--sweep: expected a point count of 2 or more"));
-            sweeps = sweep_for_export(request, summary, points,
+        if (sweep_points)
+            sweeps = sweep_for_export(request, summary, static_cast<int>(*sweep_points),
                                       args.isSet(QStringLiteral("sweep-measure")));
-        }
     } catch (const std::exception& e) {
         return fail(kExitUserError, QString::fromStdString(e.what()));
     }
@@ -220,6 +211,7 @@ int screenshot_mode(const QCommandLineParser& args) {
     const auto teach = count_arg(args, "teach", 0, &error);
     const auto select = count_arg(args, "select", 0, &error);
     const auto tab = count_arg(args, "tab", 0, &error);
+    const auto sweep_points = count_arg(args, "sweep", 2, &error);
     if (!error.isEmpty()) return fail(kExitUsage, error);
     MainWindow window(false);
     auto* tabs = window.findChild<QTabWidget*>();
@@ -260,12 +252,8 @@ int screenshot_mode(const QCommandLineParser& args) {
         QTimer::singleShot(0, &window, [&window] { window.startRun(); });
         loop.exec();
     }
-    if (args.isSet(QStringLiteral("sweep"))) {
-        bool ok = false;
-        const int points = args.value(QStringLiteral("sweep")).toInt(&ok);
-        if (!ok || points < 2)
-            return fail(kExitUsage, QStringLiteral("--sweep: expected a point count of 2 or more"));
-        window.setSweepPoints(points);
+    if (sweep_points) {
+        window.setSweepPoints(static_cast<int>(*sweep_points));
         window.setSweepExecutes(args.isSet(QStringLiteral("sweep-measure")));
         QEventLoop sweep_loop;
         QObject::connect(&window, &MainWindow::sweepCompleted, &sweep_loop, &QEventLoop::quit);

@@ -64,16 +64,15 @@ DropoutMask dropout_mask(const Graph& g, const Node& n) {
     return {dropout_key(g.seed(), n.name), dropout_threshold(p), static_cast<float>(1.0 / (1 - p))};
 }
 
-// keep[i] for i in [0, n), 1 where the hash keeps element s + i; 1 where the hash keeps element i.
-// A function of its own, its key and threshold passed by value: written in dropout_mask_forward's
-// lambda, where they and the mask's pointer were captures, every store through the uint8_t* (which
-// may alias any object) made the compiler reload them, and the loop stayed scalar, at 0.85 ns an
-// element, 9 % of a GPT step at seq 1024 (bench_roofline, 2026-12-07; 0.14 ns vectorised). The
-// counter advances by γ an element (dropout_keeps_counter): computed as (i + 1)·γ, each element
-// cost a third 64-bit product, three vpmuludq on AVX2, where the GPT preset's masks ran at 0.7 ns
-// an element.
+// keep[i] for i in [0, n): 1 where the hash keeps element s + i. A function of its own, its key and
+// threshold passed by value: written in dropout_mask_forward's lambda, where they and the mask's
+// pointer were captures, every store through the uint8_t* (which may alias any object) made the
+// compiler reload them, and the loop stayed scalar, at 0.85 ns an element, 9 % of a GPT step at seq
+// 1024 (bench_roofline, 2026-12-07; 0.14 ns vectorised). The counter advances by γ an element
+// (dropout_keeps_counter): computed as (i + 1)·γ, each element cost a third 64-bit product, three
+// vpmuludq on AVX2, where the GPT preset's masks ran at 0.7 ns an element.
 void draw_mask(uint8_t* keep, int64_t s, int64_t n, uint64_t key, uint32_t threshold) {
-    uint64_t counter = dropout_counter(key, static_cast<uint64_t>(s));
+    uint64_t counter = splitmix_counter(key, static_cast<uint64_t>(s));
     for (int64_t i = 0; i < n; ++i, counter += kSplitMixGamma)
         keep[i] = dropout_keeps_counter(counter, threshold) ? 1 : 0;
 }

@@ -742,14 +742,17 @@ bool is_onnx_spec(const std::string& spec) {
     return spec.ends_with(".onnx");
 }
 
+bool is_preset_spec(const std::string& spec) {
+    return !is_onnx_spec(spec) && spec.find('/') == std::string::npos && !spec.ends_with(".json");
+}
+
 Graph load_network(const std::string& spec, bool narrow_onnx_slices) {
     if (is_onnx_spec(spec)) {
         OnnxImportOptions opt;
         opt.narrow_slices = narrow_onnx_slices;
         return load_onnx_file(spec, opt);
     }
-    const bool is_path = spec.find('/') != std::string::npos || spec.ends_with(".json");
-    if (is_path) return load_network_file(spec);
+    if (!is_preset_spec(spec)) return load_network_file(spec);
     return build_preset(parse_spec(spec));
 }
 

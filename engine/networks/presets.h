@@ -28,5 +28,8 @@ Graph build_preset(const Spec& spec);
 Graph load_network(const std::string& spec, bool narrow_onnx_slices = true);
 // Whether load_network reads `spec` as an ONNX model (and so narrows its slices by default).
 bool is_onnx_spec(const std::string& spec);
+// Whether load_network reads `spec` as a preset spec rather than a file: no '/', no ".json" or
+// ".onnx" ending.
+bool is_preset_spec(const std::string& spec);
 
 }  // namespace rl
